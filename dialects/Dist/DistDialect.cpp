@@ -1,0 +1,398 @@
+//===- DistDialect.cpp - the distribution dialect ---------------*- C++ -*-===//
+//
+// The `dist` dialect: registration, the layout attribute's syntax and checks, the
+// verifiers of the mesh and the collectives, and the checks of plan-function
+// argument/result attributes against the plan's mesh.
+//
+//===----------------------------------------------------------------------===//
+#include "Dist/DistDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace planproof::dist;
+
+#include "Dist/DistDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Dist/DistAttrs.cpp.inc"
+
+void DistDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "Dist/DistOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "Dist/DistAttrs.cpp.inc"
+      >();
+}
+
+#define GET_OP_CLASSES
+#include "Dist/DistOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// LayoutAttr
+//===----------------------------------------------------------------------===//
+
+static const char *const kPartialKinds[] = {"sum", "avg", "max"};
+
+namespace {
+/// Parses `axis` or `"axis"`.
+ParseResult parseAxis(AsmParser &p, SmallVectorImpl<Attribute> &out) {
+  std::string name;
+  if (p.parseKeywordOrString(&name))
+    return failure();
+  out.push_back(StringAttr::get(p.getContext(), name));
+  return success();
+}
+
+/// Parses `[a, b, ...]` (possibly empty) of axis names.
+ParseResult parseAxisList(AsmParser &p, SmallVectorImpl<Attribute> &out) {
+  return p.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                   [&] { return parseAxis(p, out); });
+}
+
+void printAxes(AsmPrinter &p, ArrayAttr axes) {
+  llvm::interleaveComma(axes, p.getStream(),
+                        [&](Attribute a) { p.getStream() << cast<StringAttr>(a).getValue(); });
+}
+} // namespace
+
+Attribute LayoutAttr::parse(AsmParser &p, Type) {
+  MLIRContext *ctx = p.getContext();
+  SMLoc loc = p.getCurrentLocation();
+  SmallVector<Attribute> dims;
+  if (p.parseLess())
+    return {};
+  auto parseDim = [&]() -> ParseResult {
+    SmallVector<Attribute> axes;
+    if (succeeded(p.parseOptionalLParen())) {
+      if (p.parseCommaSeparatedList([&] { return parseAxis(p, axes); }) || p.parseRParen())
+        return failure();
+    } else {
+      std::string name;
+      if (p.parseKeywordOrString(&name))
+        return failure();
+      if (name != "_")
+        axes.push_back(StringAttr::get(ctx, name));
+    }
+    dims.push_back(ArrayAttr::get(ctx, axes));
+    return success();
+  };
+  if (p.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseDim))
+    return {};
+  SmallVector<Attribute> partial[3];
+  while (succeeded(p.parseOptionalComma())) {
+    std::string kind;
+    SMLoc kindLoc = p.getCurrentLocation();
+    if (p.parseKeywordOrString(&kind) || p.parseEqual())
+      return {};
+    int k = -1;
+    for (int i = 0; i < 3; ++i)
+      if (kind == kPartialKinds[i])
+        k = i;
+    if (k < 0) {
+      p.emitError(kindLoc, "unknown partial kind '") << kind << "' (expected sum, avg or max)";
+      return {};
+    }
+    if (parseAxisList(p, partial[k]))
+      return {};
+  }
+  if (p.parseGreater())
+    return {};
+  return LayoutAttr::getChecked([&] { return p.emitError(loc); }, ctx,
+                                ArrayAttr::get(ctx, dims), ArrayAttr::get(ctx, partial[0]),
+                                ArrayAttr::get(ctx, partial[1]), ArrayAttr::get(ctx, partial[2]));
+}
+
+void LayoutAttr::print(AsmPrinter &p) const {
+  raw_ostream &os = p.getStream();
+  os << "<[";
+  llvm::interleaveComma(getDims(), os, [&](Attribute d) {
+    auto axes = cast<ArrayAttr>(d);
+    if (axes.empty())
+      os << "_";
+    else if (axes.size() == 1)
+      printAxes(p, axes);
+    else {
+      os << "(";
+      printAxes(p, axes);
+      os << ")";
+    }
+  });
+  os << "]";
+  ArrayAttr partial[3] = {getSum(), getAvg(), getMax()};
+  for (int k = 0; k < 3; ++k) {
+    if (!partial[k] || partial[k].empty())
+      continue;
+    os << ", " << kPartialKinds[k] << " = [";
+    printAxes(p, partial[k]);
+    os << "]";
+  }
+  os << ">";
+}
+
+LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 ArrayAttr dims, ArrayAttr sum, ArrayAttr avg,
+                                 ArrayAttr max) {
+  llvm::StringSet<> seen;
+  auto check = [&](ArrayAttr axes) -> LogicalResult {
+    if (!axes)
+      return emitError() << "layout: missing axis list";
+    for (Attribute a : axes) {
+      auto s = dyn_cast<StringAttr>(a);
+      if (!s || s.getValue().empty())
+        return emitError() << "layout: axis names must be non-empty strings";
+      if (!seen.insert(s.getValue()).second)
+        return emitError() << "layout: mesh axis '" << s.getValue()
+                           << "' is used more than once";
+    }
+    return success();
+  };
+  if (!dims)
+    return emitError() << "layout: missing dimension list";
+  for (Attribute d : dims) {
+    auto axes = dyn_cast<ArrayAttr>(d);
+    if (!axes)
+      return emitError() << "layout: each dimension entry must be a list of axes";
+    if (failed(check(axes)))
+      return failure();
+  }
+  return failure(failed(check(sum)) || failed(check(avg)) || failed(check(max)));
+}
+
+LogicalResult planproof::dist::verifyLayout(LayoutAttr layout, MeshOp mesh, int64_t rank,
+                                            Location loc, StringRef what) {
+  if ((int64_t)layout.getDims().size() != rank)
+    return emitError(loc) << what << ": layout has " << layout.getDims().size()
+                          << " dimension entries but the tensor has rank " << rank;
+  auto checkAxes = [&](ArrayAttr axes) -> LogicalResult {
+    for (Attribute a : axes) {
+      StringRef name = cast<StringAttr>(a).getValue();
+      if (mesh.axisIndex(name) < 0)
+        return emitError(loc) << what << ": layout names mesh axis '" << name
+                              << "', which mesh @" << mesh.getSymName() << " does not have";
+    }
+    return success();
+  };
+  for (Attribute d : layout.getDims())
+    if (failed(checkAxes(cast<ArrayAttr>(d))))
+      return failure();
+  for (ArrayAttr p : {layout.getSum(), layout.getAvg(), layout.getMax()})
+    if (failed(checkAxes(p)))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+int64_t MeshOp::axisIndex(StringRef axis) {
+  for (auto [i, a] : llvm::enumerate(getAxes()))
+    if (cast<StringAttr>(a).getValue() == axis)
+      return i;
+  return -1;
+}
+
+int64_t MeshOp::numRanks() {
+  int64_t n = 1;
+  for (int64_t s : getShape())
+    n *= s;
+  return n;
+}
+
+LogicalResult MeshOp::verify() {
+  if (getAxes().size() != getShape().size())
+    return emitOpError() << "has " << getAxes().size() << " axis names but "
+                         << getShape().size() << " axis sizes";
+  if (getAxes().empty())
+    return emitOpError() << "needs at least one axis";
+  llvm::StringSet<> seen;
+  int64_t ranks = 1;
+  for (auto [a, s] : llvm::zip(getAxes(), getShape())) {
+    StringRef name = cast<StringAttr>(a).getValue();
+    if (name.empty() || name == "_")
+      return emitOpError() << "axis names must be non-empty and not '_'";
+    if (!seen.insert(name).second)
+      return emitOpError() << "axis '" << name << "' is declared twice";
+    if (s < 1)
+      return emitOpError() << "axis '" << name << "' has size " << s << "; sizes must be >= 1";
+    if (ranks > (int64_t(1) << 40) / s)
+      return emitOpError() << "has more than 2^40 ranks";
+    ranks *= s;
+  }
+  return success();
+}
+
+MeshOp planproof::dist::lookupMeshOfFunc(Operation *func) {
+  if (!func)
+    return {};
+  auto ref = func->getAttrOfType<FlatSymbolRefAttr>(kMeshAttr);
+  if (!ref)
+    return {};
+  return SymbolTable::lookupNearestSymbolFrom<MeshOp>(func, ref);
+}
+
+MeshOp planproof::dist::lookupMesh(Operation *op) {
+  for (Operation *p = op; p; p = p->getParentOp())
+    if (p->hasAttr(kMeshAttr))
+      return lookupMeshOfFunc(p);
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Number of ranks in one group of `axes`, or failure with a diagnostic.
+FailureOr<int64_t> groupSize(Operation *op, MeshOp mesh, ArrayAttr axes) {
+  if (axes.empty())
+    return op->emitOpError() << "needs at least one mesh axis";
+  llvm::StringSet<> seen;
+  int64_t n = 1;
+  for (Attribute a : axes) {
+    StringRef name = cast<StringAttr>(a).getValue();
+    int64_t i = mesh.axisIndex(name);
+    if (i < 0)
+      return op->emitOpError() << "names mesh axis '" << name << "', which mesh @"
+                               << mesh.getSymName() << " does not have";
+    if (!seen.insert(name).second)
+      return op->emitOpError() << "names mesh axis '" << name << "' twice";
+    n *= mesh.getShape()[i];
+  }
+  return n;
+}
+
+LogicalResult checkKind(Operation *op, StringRef kind) {
+  if (kind != "sum" && kind != "avg" && kind != "max")
+    return op->emitOpError() << "has reduction kind '" << kind
+                             << "'; expected \"sum\", \"avg\" or \"max\"";
+  return success();
+}
+} // namespace
+
+FailureOr<RankedTensorType> planproof::dist::expectedResultType(Operation *op) {
+  MeshOp mesh = lookupMesh(op);
+  if (!mesh)
+    return op->emitOpError() << "must be inside a plan function with a '" << kMeshAttr
+                             << "' attribute naming a dist.mesh";
+  auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto axes = op->getAttrOfType<ArrayAttr>("axes");
+  if (!axes)
+    return op->emitOpError() << "requires a string array attribute 'axes'";
+  FailureOr<int64_t> n = groupSize(op, mesh, axes);
+  if (failed(n))
+    return failure();
+  if (auto kind = op->getAttrOfType<StringAttr>("kind"))
+    if (failed(checkKind(op, kind.getValue())))
+      return failure();
+  if (isa<AllReduceOp>(op))
+    return in;
+  auto dimAttr = op->getAttrOfType<IntegerAttr>("dim");
+  if (!dimAttr)
+    return op->emitOpError() << "requires an integer attribute 'dim'";
+  int64_t dim = dimAttr.getInt();
+  if (dim < 0 || dim >= in.getRank())
+    return op->emitOpError() << "dim " << dim << " is out of range for an operand of rank "
+                             << in.getRank();
+  SmallVector<int64_t> shape(in.getShape());
+  if (isa<AllGatherOp>(op)) {
+    shape[dim] *= *n;
+  } else {
+    if (shape[dim] % *n != 0)
+      return op->emitOpError() << "dimension " << dim << " of size " << shape[dim]
+                               << " does not divide by the " << *n << " ranks of axes "
+                               << axes;
+    shape[dim] /= *n;
+  }
+  return RankedTensorType::get(shape, in.getElementType());
+}
+
+static LogicalResult verifyCollective(Operation *op) {
+  FailureOr<RankedTensorType> want = expectedResultType(op);
+  if (failed(want))
+    return failure();
+  if (op->getResult(0).getType() != *want)
+    return op->emitOpError() << "result type " << op->getResult(0).getType()
+                             << " does not match the expected " << *want;
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() { return verifyCollective(*this); }
+LogicalResult AllGatherOp::verify() { return verifyCollective(*this); }
+LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this); }
+LogicalResult ShardSliceOp::verify() { return verifyCollective(*this); }
+
+LogicalResult AxisIndexOp::verify() {
+  MeshOp mesh = lookupMesh(*this);
+  if (!mesh)
+    return emitOpError() << "must be inside a plan function with a '" << kMeshAttr
+                         << "' attribute naming a dist.mesh";
+  if (mesh.axisIndex(getAxis()) < 0)
+    return emitOpError() << "names mesh axis '" << getAxis() << "', which mesh @"
+                         << mesh.getSymName() << " does not have";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Plan function attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() != kMeshAttr)
+    return op->emitError() << "unknown dist attribute '" << attr.getName() << "'";
+  if (!isa<func::FuncOp>(op))
+    return op->emitError() << "'" << kMeshAttr << "' belongs on a func.func";
+  if (!isa<FlatSymbolRefAttr>(attr.getValue()))
+    return op->emitError() << "'" << kMeshAttr << "' must be a symbol reference to a dist.mesh";
+  if (!lookupMeshOfFunc(op))
+    return op->emitError() << "'" << kMeshAttr << "' names " << attr.getValue()
+                           << ", which is not a dist.mesh in scope";
+  return success();
+}
+
+static LogicalResult verifyValueAttr(Operation *op, Type type, NamedAttribute attr,
+                                     const Twine &what) {
+  if (attr.getName() == kValueAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!s || s.getValue().empty())
+      return op->emitError() << what << ": '" << kValueAttr
+                             << "' must be a non-empty string naming a reference value";
+    return success();
+  }
+  if (attr.getName() != kLayoutAttr)
+    return op->emitError() << what << ": unknown dist attribute '" << attr.getName() << "'";
+  auto layout = dyn_cast<LayoutAttr>(attr.getValue());
+  if (!layout)
+    return op->emitError() << what << ": '" << kLayoutAttr << "' must be a #dist.layout";
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return op->emitError() << what << ": a layout needs a ranked tensor type";
+  MeshOp mesh = lookupMeshOfFunc(op);
+  if (!mesh)
+    return op->emitError() << what << ": a layout needs the function to name its mesh with '"
+                           << kMeshAttr << "'";
+  return verifyLayout(layout, mesh, tensor.getRank(), op->getLoc(), what.str());
+}
+
+LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op, unsigned region,
+                                                    unsigned arg, NamedAttribute attr) {
+  Type type = op->getRegion(region).getArgument(arg).getType();
+  return verifyValueAttr(op, type, attr, "argument #" + Twine(arg));
+}
+
+LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned region,
+                                                       unsigned result, NamedAttribute attr) {
+  auto func = dyn_cast<func::FuncOp>(op);
+  if (!func)
+    return op->emitError() << "dist result attributes belong on a func.func";
+  Type type = func.getResultTypes()[result];
+  return verifyValueAttr(op, type, attr, "result #" + Twine(result));
+}

@@ -1,0 +1,55 @@
+//===- DistDialect.h - the distribution dialect -----------------*- C++ -*-===//
+//
+// Declarations of the `dist` dialect: the mesh op, the layout attribute and the
+// collectives (generated from DistOps.td), plus the helpers that give one definition of
+// the collectives' shape rules to the verifier and the importers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_DIALECTS_DIST_DISTDIALECT_H
+#define PLANPROOF_DIALECTS_DIST_DISTDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "Dist/DistDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Dist/DistAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "Dist/DistOps.h.inc"
+
+namespace planproof::dist {
+/// Function attribute naming the plan's mesh (a FlatSymbolRefAttr).
+constexpr const char *kMeshAttr = "dist.mesh";
+/// Argument/result attribute: the reference value this plan value holds a piece of.
+constexpr const char *kValueAttr = "dist.value";
+/// Argument/result attribute: the LayoutAttr of that piece.
+constexpr const char *kLayoutAttr = "dist.layout";
+
+/// The mesh of the plan function that (transitively) contains `op`, or null with no
+/// diagnostic when there is none.
+MeshOp lookupMesh(mlir::Operation *op);
+
+/// The mesh named by a plan function's `dist.mesh` attribute, or null.
+MeshOp lookupMeshOfFunc(mlir::Operation *func);
+
+/// The result type a collective must have given its operand, attributes and mesh.
+/// One definition shared by the op verifiers and the importers. Emits at `op`'s
+/// location on failure.
+mlir::FailureOr<mlir::RankedTensorType> expectedResultType(mlir::Operation *op);
+
+/// Checks a layout against a mesh and a rank: known axes, each used once, as many
+/// dimension entries as the tensor has dimensions. Emits at `loc` on failure.
+mlir::LogicalResult verifyLayout(LayoutAttr layout, MeshOp mesh, int64_t rank,
+                                 mlir::Location loc, llvm::StringRef what);
+} // namespace planproof::dist
+
+#endif

@@ -1,0 +1,200 @@
+//===- DistOps.td - the distribution (parallel plan) dialect -*- tablegen -*-===//
+//
+// The `dist` dialect: meshes, layouts, and the collectives of SPMD parallel plans.
+// A plan is one `func.func` for all ranks (SPMD), parametric in the rank's mesh
+// coordinates; its arguments and results say which reference value they hold and how
+// it is laid out over the mesh.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLANPROOF_DIST_OPS
+#define PLANPROOF_DIST_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonTypeConstraints.td"
+
+def PP_F32RankedTensor : RankedTensorOf<[F32]>;
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::planproof::dist";
+  let summary = "Parallel plans: meshes, layouts, SPMD programs and collectives";
+  let description = [{
+    A parallel plan runs a training step on a *mesh* of devices with named axes
+    (`dp`, `tp`, ...). It is written as a single `func.func` executed by every rank
+    (SPMD), with the attribute `dist.mesh = @mesh` naming its mesh. Each argument and
+    result carries
+
+    * `dist.value = "name"`: the reference value (a `ref.name` of the reference program)
+      whose piece this rank holds, and
+    * `dist.layout = #dist.layout<...>`: how that value is laid out over the mesh.
+
+    The argument and result *types* are the rank-local (shard) types. The verifier
+    checks that, for every input, gathering each plan output through its layout gives
+    the reference value it claims to be.
+
+    Rank-local computation uses the `ref` ops; communication uses the collectives of
+    this dialect. Every collective names the mesh axes it runs over; the ranks that
+    take part are those whose coordinates agree on all other axes.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layout attribute
+//===----------------------------------------------------------------------===//
+
+def Dist_LayoutAttr : AttrDef<Dist_Dialect, "Layout"> {
+  let mnemonic = "layout";
+  let summary = "how a global tensor is laid out over the mesh";
+  let description = [{
+    For each tensor dimension, the mesh axes that split it (major to minor), then the
+    mesh axes over which the local values are *partial* and still to be reduced, by
+    kind (`sum`, `avg`, `max`). Mesh axes named nowhere hold replicas.
+
+    ```mlir
+    #dist.layout<[_, tp]>                 // dim 1 split over tp, replicated over the rest
+    #dist.layout<[(dp, tp), _]>           // dim 0 split over dp then tp (dp major)
+    #dist.layout<[_, _], sum = [tp]>      // every rank of a tp group holds a partial sum
+    #dist.layout<[], avg = [dp]>          // a scalar to be averaged over dp
+    ```
+
+    A rank at coordinate `c` of the axes `(a1, ..., an)` splitting a dimension of size
+    `D` holds the block `[s * D', (s + 1) * D')` where `D' = D / (|a1| * ... * |an|)`
+    and `s` is the row-major index of `c` over those axes.
+  }];
+  let parameters = (ins
+    "::mlir::ArrayAttr":$dims,  // per dim: ArrayAttr of StringAttr (axis names)
+    "::mlir::ArrayAttr":$sum,   // StringAttr axis names
+    "::mlir::ArrayAttr":$avg,
+    "::mlir::ArrayAttr":$max
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, traits>;
+
+
+
+def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
+  let summary = "declares a device mesh with named axes";
+  let description = [{
+    A mesh of `product(shape)` ranks, with one named axis per entry of `shape`. Ranks
+    are numbered row-major over the axes in the order written.
+
+    ```mlir
+    dist.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes,
+                       DenseI64ArrayAttr:$shape);
+  let assemblyFormat = "$sym_name `axes` `=` $axes `shape` `=` $shape attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The index of `axis` in this mesh, or -1.
+    int64_t axisIndex(::llvm::StringRef axis);
+    int64_t numRanks();
+  }];
+}
+
+def Dist_AxisIndexOp : Dist_Op<"axis_index", [Pure]> {
+  let summary = "the executing rank's coordinate along a mesh axis";
+  let description = [{
+    Returns this rank's coordinate along `axis` of the plan's mesh; it is what makes one
+    SPMD program behave differently on different ranks.
+
+    ```mlir
+    %r = dist.axis_index "tp" : index
+    ```
+  }];
+  let arguments = (ins StrAttr:$axis);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+// Collectives: every one names the mesh axes it runs over.
+class Dist_CollectiveOp<string mnemonic>
+    : Dist_Op<mnemonic, [Pure]> {
+  // Result shapes depend on the mesh axis sizes, which live on the mesh, so the result
+  // type is written out and checked by the verifier (dist::expectedResultType).
+  let results = (outs PP_F32RankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce"> {
+  let summary = "reduces across the ranks of the given mesh axes";
+  let description = [{
+    Every rank receives the reduction (`sum`, `avg` or `max`) of `input` over the
+    ranks that differ from it only along `axes`. Turns a value that is *partial* over
+    `axes` (of the same kind) into a complete, replicated one.
+
+    ```mlir
+    %y = dist.all_reduce %y_partial over ["tp"] "sum" : tensor<2x4xf32> -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, StrAttr:$kind);
+  let assemblyFormat = "$input `over` $axes $kind attr-dict `:` type($input) `->` type($result)";
+}
+
+def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
+  let summary = "concatenates the shards of the given mesh axes along a dimension";
+  let description = [{
+    Every rank receives the concatenation along `dim` of `input` from the ranks that
+    differ from it only along `axes`, ordered row-major over `axes`. Turns a value
+    split along `dim` over `axes` into one replicated over them.
+
+    ```mlir
+    %full = dist.all_gather %shard over ["tp"] dim 1 : tensor<2x2xf32> -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim);
+  let assemblyFormat = "$input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)";
+}
+
+def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
+  let summary = "reduces across mesh axes and keeps this rank's block of a dimension";
+  let description = [{
+    Reduces `input` (`sum`, `avg` or `max`) over the ranks that differ only along
+    `axes`, then keeps the block of dimension `dim` that belongs to this rank (row-major
+    over `axes`). The size of `dim` must divide by the number of ranks in the group.
+    The data-parallel gradient reduction of ZeRO-2 and Megatron sequence parallelism.
+
+    ```mlir
+    %g = dist.reduce_scatter %partial over ["dp"] dim 0 "sum" : tensor<8x4xf32> -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim, StrAttr:$kind);
+  let assemblyFormat = "$input `over` $axes `dim` $dim $kind attr-dict `:` type($input) `->` type($result)";
+}
+
+def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
+  let summary = "keeps this rank's block of a replicated value (no communication)";
+  let description = [{
+    The local counterpart of `all_gather`: from a value replicated over `axes`, keeps the
+    block of dimension `dim` that belongs to this rank (row-major over `axes`). The size
+    of `dim` must divide by the number of ranks in the group.
+
+    ```mlir
+    %w_local = dist.shard_slice %w over ["tp"] dim 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim);
+  let assemblyFormat = "$input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)";
+}
+
+#endif // PLANPROOF_DIST_OPS

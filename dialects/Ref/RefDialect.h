@@ -1,0 +1,29 @@
+//===- RefDialect.h - the reference dialect ---------------------*- C++ -*-===//
+//
+// Declarations of the `ref` dialect and its ops (generated from RefOps.td).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_DIALECTS_REF_REFDIALECT_H
+#define PLANPROOF_DIALECTS_REF_REFDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "Ref/RefDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "Ref/RefOps.h.inc"
+
+namespace planproof::ref {
+/// Name of the unit attribute marking the reference step function.
+constexpr const char *kReferenceAttr = "ref.reference";
+/// Name of the string attribute naming a reference argument or result.
+constexpr const char *kNameAttr = "ref.name";
+} // namespace planproof::ref
+
+#endif
