@@ -20,7 +20,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	$(BUILD)/bin/planproof run verify-specs
+	$(BUILD)/bin/planproof check-specs verify-specs
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -1,0 +1,182 @@
+//===- Decide.cpp - deciding one element equality --------------*- C++ -*-===//
+#include "Engine/Decide.h"
+
+#include <z3++.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <unordered_map>
+
+using namespace planproof;
+
+bool planproof::numericallyDifferent(double a, double b) {
+  return std::fabs(a - b) > 1e-9 * std::max({1.0, std::fabs(a), std::fabs(b)});
+}
+
+namespace {
+bool differsAt(ExprPool &pool, PolyId p, PolyId q, const std::vector<double> &values) {
+  std::unordered_map<PolyId, double> memo;
+  double a = pool.evaluate(p, values, memo), b = pool.evaluate(q, values, memo);
+  return numericallyDifferent(a, b);
+}
+
+/// Random small integers on the support, then greedy minimization: each input is set
+/// to 0 (else 1) when the difference survives, so counterexamples stay readable.
+bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &values) {
+  std::vector<uint32_t> support = pool.support(p);
+  for (uint32_t s : pool.support(q))
+    support.push_back(s);
+  std::sort(support.begin(), support.end());
+  support.erase(std::unique(support.begin(), support.end()), support.end());
+  values.assign(pool.numInputs(), 0.0);
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<int> dist(-3, 3);
+  bool found = false;
+  for (int trial = 0; trial < 24 && !found; ++trial) {
+    for (uint32_t s : support)
+      values[s] = trial == 0 ? 1.0 : (double)dist(rng);
+    found = differsAt(pool, p, q, values);
+  }
+  if (!found)
+    return false;
+  for (double target : {0.0, 1.0})
+    for (uint32_t s : support) {
+      double saved = values[s];
+      if (saved == target || saved == 0.0)
+        continue;
+      values[s] = target;
+      if (!differsAt(pool, p, q, values))
+        values[s] = saved;
+    }
+  return true;
+}
+
+double numeralToDouble(const z3::expr &e) {
+  std::string s = Z3_get_numeral_string(e.ctx(), e);
+  auto slash = s.find('/');
+  if (slash == std::string::npos)
+    return std::strtod(s.c_str(), nullptr);
+  return std::strtod(s.substr(0, slash).c_str(), nullptr) /
+         std::strtod(s.substr(slash + 1).c_str(), nullptr);
+}
+
+struct Z3Encoder {
+  ExprPool &pool;
+  z3::context &ctx;
+  std::unordered_map<PolyId, z3::expr> memo;
+  std::unordered_map<uint32_t, z3::expr> inputs;
+
+  z3::expr input(uint32_t id) {
+    auto it = inputs.find(id);
+    if (it != inputs.end())
+      return it->second;
+    z3::expr e = ctx.real_const(pool.input(id).str().c_str());
+    inputs.emplace(id, e);
+    return e;
+  }
+
+  z3::expr poly(PolyId p) {
+    auto it = memo.find(p);
+    if (it != memo.end())
+      return it->second;
+    z3::expr sum = ctx.real_val(0);
+    for (auto &[m, c] : pool.poly(p).terms) {
+      z3::expr prod = ctx.real_val(std::to_string(c.numerator()).c_str()) /
+                      ctx.real_val(std::to_string(c.denominator()).c_str());
+      for (auto &[a, e] : pool.mono(m).factors) {
+        z3::expr base = atom(a);
+        for (uint32_t k = 0; k < e; ++k)
+          prod = prod * base;
+      }
+      sum = sum + prod;
+    }
+    memo.emplace(p, sum);
+    return sum;
+  }
+
+  z3::expr atom(AtomId a) {
+    const Atom &at = pool.atom(a);
+    if (at.isInput)
+      return input(at.input);
+    std::vector<z3::expr> args;
+    for (PolyId q : at.args)
+      args.push_back(poly(q));
+    if (at.fn == Fn::Max) {
+      z3::expr m = args[0];
+      for (size_t i = 1; i < args.size(); ++i)
+        m = z3::ite(args[i] > m, args[i], m);
+      return m;
+    }
+    z3::sort real = ctx.real_sort();
+    z3::func_decl f = ctx.function(fnInfo(at.fn).name, real, real);
+    return f(args[0]);
+  }
+};
+} // namespace
+
+Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
+                                unsigned timeoutMs) {
+  Decision d;
+  if (plan == reference) {
+    d.result = Equality::Equal;
+    d.byCanonicalForm = true;
+    return d;
+  }
+  bool lattice = pool.hasLatticeAtoms(plan) || pool.hasLatticeAtoms(reference);
+  bool functions = pool.hasApplications(plan) || pool.hasApplications(reference);
+  if (!lattice) {
+    // Different canonical polynomials over free atoms differ somewhere.
+    if (concreteSearch(pool, plan, reference, d.assignment)) {
+      d.result = Equality::Unequal;
+      d.byCanonicalForm = true;
+      return d;
+    }
+    if (functions) {
+      d.result = Equality::Unknown;
+      d.reason = "the values differ when GeLU-like functions are left uninterpreted, but no "
+                 "concrete counterexample was found with their real definitions";
+      return d;
+    }
+  }
+  // Max (or a polynomial difference the search could not witness): ask Z3.
+  d.usedSolver = true;
+  try {
+    z3::context ctx;
+    z3::solver solver(ctx);
+    z3::params params(ctx);
+    params.set("timeout", timeoutMs);
+    solver.set(params);
+    Z3Encoder enc{pool, ctx, {}, {}};
+    solver.add(enc.poly(plan) != enc.poly(reference));
+    switch (solver.check()) {
+    case z3::unsat:
+      d.result = Equality::Equal;
+      return d;
+    case z3::sat: {
+      z3::model model = solver.get_model();
+      d.assignment.assign(pool.numInputs(), 0.0);
+      for (auto &[id, e] : enc.inputs)
+        d.assignment[id] = numeralToDouble(model.eval(e, true));
+      if (differsAt(pool, plan, reference, d.assignment) || !functions) {
+        d.result = Equality::Unequal;
+        d.assignmentFromSolver = true;
+        return d;
+      }
+      d.result = Equality::Unknown;
+      d.reason = "Z3 found a difference only for uninterpreted functions, and it does not "
+                 "hold for their real definitions";
+      return d;
+    }
+    case z3::unknown:
+      d.result = Equality::Unknown;
+      d.reason = "Z3 gave no answer within " + std::to_string(timeoutMs) + " ms (" +
+                 solver.reason_unknown() + ")";
+      return d;
+    }
+  } catch (const z3::exception &e) {
+    d.result = Equality::Unknown;
+    d.reason = std::string("Z3 error: ") + e.msg();
+  }
+  return d;
+}

@@ -1,0 +1,41 @@
+//===- Decide.h - deciding one element equality ----------------*- C++ -*-===//
+//
+// Decides `plan == reference` for one pair of canonical polynomials:
+//   1. equal canonical forms: equal (no solver);
+//   2. different canonical forms without max: unequal as polynomials over their atoms;
+//      a concrete counterexample with every function at its real definition is
+//      searched for and minimized, and only a concrete one yields *unequal* when
+//      non-polynomial functions are involved (they are uninterpreted symbolically);
+//   3. with max (piecewise linear), Z3 decides under a timeout; a timeout is *unknown*.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_ENGINE_DECIDE_H
+#define PLANPROOF_ENGINE_DECIDE_H
+
+#include "Engine/Expr.h"
+
+#include <string>
+#include <vector>
+
+namespace planproof {
+
+enum class Equality { Equal, Unequal, Unknown };
+
+struct Decision {
+  Equality result = Equality::Unknown;
+  bool byCanonicalForm = false;
+  bool usedSolver = false;
+  /// For Unequal: a value for every input symbol of the pool (most are 0).
+  std::vector<double> assignment;
+  bool assignmentFromSolver = false;
+  std::string reason; // for Unknown
+};
+
+Decision decideEqual(ExprPool &pool, PolyId plan, PolyId reference, unsigned timeoutMs);
+
+/// Whether two numbers differ beyond double rounding.
+bool numericallyDifferent(double a, double b);
+
+} // namespace planproof
+
+#endif

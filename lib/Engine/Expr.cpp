@@ -1,0 +1,399 @@
+//===- Expr.cpp - hash-consed canonical polynomial expressions --*- C++ -*-===//
+#include "Engine/Expr.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+using namespace planproof;
+
+std::string InputSymbol::str() const {
+  std::string s = tensor;
+  if (index.empty())
+    return s;
+  s += "[";
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (i)
+      s += ",";
+    s += std::to_string(index[i]);
+  }
+  return s + "]";
+}
+
+ExprPool::ExprPool(size_t maxTerms) : maxTerms(maxTerms) {
+  unitMono = internMono(Monomial{});
+  zeroId = internPoly(Poly{});
+}
+
+uint32_t ExprPool::addInput(InputSymbol sym) {
+  inputs.push_back(std::move(sym));
+  return inputs.size() - 1;
+}
+
+PolyId ExprPool::internPoly(Poly &&p) {
+  if (p.terms.size() > maxTerms)
+    throw NumericLimit("an expression grew past " + std::to_string(maxTerms) +
+                       " terms at this shape");
+  std::vector<uint64_t> key;
+  key.reserve(p.terms.size() * 3);
+  for (auto &[m, c] : p.terms) {
+    key.push_back(m);
+    key.push_back((uint64_t)c.numerator());
+    key.push_back((uint64_t)c.denominator());
+  }
+  auto [it, inserted] = polyIds.emplace(std::move(key), (uint32_t)polys.size());
+  if (inserted)
+    polys.push_back(std::move(p));
+  return it->second;
+}
+
+MonoId ExprPool::internMono(Monomial &&m) {
+  std::vector<uint64_t> key;
+  for (auto &[a, e] : m.factors)
+    key.push_back(((uint64_t)a << 32) | e);
+  auto [it, inserted] = monoIds.emplace(std::move(key), (uint32_t)monos.size());
+  if (inserted)
+    monos.push_back(std::move(m));
+  return it->second;
+}
+
+AtomId ExprPool::internAtom(Atom &&a) {
+  std::vector<uint64_t> key;
+  key.push_back(a.isInput ? 0 : 1 + (uint64_t)a.fn);
+  if (a.isInput)
+    key.push_back(a.input);
+  for (PolyId p : a.args)
+    key.push_back(p);
+  auto [it, inserted] = atomIds.emplace(std::move(key), (uint32_t)atoms.size());
+  if (inserted)
+    atoms.push_back(std::move(a));
+  return it->second;
+}
+
+PolyId ExprPool::constant(const Rational &c) {
+  if (c.isZero())
+    return zeroId;
+  Poly p;
+  p.terms.push_back({unitMono, c});
+  return internPoly(std::move(p));
+}
+
+PolyId ExprPool::inputPoly(uint32_t inputId) {
+  Atom a;
+  a.isInput = true;
+  a.input = inputId;
+  AtomId at = internAtom(std::move(a));
+  Monomial m;
+  m.factors.push_back({at, 1});
+  Poly p;
+  p.terms.push_back({internMono(std::move(m)), Rational(1)});
+  return internPoly(std::move(p));
+}
+
+PolyId ExprPool::add(PolyId a, PolyId b) {
+  if (a == zeroId)
+    return b;
+  if (b == zeroId)
+    return a;
+  const auto &ta = polys[a].terms, &tb = polys[b].terms;
+  Poly r;
+  r.terms.reserve(ta.size() + tb.size());
+  size_t i = 0, j = 0;
+  while (i < ta.size() || j < tb.size()) {
+    if (j == tb.size() || (i < ta.size() && ta[i].first < tb[j].first)) {
+      r.terms.push_back(ta[i++]);
+    } else if (i == ta.size() || tb[j].first < ta[i].first) {
+      r.terms.push_back(tb[j++]);
+    } else {
+      Rational c = ta[i].second + tb[j].second;
+      if (!c.isZero())
+        r.terms.push_back({ta[i].first, c});
+      ++i;
+      ++j;
+    }
+  }
+  return internPoly(std::move(r));
+}
+
+PolyId ExprPool::scale(PolyId a, const Rational &c) {
+  if (c.isZero())
+    return zeroId;
+  if (c.isOne())
+    return a;
+  Poly r = polys[a];
+  for (auto &t : r.terms)
+    t.second = t.second * c;
+  return internPoly(std::move(r));
+}
+
+PolyId ExprPool::sub(PolyId a, PolyId b) { return add(a, scale(b, Rational(-1))); }
+
+MonoId ExprPool::mulMono(MonoId a, MonoId b) {
+  if (a == unitMono)
+    return b;
+  if (b == unitMono)
+    return a;
+  if (a > b)
+    std::swap(a, b);
+  uint64_t key = ((uint64_t)a << 32) | b;
+  auto it = monoProducts.find(key);
+  if (it != monoProducts.end())
+    return it->second;
+  const auto &fa = monos[a].factors, &fb = monos[b].factors;
+  Monomial m;
+  size_t i = 0, j = 0;
+  while (i < fa.size() || j < fb.size()) {
+    if (j == fb.size() || (i < fa.size() && fa[i].first < fb[j].first))
+      m.factors.push_back(fa[i++]);
+    else if (i == fa.size() || fb[j].first < fa[i].first)
+      m.factors.push_back(fb[j++]);
+    else {
+      m.factors.push_back({fa[i].first, fa[i].second + fb[j].second});
+      ++i;
+      ++j;
+    }
+  }
+  MonoId r = internMono(std::move(m));
+  monoProducts[key] = r;
+  return r;
+}
+
+PolyId ExprPool::mul(PolyId a, PolyId b) {
+  if (a == zeroId || b == zeroId)
+    return zeroId;
+  Rational c;
+  if (isConstant(a, &c))
+    return scale(b, c);
+  if (isConstant(b, &c))
+    return scale(a, c);
+  const auto &ta = polys[a].terms, &tb = polys[b].terms;
+  if (ta.size() * tb.size() > maxTerms * 4)
+    throw NumericLimit("a product grew past " + std::to_string(maxTerms) +
+                       " terms at this shape");
+  std::map<MonoId, Rational> acc;
+  for (auto &[ma, ca] : ta)
+    for (auto &[mb, cb] : tb) {
+      MonoId m = mulMono(ma, mb);
+      auto [it, inserted] = acc.emplace(m, ca * cb);
+      if (!inserted)
+        it->second = it->second + ca * cb;
+    }
+  Poly r;
+  for (auto &[m, cf] : acc)
+    if (!cf.isZero())
+      r.terms.push_back({m, cf});
+  return internPoly(std::move(r));
+}
+
+PolyId ExprPool::apply(Fn f, std::vector<PolyId> args) {
+  if (fnInfo(f).lattice) {
+    // Flatten nested applications of the same function, then sort and deduplicate:
+    // max(a, max(b, a)) == max(a, b).
+    std::vector<PolyId> flat;
+    for (PolyId p : args) {
+      const auto &t = polys[p].terms;
+      if (t.size() == 1 && t[0].second.isOne() && monos[t[0].first].factors.size() == 1 &&
+          monos[t[0].first].factors[0].second == 1) {
+        const Atom &at = atoms[monos[t[0].first].factors[0].first];
+        if (!at.isInput && at.fn == f) {
+          flat.insert(flat.end(), at.args.begin(), at.args.end());
+          continue;
+        }
+      }
+      flat.push_back(p);
+    }
+    std::sort(flat.begin(), flat.end());
+    flat.erase(std::unique(flat.begin(), flat.end()), flat.end());
+    if (flat.size() == 1)
+      return flat[0];
+    // All constants: fold exactly.
+    bool allConst = true;
+    Rational best;
+    for (size_t i = 0; i < flat.size() && allConst; ++i) {
+      Rational v;
+      allConst = isConstant(flat[i], &v);
+      if (allConst && (i == 0 || v.toDouble() > best.toDouble()))
+        best = v;
+    }
+    if (allConst && f == Fn::Max)
+      return constant(best);
+    args = std::move(flat);
+  }
+  Atom a;
+  a.isInput = false;
+  a.fn = f;
+  a.args = std::move(args);
+  AtomId at = internAtom(std::move(a));
+  Monomial m;
+  m.factors.push_back({at, 1});
+  Poly p;
+  p.terms.push_back({internMono(std::move(m)), Rational(1)});
+  return internPoly(std::move(p));
+}
+
+bool ExprPool::isConstant(PolyId p, Rational *value) const {
+  const auto &t = polys[p].terms;
+  if (t.empty()) {
+    if (value)
+      *value = Rational(0);
+    return true;
+  }
+  if (t.size() == 1 && t[0].first == unitMono) {
+    if (value)
+      *value = t[0].second;
+    return true;
+  }
+  return false;
+}
+
+bool ExprPool::proportional(PolyId a, PolyId b, Rational &c) const {
+  const auto &ta = polys[a].terms, &tb = polys[b].terms;
+  if (ta.size() != tb.size())
+    return false;
+  if (ta.empty()) {
+    c = Rational(1);
+    return true;
+  }
+  if (ta[0].first != tb[0].first)
+    return false;
+  c = ta[0].second / tb[0].second;
+  for (size_t i = 1; i < ta.size(); ++i)
+    if (ta[i].first != tb[i].first || ta[i].second != tb[i].second * c)
+      return false;
+  return true;
+}
+
+bool ExprPool::hasLatticeAtoms(PolyId p) {
+  auto it = latticeMemo.find(p);
+  if (it != latticeMemo.end())
+    return it->second;
+  bool r = false;
+  for (auto &[m, c] : polys[p].terms) {
+    for (auto &[a, e] : monos[m].factors) {
+      const Atom &at = atoms[a];
+      if (at.isInput)
+        continue;
+      if (fnInfo(at.fn).lattice)
+        r = true;
+      for (PolyId q : at.args)
+        r = r || hasLatticeAtoms(q);
+    }
+    if (r)
+      break;
+  }
+  latticeMemo[p] = r;
+  return r;
+}
+
+bool ExprPool::hasApplications(PolyId p) {
+  auto it = applyMemo.find(p);
+  if (it != applyMemo.end())
+    return it->second;
+  bool r = false;
+  for (auto &[m, c] : polys[p].terms)
+    for (auto &[a, e] : monos[m].factors)
+      r = r || !atoms[a].isInput;
+  applyMemo[p] = r;
+  return r;
+}
+
+std::vector<uint32_t> ExprPool::support(PolyId p) {
+  std::vector<uint32_t> out;
+  std::vector<PolyId> stack{p};
+  std::unordered_map<PolyId, bool> seen;
+  while (!stack.empty()) {
+    PolyId q = stack.back();
+    stack.pop_back();
+    if (!seen.emplace(q, true).second)
+      continue;
+    for (auto &[m, c] : polys[q].terms)
+      for (auto &[a, e] : monos[m].factors) {
+        const Atom &at = atoms[a];
+        if (at.isInput)
+          out.push_back(at.input);
+        else
+          stack.insert(stack.end(), at.args.begin(), at.args.end());
+      }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+double ExprPool::evaluate(PolyId p, const std::vector<double> &values,
+                          std::unordered_map<PolyId, double> &memo) const {
+  auto it = memo.find(p);
+  if (it != memo.end())
+    return it->second;
+  double sum = 0;
+  for (auto &[m, c] : polys[p].terms) {
+    double prod = c.toDouble();
+    for (auto &[a, e] : monos[m].factors) {
+      const Atom &at = atoms[a];
+      double v;
+      if (at.isInput) {
+        v = values[at.input];
+      } else {
+        std::vector<double> args;
+        for (PolyId q : at.args)
+          args.push_back(evaluate(q, values, memo));
+        v = evalFn(at.fn, args);
+      }
+      for (uint32_t k = 0; k < e; ++k)
+        prod *= v;
+    }
+    sum += prod;
+  }
+  memo[p] = sum;
+  return sum;
+}
+
+void ExprPool::strPoly(PolyId p, std::string &out, size_t maxChars) const {
+  const auto &t = polys[p].terms;
+  if (t.empty()) {
+    out += "0";
+    return;
+  }
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (out.size() > maxChars) {
+      out += " + ...";
+      return;
+    }
+    const Rational &c = t[i].second;
+    const auto &f = monos[t[i].first].factors;
+    bool neg = c.numerator() < 0;
+    if (i)
+      out += neg ? " - " : " + ";
+    else if (neg)
+      out += "-";
+    Rational ac = neg ? -c : c;
+    bool needCoeff = !ac.isOne() || f.empty();
+    if (needCoeff)
+      out += ac.str();
+    for (size_t k = 0; k < f.size(); ++k) {
+      if (needCoeff || k)
+        out += "*";
+      const Atom &at = atoms[f[k].first];
+      if (at.isInput) {
+        out += inputs[at.input].str();
+      } else {
+        out += fnInfo(at.fn).name;
+        out += "(";
+        for (size_t j = 0; j < at.args.size(); ++j) {
+          if (j)
+            out += ", ";
+          strPoly(at.args[j], out, maxChars);
+        }
+        out += ")";
+      }
+      if (f[k].second > 1)
+        out += "^" + std::to_string(f[k].second);
+    }
+  }
+}
+
+std::string ExprPool::str(PolyId p, size_t maxChars) const {
+  std::string out;
+  strPoly(p, out, maxChars);
+  return out;
+}

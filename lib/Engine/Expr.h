@@ -1,0 +1,129 @@
+//===- Expr.h - hash-consed canonical polynomial expressions ----*- C++ -*-===//
+//
+// The element engine's expression graph. Every scalar the symbolic executor computes
+// is a *canonical polynomial*: a sorted sum of (monomial, rational coefficient) terms,
+// where a monomial is a sorted product of atoms with exponents, and an atom is either
+// a symbolic input element (`x[1,0]`) or a function application whose arguments are
+// themselves canonical polynomials (`gelu(p)`). Polynomials, monomials and atoms are
+// hash-consed in an ExprPool, so two expressions are equal as polynomials over their
+// atoms exactly when their ids are equal: most equalities are decided in O(1) after
+// construction, without a solver.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_ENGINE_EXPR_H
+#define PLANPROOF_ENGINE_EXPR_H
+
+#include "Engine/Rational.h"
+#include "Semantics/Functions.h"
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace planproof {
+
+using PolyId = uint32_t;
+using MonoId = uint32_t;
+using AtomId = uint32_t;
+
+/// A symbolic input element: element `index` of the input tensor `tensor`.
+struct InputSymbol {
+  std::string tensor;
+  std::vector<int64_t> index;
+  std::string str() const;
+};
+
+struct Atom {
+  bool isInput;
+  uint32_t input = 0;        // InputSymbol id, when isInput
+  Fn fn = Fn::Gelu;          // otherwise, the function applied...
+  std::vector<PolyId> args;  // ...to these canonical arguments
+};
+
+struct Monomial {
+  std::vector<std::pair<AtomId, uint32_t>> factors; // sorted by atom, exponent >= 1
+};
+
+struct Poly {
+  std::vector<std::pair<MonoId, Rational>> terms; // sorted by monomial, no zero coeffs
+};
+
+struct VecHash {
+  size_t operator()(const std::vector<uint64_t> &v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t x : v) {
+      h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+      h *= 1099511628211ull;
+    }
+    return h;
+  }
+};
+
+/// Hash-consing store and constructors of canonical polynomials.
+class ExprPool {
+public:
+  /// `maxTerms` bounds the size of any one polynomial; past it, NumericLimit is thrown
+  /// (the verifier turns that into *inconclusive*).
+  explicit ExprPool(size_t maxTerms = 200000);
+
+  uint32_t addInput(InputSymbol sym);
+  const InputSymbol &input(uint32_t id) const { return inputs[id]; }
+  size_t numInputs() const { return inputs.size(); }
+
+  PolyId zero() const { return zeroId; }
+  PolyId constant(const Rational &c);
+  PolyId inputPoly(uint32_t inputId);
+  PolyId add(PolyId a, PolyId b);
+  PolyId sub(PolyId a, PolyId b);
+  PolyId scale(PolyId a, const Rational &c);
+  PolyId mul(PolyId a, PolyId b);
+  PolyId apply(Fn f, std::vector<PolyId> args);
+
+  const Poly &poly(PolyId id) const { return polys[id]; }
+  const Monomial &mono(MonoId id) const { return monos[id]; }
+  const Atom &atom(AtomId id) const { return atoms[id]; }
+
+  /// The constant value of `p`, when it is a constant.
+  bool isConstant(PolyId p, Rational *value = nullptr) const;
+  /// Whether `a == c * b` for some rational c (both zero counts, with c = 1).
+  bool proportional(PolyId a, PolyId b, Rational &c) const;
+  /// Whether `p` (transitively) contains an application of a lattice function (max),
+  /// which canonical forms do not decide completely.
+  bool hasLatticeAtoms(PolyId p);
+  /// Whether `p` contains any function application (gelu, ...).
+  bool hasApplications(PolyId p);
+  /// The input symbols `p` depends on, sorted.
+  std::vector<uint32_t> support(PolyId p);
+
+  /// Numeric value of `p` with input i set to `values[i]`, using each function's
+  /// numeric definition. `memo` caches per-poly values for one assignment.
+  double evaluate(PolyId p, const std::vector<double> &values,
+                  std::unordered_map<PolyId, double> &memo) const;
+
+  /// Human-readable rendering (for notes and tests), truncated past `maxChars`.
+  std::string str(PolyId p, size_t maxChars = 200) const;
+
+private:
+  PolyId internPoly(Poly &&p);
+  MonoId internMono(Monomial &&m);
+  AtomId internAtom(Atom &&a);
+  MonoId mulMono(MonoId a, MonoId b);
+  void strPoly(PolyId p, std::string &out, size_t maxChars) const;
+
+  std::vector<InputSymbol> inputs;
+  std::vector<Poly> polys;
+  std::vector<Monomial> monos;
+  std::vector<Atom> atoms;
+  std::unordered_map<std::vector<uint64_t>, uint32_t, VecHash> polyIds, monoIds, atomIds;
+  std::unordered_map<uint64_t, MonoId> monoProducts;
+  std::unordered_map<PolyId, bool> latticeMemo, applyMemo;
+  size_t maxTerms;
+  PolyId zeroId;
+  MonoId unitMono;
+};
+
+} // namespace planproof
+
+#endif

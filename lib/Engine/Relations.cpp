@@ -1,0 +1,132 @@
+//===- Relations.cpp - how a plan value relates to reference values -*- C++ -*-===//
+#include "Engine/Relations.h"
+
+#include "Semantics/OpSemantics.h"
+
+#include <algorithm>
+#include <functional>
+
+using namespace planproof;
+
+bool planproof::isGroupLeader(const Mesh &mesh, const Layout &layout, int64_t rank) {
+  return !layout.isPartial() || mesh.positionInGroup(rank, layout.partialAxes()) == 0;
+}
+
+bool planproof::gatherElement(ExprPool &pool, const Mesh &mesh, const Layout &layout,
+                              const std::vector<SymTensor> &perRank, int64_t rank, int64_t l,
+                              PolyId &out) {
+  if (!layout.isPartial()) {
+    out = perRank[rank].data[l];
+    return true;
+  }
+  bool anyMax = false, allMax = true;
+  Rational scale(1);
+  for (auto &[axis, kind] : layout.partial) {
+    anyMax |= kind == ReduceKind::Max;
+    allMax &= kind == ReduceKind::Max;
+    if (kind == ReduceKind::Avg)
+      scale = scale * Rational(1, mesh.shape[axis]);
+  }
+  if (anyMax && !allMax)
+    return false;
+  std::vector<PolyId> vals;
+  for (int64_t member : mesh.group(rank, layout.partialAxes()))
+    vals.push_back(perRank[member].data[l]);
+  SymbolicDomain d{pool};
+  out = allMax ? reduceValues(d, ReduceKind::Max, vals)
+               : pool.scale(reduceValues(d, ReduceKind::Sum, vals), scale);
+  return true;
+}
+
+bool RelationFinder::matches(const std::vector<SymTensor> &perRank, const SymTensor &ref,
+                             const Layout &layout, Rational &scale) {
+  bool haveScale = false;
+  scale = Rational(1);
+  const Shape &local = perRank[0].shape;
+  for (int64_t r = 0; r < (int64_t)perRank.size(); ++r) {
+    if (!isGroupLeader(mesh, layout, r))
+      continue;
+    for (int64_t l = 0; l < (int64_t)perRank[r].data.size(); ++l) {
+      PolyId got;
+      if (!gatherElement(pool, mesh, layout, perRank, r, l, got))
+        return false;
+      PolyId want = ref.at(layout.globalIndex(mesh, r, local, perRank[r].unravel(l)));
+      if (got == pool.zero() && want == pool.zero())
+        continue;
+      if (got == pool.zero() || want == pool.zero())
+        return false;
+      Rational c(1);
+      if (got != want && !pool.proportional(got, want, c))
+        return false;
+      if (haveScale && c != scale)
+        return false;
+      haveScale = true;
+      scale = c;
+    }
+  }
+  return true;
+}
+
+void RelationFinder::candidates(const Shape &local, const Shape &global,
+                                const std::vector<int> &notPartial, std::vector<Layout> &out) {
+  size_t rank = global.size();
+  int axes = (int)mesh.axes.size();
+  // Each mesh axis: replicate (-1), split dim d (0..rank-1), or partial (rank).
+  std::vector<int> role(axes, -1);
+  for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Avg, ReduceKind::Max}) {
+    std::function<void(int)> rec = [&](int a) {
+      if (a == axes) {
+        Layout l;
+        l.dims.assign(rank, {});
+        for (int i = 0; i < axes; ++i) {
+          if (role[i] >= 0 && role[i] < (int)rank)
+            l.dims[role[i]].push_back(i);
+          else if (role[i] == (int)rank)
+            l.partial.push_back({i, kind});
+        }
+        if (kind != ReduceKind::Sum && !l.isPartial())
+          return; // the non-partial layouts are enumerated once, with Sum
+        Shape s;
+        if (l.localShape(mesh, global, s) && s == local)
+          out.push_back(std::move(l));
+        return;
+      }
+      bool mayBePartial = std::find(notPartial.begin(), notPartial.end(), a) == notPartial.end();
+      for (int r = -1; r <= (int)rank - (mayBePartial ? 0 : 1); ++r) {
+        role[a] = r;
+        rec(a + 1);
+      }
+    };
+    rec(0);
+  }
+}
+
+Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
+                              const std::vector<int> &notPartial) {
+  Relation best;
+  const Shape &local = perRank[0].shape;
+  for (int i = 0; i < (int)refs.size(); ++i) {
+    const SymTensor &ref = *refs[i].tensor;
+    if (ref.shape.size() != local.size())
+      continue;
+    std::vector<Layout> layouts;
+    candidates(local, ref.shape, notPartial, layouts);
+    for (const Layout &layout : layouts) {
+      Rational scale;
+      if (!matches(perRank, ref, layout, scale))
+        continue;
+      if (scale.isOne())
+        return Relation{i, layout, scale};
+      if (!best.related())
+        best = Relation{i, layout, scale};
+    }
+  }
+  return best;
+}
+
+std::string RelationFinder::describe(const Relation &r) const {
+  if (!r.related())
+    return "no reference value under any layout";
+  std::string s = r.scale.isOne() ? "" : r.scale.str() + " x ";
+  return s + "reference `" + refs[r.ref].name + "` (" + r.layout.str(mesh) + ")";
+}

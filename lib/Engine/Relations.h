@@ -1,0 +1,74 @@
+//===- Relations.h - how a plan value relates to reference values -*- C++ -*-===//
+//
+// Gathering a plan value through a layout (the obligation side), and the inverse
+// question the diagnostics ask: given the per-rank values of some plan intermediate,
+// which reference value is it, under which layout, and up to which constant factor?
+// A relation with factor 1 means "this intermediate is correct"; the first plan op
+// whose operands are all correct but whose result is not is where the plan breaks.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_ENGINE_RELATIONS_H
+#define PLANPROOF_ENGINE_RELATIONS_H
+
+#include "Engine/SymbolicExec.h"
+#include "Semantics/Layout.h"
+
+#include <string>
+#include <vector>
+
+namespace planproof {
+
+/// The global value of element `l` of rank `rank`'s block: the element itself, or
+/// for partial layouts the reduction over the rank's partial group. Returns false for
+/// layouts that mix max with sum/avg (not supported).
+bool gatherElement(ExprPool &pool, const Mesh &mesh, const Layout &layout,
+                   const std::vector<SymTensor> &perRank, int64_t rank, int64_t l,
+                   PolyId &out);
+
+/// Whether `rank` is the first rank of its partial group (the one that stands for the
+/// group in obligations).
+bool isGroupLeader(const Mesh &mesh, const Layout &layout, int64_t rank);
+
+struct RefValue {
+  std::string name;
+  const SymTensor *tensor;
+};
+
+struct Relation {
+  int ref = -1;       // index into the finder's reference values; -1: none found
+  Layout layout;
+  Rational scale{1};  // plan value == scale * reference value
+  bool related() const { return ref >= 0; }
+  bool exact() const { return ref >= 0 && scale.isOne(); }
+};
+
+class RelationFinder {
+public:
+  RelationFinder(ExprPool &pool, const Mesh &mesh, std::vector<RefValue> refs)
+      : pool(pool), mesh(mesh), refs(std::move(refs)) {}
+
+  /// An exact relation when one exists, else a scaled one, else none. Layouts that
+  /// are partial over any of `notPartial` are not considered (the result of a reducing
+  /// collective is complete over its axes by contract, even where the numbers would
+  /// also read as partial).
+  Relation find(const std::vector<SymTensor> &perRank, const std::vector<int> &notPartial = {});
+
+  /// Whether `perRank` gathered through `layout` equals `scale * ref`, for one scale.
+  bool matches(const std::vector<SymTensor> &perRank, const SymTensor &ref,
+               const Layout &layout, Rational &scale);
+
+  const RefValue &ref(int i) const { return refs[i]; }
+  std::string describe(const Relation &r) const;
+
+private:
+  void candidates(const Shape &local, const Shape &global, const std::vector<int> &notPartial,
+                  std::vector<Layout> &out);
+
+  ExprPool &pool;
+  const Mesh &mesh;
+  std::vector<RefValue> refs;
+};
+
+} // namespace planproof
+
+#endif

@@ -1,0 +1,141 @@
+//===- SymbolicExec.cpp - symbolic execution of reference and plan -*- C++ -*-===//
+#include "Engine/SymbolicExec.h"
+
+#include "Semantics/OpSemantics.h"
+
+using namespace mlir;
+using namespace planproof;
+
+namespace {
+int64_t tensorElements(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r ? numElements(Shape(r.getShape().begin(), r.getShape().end())) : 0;
+}
+
+bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure) {
+  int64_t total = 0;
+  f.walk([&](Operation *op) {
+    for (Type t : op->getResultTypes())
+      total += tensorElements(t) * ranks;
+  });
+  for (Type t : f.getArgumentTypes())
+    total += tensorElements(t) * ranks;
+  if (total > kMaxSymbolicElements) {
+    failure = {"the element engine would execute " + std::to_string(total) +
+                   " symbolic elements (limit " + std::to_string(kMaxSymbolicElements) +
+                   "); write the spec at smaller shapes (automatic shape reduction is not "
+                   "implemented)",
+               f.getLoc()};
+    return false;
+  }
+  return true;
+}
+
+bool unsupported(Operation &op, const std::string &why, ExecFailure &failure) {
+  failure = {why, op.getLoc()};
+  return false;
+}
+} // namespace
+
+bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace,
+                             ExecFailure &failure) {
+  if (!checkBudget(spec.reference, 1, failure))
+    return false;
+  SymbolicDomain d{pool};
+  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
+    Value arg = spec.reference.getArgument(i);
+    auto type = cast<RankedTensorType>(arg.getType());
+    SymTensor t(Shape(type.getShape().begin(), type.getShape().end()), pool.zero());
+    for (int64_t l = 0; l < (int64_t)t.data.size(); ++l)
+      t.data[l] = pool.inputPoly(pool.addInput({spec.refInputs[i], t.unravel(l)}));
+    trace.byName[spec.refInputs[i]] = t;
+    trace.values[arg] = std::move(t);
+  }
+  try {
+    for (Operation &op : spec.reference.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+          trace.byName[spec.refOutputs[i]] = trace.values.lookup(v);
+        continue;
+      }
+      if (!isa<ref::RefDialect>(op.getDialect()))
+        return unsupported(op, "the reference may only use ref ops; '" +
+                                   op.getName().getStringRef().str() + "' is not supported",
+                           failure);
+      std::vector<const SymTensor *> in;
+      for (Value v : op.getOperands())
+        in.push_back(&trace.values[v]);
+      SymTensor out;
+      std::string err = evalRefOp(d, &op, in, out);
+      if (!err.empty())
+        return unsupported(op, err, failure);
+      trace.values[op.getResult(0)] = std::move(out);
+    }
+  } catch (const NumericLimit &e) {
+    failure = {e.what(), spec.reference.getLoc()};
+    return false;
+  }
+  return true;
+}
+
+bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref,
+                        PlanTrace &trace, ExecFailure &failure) {
+  const Mesh &mesh = spec.mesh;
+  int64_t ranks = mesh.numRanks();
+  if (!checkBudget(spec.plan, ranks, failure))
+    return false;
+  SymbolicDomain d{pool};
+  // Scatter: rank r's argument is its block of the reference input.
+  for (const Binding &b : spec.planInputs) {
+    const SymTensor &global = ref.byName.at(b.refName);
+    std::vector<SymTensor> perRank(ranks);
+    for (int64_t r = 0; r < ranks; ++r) {
+      SymTensor t(b.localShape, pool.zero());
+      for (int64_t l = 0; l < (int64_t)t.data.size(); ++l)
+        t.data[l] = global.at(b.layout.globalIndex(mesh, r, b.localShape, t.unravel(l)));
+      perRank[r] = std::move(t);
+    }
+    trace.values[spec.plan.getArgument(b.index)] = std::move(perRank);
+  }
+  try {
+    for (Operation &op : spec.plan.getBody().front()) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      if (isa<dist::AxisIndexOp>(op))
+        continue; // consumers of rank coordinates are rejected below
+      for (Value v : op.getOperands())
+        if (!trace.values.count(v))
+          return unsupported(op, "op '" + op.getName().getStringRef().str() +
+                                     "' uses a value the element engine does not track "
+                                     "(rank coordinates, or an unsupported op's result)",
+                             failure);
+      std::vector<SymTensor> results(ranks);
+      if (isa<ref::RefDialect>(op.getDialect())) {
+        for (int64_t r = 0; r < ranks; ++r) {
+          std::vector<const SymTensor *> in;
+          for (Value v : op.getOperands())
+            in.push_back(&trace.values[v][r]);
+          std::string err = evalRefOp(d, &op, in, results[r]);
+          if (!err.empty())
+            return unsupported(op, err, failure);
+        }
+      } else if (isa<dist::DistDialect>(op.getDialect())) {
+        std::vector<const SymTensor *> in;
+        for (int64_t r = 0; r < ranks; ++r)
+          in.push_back(&trace.values[op.getOperand(0)][r]);
+        std::string err = evalCollective(d, &op, mesh, in, results);
+        if (!err.empty())
+          return unsupported(op, err, failure);
+      } else {
+        return unsupported(op, "op '" + op.getName().getStringRef().str() +
+                                   "' is not supported in plans by the element engine",
+                           failure);
+      }
+      trace.values[op.getResult(0)] = std::move(results);
+    }
+  } catch (const NumericLimit &e) {
+    failure = {e.what(), spec.plan.getLoc()};
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,63 @@
+//===- SymbolicExec.h - symbolic execution of reference and plan -*- C++ -*-===//
+//
+// Runs the reference once and the plan on every rank of the mesh over canonical
+// polynomials: each element of each reference input is a symbol, each rank's plan
+// argument is the block of those symbols its layout gives it (scatter), and every op
+// is evaluated through the shared op semantics (Semantics/OpSemantics.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_ENGINE_SYMBOLICEXEC_H
+#define PLANPROOF_ENGINE_SYMBOLICEXEC_H
+
+#include "Engine/Expr.h"
+#include "Spec/Spec.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
+#include <vector>
+
+namespace planproof {
+
+/// The scalar domain of the element engine: canonical polynomials in an ExprPool.
+struct SymbolicDomain {
+  using Value = PolyId;
+  ExprPool &pool;
+  Value constant(const Rational &c) { return pool.constant(c); }
+  Value add(Value a, Value b) { return pool.add(a, b); }
+  Value sub(Value a, Value b) { return pool.sub(a, b); }
+  Value mul(Value a, Value b) { return pool.mul(a, b); }
+  Value scale(Value a, const Rational &c) { return pool.scale(a, c); }
+  Value apply(Fn f, std::vector<Value> args) { return pool.apply(f, std::move(args)); }
+};
+
+using SymTensor = Tensor<PolyId>;
+
+struct ReferenceTrace {
+  llvm::DenseMap<mlir::Value, SymTensor> values; // every tensor value of the reference
+  std::map<std::string, SymTensor> byName;       // inputs and outputs by ref.name
+};
+
+struct PlanTrace {
+  llvm::DenseMap<mlir::Value, std::vector<SymTensor>> values; // per rank
+};
+
+/// Why symbolic execution could not run (unsupported op, size limit), with a location.
+struct ExecFailure {
+  std::string reason;
+  mlir::Location loc;
+};
+
+/// Upper bound on elements (summed over values and ranks) the element engine executes.
+constexpr int64_t kMaxSymbolicElements = 4'000'000;
+
+/// Executes the reference. Returns false and fills `failure` when it cannot.
+bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, ExecFailure &failure);
+
+/// Executes the plan on every rank from the reference inputs' symbols.
+bool runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref, PlanTrace &trace,
+             ExecFailure &failure);
+
+} // namespace planproof
+
+#endif

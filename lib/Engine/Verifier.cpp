@@ -1,0 +1,450 @@
+//===- Verifier.cpp - deciding a spec: obligations, verdict, violations -*- C++ -*-===//
+//
+// Orchestrates the element engine: symbolic execution of both programs, one equality
+// obligation per plan output element (gathered through its layout), the coverage of
+// reference outputs, and -- for violations -- the localization of the first plan op
+// whose result stops matching any reference value, with a concrete counterexample.
+//
+//===----------------------------------------------------------------------===//
+#include "Engine/Verifier.h"
+
+#include "Engine/Decide.h"
+#include "Engine/Relations.h"
+#include "Engine/SymbolicExec.h"
+#include "Ref/RefDialect.h"
+#include "Semantics/OpSemantics.h"
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <sstream>
+
+using namespace mlir;
+using namespace planproof;
+
+const char *planproof::verdictName(Verdict v) {
+  switch (v) {
+  case Verdict::Verified: return "verified";
+  case Verdict::Violated: return "violated";
+  case Verdict::Inconclusive: return "inconclusive";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os.precision(6);
+  os << v;
+  return os.str();
+}
+
+std::string axesStr(const Mesh &mesh, const std::vector<int> &axes) {
+  std::string s = "[";
+  for (size_t i = 0; i < axes.size(); ++i)
+    s += (i ? ", " : "") + mesh.axes[axes[i]];
+  return s + "]";
+}
+
+/// A failed obligation: one output element whose gathered plan value is wrong.
+struct Failure {
+  const Binding *output;
+  int64_t rank;                 // group leader
+  std::vector<int64_t> global;  // element index in the reference value
+  int64_t local;
+  PolyId plan, reference;
+  Decision decision;
+};
+
+class Engine {
+public:
+  Engine(const Spec &spec, const VerifyOptions &options)
+      : spec(spec), options(options), mesh(spec.mesh) {}
+
+  VerifyResult run();
+
+private:
+  bool execute();
+  void buildRefValues();
+  void checkOutput(const Binding &b, std::vector<Failure> &failures);
+  void checkCoverage();
+  void localize(const std::vector<Failure> &failures);
+  Relation relationOf(Value v);
+  Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
+  void explainOp(Operation *op, Violation &viol);
+  void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);
+  void addCounterexample(const Failure &f, Violation &viol);
+  std::string opName(Operation *op) {
+    return op->getNumResults() ? spec.nameOf(op->getResult(0)) : "";
+  }
+  std::string describeOperand(Operation *op, unsigned i) {
+    Value v = op->getOperand(i);
+    Relation r = relationOf(v);
+    return "operand #" + std::to_string(i) + " `" + spec.nameOf(v) + "` " +
+           (r.related() ? "holds " : "matches ") + finder->describe(r);
+  }
+
+  const Spec &spec;
+  VerifyOptions options;
+  const Mesh &mesh;
+  VerifyResult result;
+  ExprPool pool;
+  ReferenceTrace refTrace;
+  PlanTrace planTrace;
+  std::vector<RefValue> refValues;
+  std::map<std::string, int> refIndexByName;
+  std::unique_ptr<RelationFinder> finder;
+  llvm::DenseMap<Value, Relation> relations;
+};
+
+bool Engine::execute() {
+  ExecFailure failure{"", spec.plan.getLoc()};
+  if (!runReference(spec, pool, refTrace, failure) ||
+      !runPlan(spec, pool, refTrace, planTrace, failure)) {
+    result.inconclusiveReasons.push_back({toSourceLoc(failure.loc), failure.reason});
+    return false;
+  }
+  return true;
+}
+
+void Engine::buildRefValues() {
+  llvm::DenseMap<Value, std::string> outputName;
+  auto ret = cast<func::ReturnOp>(spec.reference.getBody().front().getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (!outputName.count(v))
+      outputName[v] = spec.refOutputs[i];
+  auto add = [&](Value v, std::string name) {
+    refIndexByName[name] = refValues.size();
+    refValues.push_back({name, &refTrace.values[v]});
+  };
+  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
+    add(spec.reference.getArgument(i), spec.refInputs[i]);
+  for (Operation &op : spec.reference.getBody().front())
+    for (Value r : op.getResults()) {
+      auto it = outputName.find(r);
+      add(r, it != outputName.end() ? it->second : spec.nameOf(r));
+    }
+  // Outputs that merely forward an input or another output keep their own name too.
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (!refIndexByName.count(spec.refOutputs[i])) {
+      refIndexByName[spec.refOutputs[i]] = refValues.size();
+      refValues.push_back({spec.refOutputs[i], &refTrace.byName[spec.refOutputs[i]]});
+    }
+  finder = std::make_unique<RelationFinder>(pool, mesh, refValues);
+}
+
+void Engine::checkOutput(const Binding &b, std::vector<Failure> &failures) {
+  auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
+  const std::vector<SymTensor> &perRank = planTrace.values[ret.getOperand(b.index)];
+  const SymTensor &ref = refTrace.byName.at(b.refName);
+  unsigned unequal = 0;
+  for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+    if (!isGroupLeader(mesh, b.layout, r))
+      continue;
+    for (int64_t l = 0; l < (int64_t)perRank[r].data.size(); ++l) {
+      PolyId got;
+      if (!gatherElement(pool, mesh, b.layout, perRank, r, l, got)) {
+        result.inconclusiveReasons.push_back(
+            {toSourceLoc(b.loc), "output '" + b.refName +
+                                     "' has a layout mixing max with sum/avg partial axes, "
+                                     "which the element engine does not support"});
+        return;
+      }
+      auto g = b.layout.globalIndex(mesh, r, b.localShape, perRank[r].unravel(l));
+      PolyId want = ref.at(g);
+      ++result.stats.obligations;
+      Decision d = decideEqual(pool, got, want, options.solverTimeoutMs);
+      if (d.usedSolver)
+        ++result.stats.solverQueries;
+      if (d.byCanonicalForm)
+        ++result.stats.decidedCanonical;
+      if (d.result == Equality::Equal)
+        continue;
+      if (d.result == Equality::Unknown) {
+        result.inconclusiveReasons.push_back(
+            {toSourceLoc(b.loc), "output '" + b.refName + indexStr(g) + "': " + d.reason});
+        continue;
+      }
+      failures.push_back({&b, r, g, l, got, want, std::move(d)});
+      // One counterexample per output is enough for the verdict and the report.
+      if (++unequal >= options.maxViolationsPerOutput)
+        return;
+    }
+  }
+}
+
+void Engine::checkCoverage() {
+  std::set<std::string> produced;
+  for (const Binding &b : spec.planOutputs)
+    produced.insert(b.refName);
+  for (const std::string &name : spec.refOutputs) {
+    if (produced.count(name))
+      continue;
+    Violation v;
+    v.kind = "dataflow";
+    v.value = name;
+    v.location = toSourceLoc(spec.plan.getLoc());
+    v.message = "the plan does not produce reference output `" + name +
+                "`: no plan result carries dist.value = \"" + name + "\"";
+    v.notes.push_back("every value the reference step returns (loss, gradients, updated "
+                      "parameters and state) must be returned by the plan with its layout");
+    result.violations.push_back(std::move(v));
+  }
+}
+
+Relation Engine::relationOf(Value v) {
+  auto it = relations.find(v);
+  if (it != relations.end())
+    return it->second;
+  Relation r;
+  auto pt = planTrace.values.find(v);
+  std::vector<int> complete;
+  if (Operation *def = v.getDefiningOp())
+    if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(def))
+      complete = collectiveAxes(def, mesh);
+  if (pt != planTrace.values.end())
+    r = finder->find(pt->second, complete);
+  relations[v] = r;
+  return r;
+}
+
+/// Follows wrong values backwards: the culprit is the first op (in dataflow order)
+/// whose tensor operands are all correct (an exact relation) but whose result is not.
+/// Operands matching no reference value at all are followed before merely rescaled ones.
+Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
+  Operation *op = v.getDefiningOp();
+  if (!op || !seen.insert(op).second)
+    return op;
+  for (bool unrelatedFirst : {true, false})
+    for (Value operand : op->getOperands()) {
+      if (!isa<RankedTensorType>(operand.getType()) || isa<BlockArgument>(operand))
+        continue;
+      Relation r = relationOf(operand);
+      if (r.exact() || (unrelatedFirst && r.related()))
+        continue;
+      return walkToCulprit(operand, seen);
+    }
+  return op;
+}
+
+void Engine::explainOp(Operation *op, Violation &viol) {
+  std::string name = op->getName().getStringRef().str();
+  Relation res = relationOf(op->getResult(0));
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    viol.notes.push_back(describeOperand(op, i));
+  viol.notes.push_back("its result `" + opName(op) + "` " + (res.related() ? "holds " : "matches ") +
+                       finder->describe(res));
+  std::string head = "first wrong value is `" + opName(op) + "` = " + name + ": ";
+  if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(op)) {
+    std::vector<int> axes = collectiveAxes(op, mesh);
+    std::string kind = op->getAttrOfType<StringAttr>("kind").getValue().str();
+    Relation in = relationOf(op->getOperand(0));
+    if (in.exact() && in.layout.isPartial()) {
+      std::vector<int> pa = in.layout.partialAxes();
+      std::string pk = reduceKindName(in.layout.partial[0].second);
+      std::set<int> a1(axes.begin(), axes.end()), a2(pa.begin(), pa.end());
+      viol.kind = "reduction";
+      if (a1 != a2) {
+        viol.message = head + "reduces over " + axesStr(mesh, axes) +
+                       ", but its operand is partial over " + axesStr(mesh, pa);
+      } else if (kind != pk) {
+        viol.message = head + "expected reduction \"" + pk + "\" over " + axesStr(mesh, pa) +
+                       " (the operand is partial-" + pk + "), found \"" + kind + "\"";
+      } else {
+        viol.kind = "sharding";
+        viol.message = head + "the reduction matches the operand, but the result's block of "
+                              "the scattered dimension is not the reference's";
+      }
+      return;
+    }
+    if (in.exact()) {
+      viol.kind = "reduction";
+      viol.message = head + "its operand is already complete (" + in.layout.str(mesh) +
+                     "); reducing it with \"" + kind + "\" over " + axesStr(mesh, axes) +
+                     (kind == "sum" ? " multiplies it by " + std::to_string(mesh.groupSize(axes))
+                                    : " changes it");
+      return;
+    }
+    viol.kind = "reduction";
+    viol.message = head + "its result matches no reference value";
+    return;
+  }
+  if (isa<dist::AllGatherOp, dist::ShardSliceOp>(op)) {
+    viol.kind = "sharding";
+    viol.message = head + "its result matches no reference value under any layout: the " +
+                   "operand is not split the way this op assumes";
+    return;
+  }
+  // A rank-local compute op.
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    Relation in = relationOf(op->getOperand(i));
+    if (!in.exact() || !in.layout.isPartial())
+      continue;
+    std::vector<int> pa = in.layout.partialAxes();
+    std::string pk = reduceKindName(in.layout.partial[0].second);
+    viol.kind = "reduction";
+    bool additive = isa<ref::BiasAddOp, ref::AddOp, ref::SubOp>(op);
+    viol.message = head + "operand #" + std::to_string(i) + " `" + spec.nameOf(op->getOperand(i)) +
+                   "` is still partial-" + pk + " over " + axesStr(mesh, pa) +
+                   (additive ? ", and adding a complete operand to it on every rank counts "
+                               "that operand " + std::to_string(mesh.groupSize(pa)) + " times"
+                             : ", and " + name + " is not linear in it") +
+                   "; reduce it first (dist.all_reduce \"" + pk + "\" over " +
+                   axesStr(mesh, pa) + ")";
+    return;
+  }
+  if (res.related()) {
+    viol.kind = isa<ref::MseLossOp, ref::MseLossGradOp>(op) ? "loss-normalization" : "reduction";
+    viol.message = head + "its result is " + res.scale.str() + " times `" +
+                   refValues[res.ref].name + "` (" + res.layout.str(mesh) +
+                   "): the scaling is wrong";
+    return;
+  }
+  viol.kind = "sharding";
+  viol.message = head + "from correct operands it computes a value that matches no reference "
+                        "value under any layout";
+  if (auto mm = dyn_cast<ref::MatmulOp>(op)) {
+    Relation a = relationOf(mm.getLhs()), b = relationOf(mm.getRhs());
+    auto dimAxes = [&](const Relation &r, int64_t d) {
+      return r.exact() && d < (int64_t)r.layout.dims.size() ? r.layout.dims[d] : std::vector<int>{};
+    };
+    viol.notes.push_back("it contracts dim " + std::to_string(mm.getLhsDim()) + " of `" +
+                         spec.nameOf(mm.getLhs()) + "` (split over " +
+                         axesStr(mesh, dimAxes(a, mm.getLhsDim())) + ") with dim " +
+                         std::to_string(mm.getRhsDim()) + " of `" + spec.nameOf(mm.getRhs()) +
+                         "` (split over " + axesStr(mesh, dimAxes(b, mm.getRhsDim())) +
+                         "); check which dimension each operand is sharded on");
+  }
+}
+
+void Engine::explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol) {
+  std::string declared = "`" + b.refName + "` (" + b.layout.str(mesh) + ")";
+  std::string holds = finder->describe(actual);
+  std::string head = "plan result #" + std::to_string(b.index) + " `" + spec.nameOf(v) +
+                     "` is returned as " + declared + ", but it holds " + holds;
+  const std::string &actualName = refValues[actual.ref].name;
+  if (actualName != b.refName) {
+    viol.kind = "dataflow";
+    viol.message = head + ": the wrong value is returned";
+  } else if (actual.layout.isPartial() && !b.layout.isPartial()) {
+    std::vector<int> pa = actual.layout.partialAxes();
+    std::string pk = reduceKindName(actual.layout.partial[0].second);
+    viol.kind = "reduction";
+    viol.message = head + ": a reduction is missing (dist.all_reduce \"" + pk + "\" over " +
+                   axesStr(mesh, pa) + ")";
+  } else if (b.layout.isPartial() && !actual.layout.isPartial()) {
+    viol.kind = "reduction";
+    viol.message = head + ": gathering it as partial would reduce a complete value";
+  } else {
+    viol.kind = actual.layout.partial != b.layout.partial ? "reduction" : "sharding";
+    viol.message = head;
+  }
+}
+
+void Engine::addCounterexample(const Failure &f, Violation &viol) {
+  Counterexample &cx = viol.counterexample;
+  const std::vector<double> &vals = f.decision.assignment;
+  if (vals.empty())
+    return;
+  viol.hasCounterexample = true;
+  cx.fromSolver = f.decision.assignmentFromSolver;
+  cx.element = f.output->refName + (f.global.empty() ? "" : indexStr(f.global));
+  for (size_t i = 0; i < vals.size(); ++i)
+    if (vals[i] != 0)
+      cx.inputs.push_back({pool.input(i).str(), vals[i]});
+  std::unordered_map<PolyId, double> memo;
+  cx.reference = pool.evaluate(f.reference, vals, memo);
+  cx.plan = pool.evaluate(f.plan, vals, memo);
+  auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
+  const auto &perRank = planTrace.values[ret.getOperand(f.output->index)];
+  std::vector<int64_t> members{f.rank};
+  if (f.output->layout.isPartial())
+    members = mesh.group(f.rank, f.output->layout.partialAxes());
+  for (int64_t m : members) {
+    cx.rankValues.push_back({mesh.rankStr(m), pool.evaluate(perRank[m].data[f.local], vals, memo)});
+    viol.ranks.push_back(mesh.rankStr(m));
+  }
+}
+
+void Engine::localize(const std::vector<Failure> &failures) {
+  auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
+  std::map<Operation *, size_t> byCulprit;
+  for (const Failure &f : failures) {
+    const Binding &b = *f.output;
+    Value v = ret.getOperand(b.index);
+    Relation actual = relationOf(v);
+    Operation *culprit;
+    Violation viol;
+    if (actual.exact()) {
+      culprit = v.getDefiningOp() ? v.getDefiningOp() : ret.getOperation();
+      explainOutput(b, v, actual, viol);
+    } else {
+      std::set<Operation *> seen;
+      culprit = walkToCulprit(v, seen);
+      if (!culprit)
+        culprit = ret.getOperation();
+      if (culprit == ret.getOperation()) {
+        viol.kind = "dataflow";
+        viol.message = "plan result #" + std::to_string(b.index) + " returns argument `" +
+                       spec.nameOf(v) + "` as `" + b.refName + "`, which it is not";
+      } else {
+        explainOp(culprit, viol);
+      }
+    }
+    auto it = byCulprit.find(culprit);
+    if (it != byCulprit.end()) {
+      Violation &existing = result.violations[it->second];
+      existing.value += ", " + b.refName;
+      continue;
+    }
+    viol.location = toSourceLoc(culprit->getLoc());
+    viol.at = culprit == ret.getOperation() ? "" : opName(culprit);
+    viol.value = b.refName;
+    addCounterexample(f, viol);
+    viol.locatedNotes.push_back({toSourceLoc(ret.getLoc()),
+                                 "output `" + b.refName + "` (" + b.layout.str(mesh) +
+                                     ") differs from the reference; it is returned here"});
+    byCulprit[culprit] = result.violations.size();
+    result.violations.push_back(std::move(viol));
+  }
+}
+
+VerifyResult Engine::run() {
+  auto start = std::chrono::steady_clock::now();
+  result.stats.ranks = mesh.numRanks();
+  for (Operation &op : spec.reference.getBody().front())
+    result.stats.referenceOps += !isa<func::ReturnOp>(op);
+  for (Operation &op : spec.plan.getBody().front())
+    result.stats.planOps += !isa<func::ReturnOp>(op);
+  try {
+    if (execute()) {
+      buildRefValues();
+      std::vector<Failure> failures;
+      for (const Binding &b : spec.planOutputs)
+        checkOutput(b, failures);
+      checkCoverage();
+      localize(failures);
+    }
+  } catch (const NumericLimit &e) {
+    result.inconclusiveReasons.push_back({toSourceLoc(spec.plan.getLoc()), e.what()});
+  } catch (const std::exception &e) {
+    result.inconclusiveReasons.push_back(
+        {toSourceLoc(spec.plan.getLoc()), std::string("internal error: ") + e.what()});
+  }
+  if (!result.violations.empty())
+    result.verdict = Verdict::Violated;
+  else if (!result.inconclusiveReasons.empty())
+    result.verdict = Verdict::Inconclusive;
+  else
+    result.verdict = Verdict::Verified;
+  result.stats.milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return std::move(result);
+}
+
+} // namespace
+
+VerifyResult planproof::verifySpec(const Spec &spec, const VerifyOptions &options) {
+  return Engine(spec, options).run();
+}

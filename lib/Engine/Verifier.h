@@ -1,0 +1,72 @@
+//===- Verifier.h - deciding a spec: obligations, verdict, violations -*- C++ -*-===//
+//
+// The entry point of the library: given a loaded Spec, decide whether every plan
+// output, gathered through its layout, equals the reference value it claims to be, for
+// every input; whether every reference output is produced; and, when not, where the
+// plan goes wrong, of what kind, on which ranks, with a concrete counterexample.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_ENGINE_VERIFIER_H
+#define PLANPROOF_ENGINE_VERIFIER_H
+
+#include "Spec/Spec.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace planproof {
+
+enum class Verdict { Verified, Violated, Inconclusive };
+const char *verdictName(Verdict v);
+
+/// Concrete values that show a violation: the inputs (all others are 0), the
+/// reference value of one output element, and the plan's values on the ranks involved.
+struct Counterexample {
+  std::string element;                                 // e.g. "w2_next[0,1]"
+  std::vector<std::pair<std::string, double>> inputs;  // nonzero inputs only
+  double reference = 0, plan = 0;                      // plan: gathered value
+  std::vector<std::pair<std::string, double>> rankValues; // "(dp=0, tp=1)" -> local value
+  bool fromSolver = false; // values from a Z3 model with functions left uninterpreted
+};
+
+struct Violation {
+  std::string kind;     // sharding, reduction, rng, grad-norm, loss-normalization, ...
+  std::string message;
+  SourceLoc location;
+  std::string at;       // SSA name of the plan op the violation points at ("" if none)
+  std::string value;    // the reference value(s) concerned
+  std::vector<std::string> ranks;
+  std::vector<std::string> notes;
+  std::vector<std::pair<SourceLoc, std::string>> locatedNotes;
+  bool hasCounterexample = false;
+  Counterexample counterexample;
+};
+
+struct VerifyOptions {
+  unsigned solverTimeoutMs = 10000;
+  unsigned maxViolationsPerOutput = 1;
+};
+
+struct VerifyStats {
+  int64_t obligations = 0;       // element equalities checked
+  int64_t decidedCanonical = 0;  // decided by canonical forms alone
+  int64_t solverQueries = 0;
+  int64_t ranks = 0;
+  int64_t referenceOps = 0, planOps = 0;
+  double milliseconds = 0;
+};
+
+struct VerifyResult {
+  Verdict verdict = Verdict::Inconclusive;
+  std::vector<Violation> violations;
+  std::vector<std::pair<SourceLoc, std::string>> inconclusiveReasons;
+  VerifyStats stats;
+};
+
+/// Decides `spec`. Never throws.
+VerifyResult verifySpec(const Spec &spec, const VerifyOptions &options = {});
+
+} // namespace planproof
+
+#endif

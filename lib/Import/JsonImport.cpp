@@ -1,0 +1,666 @@
+//===- JsonImport.cpp - the JSON interchange format -------------*- C++ -*-===//
+//
+// JSON -> ref/dist dialects. nlohmann/json parses (with exceptions, caught here); a
+// small position scanner maps JSON pointers to line:col; ops are created generically
+// from their registered names with result types inferred by the dialects' own shape
+// rules, then the module is verified like any parsed MLIR.
+//
+//===----------------------------------------------------------------------===//
+#include "Import/JsonImport.h"
+
+#include "Dist/DistDialect.h"
+#include "Ref/RefDialect.h"
+#include "Spec/Spec.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+using namespace mlir;
+using namespace planproof;
+using nlohmann::json;
+
+//===----------------------------------------------------------------------===//
+// Positions of JSON values
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct Scanner {
+  const std::string &s;
+  size_t i = 0;
+  unsigned line = 1, col = 1;
+  std::map<std::string, std::pair<unsigned, unsigned>> &out;
+
+  void adv() {
+    if (s[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+    ++i;
+  }
+  void ws() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'))
+      adv();
+  }
+  std::string str() {
+    std::string r;
+    adv(); // opening quote
+    while (i < s.size() && s[i] != '"') {
+      if (s[i] == '\\') {
+        adv();
+        if (i < s.size())
+          r += s[i];
+      } else {
+        r += s[i];
+      }
+      adv();
+    }
+    if (i < s.size())
+      adv();
+    return r;
+  }
+  static std::string escape(const std::string &k) {
+    std::string r;
+    for (char c : k)
+      r += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    return r;
+  }
+  void value(const std::string &path) {
+    ws();
+    if (i >= s.size())
+      return;
+    out[path] = {line, col};
+    char c = s[i];
+    if (c == '{') {
+      adv();
+      ws();
+      while (i < s.size() && s[i] != '}') {
+        std::string key = str();
+        ws();
+        if (i < s.size() && s[i] == ':')
+          adv();
+        value(path + "/" + escape(key));
+        ws();
+        if (i < s.size() && s[i] == ',') {
+          adv();
+          ws();
+        }
+      }
+      if (i < s.size())
+        adv();
+    } else if (c == '[') {
+      adv();
+      ws();
+      for (size_t k = 0; i < s.size() && s[i] != ']'; ++k) {
+        value(path + "/" + std::to_string(k));
+        ws();
+        if (i < s.size() && s[i] == ',') {
+          adv();
+          ws();
+        }
+      }
+      if (i < s.size())
+        adv();
+    } else if (c == '"') {
+      str();
+    } else {
+      while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' &&
+             s[i] != '\n' && s[i] != '\r' && s[i] != '\t')
+        adv();
+    }
+  }
+};
+} // namespace
+
+std::map<std::string, std::pair<unsigned, unsigned>>
+planproof::locateJsonValues(const std::string &text) {
+  std::map<std::string, std::pair<unsigned, unsigned>> out;
+  Scanner sc{text, 0, 1, 1, out};
+  sc.value("");
+  return out;
+}
+
+const std::map<std::string, std::map<std::string, std::string>> &planproof::jsonOpAttributes() {
+  static const std::map<std::string, std::map<std::string, std::string>> table = {
+      {"ref.add", {}},
+      {"ref.sub", {}},
+      {"ref.mul", {}},
+      {"ref.matmul", {{"lhs_dim", "int"}, {"rhs_dim", "int"}}},
+      {"ref.bias_add", {}},
+      {"ref.gelu", {}},
+      {"ref.gelu_grad", {}},
+      {"ref.scale", {{"factor", "float"}}},
+      {"ref.reduce_sum", {{"dims", "int[]"}}},
+      {"ref.mse_loss", {}},
+      {"ref.mse_loss_grad", {}},
+      {"ref.sgd_update", {{"lr", "float"}}},
+      {"dist.all_reduce", {{"axes", "string[]"}, {"kind", "string"}}},
+      {"dist.all_gather", {{"axes", "string[]"}, {"dim", "int"}}},
+      {"dist.reduce_scatter", {{"axes", "string[]"}, {"dim", "int"}, {"kind", "string"}}},
+      {"dist.shard_slice", {{"axes", "string[]"}, {"dim", "int"}}},
+  };
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// Import
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Thrown for bad input; carries the JSON pointer of the offending value.
+struct JsonError {
+  std::string path, message;
+};
+
+/// "/plan/ops/3/operands/1" -> "plan.ops[3].operands[1]"
+std::string dotted(const std::string &ptr) {
+  std::string out;
+  std::stringstream ss(ptr);
+  std::string part;
+  std::getline(ss, part, '/');
+  while (std::getline(ss, part, '/')) {
+    bool index = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    out += index ? "[" + part + "]" : (out.empty() ? "" : ".") + part;
+  }
+  return out.empty() ? "(top level)" : out;
+}
+
+class Importer {
+public:
+  Importer(MLIRContext &ctx, const std::string &path, Spec &spec)
+      : ctx(ctx), path(path), spec(spec), builder(&ctx) {}
+
+  bool run(const std::string &text, std::string &errors);
+
+private:
+  Location loc(const std::string &ptr) {
+    auto it = positions.find(ptr);
+    if (it == positions.end())
+      return FileLineColLoc::get(&ctx, path, 1, 1);
+    return FileLineColLoc::get(&ctx, path, it->second.first, it->second.second);
+  }
+  [[noreturn]] void fail(const std::string &ptr, const std::string &msg) { throw JsonError{ptr, msg}; }
+
+  const json &field(const json &obj, const std::string &ptr, const char *key, json::value_t type) {
+    if (!obj.is_object())
+      fail(ptr, "expected an object");
+    auto it = obj.find(key);
+    if (it == obj.end())
+      fail(ptr, std::string("missing required field '") + key + "'");
+    bool ok = it->type() == type ||
+              (type == json::value_t::number_integer && it->is_number_unsigned());
+    if (!ok)
+      fail(ptr + "/" + key, std::string("field '") + key + "' has the wrong type (expected " +
+                                typeName(type) + ")");
+    return *it;
+  }
+  static const char *typeName(json::value_t t) {
+    switch (t) {
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::number_integer: return "an integer";
+    default: return "another type";
+    }
+  }
+  std::string name(const json &obj, const std::string &ptr, const char *key) {
+    std::string n = field(obj, ptr, key, json::value_t::string).get<std::string>();
+    if (n.empty())
+      fail(ptr + "/" + key, std::string("'") + key + "' must not be empty");
+    return n;
+  }
+  Shape shape(const json &obj, const std::string &ptr);
+  dist::LayoutAttr layout(const json &j, const std::string &ptr, int64_t rank);
+  NamedAttribute attribute(const std::string &op, const std::string &key, const json &v,
+                           const std::string &ptr);
+  void buildOps(const json &ops, const std::string &ptr, std::map<std::string, Value> &values,
+                bool plan);
+  func::FuncOp buildReference(const json &ref, const std::string &ptr);
+  func::FuncOp buildPlan(const json &plan, const std::string &ptr, dist::MeshOp &meshOut);
+  void expectation(const json &j, const std::string &ptr, ModuleOp module);
+
+  MLIRContext &ctx;
+  std::string path;
+  Spec &spec;
+  OpBuilder builder;
+  std::map<std::string, std::pair<unsigned, unsigned>> positions;
+  std::map<std::string, Shape> refInputShapes;
+  std::map<std::string, int64_t> meshAxes;
+};
+
+Shape Importer::shape(const json &obj, const std::string &ptr) {
+  const json &s = field(obj, ptr, "shape", json::value_t::array);
+  Shape out;
+  int64_t total = 1;
+  for (size_t k = 0; k < s.size(); ++k) {
+    std::string p = ptr + "/shape/" + std::to_string(k);
+    if (!s[k].is_number_integer() || s[k].get<int64_t>() < 1)
+      fail(p, "dimension sizes must be positive integers");
+    int64_t d = s[k].get<int64_t>();
+    if (d > (int64_t(1) << 31) || total > (int64_t(1) << 40) / d)
+      fail(p, "shape is absurdly large (more than 2^40 elements)");
+    total *= d;
+    out.push_back(d);
+  }
+  return out;
+}
+
+dist::LayoutAttr Importer::layout(const json &j, const std::string &ptr, int64_t rank) {
+  if (!j.is_object())
+    fail(ptr, "a layout must be an object {\"dims\": [...], \"partial\": {...}}");
+  const json &dims = field(j, ptr, "dims", json::value_t::array);
+  if ((int64_t)dims.size() != rank)
+    fail(ptr + "/dims", "layout has " + std::to_string(dims.size()) +
+                            " dimension entries but the tensor has rank " + std::to_string(rank));
+  auto axisName = [&](const json &a, const std::string &p) {
+    if (!a.is_string())
+      fail(p, "mesh axis names must be strings");
+    std::string n = a.get<std::string>();
+    if (!meshAxes.count(n))
+      fail(p, "unknown mesh axis '" + n + "'");
+    return StringAttr::get(&ctx, n);
+  };
+  SmallVector<Attribute> dimAttrs;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    std::string p = ptr + "/dims/" + std::to_string(d);
+    SmallVector<Attribute> axes;
+    if (dims[d].is_array()) {
+      for (size_t k = 0; k < dims[d].size(); ++k)
+        axes.push_back(axisName(dims[d][k], p + "/" + std::to_string(k)));
+    } else if (!dims[d].is_null()) {
+      axes.push_back(axisName(dims[d], p));
+    }
+    dimAttrs.push_back(ArrayAttr::get(&ctx, axes));
+  }
+  SmallVector<Attribute> partial[3];
+  const char *kinds[3] = {"sum", "avg", "max"};
+  if (j.contains("partial")) {
+    const json &pj = j["partial"];
+    if (!pj.is_object())
+      fail(ptr + "/partial", "'partial' must be an object like {\"sum\": [\"tp\"]}");
+    for (auto it = pj.begin(); it != pj.end(); ++it) {
+      int k = -1;
+      for (int i = 0; i < 3; ++i)
+        if (it.key() == kinds[i])
+          k = i;
+      std::string p = ptr + "/partial/" + it.key();
+      if (k < 0)
+        fail(p, "unknown partial kind '" + it.key() + "' (expected sum, avg or max)");
+      if (!it->is_array())
+        fail(p, "partial axes must be an array of mesh axis names");
+      for (size_t n = 0; n < it->size(); ++n)
+        partial[k].push_back(axisName((*it)[n], p + "/" + std::to_string(n)));
+    }
+  }
+  std::string err;
+  auto attr = dist::LayoutAttr::getChecked(
+      [&] {
+        return emitError(loc(ptr));
+      },
+      &ctx, ArrayAttr::get(&ctx, dimAttrs), ArrayAttr::get(&ctx, partial[0]),
+      ArrayAttr::get(&ctx, partial[1]), ArrayAttr::get(&ctx, partial[2]));
+  if (!attr)
+    fail(ptr, "invalid layout (a mesh axis used twice?)");
+  return attr;
+}
+
+NamedAttribute Importer::attribute(const std::string &op, const std::string &key, const json &v,
+                                   const std::string &ptr) {
+  const auto &table = jsonOpAttributes().at(op);
+  auto it = table.find(key);
+  if (it == table.end()) {
+    std::string known;
+    for (auto &[k, t] : table)
+      known += (known.empty() ? "" : ", ") + k;
+    fail(ptr, "op '" + op + "' has no attribute '" + key + "'" +
+                  (known.empty() ? "" : " (it takes: " + known + ")"));
+  }
+  const std::string &kind = it->second;
+  StringAttr name = StringAttr::get(&ctx, key);
+  if (kind == "int" && v.is_number_integer())
+    return {name, builder.getI64IntegerAttr(v.get<int64_t>())};
+  if (kind == "float" && v.is_number())
+    return {name, builder.getF64FloatAttr(v.get<double>())};
+  if (kind == "string" && v.is_string())
+    return {name, builder.getStringAttr(v.get<std::string>())};
+  if (kind == "int[]" && v.is_array() &&
+      std::all_of(v.begin(), v.end(), [](const json &e) { return e.is_number_integer(); }))
+    return {name, builder.getDenseI64ArrayAttr(v.get<std::vector<int64_t>>())};
+  if (kind == "string[]" && v.is_array() &&
+      std::all_of(v.begin(), v.end(), [](const json &e) { return e.is_string(); })) {
+    SmallVector<Attribute> items;
+    for (const json &e : v)
+      items.push_back(builder.getStringAttr(e.get<std::string>()));
+    return {name, builder.getArrayAttr(items)};
+  }
+  fail(ptr, "attribute '" + key + "' of op '" + op + "' must be of type " + kind);
+}
+
+void Importer::buildOps(const json &ops, const std::string &ptr,
+                        std::map<std::string, Value> &values, bool plan) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::string p = ptr + "/" + std::to_string(i);
+    const json &o = ops[i];
+    std::string opName = name(o, p, "op");
+    if (opName.find('.') == std::string::npos)
+      opName = (opName == "all_reduce" || opName == "all_gather" || opName == "reduce_scatter" ||
+                opName == "shard_slice" ? "dist." : "ref.") + opName;
+    if (!jsonOpAttributes().count(opName))
+      fail(p + "/op", "unknown op '" + opName + "'");
+    if (!plan && opName.rfind("dist.", 0) == 0)
+      fail(p + "/op", "the reference is single-device; collectives like '" + opName +
+                          "' belong in the plan");
+    std::string result = name(o, p, "result");
+    if (values.count(result))
+      fail(p + "/result", "value '" + result + "' is defined twice");
+    SmallVector<Value> operands;
+    const json &ins = field(o, p, "operands", json::value_t::array);
+    for (size_t k = 0; k < ins.size(); ++k) {
+      std::string q = p + "/operands/" + std::to_string(k);
+      if (!ins[k].is_string())
+        fail(q, "operands are value names (strings)");
+      auto it = values.find(ins[k].get<std::string>());
+      if (it == values.end())
+        fail(q, "unknown value '" + ins[k].get<std::string>() + "' (not defined before this op)");
+      operands.push_back(it->second);
+    }
+    SmallVector<NamedAttribute> attrs;
+    if (o.contains("attrs")) {
+      if (!o["attrs"].is_object())
+        fail(p + "/attrs", "'attrs' must be an object");
+      for (auto it = o["attrs"].begin(); it != o["attrs"].end(); ++it)
+        attrs.push_back(attribute(opName, it.key(), *it, p + "/attrs/" + it.key()));
+    }
+    for (auto &[k, t] : jsonOpAttributes().at(opName)) {
+      bool given = llvm::any_of(attrs, [&](NamedAttribute a) { return a.getName() == k; });
+      if (!given)
+        fail(p, "op '" + opName + "' needs attribute '" + k + "' (" + t + ")");
+    }
+    auto registered = RegisteredOperationName::lookup(opName, &ctx);
+    OperationState state(loc(p), *registered);
+    state.addOperands(operands);
+    state.addAttributes(attrs);
+    state.addTypes(NoneType::get(&ctx));
+    Operation *op = builder.create(state);
+    values[result] = op->getResult(0);
+    spec.names[op->getResult(0)] = "%" + result;
+    // Infer the result type with the dialects' own shape rules.
+    SmallVector<Type> types;
+    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+      if (failed(infer.inferReturnTypes(&ctx, op->getLoc(), op->getOperands(),
+                                        op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                        op->getRegions(), types)))
+        fail(p, "the operands do not fit op '" + opName + "' (see the error above)");
+      op->getResult(0).setType(types[0]);
+    } else {
+      FailureOr<RankedTensorType> t = dist::expectedResultType(op);
+      if (failed(t))
+        fail(p, "invalid collective (see the error above)");
+      op->getResult(0).setType(*t);
+    }
+  }
+}
+
+func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
+  const json &inputs = field(ref, ptr, "inputs", json::value_t::array);
+  const json &ops = field(ref, ptr, "ops", json::value_t::array);
+  const json &outputs = field(ref, ptr, "outputs", json::value_t::array);
+  SmallVector<Type> argTypes;
+  std::vector<std::string> argNames;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string p = ptr + "/inputs/" + std::to_string(i);
+    std::string n = name(inputs[i], p, "name");
+    Shape s = shape(inputs[i], p);
+    if (refInputShapes.count(n))
+      fail(p + "/name", "input '" + n + "' is declared twice");
+    refInputShapes[n] = s;
+    argNames.push_back(n);
+    argTypes.push_back(RankedTensorType::get(s, builder.getF32Type()));
+  }
+  auto func = func::FuncOp::create(loc(ptr), "reference", builder.getFunctionType(argTypes, {}));
+  func->setAttr(ref::kReferenceAttr, builder.getUnitAttr());
+  SmallVector<Location> argLocs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    argLocs.push_back(loc(ptr + "/inputs/" + std::to_string(i)));
+  Block *body = builder.createBlock(&func.getBody(), {}, argTypes, argLocs);
+  std::map<std::string, Value> values;
+  for (size_t i = 0; i < argNames.size(); ++i) {
+    values[argNames[i]] = body->getArgument(i);
+    spec.names[body->getArgument(i)] = "%" + argNames[i];
+    func.setArgAttr(i, ref::kNameAttr, builder.getStringAttr(argNames[i]));
+  }
+  builder.setInsertionPointToEnd(body);
+  buildOps(ops, ptr + "/ops", values, false);
+  SmallVector<Value> results;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string p = ptr + "/outputs/" + std::to_string(i);
+    if (!outputs[i].is_string())
+      fail(p, "reference outputs are value names (strings)");
+    auto it = values.find(outputs[i].get<std::string>());
+    if (it == values.end())
+      fail(p, "unknown value '" + outputs[i].get<std::string>() + "'");
+    results.push_back(it->second);
+  }
+  func::ReturnOp::create(builder, loc(ptr + "/outputs"), results);
+  func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    func.setResultAttr(i, ref::kNameAttr, builder.getStringAttr(outputs[i].get<std::string>()));
+  return func;
+}
+
+func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist::MeshOp &meshOut) {
+  const json &mesh = field(plan, ptr, "mesh", json::value_t::object);
+  const json &axes = field(mesh, ptr + "/mesh", "axes", json::value_t::array);
+  if (axes.empty())
+    fail(ptr + "/mesh/axes", "a mesh needs at least one axis");
+  SmallVector<Attribute> axisNames;
+  SmallVector<int64_t> sizes;
+  int64_t ranks = 1;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    std::string p = ptr + "/mesh/axes/" + std::to_string(i);
+    std::string n = name(axes[i], p, "name");
+    const json &size = field(axes[i], p, "size", json::value_t::number_integer);
+    int64_t s = size.get<int64_t>();
+    if (s < 1 || s > (int64_t(1) << 20) || ranks > (int64_t(1) << 40) / s)
+      fail(p + "/size", "mesh axis sizes must be between 1 and 2^20, and the mesh at most 2^40 ranks");
+    if (meshAxes.count(n))
+      fail(p + "/name", "mesh axis '" + n + "' is declared twice");
+    ranks *= s;
+    meshAxes[n] = s;
+    axisNames.push_back(builder.getStringAttr(n));
+    sizes.push_back(s);
+  }
+  std::string meshName = mesh.contains("name") && mesh["name"].is_string()
+                             ? mesh["name"].get<std::string>() : "mesh";
+  meshOut = dist::MeshOp::create(builder, loc(ptr + "/mesh"), meshName,
+                                 builder.getArrayAttr(axisNames),
+                                 builder.getDenseI64ArrayAttr(sizes));
+  const json &inputs = field(plan, ptr, "inputs", json::value_t::array);
+  const json &ops = field(plan, ptr, "ops", json::value_t::array);
+  const json &outputs = field(plan, ptr, "outputs", json::value_t::array);
+  Mesh m;
+  for (auto [n, s] : llvm::zip(axisNames, sizes)) {
+    m.axes.push_back(cast<StringAttr>(n).getValue().str());
+    m.shape.push_back(s);
+  }
+  SmallVector<Type> argTypes;
+  SmallVector<Location> argLocs;
+  std::vector<std::string> argNames;
+  std::vector<dist::LayoutAttr> argLayouts;
+  std::vector<std::string> argValues;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string p = ptr + "/inputs/" + std::to_string(i);
+    std::string n = name(inputs[i], p, "name");
+    std::string v = name(inputs[i], p, "value");
+    auto it = refInputShapes.find(v);
+    if (it == refInputShapes.end())
+      fail(p + "/value", "'" + v + "' is not an input of the reference");
+    dist::LayoutAttr l = layout(inputs[i].contains("layout") ? inputs[i]["layout"] : json(),
+                                p + "/layout", it->second.size());
+    // The local shape follows from the reference shape and the layout.
+    Shape local = it->second;
+    for (size_t d = 0; d < local.size(); ++d) {
+      int64_t parts = 1;
+      for (Attribute a : cast<ArrayAttr>(l.getDims()[d]))
+        parts *= meshAxes[cast<StringAttr>(a).getValue().str()];
+      if (local[d] % parts != 0)
+        fail(p + "/layout/dims/" + std::to_string(d),
+             "dimension " + std::to_string(d) + " of '" + v + "' (size " +
+                 std::to_string(local[d]) + ") does not divide by the " + std::to_string(parts) +
+                 " ranks splitting it");
+      local[d] /= parts;
+    }
+    if (inputs[i].contains("shape") && shape(inputs[i], p) != local)
+      fail(p + "/shape", "local shape " + shapeStr(shape(inputs[i], p)) +
+                             " is not the shard " + shapeStr(local) + " of '" + v + "'");
+    argTypes.push_back(RankedTensorType::get(local, builder.getF32Type()));
+    argLocs.push_back(loc(p));
+    argNames.push_back(n);
+    argLayouts.push_back(l);
+    argValues.push_back(v);
+  }
+  auto func = func::FuncOp::create(loc(ptr), "plan", builder.getFunctionType(argTypes, {}));
+  func->setAttr(dist::kMeshAttr, FlatSymbolRefAttr::get(&ctx, meshName));
+  Block *body = builder.createBlock(&func.getBody(), {}, argTypes, argLocs);
+  std::map<std::string, Value> values;
+  for (size_t i = 0; i < argNames.size(); ++i) {
+    if (values.count(argNames[i]))
+      fail(ptr + "/inputs/" + std::to_string(i) + "/name", "value '" + argNames[i] + "' is defined twice");
+    values[argNames[i]] = body->getArgument(i);
+    spec.names[body->getArgument(i)] = "%" + argNames[i];
+    func.setArgAttr(i, dist::kValueAttr, builder.getStringAttr(argValues[i]));
+    func.setArgAttr(i, dist::kLayoutAttr, argLayouts[i]);
+  }
+  return func; // ops and outputs are added by the caller once the function is in the module
+}
+
+void Importer::expectation(const json &j, const std::string &ptr, ModuleOp module) {
+  if (!j.is_object())
+    fail(ptr, "'expect' must be an object");
+  SmallVector<NamedAttribute> fields;
+  for (const char *k : {"verdict", "kind", "at"})
+    if (j.contains(k)) {
+      if (!j[k].is_string())
+        fail(ptr + "/" + k, std::string("'") + k + "' must be a string");
+      fields.push_back(builder.getNamedAttr(k, builder.getStringAttr(j[k].get<std::string>())));
+    }
+  module->setAttr("planproof.expect", builder.getDictionaryAttr(fields));
+}
+
+bool Importer::run(const std::string &text, std::string &errors) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error &e) {
+    unsigned line = 1, col = 1;
+    for (size_t k = 0; k + 1 < e.byte && k < text.size(); ++k) {
+      if (text[k] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    std::string what = e.what();
+    auto pos = what.find("parse error");
+    errors += path + ":" + std::to_string(line) + ":" + std::to_string(col) +
+              ": error: malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)) + "\n";
+    return false;
+  }
+  positions = locateJsonValues(text);
+  OwningOpRef<ModuleOp> module(ModuleOp::create(FileLineColLoc::get(&ctx, path, 1, 1)));
+  // Diagnostics from the dialects' shape rules and verifiers, located in the JSON file.
+  std::string diags;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    diags += toSourceLoc(d.getLocation()).str() + ": error: " + d.str() + "\n";
+    return success();
+  });
+  try {
+    if (!root.is_object())
+      fail("", "a spec must be a JSON object with 'reference' and 'plan'");
+    if (root.contains("planproof") && !(root["planproof"].is_number_integer() && root["planproof"] == 1))
+      fail("/planproof", "unsupported format version (this planproof reads version 1)");
+    builder.setInsertionPointToEnd(module->getBody());
+    const json &ref = field(root, "", "reference", json::value_t::object);
+    const json &plan = field(root, "", "plan", json::value_t::object);
+    func::FuncOp refFunc = buildReference(ref, "/reference");
+    module->push_back(refFunc);
+    builder.setInsertionPointToEnd(module->getBody());
+    dist::MeshOp mesh;
+    func::FuncOp planFunc = buildPlan(plan, "/plan", mesh);
+    module->push_back(planFunc);
+    // Build the plan body now that the function can see its mesh.
+    std::map<std::string, Value> values;
+    Block &body = planFunc.getBody().front();
+    for (unsigned i = 0; i < body.getNumArguments(); ++i)
+      values[spec.names[body.getArgument(i)].substr(1)] = body.getArgument(i);
+    builder.setInsertionPointToEnd(&body);
+    buildOps(plan["ops"], "/plan/ops", values, true);
+    const json &outputs = plan["outputs"];
+    SmallVector<Value> results;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string p = "/plan/outputs/" + std::to_string(i);
+      std::string from = name(outputs[i], p, "name");
+      auto it = values.find(from);
+      if (it == values.end())
+        fail(p + "/name", "unknown value '" + from + "'");
+      results.push_back(it->second);
+    }
+    func::ReturnOp::create(builder, loc("/plan/outputs"), results);
+    planFunc.setType(builder.getFunctionType(planFunc.getArgumentTypes(),
+                                             ValueRange(results).getTypes()));
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string p = "/plan/outputs/" + std::to_string(i);
+      std::string v = name(outputs[i], p, "value");
+      auto rank = cast<RankedTensorType>(results[i].getType()).getRank();
+      planFunc.setResultAttr(i, dist::kValueAttr, builder.getStringAttr(v));
+      planFunc.setResultAttr(i, dist::kLayoutAttr,
+                             layout(outputs[i].contains("layout") ? outputs[i]["layout"] : json(),
+                                    p + "/layout", rank));
+    }
+    if (root.contains("expect"))
+      expectation(root["expect"], "/expect", *module);
+  } catch (const JsonError &e) {
+    errors += diags;
+    errors += toSourceLoc(loc(e.path)).str() + ": error: " + dotted(e.path) + ": " + e.message + "\n";
+    return false;
+  } catch (const json::exception &e) {
+    errors += diags + path + ": error: " + e.what() + "\n";
+    return false;
+  }
+  if (failed(verify(*module))) {
+    errors += diags;
+    return false;
+  }
+  spec.modules.push_back(std::move(module));
+  return true;
+}
+} // namespace
+
+bool planproof::importJsonSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
+                               std::string &errors) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    errors += path + ": error: cannot read file\n";
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  {
+    std::vector<std::string> lines;
+    std::stringstream ls(text);
+    std::string line;
+    while (std::getline(ls, line))
+      lines.push_back(line);
+    spec.sources[path] = std::move(lines);
+  }
+  return Importer(ctx, path, spec).run(text, errors);
+}

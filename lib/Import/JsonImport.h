@@ -1,0 +1,38 @@
+//===- JsonImport.h - the JSON interchange format ---------------*- C++ -*-===//
+//
+// Imports a spec written in planproof's JSON interchange format (docs/json-format.md,
+// docs/spec.schema.json) -- what a Python planner emits most easily -- into the `ref`
+// and `dist` dialects. Every op gets a FileLineColLoc pointing into the JSON file, so
+// violations and errors name the line of the JSON op; errors also name the JSON path.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_IMPORT_JSONIMPORT_H
+#define PLANPROOF_IMPORT_JSONIMPORT_H
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace planproof {
+
+struct Spec;
+
+/// Imports `path` into a new module of `spec` (names, sources and expectation too).
+/// On failure writes located errors to `errors` and returns false.
+bool importJsonSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec,
+                    std::string &errors);
+
+/// The attribute names and kinds an op accepts in JSON ("int", "float", "string",
+/// "int[]", "string[]"), by full op name. Exposed so tests can check it against the
+/// dialects' own op definitions.
+const std::map<std::string, std::map<std::string, std::string>> &jsonOpAttributes();
+
+/// Line and column (1-based) of every value in a JSON text, by JSON pointer
+/// ("/plan/ops/3"). The text must be valid JSON.
+std::map<std::string, std::pair<unsigned, unsigned>> locateJsonValues(const std::string &text);
+
+} // namespace planproof
+
+#endif

@@ -1,0 +1,157 @@
+//===- Report.cpp - rendering verification results -------------*- C++ -*-===//
+#include "Report/Report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+using namespace planproof;
+using nlohmann::json;
+
+namespace {
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(6);
+  os << v;
+  return os.str();
+}
+
+std::string caret(const Spec &spec, const SourceLoc &loc) {
+  std::string line = spec.snippet(loc);
+  if (line.empty())
+    return "";
+  std::string out = "  " + line + "\n  ";
+  for (unsigned i = 1; i < loc.col && i <= line.size(); ++i)
+    out += line[i - 1] == '\t' ? '\t' : ' ';
+  return out + "^\n";
+}
+
+std::string where(const Spec &spec, const SourceLoc &loc) {
+  return loc.known() ? loc.str() : (loc.file.empty() ? spec.path : loc.file);
+}
+
+json locJson(const Spec &spec, const SourceLoc &loc) {
+  return {{"file", loc.file.empty() ? spec.path : loc.file}, {"line", loc.line}, {"col", loc.col}};
+}
+
+json counterexampleJson(const Counterexample &c) {
+  json inputs = json::object();
+  for (auto &[n, v] : c.inputs)
+    inputs[n] = v;
+  json ranks = json::object();
+  for (auto &[r, v] : c.rankValues)
+    ranks[r] = v;
+  return {{"element", c.element},   {"inputs", inputs},
+          {"other_inputs", 0},      {"reference", c.reference},
+          {"plan", c.plan},         {"rank_values", ranks},
+          {"from_solver", c.fromSolver}};
+}
+} // namespace
+
+std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
+  std::string out;
+  for (const Violation &v : r.violations) {
+    out += where(spec, v.location) + ": error: [" + v.kind + "] " + v.message + "\n";
+    out += caret(spec, v.location);
+    for (const std::string &n : v.notes)
+      out += where(spec, v.location) + ": note: " + n + "\n";
+    if (v.hasCounterexample) {
+      const Counterexample &c = v.counterexample;
+      std::string in;
+      for (auto &[n, val] : c.inputs)
+        in += (in.empty() ? "" : ", ") + n + " = " + num(val);
+      out += where(spec, v.location) + ": note: counterexample" +
+             (c.fromSolver ? " (from Z3)" : "") + ": " + (in.empty() ? "all inputs 0" : in) +
+             (in.empty() ? "" : ", all other inputs 0") + "\n";
+      std::string ranks;
+      for (auto &[rk, val] : c.rankValues)
+        ranks += (ranks.empty() ? "" : ", ") + rk + " " + num(val);
+      out += where(spec, v.location) + ": note:   reference " + c.element + " = " +
+             num(c.reference) + "; plan gives " + num(c.plan) + " (rank values: " + ranks + ")\n";
+    }
+    for (auto &[loc, n] : v.locatedNotes) {
+      out += where(spec, loc) + ": note: " + n + "\n";
+      out += caret(spec, loc);
+    }
+  }
+  for (auto &[loc, reason] : r.inconclusiveReasons) {
+    out += where(spec, loc) + ": warning: [inconclusive] " + reason + "\n";
+    out += caret(spec, loc);
+  }
+  out += spec.path + ": " + verdictName(r.verdict);
+  if (r.verdict == Verdict::Violated)
+    out += " (" + std::to_string(r.violations.size()) + " violation" +
+           (r.violations.size() == 1 ? "" : "s") + ")";
+  out += " -- " + std::to_string(r.stats.obligations) + " obligations on " +
+         std::to_string(r.stats.ranks) + " ranks, " + std::to_string(r.stats.solverQueries) +
+         " solver queries, " + num(r.stats.milliseconds) + " ms\n";
+  return out;
+}
+
+std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
+  json violations = json::array();
+  for (const Violation &v : r.violations) {
+    json notes = v.notes;
+    for (auto &[loc, n] : v.locatedNotes)
+      notes.push_back(where(spec, loc) + ": " + n);
+    json j = {{"kind", v.kind},   {"message", v.message},
+              {"location", locJson(spec, v.location)},
+              {"op", v.at},       {"value", v.value},
+              {"ranks", v.ranks}, {"notes", notes}};
+    j["counterexample"] = v.hasCounterexample ? counterexampleJson(v.counterexample) : json();
+    violations.push_back(j);
+  }
+  json reasons = json::array();
+  for (auto &[loc, reason] : r.inconclusiveReasons)
+    reasons.push_back({{"location", locJson(spec, loc)}, {"reason", reason}});
+  json j = {{"spec", spec.path},
+            {"verdict", verdictName(r.verdict)},
+            {"violations", violations},
+            {"inconclusive", reasons},
+            {"stats",
+             {{"obligations", r.stats.obligations},
+              {"decided_by_canonical_form", r.stats.decidedCanonical},
+              {"solver_queries", r.stats.solverQueries},
+              {"ranks", r.stats.ranks},
+              {"reference_ops", r.stats.referenceOps},
+              {"plan_ops", r.stats.planOps},
+              {"milliseconds", r.stats.milliseconds}}}};
+  return j.dump(2) + "\n";
+}
+
+std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
+  json results = json::array();
+  auto physical = [&](const SourceLoc &loc) {
+    json region = json::object();
+    if (loc.line)
+      region = {{"startLine", loc.line}, {"startColumn", std::max(1u, loc.col)}};
+    return json{{"physicalLocation",
+                 {{"artifactLocation", {{"uri", loc.file.empty() ? spec.path : loc.file}}},
+                  {"region", region}}}};
+  };
+  for (const Violation &v : r.violations) {
+    std::string text = "[" + v.kind + "] " + v.message;
+    for (const std::string &n : v.notes)
+      text += "\n" + n;
+    results.push_back({{"ruleId", "planproof/" + v.kind},
+                       {"level", "error"},
+                       {"message", {{"text", text}}},
+                       {"locations", json::array({physical(v.location)})}});
+  }
+  for (auto &[loc, reason] : r.inconclusiveReasons)
+    results.push_back({{"ruleId", "planproof/inconclusive"},
+                       {"level", "warning"},
+                       {"message", {{"text", reason}}},
+                       {"locations", json::array({physical(loc)})}});
+  json rules = json::array();
+  for (const char *k : {"sharding", "reduction", "rng", "grad-norm", "loss-normalization",
+                        "optimizer", "checkpoint", "schedule", "dataflow", "inconclusive"})
+    rules.push_back({{"id", std::string("planproof/") + k},
+                     {"shortDescription", {{"text", std::string(k) + " semantics"}}}});
+  json sarif = {
+      {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+      {"version", "2.1.0"},
+      {"runs", json::array({{{"tool", {{"driver", {{"name", "planproof"}, {"rules", rules}}}}},
+                             {"results", results}}})}};
+  return sarif.dump(2) + "\n";
+}

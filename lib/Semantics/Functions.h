@@ -1,0 +1,62 @@
+//===- Functions.h - the non-polynomial scalar functions --------*- C++ -*-===//
+//
+// The scalar functions that are not polynomials (GeLU, its derivative, max). Each is
+// defined here once: its name, its arity, its numeric value, and the algebraic facts
+// the symbolic engine may use. The symbolic engine treats them as uninterpreted
+// functions (congruence only), except max, which is commutative, associative and
+// idempotent, and which the solver encodes exactly.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_SEMANTICS_FUNCTIONS_H
+#define PLANPROOF_SEMANTICS_FUNCTIONS_H
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace planproof {
+
+enum class Fn : uint8_t { Gelu, GeluDeriv, Max };
+
+struct FnInfo {
+  const char *name;
+  /// Commutative, associative and idempotent: arguments may be flattened, sorted
+  /// and deduplicated, and the function is exactly encodable (max, min).
+  bool lattice;
+};
+
+inline const FnInfo &fnInfo(Fn f) {
+  static const FnInfo infos[] = {
+      {"gelu", false},
+      {"gelu'", false},
+      {"max", true},
+  };
+  return infos[(int)f];
+}
+
+/// The numeric value of `f` at `args`.
+inline double evalFn(Fn f, const std::vector<double> &args) {
+  switch (f) {
+  case Fn::Gelu: {
+    double x = args[0];
+    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  }
+  case Fn::GeluDeriv: {
+    double x = args[0];
+    double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0)));
+    double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    return cdf + x * pdf;
+  }
+  case Fn::Max: {
+    double m = args[0];
+    for (double a : args)
+      m = a > m ? a : m;
+    return m;
+  }
+  }
+  return 0;
+}
+
+} // namespace planproof
+
+#endif

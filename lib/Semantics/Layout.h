@@ -1,0 +1,164 @@
+//===- Layout.h - meshes, layouts and the rank <-> element maps -*- C++ -*-===//
+//
+// The meaning of a layout, defined once: which block of a global tensor a rank holds,
+// which ranks form the group of a collective, and how partial values combine. Used by
+// the collectives' semantics, by scatter/gather in the engines, and by the verifier's
+// relation inference.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_SEMANTICS_LAYOUT_H
+#define PLANPROOF_SEMANTICS_LAYOUT_H
+
+#include "Semantics/Tensor.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace planproof {
+
+enum class ReduceKind { Sum, Avg, Max };
+
+inline const char *reduceKindName(ReduceKind k) {
+  switch (k) {
+  case ReduceKind::Sum: return "sum";
+  case ReduceKind::Avg: return "avg";
+  case ReduceKind::Max: return "max";
+  }
+  return "?";
+}
+
+inline bool parseReduceKind(const std::string &s, ReduceKind &k) {
+  if (s == "sum") k = ReduceKind::Sum;
+  else if (s == "avg") k = ReduceKind::Avg;
+  else if (s == "max") k = ReduceKind::Max;
+  else return false;
+  return true;
+}
+
+struct Mesh {
+  std::string name;
+  std::vector<std::string> axes;
+  std::vector<int64_t> shape;
+
+  int64_t numRanks() const { return numElements(shape); }
+  int axisIndex(const std::string &a) const {
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (axes[i] == a)
+        return (int)i;
+    return -1;
+  }
+  std::vector<int64_t> coords(int64_t rank) const {
+    std::vector<int64_t> c(shape.size());
+    for (size_t d = shape.size(); d-- > 0;) {
+      c[d] = rank % shape[d];
+      rank /= shape[d];
+    }
+    return c;
+  }
+  int64_t rankOf(const std::vector<int64_t> &c) const {
+    int64_t r = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      r = r * shape[d] + c[d];
+    return r;
+  }
+  /// "(dp=1, tp=0)"
+  std::string rankStr(int64_t rank) const {
+    auto c = coords(rank);
+    std::string s = "(";
+    for (size_t i = 0; i < axes.size(); ++i)
+      s += (i ? ", " : "") + axes[i] + "=" + std::to_string(c[i]);
+    return s + ")";
+  }
+  int64_t groupSize(const std::vector<int> &groupAxes) const {
+    int64_t n = 1;
+    for (int a : groupAxes)
+      n *= shape[a];
+    return n;
+  }
+  /// Row-major position of `rank` among the ranks that differ from it only along
+  /// `groupAxes` (ordered major to minor as listed).
+  int64_t positionInGroup(int64_t rank, const std::vector<int> &groupAxes) const {
+    auto c = coords(rank);
+    int64_t p = 0;
+    for (int a : groupAxes)
+      p = p * shape[a] + c[a];
+    return p;
+  }
+  /// The ranks that differ from `rank` only along `groupAxes`, in group order.
+  std::vector<int64_t> group(int64_t rank, const std::vector<int> &groupAxes) const {
+    auto c = coords(rank);
+    int64_t n = groupSize(groupAxes);
+    std::vector<int64_t> out(n);
+    for (int64_t p = 0; p < n; ++p) {
+      int64_t rest = p;
+      for (size_t k = groupAxes.size(); k-- > 0;) {
+        c[groupAxes[k]] = rest % shape[groupAxes[k]];
+        rest /= shape[groupAxes[k]];
+      }
+      out[p] = rankOf(c);
+    }
+    return out;
+  }
+};
+
+struct Layout {
+  /// Per tensor dimension, the mesh axes (indices) splitting it, major to minor.
+  std::vector<std::vector<int>> dims;
+  /// Mesh axes holding partial values, with their kind.
+  std::vector<std::pair<int, ReduceKind>> partial;
+
+  bool isPartial() const { return !partial.empty(); }
+  bool operator==(const Layout &o) const { return dims == o.dims && partial == o.partial; }
+
+  std::vector<int> partialAxes() const {
+    std::vector<int> a;
+    for (auto &[ax, k] : partial)
+      a.push_back(ax);
+    return a;
+  }
+
+  /// The local shape of a global `shape` under this layout, or false when a split
+  /// dimension does not divide by its axes.
+  bool localShape(const Mesh &mesh, const Shape &global, Shape &local) const {
+    local = global;
+    for (size_t d = 0; d < dims.size() && d < global.size(); ++d) {
+      int64_t n = mesh.groupSize(dims[d]);
+      if (global[d] % n != 0)
+        return false;
+      local[d] = global[d] / n;
+    }
+    return true;
+  }
+
+  /// The global index of element `local` of `rank`'s block.
+  std::vector<int64_t> globalIndex(const Mesh &mesh, int64_t rank, const Shape &localShape,
+                                   const std::vector<int64_t> &local) const {
+    std::vector<int64_t> g = local;
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (!dims[d].empty())
+        g[d] = mesh.positionInGroup(rank, dims[d]) * localShape[d] + local[d];
+    return g;
+  }
+
+  /// Readable form, e.g. "sharded on dim 1 over tp, partial-sum over dp" or "replicated".
+  std::string str(const Mesh &mesh) const {
+    std::string s;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].empty())
+        continue;
+      s += (s.empty() ? "" : ", ") + std::string("sharded on dim ") + std::to_string(d) +
+           " over ";
+      for (size_t k = 0; k < dims[d].size(); ++k)
+        s += (k ? "*" : "") + mesh.axes[dims[d][k]];
+    }
+    for (auto &[ax, kind] : partial)
+      s += (s.empty() ? "" : ", ") + std::string("partial-") + reduceKindName(kind) +
+           " over " + mesh.axes[ax];
+    return s.empty() ? "replicated" : s;
+  }
+};
+
+} // namespace planproof
+
+#endif

@@ -1,0 +1,343 @@
+//===- Spec.cpp - loading and validating specs ------------------*- C++ -*-===//
+//
+// Parses MLIR specs (keeping the SSA names users wrote, for reports), verifies them,
+// finds the reference and plan functions, and checks every binding of a plan argument
+// or result against the reference: names, layouts, and local vs global shapes.
+//
+//===----------------------------------------------------------------------===//
+#include "Spec/Spec.h"
+
+#include "Import/JsonImport.h"
+#include "Ref/RefDialect.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/AsmParser/AsmParserState.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+using namespace mlir;
+using namespace planproof;
+
+SourceLoc planproof::toSourceLoc(Location loc) {
+  SourceLoc out;
+  if (auto f = dyn_cast<FileLineColLoc>(loc)) {
+    out.file = f.getFilename().str();
+    out.line = f.getLine();
+    out.col = f.getColumn();
+  } else if (auto n = dyn_cast<NameLoc>(loc)) {
+    return toSourceLoc(n.getChildLoc());
+  } else if (auto c = dyn_cast<CallSiteLoc>(loc)) {
+    return toSourceLoc(c.getCallee());
+  } else if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location l : fused.getLocations()) {
+      SourceLoc s = toSourceLoc(l);
+      if (s.known())
+        return s;
+    }
+  }
+  return out;
+}
+
+std::string Spec::nameOf(Value v) const {
+  auto it = names.find(v);
+  if (it != names.end())
+    return it->second;
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return "%arg" + std::to_string(arg.getArgNumber());
+  return "%<" + v.getDefiningOp()->getName().getStringRef().str() + ">";
+}
+
+std::string Spec::snippet(const SourceLoc &loc) const {
+  auto it = sources.find(loc.file);
+  if (it == sources.end() || loc.line == 0 || loc.line > it->second.size())
+    return "";
+  return it->second[loc.line - 1];
+}
+
+void planproof::registerDialects(MLIRContext &ctx) {
+  DialectRegistry registry;
+  registry.insert<ref::RefDialect, dist::DistDialect, func::FuncDialect, arith::ArithDialect,
+                  tensor::TensorDialect, scf::SCFDialect>();
+  ctx.appendDialectRegistry(registry);
+  ctx.loadAllAvailableDialects();
+}
+
+static void readSourceLines(Spec &spec, const std::string &path, StringRef text) {
+  std::vector<std::string> lines;
+  SmallVector<StringRef> parts;
+  text.split(parts, '\n');
+  for (StringRef p : parts)
+    lines.push_back(p.rtrim("\r").str());
+  spec.sources[path] = std::move(lines);
+}
+
+/// Parses one MLIR file into a new module, recording SSA names.
+static bool loadMlirFile(MLIRContext &ctx, const std::string &path, Spec &spec,
+                         std::string &errors) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer) {
+    errors += path + ": error: cannot read file: " + buffer.getError().message() + "\n";
+    return false;
+  }
+  readSourceLines(spec, path, (*buffer)->getBuffer());
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), SMLoc());
+  llvm::raw_string_ostream os(errors);
+  SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, os);
+  AsmParserState state;
+  OwningOpRef<ModuleOp> module(ModuleOp::create(FileLineColLoc::get(&ctx, path, 1, 1)));
+  ParserConfig config(&ctx);
+  if (failed(parseAsmSourceFile(sourceMgr, module->getBody(), config, &state)))
+    return false;
+  if (failed(verify(*module)))
+    return false;
+  auto text = [](SMRange r) {
+    return std::string(r.Start.getPointer(), r.End.getPointer() - r.Start.getPointer());
+  };
+  for (const auto &def : state.getOpDefs())
+    for (const auto &group : def.resultGroups)
+      if (group.startIndex < def.op->getNumResults())
+        spec.names[def.op->getResult(group.startIndex)] = text(group.definition.loc);
+  for (const auto &def : state.getBlockDefs())
+    for (auto [i, arg] : llvm::enumerate(def.arguments))
+      if (i < def.block->getNumArguments() && arg.loc.isValid())
+        spec.names[def.block->getArgument(i)] = text(arg.loc);
+  spec.modules.push_back(std::move(module));
+  return true;
+}
+
+static bool loadAny(MLIRContext &ctx, const std::string &path, Spec &spec, std::string &errors) {
+  if (StringRef(path).ends_with(".json"))
+    return importJsonSpec(ctx, path, spec, errors);
+  return loadMlirFile(ctx, path, spec, errors);
+}
+
+bool planproof::loadSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
+                         std::string &errors) {
+  spec.path = path;
+  return loadAny(ctx, path, spec, errors) && analyzeSpec(spec, errors);
+}
+
+bool planproof::loadSpecPair(MLIRContext &ctx, const std::string &refPath,
+                             const std::string &planPath, Spec &spec, std::string &errors) {
+  spec.path = planPath;
+  return loadAny(ctx, refPath, spec, errors) && loadAny(ctx, planPath, spec, errors) &&
+         analyzeSpec(spec, errors);
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct Checker {
+  Spec &spec;
+  std::string &errors;
+
+  bool error(Location loc, const std::string &msg) {
+    SourceLoc s = toSourceLoc(loc);
+    errors += (s.known() ? s.str() : spec.path) + ": error: " + msg + "\n";
+    return false;
+  }
+
+  std::string layoutText(const Layout &l) { return l.str(spec.mesh); }
+
+  bool convertLayout(dist::LayoutAttr attr, Layout &out) {
+    out = Layout();
+    for (Attribute d : attr.getDims()) {
+      std::vector<int> axes;
+      for (Attribute a : cast<ArrayAttr>(d))
+        axes.push_back(spec.mesh.axisIndex(cast<StringAttr>(a).getValue().str()));
+      out.dims.push_back(axes);
+    }
+    ReduceKind kinds[3] = {ReduceKind::Sum, ReduceKind::Avg, ReduceKind::Max};
+    ArrayAttr lists[3] = {attr.getSum(), attr.getAvg(), attr.getMax()};
+    for (int k = 0; k < 3; ++k)
+      for (Attribute a : lists[k])
+        out.partial.push_back({spec.mesh.axisIndex(cast<StringAttr>(a).getValue().str()), kinds[k]});
+    std::sort(out.partial.begin(), out.partial.end());
+    return true;
+  }
+
+  bool bind(DictionaryAttr attrs, unsigned index, Type localType, Location loc, bool isInput,
+            const std::map<std::string, Shape> &refShapes, Binding &b) {
+    std::string what = (isInput ? "argument #" : "result #") + std::to_string(index);
+    auto value = attrs ? attrs.getAs<StringAttr>(dist::kValueAttr) : StringAttr();
+    auto layout = attrs ? attrs.getAs<dist::LayoutAttr>(dist::kLayoutAttr) : dist::LayoutAttr();
+    if (!value || !layout)
+      return error(loc, "plan " + what + " needs both '" + std::string(dist::kValueAttr) +
+                            "' (the reference value it holds) and '" + dist::kLayoutAttr + "'");
+    b.index = index;
+    b.refName = value.getValue().str();
+    b.loc = loc;
+    auto it = refShapes.find(b.refName);
+    if (it == refShapes.end()) {
+      std::string known;
+      for (auto &[n, s] : refShapes)
+        known += (known.empty() ? "" : ", ") + n;
+      return error(loc, "plan " + what + " holds '" + b.refName + "', which is not " +
+                            (isInput ? "an input" : "an output") + " of the reference (" +
+                            (isInput ? "inputs" : "outputs") + ": " + known + ")");
+    }
+    convertLayout(layout, b.layout);
+    if (isInput && b.layout.isPartial())
+      return error(loc, "plan " + what + " ('" + b.refName +
+                            "'): an input layout cannot be partial; inputs are complete values");
+    const Shape &global = it->second;
+    auto tensor = cast<RankedTensorType>(localType);
+    b.localShape = Shape(tensor.getShape().begin(), tensor.getShape().end());
+    if (b.layout.dims.size() != global.size())
+      return error(loc, "plan " + what + " ('" + b.refName + "'): layout has " +
+                            std::to_string(b.layout.dims.size()) + " dimension entries but '" +
+                            b.refName + "' has rank " + std::to_string(global.size()));
+    Shape expected;
+    if (!b.layout.localShape(spec.mesh, global, expected)) {
+      for (size_t d = 0; d < global.size(); ++d)
+        if (global[d] % spec.mesh.groupSize(b.layout.dims[d]) != 0)
+          return error(loc, "plan " + what + " ('" + b.refName + "'): dimension " +
+                                std::to_string(d) + " of size " + std::to_string(global[d]) +
+                                " does not divide by the " +
+                                std::to_string(spec.mesh.groupSize(b.layout.dims[d])) +
+                                " ranks splitting it");
+    }
+    if (expected != b.localShape)
+      return error(loc, "plan " + what + " ('" + b.refName + "'): local shape " +
+                            shapeStr(b.localShape) + " is not the shard " + shapeStr(expected) +
+                            " of reference shape " + shapeStr(global) + " under layout '" +
+                            layoutText(b.layout) + "'");
+    return true;
+  }
+
+  bool run() {
+    std::vector<func::FuncOp> refs, plans;
+    for (auto &m : spec.modules)
+      m->walk([&](func::FuncOp f) {
+        if (f->hasAttr(ref::kReferenceAttr))
+          refs.push_back(f);
+        if (f->hasAttr(dist::kMeshAttr))
+          plans.push_back(f);
+      });
+    Location fileLoc = spec.modules.empty() ? Location(UnknownLoc())
+                                            : spec.modules.back()->getLoc();
+    if (refs.size() != 1)
+      return error(fileLoc, "expected exactly one reference function (a func.func with the '" +
+                                std::string(ref::kReferenceAttr) + "' attribute), found " +
+                                std::to_string(refs.size()));
+    if (plans.size() != 1)
+      return error(fileLoc, "expected exactly one plan function (a func.func with a '" +
+                                std::string(dist::kMeshAttr) + "' attribute), found " +
+                                std::to_string(plans.size()));
+    spec.reference = refs[0];
+    spec.plan = plans[0];
+    if (spec.reference.getBody().getBlocks().size() != 1 || spec.plan.getBody().getBlocks().size() != 1)
+      return error(fileLoc, "reference and plan functions must have exactly one block");
+    dist::MeshOp mesh = dist::lookupMeshOfFunc(spec.plan);
+    spec.mesh.name = mesh.getSymName().str();
+    for (Attribute a : mesh.getAxes())
+      spec.mesh.axes.push_back(cast<StringAttr>(a).getValue().str());
+    spec.mesh.shape.assign(mesh.getShape().begin(), mesh.getShape().end());
+
+    std::map<std::string, Shape> refIn, refOut;
+    std::set<std::string> all;
+    auto refName = [&](DictionaryAttr attrs, Location loc, const std::string &what,
+                       std::string &out) {
+      auto n = attrs ? attrs.getAs<StringAttr>(ref::kNameAttr) : StringAttr();
+      if (!n || n.getValue().empty())
+        return error(loc, "reference " + what + " needs a '" + std::string(ref::kNameAttr) +
+                              "' string attribute");
+      out = n.getValue().str();
+      if (!all.insert(out).second)
+        return error(loc, "reference " + what + ": the name '" + out + "' is used twice");
+      return true;
+    };
+    auto shapeOf = [](Type t) {
+      auto r = cast<RankedTensorType>(t);
+      return Shape(r.getShape().begin(), r.getShape().end());
+    };
+    for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
+      std::string n;
+      if (!isa<RankedTensorType>(spec.reference.getArgument(i).getType()))
+        return error(spec.reference.getArgument(i).getLoc(),
+                     "reference argument #" + std::to_string(i) + " must be a ranked tensor");
+      if (!refName(spec.reference.getArgAttrDict(i), spec.reference.getArgument(i).getLoc(),
+                   "argument #" + std::to_string(i), n))
+        return false;
+      spec.refInputs.push_back(n);
+      refIn[n] = shapeOf(spec.reference.getArgument(i).getType());
+    }
+    for (unsigned i = 0; i < spec.reference.getNumResults(); ++i) {
+      std::string n;
+      if (!isa<RankedTensorType>(spec.reference.getResultTypes()[i]))
+        return error(spec.reference.getLoc(),
+                     "reference result #" + std::to_string(i) + " must be a ranked tensor");
+      if (!refName(spec.reference.getResultAttrDict(i), spec.reference.getLoc(),
+                   "result #" + std::to_string(i), n))
+        return false;
+      spec.refOutputs.push_back(n);
+      refOut[n] = shapeOf(spec.reference.getResultTypes()[i]);
+    }
+    for (unsigned i = 0; i < spec.plan.getNumArguments(); ++i) {
+      Binding b{0, "", {}, {}, spec.plan.getArgument(i).getLoc()};
+      if (!isa<RankedTensorType>(spec.plan.getArgument(i).getType()))
+        return error(b.loc, "plan argument #" + std::to_string(i) + " must be a ranked tensor");
+      if (!bind(spec.plan.getArgAttrDict(i), i, spec.plan.getArgument(i).getType(), b.loc, true,
+                refIn, b))
+        return false;
+      spec.planInputs.push_back(b);
+    }
+    for (unsigned i = 0; i < spec.plan.getNumResults(); ++i) {
+      Binding b{0, "", {}, {}, spec.plan.getLoc()};
+      if (!isa<RankedTensorType>(spec.plan.getResultTypes()[i]))
+        return error(b.loc, "plan result #" + std::to_string(i) + " must be a ranked tensor");
+      if (!bind(spec.plan.getResultAttrDict(i), i, spec.plan.getResultTypes()[i], b.loc, false,
+                refOut, b))
+        return false;
+      spec.planOutputs.push_back(b);
+    }
+
+    for (auto &m : spec.modules) {
+      Operation *found = nullptr;
+      m->walk([&](ModuleOp inner) {
+        if (inner->hasAttr("planproof.expect"))
+          found = inner;
+      });
+      if (!found)
+        continue;
+      auto dict = dyn_cast<DictionaryAttr>(found->getAttr("planproof.expect"));
+      if (!dict)
+        return error(found->getLoc(), "'planproof.expect' must be a dictionary");
+      spec.expect.present = true;
+      for (auto [field, out] : {std::pair<const char *, std::string *>{"verdict", &spec.expect.verdict},
+                                {"kind", &spec.expect.kind}, {"at", &spec.expect.at}}) {
+        if (Attribute a = dict.get(field)) {
+          auto s = dyn_cast<StringAttr>(a);
+          if (!s)
+            return error(found->getLoc(), std::string("'planproof.expect.") + field +
+                                               "' must be a string");
+          *out = s.getValue().str();
+        }
+      }
+      if (spec.expect.verdict != "verified" && spec.expect.verdict != "violated" &&
+          spec.expect.verdict != "inconclusive")
+        return error(found->getLoc(), "'planproof.expect.verdict' must be verified, violated "
+                                      "or inconclusive");
+    }
+    return true;
+  }
+};
+} // namespace
+
+bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
+  return Checker{spec, errors}.run();
+}

@@ -1,0 +1,96 @@
+//===- Spec.h - a verification problem: reference, plan, bindings -*- C++ -*-===//
+//
+// A *spec* is what the verifier checks: a reference step function, a plan function on
+// a mesh, the bindings of the plan's arguments and results to reference values with
+// their layouts, and optionally the verdict the spec's author expects (used by
+// `planproof check-specs` for the bundled catalogue of correct and seeded-bug plans).
+//
+// Specs are loaded from MLIR text (one file, or a reference file plus a plan file) or
+// from the JSON interchange format (lib/Import). Loading validates everything the
+// engines rely on and reports bad input as located diagnostics.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_SPEC_SPEC_H
+#define PLANPROOF_SPEC_SPEC_H
+
+#include "Dist/DistDialect.h"
+#include "Semantics/Layout.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace planproof {
+
+/// A source position, as reported to users.
+struct SourceLoc {
+  std::string file;
+  unsigned line = 0, col = 0;
+  bool known() const { return !file.empty() && line > 0; }
+  std::string str() const {
+    return known() ? file + ":" + std::to_string(line) + ":" + std::to_string(col) : file;
+  }
+};
+
+SourceLoc toSourceLoc(mlir::Location loc);
+
+/// One plan argument or result: the reference value it holds a piece of, and how.
+struct Binding {
+  unsigned index;          // argument or result number in the plan function
+  std::string refName;     // the reference value
+  Layout layout;
+  Shape localShape;
+  mlir::Location loc;
+};
+
+/// What the spec's author says the verifier must answer.
+struct Expectation {
+  bool present = false;
+  std::string verdict; // verified | violated | inconclusive
+  std::string kind;    // for violations: the violation kind
+  std::string at;      // for violations: SSA name of the plan op the report points at
+};
+
+struct Spec {
+  std::string path;
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
+  // Op handles are non-const in MLIR; a const Spec still lets engines read its IR.
+  mutable mlir::func::FuncOp reference, plan;
+  Mesh mesh;
+  std::vector<std::string> refInputs, refOutputs; // names by argument / result number
+  std::vector<Binding> planInputs, planOutputs;
+  /// Display names of SSA values as written in the source (`%h`, or JSON names).
+  llvm::DenseMap<mlir::Value, std::string> names;
+  /// Source lines of each loaded file, for diagnostic snippets.
+  std::map<std::string, std::vector<std::string>> sources;
+  Expectation expect;
+
+  std::string nameOf(mlir::Value v) const;
+  std::string snippet(const SourceLoc &loc) const;
+};
+
+/// The context every spec is loaded into: planproof's dialects plus func.
+void registerDialects(mlir::MLIRContext &ctx);
+
+/// Loads a spec from one file (.mlir or .json). On failure returns false after writing
+/// located diagnostics ("file:line:col: error: ...") to `errors`.
+bool loadSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec, std::string &errors);
+
+/// Loads a spec from a reference file and a plan file (.mlir or .json each).
+bool loadSpecPair(mlir::MLIRContext &ctx, const std::string &refPath,
+                  const std::string &planPath, Spec &spec, std::string &errors);
+
+/// Checks the loaded module(s) and fills the spec's functions, mesh and bindings.
+/// Exposed for the JSON importer, which builds the module itself.
+bool analyzeSpec(Spec &spec, std::string &errors);
+
+} // namespace planproof
+
+#endif

@@ -1,0 +1,262 @@
+//===- planproof.cpp - the planproof command-line tool ----------*- C++ -*-===//
+//
+// planproof verify SPEC | --ref REF --plan PLAN   decide one spec
+// planproof check-specs DIR                       run a spec catalogue against expectations
+// planproof import FILE.json                      print the MLIR of a JSON spec
+//
+// Exit status: 0 verified (or all specs as expected), 1 violated (or a spec not as
+// expected), 2 bad input or usage, 3 inconclusive.
+//
+//===----------------------------------------------------------------------===//
+#include "Engine/Verifier.h"
+#include "Report/Report.h"
+#include "Spec/Spec.h"
+
+#include "mlir/IR/AsmState.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using namespace planproof;
+namespace fs = std::filesystem;
+
+namespace {
+const char *kUsage = R"(planproof - a formal verifier for parallel training plans
+
+Usage:
+  planproof verify SPEC [options]              verify a spec (.mlir or .json) holding the
+                                               reference step and the plan
+  planproof verify --ref REF --plan PLAN [options]
+                                               reference and plan in separate files
+  planproof check-specs DIR [--format text|json]
+                                               verify every spec under DIR against the
+                                               verdict it states (planproof.expect)
+  planproof import FILE.json                   print the MLIR of a JSON spec
+  planproof --help | --version
+
+Options:
+  --format text|json|sarif   report format (default text)
+  --timeout-ms N             Z3 timeout per query (default 10000); a timeout makes the
+                             verdict inconclusive, never verified
+
+Exit status: 0 verified, 1 violated, 2 bad input or usage, 3 inconclusive.
+For check-specs: 0 every spec as expected, 1 some spec not as expected.
+)";
+
+int usage(const std::string &msg) {
+  std::cerr << "planproof: error: " << msg << "\n"
+            << "run 'planproof --help' for usage\n";
+  return 2;
+}
+
+struct Options {
+  std::string format = "text";
+  VerifyOptions verify;
+};
+
+bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--format" || a == "--timeout-ms") {
+      if (i + 1 >= args.size()) {
+        err = a + " needs a value";
+        return false;
+      }
+      std::string v = args[++i];
+      if (a == "--format") {
+        if (v != "text" && v != "json" && v != "sarif") {
+          err = "unknown format '" + v + "' (expected text, json or sarif)";
+          return false;
+        }
+        o.format = v;
+      } else {
+        char *end = nullptr;
+        unsigned long ms = std::strtoul(v.c_str(), &end, 10);
+        if (v.empty() || *end || ms == 0 || ms > 3600000) {
+          err = "--timeout-ms needs a number of milliseconds between 1 and 3600000";
+          return false;
+        }
+        o.verify.solverTimeoutMs = (unsigned)ms;
+      }
+    } else {
+      rest.push_back(a);
+    }
+  }
+  args = rest;
+  return true;
+}
+
+int exitCode(Verdict v) {
+  switch (v) {
+  case Verdict::Verified: return 0;
+  case Verdict::Violated: return 1;
+  case Verdict::Inconclusive: return 3;
+  }
+  return 3;
+}
+
+int cmdVerify(std::vector<std::string> args) {
+  Options o;
+  std::string err, ref, plan;
+  if (!parseCommon(args, o, err))
+    return usage(err);
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--ref" || args[i] == "--plan") {
+      if (i + 1 >= args.size())
+        return usage(args[i] + " needs a file");
+      (args[i] == "--ref" ? ref : plan) = args[i + 1];
+      ++i;
+    } else if (args[i].rfind("--", 0) == 0) {
+      return usage("unknown option '" + args[i] + "'");
+    } else {
+      positional.push_back(args[i]);
+    }
+  }
+  if (ref.empty() != plan.empty())
+    return usage("--ref and --plan go together");
+  if (ref.empty() && positional.size() != 1)
+    return usage("verify needs one SPEC file, or --ref REF --plan PLAN");
+  if (!ref.empty() && !positional.empty())
+    return usage("give either SPEC or --ref/--plan, not both");
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  std::string errors;
+  bool ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
+                        : loadSpecPair(ctx, ref, plan, spec, errors);
+  if (!ok) {
+    std::cerr << errors;
+    return 2;
+  }
+  VerifyResult r = verifySpec(spec, o.verify);
+  if (o.format == "json")
+    std::cout << renderJson(spec, r);
+  else if (o.format == "sarif")
+    std::cout << renderSarif(spec, r);
+  else
+    std::cout << renderText(spec, r);
+  return exitCode(r.verdict);
+}
+
+std::string normalizeAt(std::string s) {
+  if (!s.empty() && s[0] != '%')
+    s = "%" + s;
+  return s;
+}
+
+int cmdCheckSpecs(std::vector<std::string> args) {
+  Options o;
+  std::string err;
+  if (!parseCommon(args, o, err))
+    return usage(err);
+  if (args.size() != 1)
+    return usage("check-specs needs one directory");
+  std::error_code ec;
+  if (!fs::is_directory(args[0], ec))
+    return usage("'" + args[0] + "' is not a directory");
+  std::vector<std::string> files;
+  for (auto it = fs::recursive_directory_iterator(args[0], ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::string ext = it->path().extension().string();
+    if (it->is_regular_file() && (ext == ".mlir" || ext == ".json"))
+      files.push_back(it->path().string());
+  }
+  std::sort(files.begin(), files.end());
+  int passed = 0, failed = 0;
+  for (const std::string &f : files) {
+    mlir::MLIRContext ctx;
+    registerDialects(ctx);
+    Spec spec;
+    std::string errors;
+    std::string got, expected = "?";
+    bool match = false;
+    double ms = 0;
+    if (!loadSpec(ctx, f, spec, errors)) {
+      got = "bad input";
+      std::cerr << errors;
+    } else {
+      VerifyResult r = verifySpec(spec, o.verify);
+      ms = r.stats.milliseconds;
+      got = verdictName(r.verdict);
+      if (!r.violations.empty())
+        got += " [" + r.violations[0].kind + " @ " +
+               (r.violations[0].at.empty() ? "-" : r.violations[0].at) + "]";
+      const Expectation &e = spec.expect;
+      if (!e.present) {
+        expected = "no planproof.expect";
+      } else {
+        expected = e.verdict;
+        if (e.verdict == "violated")
+          expected += " [" + e.kind + " @ " + normalizeAt(e.at) + "]";
+        match = e.verdict == verdictName(r.verdict);
+        if (match && e.verdict == "violated")
+          match = std::any_of(r.violations.begin(), r.violations.end(), [&](const Violation &v) {
+            return v.kind == e.kind && (e.at.empty() || v.at == normalizeAt(e.at));
+          });
+      }
+      if (!match)
+        std::cout << renderText(spec, r);
+    }
+    (match ? passed : failed)++;
+    char line[512];
+    std::snprintf(line, sizeof line, "%-4s %-52s %-40s expected %s (%.0f ms)\n",
+                  match ? "ok" : "FAIL", f.c_str(), got.c_str(), expected.c_str(), ms);
+    std::cout << line;
+  }
+  std::cout << "check-specs: " << passed << " passed, " << failed << " failed\n";
+  return failed ? 1 : 0;
+}
+
+int cmdImport(std::vector<std::string> args) {
+  if (args.size() != 1)
+    return usage("import needs one FILE.json");
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  std::string errors;
+  if (!loadSpec(ctx, args[0], spec, errors)) {
+    std::cerr << errors;
+    return 2;
+  }
+  mlir::OpPrintingFlags flags;
+  for (auto &m : spec.modules)
+    m->print(llvm::outs(), flags);
+  llvm::outs() << "\n";
+  return 0;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty())
+    return usage("missing command");
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::cout << "planproof 0.1.0\n";
+    return 0;
+  }
+  try {
+    if (cmd == "verify")
+      return cmdVerify(args);
+    if (cmd == "check-specs")
+      return cmdCheckSpecs(args);
+    if (cmd == "import")
+      return cmdImport(args);
+  } catch (const std::exception &e) {
+    std::cerr << "planproof: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return usage("unknown command '" + cmd + "'");
+}
