@@ -20,7 +20,8 @@ std::string InputSymbol::str() const {
   return s + "]";
 }
 
-ExprPool::ExprPool(size_t maxTerms) : maxTerms(maxTerms) {
+ExprPool::ExprPool(size_t maxTerms, size_t maxTotalTerms)
+    : maxTerms(maxTerms), maxTotalTerms(maxTotalTerms) {
   unitMono = internMono(Monomial{});
   zeroId = internPoly(Poly{});
 }
@@ -42,8 +43,13 @@ PolyId ExprPool::internPoly(Poly &&p) {
     key.push_back((uint64_t)c.denominator());
   }
   auto [it, inserted] = polyIds.emplace(std::move(key), (uint32_t)polys.size());
-  if (inserted)
+  if (inserted) {
+    totalTerms += p.terms.size();
+    if (totalTerms > maxTotalTerms)
+      throw NumericLimit("the symbolic execution outgrew its memory budget (" +
+                         std::to_string(maxTotalTerms) + " terms) at this shape");
     polys.push_back(std::move(p));
+  }
   return it->second;
 }
 
@@ -111,6 +117,29 @@ PolyId ExprPool::add(PolyId a, PolyId b) {
       ++i;
       ++j;
     }
+  }
+  return internPoly(std::move(r));
+}
+
+PolyId ExprPool::sum(const std::vector<PolyId> &parts) {
+  std::vector<std::pair<MonoId, Rational>> all;
+  for (PolyId p : parts) {
+    const auto &t = polys[p].terms;
+    all.insert(all.end(), t.begin(), t.end());
+    if (all.size() > maxTerms * 4)
+      throw NumericLimit("a sum grew past " + std::to_string(maxTerms) + " terms at this shape");
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto &x, const auto &y) { return x.first < y.first; });
+  Poly r;
+  for (size_t i = 0; i < all.size();) {
+    Rational c = all[i].second;
+    size_t j = i + 1;
+    for (; j < all.size() && all[j].first == all[i].first; ++j)
+      c = c + all[j].second;
+    if (!c.isZero())
+      r.terms.push_back({all[i].first, c});
+    i = j;
   }
   return internPoly(std::move(r));
 }

@@ -66,7 +66,7 @@ class ExprPool {
 public:
   /// `maxTerms` bounds the size of any one polynomial; past it, NumericLimit is thrown
   /// (the verifier turns that into *inconclusive*).
-  explicit ExprPool(size_t maxTerms = 200000);
+  explicit ExprPool(size_t maxTerms = 200000, size_t maxTotalTerms = 40000000);
 
   uint32_t addInput(InputSymbol sym);
   const InputSymbol &input(uint32_t id) const { return inputs[id]; }
@@ -76,6 +76,9 @@ public:
   PolyId constant(const Rational &c);
   PolyId inputPoly(uint32_t inputId);
   PolyId add(PolyId a, PolyId b);
+  /// The sum of many polynomials in one pass (dot products, reductions): linear in
+  /// the total number of terms instead of quadratic like repeated add().
+  PolyId sum(const std::vector<PolyId> &parts);
   PolyId sub(PolyId a, PolyId b);
   PolyId scale(PolyId a, const Rational &c);
   PolyId mul(PolyId a, PolyId b);
@@ -119,7 +122,7 @@ private:
   std::unordered_map<std::vector<uint64_t>, uint32_t, VecHash> polyIds, monoIds, atomIds;
   std::unordered_map<uint64_t, MonoId> monoProducts;
   std::unordered_map<PolyId, bool> latticeMemo, applyMemo;
-  size_t maxTerms;
+  size_t maxTerms, maxTotalTerms, totalTerms = 0;
   PolyId zeroId;
   MonoId unitMono;
 };

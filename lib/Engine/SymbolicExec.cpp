@@ -15,16 +15,24 @@ int64_t tensorElements(Type t) {
 bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure) {
   int64_t total = 0;
   f.walk([&](Operation *op) {
-    for (Type t : op->getResultTypes())
-      total += tensorElements(t) * ranks;
+    int64_t work = 0;
+    if (auto mm = dyn_cast<ref::MatmulOp>(op)) {
+      auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+      work = tensorElements(mm.getType()) * lhs.getDimSize(mm.getLhsDim());
+    } else {
+      for (Type t : op->getOperandTypes())
+        work += tensorElements(t);
+      for (Type t : op->getResultTypes())
+        work += tensorElements(t);
+    }
+    total += work * ranks;
   });
-  for (Type t : f.getArgumentTypes())
-    total += tensorElements(t) * ranks;
-  if (total > kMaxSymbolicElements) {
-    failure = {"the element engine would execute " + std::to_string(total) +
-                   " symbolic elements (limit " + std::to_string(kMaxSymbolicElements) +
+  if (total > kMaxSymbolicWork) {
+    failure = {"the element engine would need about " + std::to_string(total) +
+                   " scalar operations at these shapes (limit " +
+                   std::to_string(kMaxSymbolicWork) +
                    "); write the spec at smaller shapes (automatic shape reduction is not "
-                   "implemented)",
+                   "implemented yet)",
                f.getLoc()};
     return false;
   }

@@ -25,6 +25,7 @@ struct SymbolicDomain {
   ExprPool &pool;
   Value constant(const Rational &c) { return pool.constant(c); }
   Value add(Value a, Value b) { return pool.add(a, b); }
+  Value sum(const std::vector<Value> &parts) { return pool.sum(parts); }
   Value sub(Value a, Value b) { return pool.sub(a, b); }
   Value mul(Value a, Value b) { return pool.mul(a, b); }
   Value scale(Value a, const Rational &c) { return pool.scale(a, c); }
@@ -48,8 +49,10 @@ struct ExecFailure {
   mlir::Location loc;
 };
 
-/// Upper bound on elements (summed over values and ranks) the element engine executes.
-constexpr int64_t kMaxSymbolicElements = 4'000'000;
+/// Upper bound on the scalar operations (summed over ops and ranks; a matmul counts
+/// I*J*K) the element engine executes before answering *inconclusive*. Far above
+/// what the bundled specs need (thousands), far below what would take minutes.
+constexpr int64_t kMaxSymbolicWork = 2'000'000;
 
 /// Executes the reference. Returns false and fills `failure` when it cannot.
 bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, ExecFailure &failure);

@@ -306,15 +306,16 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                         "value under any layout";
   if (auto mm = dyn_cast<ref::MatmulOp>(op)) {
     Relation a = relationOf(mm.getLhs()), b = relationOf(mm.getRhs());
-    auto dimAxes = [&](const Relation &r, int64_t d) {
-      return r.exact() && d < (int64_t)r.layout.dims.size() ? r.layout.dims[d] : std::vector<int>{};
+    auto dimAxes = [&](const Relation &r, int64_t d) -> std::string {
+      if (!r.exact() || d >= (int64_t)r.layout.dims.size() || r.layout.dims[d].empty())
+        return "not split";
+      return "split over " + axesStr(mesh, r.layout.dims[d]);
     };
     viol.notes.push_back("it contracts dim " + std::to_string(mm.getLhsDim()) + " of `" +
-                         spec.nameOf(mm.getLhs()) + "` (split over " +
-                         axesStr(mesh, dimAxes(a, mm.getLhsDim())) + ") with dim " +
+                         spec.nameOf(mm.getLhs()) + "` (" +
+                         dimAxes(a, mm.getLhsDim()) + ") with dim " +
                          std::to_string(mm.getRhsDim()) + " of `" + spec.nameOf(mm.getRhs()) +
-                         "` (split over " + axesStr(mesh, dimAxes(b, mm.getRhsDim())) +
-                         "); check which dimension each operand is sharded on");
+                         "` (" + dimAxes(b, mm.getRhsDim()) + "); check which dimension each operand is sharded on");
   }
 }
 

@@ -6,7 +6,7 @@
 #include <sstream>
 
 using namespace planproof;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 std::string num(double v) {

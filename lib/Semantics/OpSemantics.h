@@ -7,6 +7,7 @@
 //   using Value;
 //   Value constant(const Rational &);
 //   Value add(Value, Value);  Value sub(Value, Value);  Value mul(Value, Value);
+//   Value sum(const std::vector<Value> &);   // n-ary sum, in order
 //   Value scale(Value, const Rational &);
 //   Value apply(Fn, std::vector<Value>);
 //
@@ -71,12 +72,12 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     Rational c(2, numElements(in[0]->shape));
     elementwise([&](size_t i) { return d.scale(d.sub(in[0]->data[i], in[1]->data[i]), c); });
   } else if (isa<MseLossOp>(op)) {
-    V acc = d.constant(Rational(0));
+    std::vector<V> squares;
     for (size_t i = 0; i < in[0]->data.size(); ++i) {
       V diff = d.sub(in[0]->data[i], in[1]->data[i]);
-      acc = d.add(acc, d.mul(diff, diff));
+      squares.push_back(d.mul(diff, diff));
     }
-    out = Tensor<V>({}, d.scale(acc, Rational(1, numElements(in[0]->shape))));
+    out = Tensor<V>({}, d.scale(d.sum(squares), Rational(1, numElements(in[0]->shape))));
   } else if (isa<BiasAddOp>(op)) {
     int64_t n = in[1]->shape[0];
     elementwise([&](size_t i) { return d.add(in[0]->data[i], in[1]->data[i % n]); });
@@ -87,13 +88,14 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     out = Tensor<V>({I, J}, d.constant(Rational(0)));
     for (int64_t i = 0; i < I; ++i)
       for (int64_t j = 0; j < J; ++j) {
-        V acc = d.constant(Rational(0));
+        std::vector<V> products;
+        products.reserve(K);
         for (int64_t k = 0; k < K; ++k) {
           const V &x = ld == 1 ? a.data[i * a.shape[1] + k] : a.data[k * a.shape[1] + i];
           const V &y = rd == 0 ? b.data[k * b.shape[1] + j] : b.data[j * b.shape[1] + k];
-          acc = d.add(acc, d.mul(x, y));
+          products.push_back(d.mul(x, y));
         }
-        out.data[i * J + j] = acc;
+        out.data[i * J + j] = d.sum(products);
       }
   } else if (auto r = dyn_cast<ReduceSumOp>(op)) {
     const Tensor<V> &a = *in[0];
@@ -103,15 +105,17 @@ std::string evalRefOp(D &d, mlir::Operation *op,
       if (!llvm::is_contained(dims, k))
         shape.push_back(a.shape[k]);
     out = Tensor<V>(shape, d.constant(Rational(0)));
+    std::vector<std::vector<V>> parts(out.data.size());
     for (int64_t l = 0; l < (int64_t)a.data.size(); ++l) {
       auto idx = a.unravel(l);
       std::vector<int64_t> o;
       for (int64_t k = 0; k < (int64_t)idx.size(); ++k)
         if (!llvm::is_contained(dims, k))
           o.push_back(idx[k]);
-      V &slot = out.at(o);
-      slot = d.add(slot, a.data[l]);
+      parts[out.linear(o)].push_back(a.data[l]);
     }
+    for (size_t o = 0; o < parts.size(); ++o)
+      out.data[o] = d.sum(parts[o]);
   } else {
     return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
   }
@@ -123,9 +127,7 @@ template <class D>
 typename D::Value reduceValues(D &d, ReduceKind kind, const std::vector<typename D::Value> &vals) {
   if (kind == ReduceKind::Max)
     return d.apply(Fn::Max, vals);
-  typename D::Value acc = vals[0];
-  for (size_t i = 1; i < vals.size(); ++i)
-    acc = d.add(acc, vals[i]);
+  typename D::Value acc = d.sum(vals);
   if (kind == ReduceKind::Avg)
     acc = d.scale(acc, Rational(1, (int64_t)vals.size()));
   return acc;

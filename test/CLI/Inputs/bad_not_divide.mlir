@@ -1,0 +1,14 @@
+module {
+  func.func @reference(%x: tensor<4x3xf32> {ref.name = "x"}) -> (tensor<4x3xf32> {ref.name = "y"})
+      attributes {ref.reference} {
+    %y = ref.gelu %x : tensor<4x3xf32>
+    return %y : tensor<4x3xf32>
+  }
+  dist.mesh @mesh axes = ["tp"] shape = [2]
+  func.func @plan(%x: tensor<4x1xf32> {dist.value = "x", dist.layout = #dist.layout<[_, tp]>})
+      -> (tensor<4x1xf32> {dist.value = "y", dist.layout = #dist.layout<[_, tp]>})
+      attributes {dist.mesh = @mesh} {
+    %y = ref.gelu %x : tensor<4x1xf32>
+    return %y : tensor<4x1xf32>
+  }
+}

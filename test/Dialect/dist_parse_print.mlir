@@ -1,0 +1,35 @@
+// RUN: planproof-opt %s | planproof-opt | FileCheck %s
+// Round-trip of the mesh, the layout attribute in all its forms, and every dist op.
+
+// CHECK: dist.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+dist.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+
+// CHECK-LABEL: func.func @plan
+// CHECK-SAME: dist.layout = #dist.layout<[_, tp]>
+// CHECK-SAME: dist.layout = #dist.layout<[(dp, tp), _]>
+// CHECK-SAME: dist.layout = #dist.layout<[_, _], sum = [tp]>
+// CHECK-SAME: dist.layout = #dist.layout<[], avg = [dp]>
+// CHECK-SAME: dist.layout = #dist.layout<[dp], sum = [tp]>
+// CHECK-SAME: attributes {dist.mesh = @mesh}
+func.func @plan(%a: tensor<4x2xf32> {dist.value = "a", dist.layout = #dist.layout<[_, tp]>},
+                %b: tensor<1x4xf32> {dist.value = "b", dist.layout = #dist.layout<[(dp, tp), _]>})
+    -> (tensor<4x4xf32> {dist.value = "c", dist.layout = #dist.layout<[_, _], sum = [tp]>},
+        tensor<f32> {dist.value = "d", dist.layout = #dist.layout<[], avg = [dp]>},
+        tensor<2xf32> {dist.value = "e", dist.layout = #dist.layout<[dp], sum = [tp], max = []>})
+    attributes {dist.mesh = @mesh} {
+  // CHECK: dist.axis_index "tp" : index
+  %i = dist.axis_index "tp" : index
+  // CHECK: dist.all_gather %{{.*}} over ["tp"] dim 1 : tensor<4x2xf32> -> tensor<4x4xf32>
+  %g = dist.all_gather %a over ["tp"] dim 1 : tensor<4x2xf32> -> tensor<4x4xf32>
+  // CHECK: dist.all_reduce %{{.*}} over ["dp", "tp"] "sum" : tensor<4x4xf32> -> tensor<4x4xf32>
+  %r = dist.all_reduce %g over ["dp", "tp"] "sum" : tensor<4x4xf32> -> tensor<4x4xf32>
+  // CHECK: dist.reduce_scatter %{{.*}} over ["tp"] dim 0 "avg" : tensor<4x4xf32> -> tensor<2x4xf32>
+  %s = dist.reduce_scatter %r over ["tp"] dim 0 "avg" : tensor<4x4xf32> -> tensor<2x4xf32>
+  // CHECK: dist.shard_slice %{{.*}} over ["dp", "tp"] dim 1 : tensor<4x4xf32> -> tensor<4x1xf32>
+  %l = dist.shard_slice %r over ["dp", "tp"] dim 1 : tensor<4x4xf32> -> tensor<4x1xf32>
+  // CHECK: dist.all_reduce %{{.*}} over ["dp"] "max" : tensor<f32> -> tensor<f32>
+  %z = ref.mse_loss %r, %r : tensor<4x4xf32>
+  %m = dist.all_reduce %z over ["dp"] "max" : tensor<f32> -> tensor<f32>
+  %e = ref.reduce_sum %s dims [1] : tensor<2x4xf32>
+  return %r, %m, %e : tensor<4x4xf32>, tensor<f32>, tensor<2xf32>
+}

@@ -1,0 +1,157 @@
+// RUN: planproof-opt %s -split-input-file -verify-diagnostics
+// Invalid IR is rejected with a located diagnostic.
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+func.func @unknown_axis_in_collective(%a: tensor<4xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{names mesh axis 'dp', which mesh @mesh does not have}}
+  %0 = dist.all_reduce %a over ["dp"] "sum" : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+// expected-error @+1 {{layout names mesh axis 'pp', which mesh @mesh does not have}}
+func.func @unknown_axis_in_layout(%a: tensor<4xf32> {dist.value = "a", dist.layout = #dist.layout<[pp]>})
+    attributes {dist.mesh = @mesh} {
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+// expected-error @+1 {{layout has 2 dimension entries but the tensor has rank 1}}
+func.func @layout_rank(%a: tensor<4xf32> {dist.value = "a", dist.layout = #dist.layout<[tp, _]>})
+    attributes {dist.mesh = @mesh} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{layout: mesh axis 'tp' is used more than once}}
+func.func @axis_twice(%a: tensor<4x4xf32> {dist.layout = #dist.layout<[tp, _], sum = [tp]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown partial kind 'prod'}}
+func.func @bad_partial_kind(%a: tensor<4xf32> {dist.layout = #dist.layout<[_], prod = [tp]>}) {
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [4]
+func.func @does_not_divide(%a: tensor<6x2xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{dimension 0 of size 6 does not divide by the 4 ranks of axes ["tp"]}}
+  %0 = dist.reduce_scatter %a over ["tp"] dim 0 "sum" : tensor<6x2xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [4]
+func.func @slice_does_not_divide(%a: tensor<2x6xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{dimension 1 of size 6 does not divide by the 4 ranks}}
+  %0 = dist.shard_slice %a over ["tp"] dim 1 : tensor<2x6xf32> -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+func.func @gather_wrong_result(%a: tensor<2x2xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{result type 'tensor<2x2xf32>' does not match the expected 'tensor<2x4xf32>'}}
+  %0 = dist.all_gather %a over ["tp"] dim 1 : tensor<2x2xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+func.func @bad_kind(%a: tensor<2xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{has reduction kind 'prod'; expected "sum", "avg" or "max"}}
+  %0 = dist.all_reduce %a over ["tp"] "prod" : tensor<2xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @collective_outside_plan(%a: tensor<2xf32>) {
+  // expected-error @+1 {{must be inside a plan function with a 'dist.mesh' attribute}}
+  %0 = dist.all_reduce %a over ["tp"] "sum" : tensor<2xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'dist.mesh' names @nowhere, which is not a dist.mesh in scope}}
+func.func @missing_mesh() attributes {dist.mesh = @nowhere} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{axis 'tp' is declared twice}}
+dist.mesh @mesh axes = ["tp", "tp"] shape = [2, 2]
+
+// -----
+
+// expected-error @+1 {{axis 'tp' has size 0; sizes must be >= 1}}
+dist.mesh @mesh axes = ["tp"] shape = [0]
+
+// -----
+
+// expected-error @+1 {{has 2 axis names but 1 axis sizes}}
+dist.mesh @mesh axes = ["dp", "tp"] shape = [2]
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+func.func @axis_index_unknown() attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{names mesh axis 'dp', which mesh @mesh does not have}}
+  %0 = dist.axis_index "dp" : index
+  return
+}
+
+// -----
+
+func.func @matmul_mismatch(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>) {
+  // expected-error @+1 {{ref.matmul: contracted dimensions differ: lhs dim 1 has size 4, rhs dim 0 has size 3}}
+  %0 = ref.matmul %a, %b contract(1, 0) : tensor<2x4xf32>, tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @bias_mismatch(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{bias has 3 elements but the input's last dimension has 4}}
+  %0 = ref.bias_add %a, %b : tensor<2x4xf32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_dims(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{'dims' must be sorted, distinct, and within the operand's rank 2}}
+  %0 = ref.reduce_sum %a dims [2] : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// expected-note @+1 {{prior use here}}
+func.func @elementwise_mismatch(%a: tensor<2x4xf32>, %b: tensor<4x2xf32>) {
+  // expected-error @+1 {{use of value '%b' expects different type than prior uses}}
+  %0 = ref.add %a, %b : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @not_f32(%a: tensor<2xi32>) {
+  // expected-error @+1 {{must be ranked tensor of 32-bit float values}}
+  %0 = ref.gelu %a : tensor<2xi32>
+  return
+}

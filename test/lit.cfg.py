@@ -1,0 +1,19 @@
+# lit configuration for planproof: IR round-trips and verifier tests of the dialects
+# (planproof-opt), and CLI behaviour (planproof), checked with FileCheck.
+import os
+
+import lit.formats
+
+config.name = "planproof"
+# External shell, so RUN lines may use `$?` to check exact exit statuses.
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "unit", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.planproof_obj_root, "test")
+
+path = os.pathsep.join([config.planproof_tools_dir, config.llvm_tools_dir,
+                        "/usr/lib/llvm-22/bin", config.environment.get("PATH", os.environ["PATH"])])
+config.environment["PATH"] = path
+config.substitutions.append(("%specs", os.path.join(config.planproof_src_root, "verify-specs")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "CLI", "Inputs")))

@@ -1,0 +1,47 @@
+//===- ImportTest.cpp - the JSON importer's tables and positions ------------===//
+#include "Import/JsonImport.h"
+#include "Spec/Spec.h"
+
+#include "mlir/IR/OperationSupport.h"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+using namespace planproof;
+
+TEST_CASE("JSON op attributes match the dialects' op definitions", "[import]") {
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  for (auto &[name, attrs] : jsonOpAttributes()) {
+    INFO(name);
+    auto op = mlir::RegisteredOperationName::lookup(name, &ctx);
+    REQUIRE(op.has_value());
+    std::set<std::string> inherent, table;
+    for (mlir::StringAttr a : op->getAttributeNames())
+      inherent.insert(a.getValue().str());
+    for (auto &[k, v] : attrs)
+      table.insert(k);
+    CHECK(inherent == table);
+  }
+  // Every ref and dist op with tensor semantics is importable.
+  for (mlir::RegisteredOperationName op : ctx.getRegisteredOperations()) {
+    llvm::StringRef ns = op.getDialectNamespace();
+    if ((ns == "ref" || ns == "dist") && op.getStringRef() != "dist.mesh" &&
+        op.getStringRef() != "dist.axis_index") {
+      INFO(op.getStringRef().str());
+      CHECK(jsonOpAttributes().count(op.getStringRef().str()) == 1);
+    }
+  }
+}
+
+TEST_CASE("JSON values are located by pointer", "[import]") {
+  std::string text = "{\n  \"a\": [1,\n    {\"b\": \"x\"}],\n  \"c/d\": null\n}\n";
+  auto pos = locateJsonValues(text);
+  CHECK(pos.at("") == std::make_pair(1u, 1u));
+  CHECK(pos.at("/a") == std::make_pair(2u, 8u));
+  CHECK(pos.at("/a/0") == std::make_pair(2u, 9u));
+  CHECK(pos.at("/a/1") == std::make_pair(3u, 5u));
+  CHECK(pos.at("/a/1/b") == std::make_pair(3u, 11u));
+  CHECK(pos.at("/c~1d") == std::make_pair(4u, 10u));
+}
