@@ -17,3 +17,8 @@ path = os.pathsep.join([config.planproof_tools_dir, config.llvm_tools_dir,
 config.environment["PATH"] = path
 config.substitutions.append(("%specs", os.path.join(config.planproof_src_root, "verify-specs")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "CLI", "Inputs")))
+
+# The Python that runs lit (Debian's, with python3-jsonschema from scripts/install-deps.sh).
+import sys
+config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%docs", os.path.join(config.planproof_src_root, "docs")))

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Times `planproof verify` on the bundled specs and on a tensor-parallel size sweep.
+
+Usage (from the repository root, after `make build`):
+    python3 bench/bench_verify.py [--runs N] [--out bench/results.md]
+
+For each spec: the median over N runs of the engine time reported by planproof itself
+(stats.milliseconds: symbolic execution + obligations + localization, without process
+start-up and parsing) and of the whole process wall time. Machines are shared and
+noisy: read medians and ratios, not single numbers.
+"""
+import argparse
+import glob
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PLANPROOF = os.path.join(ROOT, "build", "bin", "planproof")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import gen_mlp_specs  # noqa: E402
+
+
+def measure(path, runs):
+    engine, wall = [], []
+    verdict = None
+    for _ in range(runs):
+        start = time.perf_counter()
+        out = subprocess.run([PLANPROOF, "verify", "--format", "json", path],
+                             capture_output=True, text=True)
+        wall.append((time.perf_counter() - start) * 1000)
+        report = json.loads(out.stdout)
+        engine.append(report["stats"]["milliseconds"])
+        verdict = report["verdict"]
+        stats = report["stats"]
+    return statistics.median(engine), statistics.median(wall), verdict, stats
+
+
+def sweep_specs(tmp):
+    """The TP MLP at growing tensor-parallel sizes, two hidden features per shard."""
+    specs = []
+    for tp in (2, 4, 8, 16):
+        B, H, F = 2, 4, 2 * tp
+        text = (gen_mlp_specs.comment(f"TP={tp} sweep") +
+                'module attributes {planproof.expect = {verdict = "verified"}} {\n' +
+                gen_mlp_specs.reference(B, H, F, True) + "\n" +
+                gen_mlp_specs.tp_plan(B, H, F, tp) + "}\n")
+        path = os.path.join(tmp, f"mlp_tp{tp}_sweep.mlir")
+        with open(path, "w") as fh:
+            fh.write(text)
+        specs.append(path)
+    return specs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    lines = [f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+             f"runs per spec: {args.runs} (medians)", "",
+             "| spec | verdict | ranks | obligations | engine ms | process ms |",
+             "|---|---|---|---|---|---|"]
+    specs = sorted(glob.glob(os.path.join(ROOT, "verify-specs", "**", "*.mlir"), recursive=True) +
+                   glob.glob(os.path.join(ROOT, "verify-specs", "**", "*.json"), recursive=True))
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in specs + sweep_specs(tmp):
+            eng, wall, verdict, st = measure(path, args.runs)
+            name = os.path.relpath(path, ROOT) if path.startswith(ROOT) else os.path.basename(path)
+            lines.append(f"| {name} | {verdict} | {st['ranks']} | {st['obligations']} | "
+                         f"{eng:.2f} | {wall:.1f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text)
+
+
+if __name__ == "__main__":
+    main()
