@@ -292,39 +292,27 @@ bool ExprPool::proportional(PolyId a, PolyId b, Rational &c) const {
   return true;
 }
 
-bool ExprPool::hasLatticeAtoms(PolyId p) {
-  auto it = latticeMemo.find(p);
-  if (it != latticeMemo.end())
+uint8_t ExprPool::atomFlags(PolyId p) {
+  auto it = flagMemo.find(p);
+  if (it != flagMemo.end())
     return it->second;
-  bool r = false;
-  for (auto &[m, c] : polys[p].terms) {
+  uint8_t flags = 0;
+  for (auto &[m, c] : polys[p].terms)
     for (auto &[a, e] : monos[m].factors) {
       const Atom &at = atoms[a];
       if (at.isInput)
         continue;
-      if (fnInfo(at.fn).lattice)
-        r = true;
+      flags |= fnInfo(at.fn).lattice ? 3 : 1;
       for (PolyId q : at.args)
-        r = r || hasLatticeAtoms(q);
+        flags |= atomFlags(q);
     }
-    if (r)
-      break;
-  }
-  latticeMemo[p] = r;
-  return r;
+  flagMemo[p] = flags;
+  return flags;
 }
 
-bool ExprPool::hasApplications(PolyId p) {
-  auto it = applyMemo.find(p);
-  if (it != applyMemo.end())
-    return it->second;
-  bool r = false;
-  for (auto &[m, c] : polys[p].terms)
-    for (auto &[a, e] : monos[m].factors)
-      r = r || !atoms[a].isInput;
-  applyMemo[p] = r;
-  return r;
-}
+bool ExprPool::hasLatticeAtoms(PolyId p) { return atomFlags(p) & 2; }
+
+bool ExprPool::hasApplications(PolyId p) { return atomFlags(p) & 1; }
 
 std::vector<uint32_t> ExprPool::support(PolyId p) {
   std::vector<uint32_t> out;

@@ -121,7 +121,9 @@ private:
   std::vector<Atom> atoms;
   std::unordered_map<std::vector<uint64_t>, uint32_t, VecHash> polyIds, monoIds, atomIds;
   std::unordered_map<uint64_t, MonoId> monoProducts;
-  std::unordered_map<PolyId, bool> latticeMemo, applyMemo;
+  /// Bit 0: contains a function application; bit 1: contains a lattice function.
+  uint8_t atomFlags(PolyId p);
+  std::unordered_map<PolyId, uint8_t> flagMemo;
   size_t maxTerms, maxTotalTerms, totalTerms = 0;
   PolyId zeroId;
   MonoId unitMono;

@@ -104,14 +104,21 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
 Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
                               const std::vector<int> &notPartial) {
   Relation best;
+  // Diagnostics only: on very large meshes stop searching rather than stall; the value
+  // then reads as "no reference value", which only affects where a violation points.
+  size_t budget = 200000;
   const Shape &local = perRank[0].shape;
   for (int i = 0; i < (int)refs.size(); ++i) {
     const SymTensor &ref = *refs[i].tensor;
     if (ref.shape.size() != local.size())
       continue;
     std::vector<Layout> layouts;
+    if (mesh.axes.size() > 6)
+      return best;
     candidates(local, ref.shape, notPartial, layouts);
     for (const Layout &layout : layouts) {
+      if (budget-- == 0)
+        return best;
       Rational scale;
       if (!matches(perRank, ref, layout, scale))
         continue;

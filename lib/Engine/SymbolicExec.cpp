@@ -13,22 +13,23 @@ int64_t tensorElements(Type t) {
 }
 
 bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure) {
-  int64_t total = 0;
+  // In double: with up to 2^40 ranks the product can leave int64.
+  double total = 0;
   f.walk([&](Operation *op) {
-    int64_t work = 0;
+    double work = 0;
     if (auto mm = dyn_cast<ref::MatmulOp>(op)) {
       auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-      work = tensorElements(mm.getType()) * lhs.getDimSize(mm.getLhsDim());
+      work = double(tensorElements(mm.getType())) * lhs.getDimSize(mm.getLhsDim());
     } else {
       for (Type t : op->getOperandTypes())
         work += tensorElements(t);
       for (Type t : op->getResultTypes())
         work += tensorElements(t);
     }
-    total += work * ranks;
+    total += work * double(ranks);
   });
   if (total > kMaxSymbolicWork) {
-    failure = {"the element engine would need about " + std::to_string(total) +
+    failure = {"the element engine would need about " + std::to_string((long long)std::min(total, 9e18)) +
                    " scalar operations at these shapes (limit " +
                    std::to_string(kMaxSymbolicWork) +
                    "); write the spec at smaller shapes (automatic shape reduction is not "

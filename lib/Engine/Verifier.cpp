@@ -33,13 +33,6 @@ const char *planproof::verdictName(Verdict v) {
 
 namespace {
 
-std::string fmt(double v) {
-  std::ostringstream os;
-  os.precision(6);
-  os << v;
-  return os.str();
-}
-
 std::string axesStr(const Mesh &mesh, const std::vector<int> &axes) {
   std::string s = "[";
   for (size_t i = 0; i < axes.size(); ++i)

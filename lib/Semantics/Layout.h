@@ -48,20 +48,8 @@ struct Mesh {
         return (int)i;
     return -1;
   }
-  std::vector<int64_t> coords(int64_t rank) const {
-    std::vector<int64_t> c(shape.size());
-    for (size_t d = shape.size(); d-- > 0;) {
-      c[d] = rank % shape[d];
-      rank /= shape[d];
-    }
-    return c;
-  }
-  int64_t rankOf(const std::vector<int64_t> &c) const {
-    int64_t r = 0;
-    for (size_t d = 0; d < shape.size(); ++d)
-      r = r * shape[d] + c[d];
-    return r;
-  }
+  std::vector<int64_t> coords(int64_t rank) const { return unravelIndex(shape, rank); }
+  int64_t rankOf(const std::vector<int64_t> &c) const { return linearIndex(shape, c); }
   /// "(dp=1, tp=0)"
   std::string rankStr(int64_t rank) const {
     auto c = coords(rank);

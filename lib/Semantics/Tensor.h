@@ -29,6 +29,24 @@ inline std::string shapeStr(const Shape &s) {
   return r + "]";
 }
 
+/// Row-major linear position of `idx` in `shape`, and its inverse. Tensors index their
+/// elements this way, and meshes number their ranks this way.
+inline int64_t linearIndex(const Shape &shape, const std::vector<int64_t> &idx) {
+  int64_t l = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    l = l * shape[d] + idx[d];
+  return l;
+}
+
+inline std::vector<int64_t> unravelIndex(const Shape &shape, int64_t l) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = l % shape[d];
+    l /= shape[d];
+  }
+  return idx;
+}
+
 template <class V> struct Tensor {
   Shape shape;
   std::vector<V> data;
@@ -36,20 +54,8 @@ template <class V> struct Tensor {
   Tensor() = default;
   Tensor(Shape s, V fill) : shape(std::move(s)), data(numElements(shape), fill) {}
 
-  int64_t linear(const std::vector<int64_t> &idx) const {
-    int64_t l = 0;
-    for (size_t d = 0; d < shape.size(); ++d)
-      l = l * shape[d] + idx[d];
-    return l;
-  }
-  std::vector<int64_t> unravel(int64_t l) const {
-    std::vector<int64_t> idx(shape.size());
-    for (size_t d = shape.size(); d-- > 0;) {
-      idx[d] = l % shape[d];
-      l /= shape[d];
-    }
-    return idx;
-  }
+  int64_t linear(const std::vector<int64_t> &idx) const { return linearIndex(shape, idx); }
+  std::vector<int64_t> unravel(int64_t l) const { return unravelIndex(shape, l); }
   V &at(const std::vector<int64_t> &idx) { return data[linear(idx)]; }
   const V &at(const std::vector<int64_t> &idx) const { return data[linear(idx)]; }
 };
