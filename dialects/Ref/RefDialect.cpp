@@ -95,30 +95,41 @@ LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   return success();
 }
 
-LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                            ValueRange operands, DictionaryAttr attrs,
-                                            OpaqueProperties props, RegionRange,
-                                            SmallVectorImpl<Type> &out) {
-  Adaptor adaptor(operands, attrs, props);
-  auto in = asTensor(operands[0]);
+static LogicalResult inferReduce(MLIRContext *ctx, std::optional<Location> loc, StringRef name,
+                                 Value input, DenseI64ArrayAttr dimsAttr,
+                                 SmallVectorImpl<Type> &out) {
+  auto in = asTensor(input);
   if (!in)
-    return fail(loc, "ref.reduce_sum: operand must be a ranked tensor");
-  if (!adaptor.getDimsAttr())
-    return fail(loc, "ref.reduce_sum: requires an integer array attribute 'dims'");
+    return fail(loc, name + ": operand must be a ranked tensor");
+  if (!dimsAttr)
+    return fail(loc, name + ": requires an integer array attribute 'dims'");
   SmallVector<int64_t> shape;
   int64_t prev = -1;
-  for (int64_t d : adaptor.getDims()) {
+  for (int64_t d : dimsAttr.asArrayRef()) {
     if (d <= prev || d >= in.getRank())
-      return fail(loc, "ref.reduce_sum: 'dims' must be sorted, distinct, and within "
-                       "the operand's rank " + Twine(in.getRank()));
+      return fail(loc, name + ": 'dims' must be sorted, distinct, and within the operand's "
+                              "rank " + Twine(in.getRank()));
     prev = d;
   }
   for (int64_t d = 0; d < in.getRank(); ++d)
-    if (!llvm::is_contained(adaptor.getDims(), d))
+    if (!llvm::is_contained(dimsAttr.asArrayRef(), d))
       shape.push_back(in.getDimSize(d));
   out.push_back(f32Tensor(ctx, shape));
   return success();
 }
+
+#define REDUCE_INFER(OP, NAME)                                                       \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,   \
+                                     ValueRange operands, DictionaryAttr attrs,       \
+                                     OpaqueProperties props, RegionRange,             \
+                                     SmallVectorImpl<Type> &out) {                    \
+    Adaptor adaptor(operands, attrs, props);                                          \
+    return inferReduce(ctx, loc, NAME, operands[0], adaptor.getDimsAttr(), out);      \
+  }
+REDUCE_INFER(ReduceSumOp, "ref.reduce_sum")
+REDUCE_INFER(ReduceMaxOp, "ref.reduce_max")
+REDUCE_INFER(ReduceMeanOp, "ref.reduce_mean")
+#undef REDUCE_INFER
 
 LogicalResult MseLossOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                           ValueRange operands, DictionaryAttr,
@@ -127,6 +138,190 @@ LogicalResult MseLossOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
   SmallVector<Type> same;
   if (failed(sameShape(loc, "ref.mse_loss", operands, same)))
     return failure();
+  out.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                            ValueRange operands, DictionaryAttr attrs,
+                                            OpaqueProperties props, RegionRange,
+                                            SmallVectorImpl<Type> &out) {
+  Adaptor adaptor(operands, attrs, props);
+  auto in = asTensor(operands[0]);
+  if (!in || !adaptor.getPermAttr())
+    return fail(loc, "ref.transpose: needs a ranked tensor and a 'perm' attribute");
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  if ((int64_t)perm.size() != in.getRank())
+    return fail(loc, "ref.transpose: 'perm' must have one entry per dimension");
+  SmallVector<bool> seen(in.getRank(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= in.getRank() || seen[p])
+      return fail(loc, "ref.transpose: 'perm' must be a permutation of 0.." +
+                           Twine(in.getRank() - 1));
+    seen[p] = true;
+    shape.push_back(in.getDimSize(p));
+  }
+  out.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), res = getResult().getType();
+  if (in.getNumElements() != res.getNumElements())
+    return emitOpError() << "cannot reshape " << in.getNumElements() << " elements into "
+                         << res.getNumElements();
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = getInput().getType(), res = getResult().getType();
+  ArrayRef<int64_t> dims = getDims();
+  if ((int64_t)dims.size() != in.getRank())
+    return emitOpError() << "'dims' needs one entry per operand dimension";
+  int64_t prev = -1;
+  for (auto [k, d] : llvm::enumerate(dims)) {
+    if (d <= prev || d >= res.getRank())
+      return emitOpError() << "'dims' must be increasing result dimensions";
+    if (in.getDimSize(k) != res.getDimSize(d))
+      return emitOpError() << "operand dim " << k << " (size " << in.getDimSize(k)
+                           << ") does not match result dim " << d << " (size "
+                           << res.getDimSize(d) << ")";
+    prev = d;
+  }
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                        ValueRange operands, DictionaryAttr attrs,
+                                        OpaqueProperties props, RegionRange,
+                                        SmallVectorImpl<Type> &out) {
+  Adaptor adaptor(operands, attrs, props);
+  auto in = asTensor(operands[0]);
+  if (!in || !adaptor.getOffsetsAttr() || !adaptor.getSizesAttr())
+    return fail(loc, "ref.slice: needs a ranked tensor, 'offsets' and 'sizes'");
+  ArrayRef<int64_t> off = adaptor.getOffsets(), sizes = adaptor.getSizes();
+  if ((int64_t)off.size() != in.getRank() || (int64_t)sizes.size() != in.getRank())
+    return fail(loc, "ref.slice: 'offsets' and 'sizes' need one entry per dimension");
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (off[d] < 0 || sizes[d] < 1 || off[d] + sizes[d] > in.getDimSize(d))
+      return fail(loc, "ref.slice: dimension " + Twine(d) + ": [" + Twine(off[d]) + ", " +
+                           Twine(off[d] + sizes[d]) + ") is outside [0, " +
+                           Twine(in.getDimSize(d)) + ")");
+  out.push_back(f32Tensor(ctx, sizes));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                         ValueRange operands, DictionaryAttr attrs,
+                                         OpaqueProperties props, RegionRange,
+                                         SmallVectorImpl<Type> &out) {
+  Adaptor adaptor(operands, attrs, props);
+  if (operands.empty() || !adaptor.getDimAttr())
+    return fail(loc, "ref.concat: needs at least one operand and a 'dim'");
+  auto first = asTensor(operands[0]);
+  int64_t dim = adaptor.getDim();
+  if (!first || dim < 0 || dim >= first.getRank())
+    return fail(loc, "ref.concat: 'dim' is out of range");
+  SmallVector<int64_t> shape(first.getShape());
+  shape[dim] = 0;
+  for (Value v : operands) {
+    auto t = asTensor(v);
+    if (!t || t.getRank() != first.getRank())
+      return fail(loc, "ref.concat: operands must have the same rank");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != dim && t.getDimSize(d) != first.getDimSize(d))
+        return fail(loc, "ref.concat: operands differ in dimension " + Twine(d));
+    shape[dim] += t.getDimSize(dim);
+  }
+  out.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+LogicalResult BatchMatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                              ValueRange operands, DictionaryAttr attrs,
+                                              OpaqueProperties props, RegionRange,
+                                              SmallVectorImpl<Type> &out) {
+  Adaptor adaptor(operands, attrs, props);
+  auto lhs = asTensor(operands[0]), rhs = asTensor(operands[1]);
+  if (!lhs || !rhs || lhs.getRank() != 3 || rhs.getRank() != 3)
+    return fail(loc, "ref.batch_matmul: both operands must be 3-D tensors");
+  if (!adaptor.getLhsDimAttr() || !adaptor.getRhsDimAttr())
+    return fail(loc, "ref.batch_matmul: requires integer attributes 'lhs_dim' and 'rhs_dim'");
+  int64_t ld = adaptor.getLhsDim(), rd = adaptor.getRhsDim();
+  if (ld < 1 || ld > 2 || rd < 1 || rd > 2)
+    return fail(loc, "ref.batch_matmul: contraction dimensions must be 1 or 2");
+  if (lhs.getDimSize(0) != rhs.getDimSize(0))
+    return fail(loc, "ref.batch_matmul: batch dimensions differ");
+  if (lhs.getDimSize(ld) != rhs.getDimSize(rd))
+    return fail(loc, "ref.batch_matmul: contracted dimensions differ: " +
+                         Twine(lhs.getDimSize(ld)) + " vs " + Twine(rhs.getDimSize(rd)));
+  out.push_back(f32Tensor(ctx, {lhs.getDimSize(0), lhs.getDimSize(3 - ld),
+                                rhs.getDimSize(3 - rd)}));
+  return success();
+}
+
+LogicalResult CausalSoftmaxOp::verify() {
+  auto t = getInput().getType();
+  if (t.getRank() < 2 || t.getDimSize(t.getRank() - 1) < t.getDimSize(t.getRank() - 2))
+    return emitOpError() << "needs scores [..., Sq, Sk] with Sk >= Sq";
+  return success();
+}
+
+/// Norm ops: the weight (and bias) are 1-D over the last dimension.
+static LogicalResult inferNorm(std::optional<Location> loc, StringRef name, ValueRange operands,
+                               SmallVectorImpl<Type> &out) {
+  auto in = asTensor(operands[0]);
+  if (!in || in.getRank() < 1)
+    return fail(loc, name + ": input must have rank >= 1");
+  for (Value v : operands.drop_front()) {
+    auto w = asTensor(v);
+    if (!w || w.getRank() != 1 || w.getDimSize(0) != in.getShape().back())
+      return fail(loc, name + ": weight and bias must be 1-D of the last dimension's size " +
+                           Twine(in.getShape().back()));
+  }
+  out.push_back(in);
+  return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          ValueRange operands, DictionaryAttr, OpaqueProperties,
+                                          RegionRange, SmallVectorImpl<Type> &out) {
+  return inferNorm(loc, "ref.rms_norm", operands, out);
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            ValueRange operands, DictionaryAttr,
+                                            OpaqueProperties, RegionRange,
+                                            SmallVectorImpl<Type> &out) {
+  return inferNorm(loc, "ref.layer_norm", operands, out);
+}
+
+LogicalResult RotaryOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         ValueRange operands, DictionaryAttr, OpaqueProperties,
+                                         RegionRange, SmallVectorImpl<Type> &out) {
+  auto in = asTensor(operands[0]), c = asTensor(operands[1]), s = asTensor(operands[2]);
+  if (!in || in.getRank() < 2 || in.getShape().back() % 2 != 0)
+    return fail(loc, "ref.rotary: input must be [..., S, D] with D even");
+  ArrayRef<int64_t> sd = in.getShape().take_back(2);
+  if (!c || !s || c.getShape() != sd || s.getShape() != sd)
+    return fail(loc, "ref.rotary: cos and sin must have shape [S, D] = [" + Twine(sd[0]) +
+                         ", " + Twine(sd[1]) + "]");
+  out.push_back(in);
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                               ValueRange operands, DictionaryAttr,
+                                               OpaqueProperties, RegionRange,
+                                               SmallVectorImpl<Type> &out) {
+  auto logits = asTensor(operands[0]), labels = asTensor(operands[1]),
+       mask = asTensor(operands[2]);
+  if (!logits || logits.getRank() != 2 || !labels || labels.getShape() != logits.getShape())
+    return fail(loc, "ref.cross_entropy: logits and one-hot labels must both be [T, V]");
+  if (!mask || mask.getRank() != 1 || mask.getDimSize(0) != logits.getDimSize(0))
+    return fail(loc, "ref.cross_entropy: the mask must be [T] with T = " +
+                         Twine(logits.getDimSize(0)));
   out.push_back(f32Tensor(ctx, {}));
   return success();
 }

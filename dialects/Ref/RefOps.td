@@ -114,6 +114,11 @@ def Ref_BiasAddOp : Ref_Op<"bias_add"> {
   let assemblyFormat = "$input `,` $bias attr-dict `:` type($input) `,` type($bias)";
 }
 
+// Ops whose result shape is not a function of operands and attributes (reshape,
+// broadcast): the result type is written out and checked by a verifier.
+class Ref_ExplicitTypeOp<string mnemonic, list<Trait> traits = []>
+    : Op<Ref_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+
 class Ref_UnaryOp<string mnemonic, list<Trait> traits = []>
     : Ref_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType])> {
   let arguments = (ins PP_F32RankedTensor:$input);
@@ -153,8 +158,14 @@ def Ref_ScaleOp : Ref_UnaryOp<"scale"> {
   let assemblyFormat = "$input `by` $factor attr-dict `:` type($result)";
 }
 
-def Ref_ReduceSumOp : Ref_Op<"reduce_sum"> {
-  let summary = "sums over the given dimensions, removing them";
+class Ref_ReduceOp<string mnemonic, string what> : Ref_Op<mnemonic> {
+  let summary = what # " over the given dimensions, removing them";
+  let arguments = (ins PP_F32RankedTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `dims` $dims attr-dict `:` type($input)";
+}
+
+def Ref_ReduceSumOp : Ref_ReduceOp<"reduce_sum", "sums"> {
   let description = [{
     Sums `input` over `dims` (sorted, distinct); the result has those dimensions
     removed. Bias gradients are `reduce_sum` of the output gradient over the batch.
@@ -163,9 +174,6 @@ def Ref_ReduceSumOp : Ref_Op<"reduce_sum"> {
     %db = ref.reduce_sum %dy dims [0] : tensor<2x8xf32>
     ```
   }];
-  let arguments = (ins PP_F32RankedTensor:$input, DenseI64ArrayAttr:$dims);
-  let results = (outs PP_F32RankedTensor:$result);
-  let assemblyFormat = "$input `dims` $dims attr-dict `:` type($input)";
 }
 
 def Ref_MseLossOp : Ref_Op<"mse_loss", [AllTypesMatch<["prediction", "target"]>]> {
@@ -204,6 +212,229 @@ def Ref_SgdUpdateOp : Ref_Op<"sgd_update", [AllTypesMatch<["param", "grad", "res
   let arguments = (ins PP_F32RankedTensor:$param, PP_F32RankedTensor:$grad, F64Attr:$lr);
   let results = (outs PP_F32RankedTensor:$result);
   let assemblyFormat = "$param `,` $grad `lr` $lr attr-dict `:` type($param)";
+}
+
+
+//===----------------------------------------------------------------------===//
+// Non-polynomial elementwise functions
+//===----------------------------------------------------------------------===//
+
+class Ref_FnOp<string mnemonic, string what> : Ref_UnaryOp<mnemonic> {
+  let summary = "elementwise " # what;
+  let description = [{
+    `result[i] = }] # what # [{(input[i])`. The symbolic engine treats the function as
+    uninterpreted (congruence only, plus the identities listed in docs/semantics.md);
+    the numeric engines use its definition.
+  }];
+}
+
+def Ref_ExpOp : Ref_FnOp<"exp", "exp">;
+def Ref_LogOp : Ref_FnOp<"log", "log">;
+def Ref_RsqrtOp : Ref_FnOp<"rsqrt", "rsqrt">;
+def Ref_RecipOp : Ref_FnOp<"recip", "recip">;
+def Ref_SiluOp : Ref_FnOp<"silu", "silu">;
+
+def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType]> {
+  let summary = "backward of SiLU";
+  let description = [{ `result[i] = silu'(input[i]) * grad[i]`, `silu'` uninterpreted. }];
+  let arguments = (ins PP_F32RankedTensor:$input, PP_F32RankedTensor:$grad);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+def Ref_DivOp : Ref_ElementwiseBinaryOp<"div", "quotient"> {
+  let description = [{ `result[i] = lhs[i] * recip(rhs[i])`. }];
+}
+
+def Ref_MaximumOp : Ref_ElementwiseBinaryOp<"maximum", "maximum"> {
+  let description = [{ `result[i] = max(lhs[i], rhs[i])`, decided exactly by Z3. }];
+}
+
+//===----------------------------------------------------------------------===//
+// Layout-changing ops
+//===----------------------------------------------------------------------===//
+
+def Ref_TransposeOp : Ref_Op<"transpose"> {
+  let summary = "permutes dimensions";
+  let description = [{
+    Result dimension `k` is input dimension `perm[k]`: the element at result index
+    `(j_0, ..., j_n-1)` is the input element whose index has `j_k` at position `perm[k]`.
+
+    ```mlir
+    %t = ref.transpose %x perm [1, 0] : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `perm` $perm attr-dict `:` type($input)";
+}
+
+def Ref_ReshapeOp : Ref_ExplicitTypeOp<"reshape"> {
+  let summary = "reinterprets the row-major elements under a new shape";
+  let description = [{
+    Same elements in the same row-major order, new shape (same number of elements).
+    Splitting the hidden dimension into heads is a reshape.
+
+    ```mlir
+    %h = ref.reshape %x : tensor<2x8xf32> -> tensor<2x2x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ref_BroadcastOp : Ref_ExplicitTypeOp<"broadcast"> {
+  let summary = "broadcasts into a larger shape";
+  let description = [{
+    Operand dimension `k` becomes result dimension `dims[k]` (same size); the other
+    result dimensions repeat the operand.
+
+    ```mlir
+    %b = ref.broadcast %v dims [1] : tensor<4xf32> -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `dims` $dims attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ref_SliceOp : Ref_Op<"slice"> {
+  let summary = "a static slice";
+  let description = [{
+    `result[i] = input[offsets + i]` for `i` in `sizes` (stride 1).
+
+    ```mlir
+    %s = ref.slice %x offsets [0, 2] sizes [2, 2] : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `offsets` $offsets `sizes` $sizes attr-dict `:` type($input)";
+}
+
+def Ref_ConcatOp : Ref_Op<"concat"> {
+  let summary = "concatenates along a dimension";
+  let description = [{
+    ```mlir
+    %c = ref.concat %a, %b dim 1 : tensor<2x2xf32>, tensor<2x2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<PP_F32RankedTensor>:$inputs, I64Attr:$dim);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$inputs `dim` $dim attr-dict `:` type($inputs)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+
+def Ref_ReduceMaxOp : Ref_ReduceOp<"reduce_max", "maximum"> {
+  let description = [{ The maximum over `dims` (sorted, distinct), which are removed. }];
+}
+
+def Ref_ReduceMeanOp : Ref_ReduceOp<"reduce_mean", "mean"> {
+  let description = [{ The mean over `dims` (sorted, distinct), which are removed. }];
+}
+
+//===----------------------------------------------------------------------===//
+// Composite ops of transformer blocks
+//===----------------------------------------------------------------------===//
+
+def Ref_BatchMatmulOp : Ref_Op<"batch_matmul"> {
+  let summary = "matmul batched over a leading dimension";
+  let description = [{
+    For 3-D operands with the same leading (batch) dimension, a `ref.matmul` per batch
+    entry, contracting `lhs_dim` of the lhs with `rhs_dim` of the rhs (1 or 2). Attention
+    scores (`Q K^T`) and the weighted sum (`P V`) per head.
+
+    ```mlir
+    %s = ref.batch_matmul %q, %k contract(2, 2) : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$lhs, PP_F32RankedTensor:$rhs, I64Attr:$lhs_dim,
+                       I64Attr:$rhs_dim);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `contract` `(` $lhs_dim `,` $rhs_dim `)` attr-dict `:` type($lhs) `,` type($rhs)
+  }];
+}
+
+def Ref_SoftmaxOp : Ref_UnaryOp<"softmax"> {
+  let summary = "softmax over the last dimension, max-shifted";
+  let description = [{
+    `result[.., j] = exp(x[.., j] - m) / sum_k exp(x[.., k] - m)` with `m` the maximum of
+    the row, as every stable implementation computes it.
+  }];
+}
+
+def Ref_CausalSoftmaxOp : Ref_UnaryOp<"causal_softmax"> {
+  let hasVerifier = 1;
+  let summary = "softmax over the last dimension with a causal mask";
+  let description = [{
+    For scores `[..., Sq, Sk]`, row `i` attends to columns `j <= i + (Sk - Sq)` only (the
+    others get probability exactly 0), max-shifted over the allowed columns.
+  }];
+}
+
+def Ref_RmsNormOp : Ref_Op<"rms_norm"> {
+  let summary = "RMSNorm over the last dimension";
+  let description = [{
+    `result[.., j] = x[.., j] * rsqrt(mean_k x[.., k]^2 + eps) * weight[j]`.
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, PP_F32RankedTensor:$weight, F64Attr:$eps);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `,` $weight `eps` $eps attr-dict `:` type($input) `,` type($weight)";
+}
+
+def Ref_LayerNormOp : Ref_Op<"layer_norm"> {
+  let summary = "LayerNorm over the last dimension";
+  let description = [{
+    `result[.., j] = (x[.., j] - mu) * rsqrt(var + eps) * weight[j] + bias[j]`, with the
+    mean `mu` and the (biased) variance `var` of the row.
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, PP_F32RankedTensor:$weight,
+                       PP_F32RankedTensor:$bias, F64Attr:$eps);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias `eps` $eps attr-dict `:` type($input) `,` type($weight) `,` type($bias)
+  }];
+}
+
+def Ref_RotaryOp : Ref_Op<"rotary", [AllTypesMatch<["cos", "sin"]>]> {
+  let summary = "rotary position embedding (rotate-half form)";
+  let description = [{
+    For `x[..., S, D]` (D even) and tables `cos`, `sin` of shape `[S, D]`:
+    `result = x * cos + rotate_half(x) * sin`, with
+    `rotate_half(x)[.., d] = -x[.., d + D/2]` for `d < D/2` and `x[.., d - D/2]` otherwise.
+    The tables are inputs, so positions are whatever the caller's tables say.
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, PP_F32RankedTensor:$cos,
+                       PP_F32RankedTensor:$sin);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `,` $cos `,` $sin attr-dict `:` type($input) `,` type($cos)";
+}
+
+def Ref_CrossEntropyOp : Ref_Op<"cross_entropy", [AllTypesMatch<["logits", "labels"]>]> {
+  let summary = "token-mean cross-entropy with one-hot labels and an ignore mask";
+  let description = [{
+    For logits `[T, V]`, one-hot labels `[T, V]` and a 0/1 mask `[T]` (0 for ignored
+    tokens, e.g. padding or the ignore index):
+
+        loss = sum_t mask[t] * (lse(logits[t]) - sum_v labels[t, v] * logits[t, v])
+               / sum_t mask[t]
+
+    with `lse(x) = m + log(sum_v exp(x_v - m))`, `m = max_v x_v`. Labels and mask are
+    symbolic inputs, so proofs hold for every labelling and every ignore pattern.
+  }];
+  let arguments = (ins PP_F32RankedTensor:$logits, PP_F32RankedTensor:$labels,
+                       PP_F32RankedTensor:$mask);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $mask attr-dict `:` type($logits) `,` type($mask)";
 }
 
 #endif // PLANPROOF_REF_OPS

@@ -11,6 +11,8 @@
 using namespace planproof;
 
 bool planproof::numericallyDifferent(double a, double b) {
+  if (!std::isfinite(a) || !std::isfinite(b))
+    return false; // outside a function's domain (recip(0), log(-1)): no evidence
   return std::fabs(a - b) > 1e-9 * std::max({1.0, std::fabs(a), std::fabs(b)});
 }
 
@@ -125,13 +127,15 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
   }
   bool lattice = pool.hasLatticeAtoms(plan) || pool.hasLatticeAtoms(reference);
   bool functions = pool.hasApplications(plan) || pool.hasApplications(reference);
+  // A concrete difference with every function at its real definition settles it.
+  if (concreteSearch(pool, plan, reference, d.assignment)) {
+    d.result = Equality::Unequal;
+    d.byCanonicalForm = !lattice;
+    return d;
+  }
   if (!lattice) {
-    // Different canonical polynomials over free atoms differ somewhere.
-    if (concreteSearch(pool, plan, reference, d.assignment)) {
-      d.result = Equality::Unequal;
-      d.byCanonicalForm = true;
-      return d;
-    }
+    // Different canonical polynomials over free atoms differ somewhere; without
+    // functions the solver only has to produce the witness.
     if (functions) {
       d.result = Equality::Unknown;
       d.reason = "the values differ when GeLU-like functions are left uninterpreted, but no "

@@ -20,6 +20,9 @@ bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure) {
     if (auto mm = dyn_cast<ref::MatmulOp>(op)) {
       auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
       work = double(tensorElements(mm.getType())) * lhs.getDimSize(mm.getLhsDim());
+    } else if (auto bm = dyn_cast<ref::BatchMatmulOp>(op)) {
+      auto lhs = cast<RankedTensorType>(bm.getLhs().getType());
+      work = double(tensorElements(bm.getType())) * lhs.getDimSize(bm.getLhsDim());
     } else {
       for (Type t : op->getOperandTypes())
         work += tensorElements(t);

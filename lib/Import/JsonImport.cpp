@@ -141,6 +141,28 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.mse_loss", {}},
       {"ref.mse_loss_grad", {}},
       {"ref.sgd_update", {{"lr", "float"}}},
+      {"ref.exp", {}},
+      {"ref.log", {}},
+      {"ref.rsqrt", {}},
+      {"ref.recip", {}},
+      {"ref.silu", {}},
+      {"ref.silu_grad", {}},
+      {"ref.div", {}},
+      {"ref.maximum", {}},
+      {"ref.transpose", {{"perm", "int[]"}}},
+      {"ref.reshape", {}},
+      {"ref.broadcast", {{"dims", "int[]"}}},
+      {"ref.slice", {{"offsets", "int[]"}, {"sizes", "int[]"}}},
+      {"ref.concat", {{"dim", "int"}}},
+      {"ref.reduce_max", {{"dims", "int[]"}}},
+      {"ref.reduce_mean", {{"dims", "int[]"}}},
+      {"ref.batch_matmul", {{"lhs_dim", "int"}, {"rhs_dim", "int"}}},
+      {"ref.softmax", {}},
+      {"ref.causal_softmax", {}},
+      {"ref.rms_norm", {{"eps", "float"}}},
+      {"ref.layer_norm", {{"eps", "float"}}},
+      {"ref.rotary", {}},
+      {"ref.cross_entropy", {}},
       {"dist.all_reduce", {{"axes", "string[]"}, {"kind", "string"}}},
       {"dist.all_gather", {{"axes", "string[]"}, {"dim", "int"}}},
       {"dist.reduce_scatter", {{"axes", "string[]"}, {"dim", "int"}, {"kind", "string"}}},
@@ -393,7 +415,14 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     spec.names[op->getResult(0)] = "%" + result;
     // Infer the result type with the dialects' own shape rules.
     SmallVector<Type> types;
-    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+    if (o.contains("shape")) {
+      // Ops whose result shape is not implied by their operands (reshape, broadcast).
+      if (isa<InferTypeOpInterface>(op) || isa<dist::DistDialect>(op->getDialect()))
+        fail(p + "/shape", "op '" + opName + "' infers its result shape; do not give 'shape'");
+      op->getResult(0).setType(RankedTensorType::get(shape(o, p), builder.getF32Type()));
+    } else if (!isa<InferTypeOpInterface>(op) && !isa<dist::DistDialect>(op->getDialect())) {
+      fail(p, "op '" + opName + "' needs the result 'shape'");
+    } else if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
       if (failed(infer.inferReturnTypes(&ctx, op->getLoc(), op->getOperands(),
                                         op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
                                         op->getRegions(), types)))
@@ -483,13 +512,9 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
                                  builder.getArrayAttr(axisNames),
                                  builder.getDenseI64ArrayAttr(sizes));
   const json &inputs = field(plan, ptr, "inputs", json::value_t::array);
-  const json &ops = field(plan, ptr, "ops", json::value_t::array);
-  const json &outputs = field(plan, ptr, "outputs", json::value_t::array);
-  Mesh m;
-  for (auto [n, s] : llvm::zip(axisNames, sizes)) {
-    m.axes.push_back(cast<StringAttr>(n).getValue().str());
-    m.shape.push_back(s);
-  }
+  // Checked here, used by the caller once the function is in the module.
+  field(plan, ptr, "ops", json::value_t::array);
+  field(plan, ptr, "outputs", json::value_t::array);
   SmallVector<Type> argTypes;
   SmallVector<Location> argLocs;
   std::vector<std::string> argNames;

@@ -16,7 +16,7 @@
 
 namespace planproof {
 
-enum class Fn : uint8_t { Gelu, GeluDeriv, Max };
+enum class Fn : uint8_t { Gelu, GeluDeriv, Max, Exp, Log, Rsqrt, Recip, Silu, SiluDeriv };
 
 struct FnInfo {
   const char *name;
@@ -30,6 +30,12 @@ inline const FnInfo &fnInfo(Fn f) {
       {"gelu", false},
       {"gelu'", false},
       {"max", true},
+      {"exp", false},
+      {"log", false},
+      {"rsqrt", false},
+      {"recip", false},
+      {"silu", false},
+      {"silu'", false},
   };
   return infos[(int)f];
 }
@@ -46,6 +52,20 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
     double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0)));
     double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
     return cdf + x * pdf;
+  }
+  case Fn::Exp:
+    return std::exp(args[0]);
+  case Fn::Log:
+    return std::log(args[0]);
+  case Fn::Rsqrt:
+    return 1.0 / std::sqrt(args[0]);
+  case Fn::Recip:
+    return 1.0 / args[0];
+  case Fn::Silu:
+    return args[0] / (1.0 + std::exp(-args[0]));
+  case Fn::SiluDeriv: {
+    double sig = 1.0 / (1.0 + std::exp(-args[0]));
+    return sig * (1.0 + args[0] * (1.0 - sig));
   }
   case Fn::Max: {
     double m = args[0];

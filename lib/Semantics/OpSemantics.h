@@ -26,6 +26,8 @@
 #include "Semantics/Tensor.h"
 
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,22 @@ namespace planproof {
 /// Rational value of a float attribute: constants are read as exact fractions.
 inline Rational attrRational(mlir::FloatAttr a) {
   return Rational::fromDouble(a.getValueAsDouble());
+}
+
+/// The scalar function an elementwise function op applies, if `op` is one.
+inline std::optional<Fn> unaryFunction(mlir::Operation *op) {
+  using namespace planproof::ref;
+  if (mlir::isa<ExpOp>(op)) return Fn::Exp;
+  if (mlir::isa<LogOp>(op)) return Fn::Log;
+  if (mlir::isa<RsqrtOp>(op)) return Fn::Rsqrt;
+  if (mlir::isa<RecipOp>(op)) return Fn::Recip;
+  if (mlir::isa<SiluOp>(op)) return Fn::Silu;
+  return std::nullopt;
+}
+
+inline Shape resultShape(mlir::Operation *op) {
+  auto t = mlir::cast<mlir::RankedTensorType>(op->getResult(0).getType());
+  return Shape(t.getShape().begin(), t.getShape().end());
 }
 
 /// Computes the result of the rank-local (or single-device) op `op` from its operands.
@@ -116,6 +134,163 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     }
     for (size_t o = 0; o < parts.size(); ++o)
       out.data[o] = d.sum(parts[o]);
+  } else if (auto fn = unaryFunction(op)) {
+    elementwise([&](size_t i) { return d.apply(*fn, {in[0]->data[i]}); });
+  } else if (isa<SiluGradOp>(op)) {
+    elementwise([&](size_t i) {
+      return d.mul(d.apply(Fn::SiluDeriv, {in[0]->data[i]}), in[1]->data[i]);
+    });
+  } else if (isa<DivOp>(op)) {
+    elementwise([&](size_t i) { return d.mul(in[0]->data[i], d.apply(Fn::Recip, {in[1]->data[i]})); });
+  } else if (isa<MaximumOp>(op)) {
+    elementwise([&](size_t i) { return d.apply(Fn::Max, {in[0]->data[i], in[1]->data[i]}); });
+  } else if (auto t = dyn_cast<TransposeOp>(op)) {
+    auto perm = t.getPerm();
+    Shape shape;
+    for (int64_t p : perm)
+      shape.push_back(in[0]->shape[p]);
+    out = Tensor<V>(shape, d.constant(Rational(0)));
+    std::vector<int64_t> src(shape.size());
+    for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
+      auto j = out.unravel(l);
+      for (size_t k = 0; k < perm.size(); ++k)
+        src[perm[k]] = j[k];
+      out.data[l] = in[0]->at(src);
+    }
+  } else if (isa<ReshapeOp>(op)) {
+    out = *in[0];
+    out.shape = resultShape(op);
+  } else if (auto b = dyn_cast<BroadcastOp>(op)) {
+    auto dims = b.getDims();
+    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+    std::vector<int64_t> src(dims.size());
+    for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
+      auto j = out.unravel(l);
+      for (size_t k = 0; k < dims.size(); ++k)
+        src[k] = j[dims[k]];
+      out.data[l] = in[0]->at(src);
+    }
+  } else if (auto sl = dyn_cast<SliceOp>(op)) {
+    auto off = sl.getOffsets();
+    out = Tensor<V>(Shape(sl.getSizes().begin(), sl.getSizes().end()), d.constant(Rational(0)));
+    for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
+      auto j = out.unravel(l);
+      for (size_t k = 0; k < j.size(); ++k)
+        j[k] += off[k];
+      out.data[l] = in[0]->at(j);
+    }
+  } else if (auto c = dyn_cast<ConcatOp>(op)) {
+    int64_t dim = c.getDim();
+    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+    int64_t base = 0;
+    for (const Tensor<V> *part : in) {
+      for (int64_t l = 0; l < (int64_t)part->data.size(); ++l) {
+        auto j = part->unravel(l);
+        j[dim] += base;
+        out.at(j) = part->data[l];
+      }
+      base += part->shape[dim];
+    }
+  } else if (isa<ReduceMaxOp, ReduceMeanOp>(op)) {
+    auto dims = op->getAttrOfType<mlir::DenseI64ArrayAttr>("dims").asArrayRef();
+    const Tensor<V> &a = *in[0];
+    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+    std::vector<std::vector<V>> parts(out.data.size());
+    for (int64_t l = 0; l < (int64_t)a.data.size(); ++l) {
+      auto idx = a.unravel(l);
+      std::vector<int64_t> o;
+      for (int64_t k = 0; k < (int64_t)idx.size(); ++k)
+        if (!llvm::is_contained(dims, k))
+          o.push_back(idx[k]);
+      parts[out.linear(o)].push_back(a.data[l]);
+    }
+    for (size_t o = 0; o < parts.size(); ++o)
+      out.data[o] = isa<ReduceMaxOp>(op)
+                        ? d.apply(Fn::Max, parts[o])
+                        : d.scale(d.sum(parts[o]), Rational(1, (int64_t)parts[o].size()));
+  } else if (auto bm = dyn_cast<BatchMatmulOp>(op)) {
+    const Tensor<V> &a = *in[0], &b = *in[1];
+    int64_t ld = bm.getLhsDim(), rd = bm.getRhsDim();
+    int64_t N = a.shape[0], I = a.shape[3 - ld], J = b.shape[3 - rd], K = a.shape[ld];
+    out = Tensor<V>({N, I, J}, d.constant(Rational(0)));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < I; ++i)
+        for (int64_t j = 0; j < J; ++j) {
+          std::vector<V> products;
+          for (int64_t k = 0; k < K; ++k) {
+            const V &x = ld == 2 ? a.at({n, i, k}) : a.at({n, k, i});
+            const V &y = rd == 1 ? b.at({n, k, j}) : b.at({n, j, k});
+            products.push_back(d.mul(x, y));
+          }
+          out.at({n, i, j}) = d.sum(products);
+        }
+  } else if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
+    const Tensor<V> &x = *in[0];
+    out = Tensor<V>(x.shape, d.constant(Rational(0)));
+    int64_t cols = x.shape.back(), rows = x.data.size() / std::max<int64_t>(cols, 1);
+    int64_t sq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
+    bool causal = isa<CausalSoftmaxOp>(op);
+    for (int64_t r = 0; r < rows; ++r) {
+      // Causal: query row i sees keys j <= i + (Sk - Sq).
+      int64_t allowed = causal ? (r % sq) + (cols - sq) + 1 : cols;
+      std::vector<V> row(x.data.begin() + r * cols, x.data.begin() + r * cols + allowed);
+      V m = d.apply(Fn::Max, row);
+      std::vector<V> e;
+      for (const V &v : row)
+        e.push_back(d.apply(Fn::Exp, {d.sub(v, m)}));
+      V inv = d.apply(Fn::Recip, {d.sum(e)});
+      for (int64_t j = 0; j < allowed; ++j)
+        out.data[r * cols + j] = d.mul(e[j], inv);
+    }
+  } else if (isa<RmsNormOp, LayerNormOp>(op)) {
+    const Tensor<V> &x = *in[0];
+    Rational eps = attrRational(op->getAttrOfType<mlir::FloatAttr>("eps"));
+    out = Tensor<V>(x.shape, d.constant(Rational(0)));
+    int64_t width = x.shape.back(), rows = x.data.size() / std::max<int64_t>(width, 1);
+    bool layer = isa<LayerNormOp>(op);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<V> centered(x.data.begin() + r * width, x.data.begin() + (r + 1) * width);
+      if (layer) {
+        V mu = d.scale(d.sum(centered), Rational(1, width));
+        for (V &v : centered)
+          v = d.sub(v, mu);
+      }
+      std::vector<V> squares;
+      for (const V &v : centered)
+        squares.push_back(d.mul(v, v));
+      V rs = d.apply(Fn::Rsqrt,
+                     {d.add(d.scale(d.sum(squares), Rational(1, width)), d.constant(eps))});
+      for (int64_t j = 0; j < width; ++j) {
+        V y = d.mul(d.mul(centered[j], rs), in[1]->data[j]);
+        out.data[r * width + j] = layer ? d.add(y, in[2]->data[j]) : y;
+      }
+    }
+  } else if (isa<RotaryOp>(op)) {
+    const Tensor<V> &x = *in[0], &cs = *in[1], &sn = *in[2];
+    out = Tensor<V>(x.shape, d.constant(Rational(0)));
+    int64_t width = x.shape.back(), S = x.shape[x.shape.size() - 2], half = width / 2;
+    for (int64_t l = 0; l < (int64_t)x.data.size(); ++l) {
+      int64_t dd = l % width, s = (l / width) % S;
+      V rot = dd < half ? d.scale(x.data[l + half], Rational(-1)) : x.data[l - half];
+      out.data[l] = d.add(d.mul(x.data[l], cs.data[s * width + dd]),
+                          d.mul(rot, sn.data[s * width + dd]));
+    }
+  } else if (isa<CrossEntropyOp>(op)) {
+    const Tensor<V> &x = *in[0], &labels = *in[1], &mask = *in[2];
+    int64_t T = x.shape[0], Vs = x.shape[1];
+    std::vector<V> losses;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<V> row(x.data.begin() + t * Vs, x.data.begin() + (t + 1) * Vs);
+      V m = d.apply(Fn::Max, row);
+      std::vector<V> e, picked;
+      for (int64_t v = 0; v < Vs; ++v) {
+        e.push_back(d.apply(Fn::Exp, {d.sub(row[v], m)}));
+        picked.push_back(d.mul(labels.data[t * Vs + v], row[v]));
+      }
+      V lse = d.add(m, d.apply(Fn::Log, {d.sum(e)}));
+      losses.push_back(d.mul(mask.data[t], d.sub(lse, d.sum(picked))));
+    }
+    out = Tensor<V>({}, d.mul(d.sum(losses), d.apply(Fn::Recip, {d.sum(mask.data)})));
   } else {
     return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
   }

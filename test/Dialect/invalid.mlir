@@ -155,3 +155,67 @@ func.func @not_f32(%a: tensor<2xi32>) {
   %0 = ref.gelu %a : tensor<2xi32>
   return
 }
+
+// -----
+
+func.func @reshape_count(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{cannot reshape 8 elements into 6}}
+  %0 = ref.reshape %a : tensor<2x4xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_dims(%a: tensor<4xf32>) {
+  // expected-error @+1 {{operand dim 0 (size 4) does not match result dim 0 (size 2)}}
+  %0 = ref.broadcast %a dims [0] : tensor<4xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @slice_bounds(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{ref.slice: dimension 1: [3, 5) is outside [0, 4)}}
+  %0 = ref.slice %a offsets [0, 3] sizes [2, 2] : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{'perm' must be a permutation of 0..1}}
+  %0 = ref.transpose %a perm [0, 0] : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @causal_shape(%a: tensor<3x2xf32>) {
+  // expected-error @+1 {{needs scores [..., Sq, Sk] with Sk >= Sq}}
+  %0 = ref.causal_softmax %a : tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @norm_weight(%a: tensor<2x4xf32>, %w: tensor<3xf32>) {
+  // expected-error @+1 {{weight and bias must be 1-D of the last dimension's size 4}}
+  %0 = ref.rms_norm %a, %w eps 1.0e-6 : tensor<2x4xf32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_tables(%a: tensor<2x3x4xf32>, %c: tensor<2x4xf32>) {
+  // expected-error @+1 {{cos and sin must have shape [S, D] = [3, 4]}}
+  %0 = ref.rotary %a, %c, %c : tensor<2x3x4xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @ce_mask(%a: tensor<2x4xf32>, %m: tensor<3xf32>) {
+  // expected-error @+1 {{the mask must be [T] with T = 2}}
+  %0 = ref.cross_entropy %a, %a, %m : tensor<2x4xf32>, tensor<3xf32>
+  return
+}

@@ -32,3 +32,53 @@ func.func @all_ref_ops(%x: tensor<2x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf3
   %wn = ref.sgd_update %w, %w lr 0.1 : tensor<4x3xf32>
   return
 }
+
+// CHECK-LABEL: func.func @transformer_ops
+func.func @transformer_ops(%x: tensor<2x4xf32>, %v: tensor<4xf32>, %q: tensor<2x3x4xf32>,
+                           %cs: tensor<3x4xf32>, %lab: tensor<2x4xf32>, %m: tensor<2xf32>) {
+  // CHECK: ref.exp %{{.*}} : tensor<2x4xf32>
+  %0 = ref.exp %x : tensor<2x4xf32>
+  // CHECK: ref.log %{{.*}} : tensor<2x4xf32>
+  %1 = ref.log %0 : tensor<2x4xf32>
+  // CHECK: ref.rsqrt %{{.*}} : tensor<2x4xf32>
+  %2 = ref.rsqrt %0 : tensor<2x4xf32>
+  // CHECK: ref.recip %{{.*}} : tensor<2x4xf32>
+  %3 = ref.recip %0 : tensor<2x4xf32>
+  // CHECK: ref.silu %{{.*}} : tensor<2x4xf32>
+  %4 = ref.silu %x : tensor<2x4xf32>
+  // CHECK: ref.silu_grad %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %5 = ref.silu_grad %x, %4 : tensor<2x4xf32>
+  // CHECK: ref.div %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %6 = ref.div %x, %0 : tensor<2x4xf32>
+  // CHECK: ref.maximum %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %7 = ref.maximum %x, %6 : tensor<2x4xf32>
+  // CHECK: ref.transpose %{{.*}} perm [1, 0] : tensor<2x4xf32>
+  %8 = ref.transpose %x perm [1, 0] : tensor<2x4xf32>
+  // CHECK: ref.reshape %{{.*}} : tensor<2x4xf32> -> tensor<2x2x2xf32>
+  %9 = ref.reshape %x : tensor<2x4xf32> -> tensor<2x2x2xf32>
+  // CHECK: ref.broadcast %{{.*}} dims [1] : tensor<4xf32> -> tensor<2x4xf32>
+  %10 = ref.broadcast %v dims [1] : tensor<4xf32> -> tensor<2x4xf32>
+  // CHECK: ref.slice %{{.*}} offsets [0, 2] sizes [2, 2] : tensor<2x4xf32>
+  %11 = ref.slice %x offsets [0, 2] sizes [2, 2] : tensor<2x4xf32>
+  // CHECK: ref.concat %{{.*}}, %{{.*}} dim 1 : tensor<2x4xf32>, tensor<2x2xf32>
+  %12 = ref.concat %x, %11 dim 1 : tensor<2x4xf32>, tensor<2x2xf32>
+  // CHECK: ref.reduce_max %{{.*}} dims [1] : tensor<2x4xf32>
+  %13 = ref.reduce_max %x dims [1] : tensor<2x4xf32>
+  // CHECK: ref.reduce_mean %{{.*}} dims [0, 1] : tensor<2x4xf32>
+  %14 = ref.reduce_mean %x dims [0, 1] : tensor<2x4xf32>
+  // CHECK: ref.batch_matmul %{{.*}}, %{{.*}} contract(2, 2) : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %15 = ref.batch_matmul %q, %q contract(2, 2) : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  // CHECK: ref.softmax %{{.*}} : tensor<2x3x3xf32>
+  %16 = ref.softmax %15 : tensor<2x3x3xf32>
+  // CHECK: ref.causal_softmax %{{.*}} : tensor<2x3x3xf32>
+  %17 = ref.causal_softmax %15 : tensor<2x3x3xf32>
+  // CHECK: ref.rms_norm %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x4xf32>, tensor<4xf32>
+  %18 = ref.rms_norm %x, %v eps 1.0e-6 : tensor<2x4xf32>, tensor<4xf32>
+  // CHECK: ref.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>
+  %19 = ref.layer_norm %x, %v, %v eps 1.0e-5 : tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>
+  // CHECK: ref.rotary %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x3x4xf32>, tensor<3x4xf32>
+  %20 = ref.rotary %q, %cs, %cs : tensor<2x3x4xf32>, tensor<3x4xf32>
+  // CHECK: ref.cross_entropy %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2xf32>
+  %21 = ref.cross_entropy %x, %lab, %m : tensor<2x4xf32>, tensor<2xf32>
+  return
+}

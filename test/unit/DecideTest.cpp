@@ -58,9 +58,8 @@ TEST_CASE("max identities beyond canonical form go to Z3", "[decide][z3]") {
   Decision eq = decideEqual(pool, lhs, rhs, 5000);
   CHECK(eq.result == Equality::Equal);
   CHECK(eq.usedSolver);
-  // max(a, b) != a: Z3 finds a model with b > a.
+  // max(a, b) != a: a concrete counterexample needs b > a.
   Decision ne = decideEqual(pool, pool.apply(Fn::Max, {a, b}), a, 5000);
   REQUIRE(ne.result == Equality::Unequal);
-  CHECK(ne.assignmentFromSolver);
   CHECK(ne.assignment[1] > ne.assignment[0]);
 }

@@ -114,3 +114,81 @@ TEST_CASE("collectives follow the mesh groups", "[semantics]") {
   CHECK(out[1].shape == Shape{2, 1});
   CHECK(out[1].data == std::vector<double>{5, 1});
 }
+
+namespace {
+const char *kTransformerOps = R"mlir(
+  func.func @f(%x: tensor<2x3xf32>, %v: tensor<3xf32>, %s: tensor<2x2xf32>,
+               %q: tensor<1x2x4xf32>, %cs: tensor<2x4xf32>, %sn: tensor<2x4xf32>,
+               %lab: tensor<2x3xf32>, %m: tensor<2xf32>) {
+    %0 = ref.transpose %x perm [1, 0] : tensor<2x3xf32>
+    %1 = ref.broadcast %v dims [1] : tensor<3xf32> -> tensor<2x3xf32>
+    %2 = ref.slice %x offsets [1, 1] sizes [1, 2] : tensor<2x3xf32>
+    %3 = ref.concat %x, %x dim 0 : tensor<2x3xf32>, tensor<2x3xf32>
+    %4 = ref.softmax %x : tensor<2x3xf32>
+    %5 = ref.causal_softmax %s : tensor<2x2xf32>
+    %6 = ref.rms_norm %x, %v eps 0.0 : tensor<2x3xf32>, tensor<3xf32>
+    %7 = ref.rotary %q, %cs, %sn : tensor<1x2x4xf32>, tensor<2x4xf32>
+    %8 = ref.cross_entropy %x, %lab, %m : tensor<2x3xf32>, tensor<2xf32>
+    %9 = ref.reduce_max %x dims [1] : tensor<2x3xf32>
+    %10 = ref.reshape %x : tensor<2x3xf32> -> tensor<3x2xf32>
+    %11 = ref.batch_matmul %q, %q contract(2, 2) : tensor<1x2x4xf32>, tensor<1x2x4xf32>
+    %12 = ref.layer_norm %x, %v, %v eps 0.0 : tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>
+    return
+  }
+)mlir";
+} // namespace
+
+TEST_CASE("transformer-block ops compute their documented values", "[semantics]") {
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(kTransformerOps, &ctx);
+  REQUIRE(module);
+  std::vector<mlir::Operation *> ops;
+  module->walk([&](mlir::Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "ref")
+      ops.push_back(op);
+  });
+  REQUIRE(ops.size() == 13);
+  DoubleDomain d;
+  auto x = tensor({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto v = tensor({3}, {1, 1, 2});
+  Tensor<double> out;
+  REQUIRE(evalRefOp(d, ops[0], {&x}, out).empty());
+  CHECK(out.shape == Shape{3, 2});
+  CHECK(out.data == std::vector<double>{1, 4, 2, 5, 3, 6});
+  REQUIRE(evalRefOp(d, ops[1], {&v}, out).empty());
+  CHECK(out.data == std::vector<double>{1, 1, 2, 1, 1, 2});
+  REQUIRE(evalRefOp(d, ops[2], {&x}, out).empty());
+  CHECK(out.data == std::vector<double>{5, 6});
+  REQUIRE(evalRefOp(d, ops[3], {&x, &x}, out).empty());
+  CHECK(out.shape == Shape{4, 3});
+  CHECK(out.data[9] == 4);
+  REQUIRE(evalRefOp(d, ops[4], {&x}, out).empty());
+  double z = std::exp(1) + std::exp(2) + std::exp(3);
+  CHECK(out.data[0] == Approx(std::exp(1) / z));
+  CHECK(out.data[0] + out.data[1] + out.data[2] == Approx(1.0));
+  auto s = tensor({2, 2}, {7, 9, 1, 1});
+  REQUIRE(evalRefOp(d, ops[5], {&s}, out).empty());
+  CHECK(out.data == std::vector<double>{1, 0, 0.5, 0.5}); // row 0 sees only key 0
+  REQUIRE(evalRefOp(d, ops[6], {&x, &v}, out).empty());
+  CHECK(out.data[2] == Approx(3 / std::sqrt(14.0 / 3) * 2));
+  auto q = tensor({1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto cs = tensor({2, 4}, {1, 1, 1, 1, 0, 0, 0, 0});
+  auto sn = tensor({2, 4}, {0, 0, 0, 0, 1, 1, 1, 1});
+  REQUIRE(evalRefOp(d, ops[7], {&q, &cs, &sn}, out).empty());
+  // Position 0: identity; position 1: rotate_half(x) = [-x2, -x3, x0, x1].
+  CHECK(out.data == std::vector<double>{1, 2, 3, 4, -7, -8, 5, 6});
+  auto lab = tensor({2, 3}, {0, 0, 1, 1, 0, 0});
+  auto mask = tensor({2}, {1, 0});
+  REQUIRE(evalRefOp(d, ops[8], {&x, &lab, &mask}, out).empty());
+  CHECK(out.data[0] == Approx(std::log(z) - 3)); // token 1 is ignored
+  REQUIRE(evalRefOp(d, ops[9], {&x}, out).empty());
+  CHECK(out.data == std::vector<double>{3, 6});
+  REQUIRE(evalRefOp(d, ops[10], {&x}, out).empty());
+  CHECK(out.shape == Shape{3, 2});
+  CHECK(out.data == x.data);
+  REQUIRE(evalRefOp(d, ops[11], {&q, &q}, out).empty());
+  CHECK(out.data == std::vector<double>{30, 70, 70, 174});
+  REQUIRE(evalRefOp(d, ops[12], {&x, &v, &v}, out).empty());
+  CHECK(out.data[0] == Approx(-1 / std::sqrt(2.0 / 3) + 1));
+}
