@@ -67,9 +67,12 @@ Attribute LayoutAttr::parse(AsmParser &p, Type) {
   MLIRContext *ctx = p.getContext();
   SMLoc loc = p.getCurrentLocation();
   SmallVector<Attribute> dims;
+  SmallVector<int64_t> segments;
+  bool anySegments = false;
   if (p.parseLess())
     return {};
   auto parseDim = [&]() -> ParseResult {
+    int64_t segs = 1;
     SmallVector<Attribute> axes;
     if (succeeded(p.parseOptionalLParen())) {
       if (p.parseCommaSeparatedList([&] { return parseAxis(p, axes); }) || p.parseRParen())
@@ -81,7 +84,13 @@ Attribute LayoutAttr::parse(AsmParser &p, Type) {
       if (name != "_")
         axes.push_back(StringAttr::get(ctx, name));
     }
+    if (succeeded(p.parseOptionalKeyword("in"))) {
+      if (p.parseInteger(segs))
+        return failure();
+      anySegments = true;
+    }
     dims.push_back(ArrayAttr::get(ctx, axes));
+    segments.push_back(segs);
     return success();
   };
   if (p.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseDim))
@@ -107,13 +116,18 @@ Attribute LayoutAttr::parse(AsmParser &p, Type) {
     return {};
   return LayoutAttr::getChecked([&] { return p.emitError(loc); }, ctx,
                                 ArrayAttr::get(ctx, dims), ArrayAttr::get(ctx, partial[0]),
-                                ArrayAttr::get(ctx, partial[1]), ArrayAttr::get(ctx, partial[2]));
+                                ArrayAttr::get(ctx, partial[1]), ArrayAttr::get(ctx, partial[2]),
+                                DenseI64ArrayAttr::get(ctx, anySegments ? segments
+                                                                        : SmallVector<int64_t>{}));
 }
 
 void LayoutAttr::print(AsmPrinter &p) const {
   raw_ostream &os = p.getStream();
   os << "<[";
-  llvm::interleaveComma(getDims(), os, [&](Attribute d) {
+  ArrayRef<int64_t> segments = getSegments() ? getSegments().asArrayRef() : ArrayRef<int64_t>{};
+  for (auto [i, d] : llvm::enumerate(getDims())) {
+    if (i)
+      os << ", ";
     auto axes = cast<ArrayAttr>(d);
     if (axes.empty())
       os << "_";
@@ -124,7 +138,9 @@ void LayoutAttr::print(AsmPrinter &p) const {
       printAxes(p, axes);
       os << ")";
     }
-  });
+    if (i < segments.size() && segments[i] != 1)
+      os << " in " << segments[i];
+  }
   os << "]";
   ArrayAttr partial[3] = {getSum(), getAvg(), getMax()};
   for (int k = 0; k < 3; ++k) {
@@ -139,7 +155,18 @@ void LayoutAttr::print(AsmPrinter &p) const {
 
 LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  ArrayAttr dims, ArrayAttr sum, ArrayAttr avg,
-                                 ArrayAttr max) {
+                                 ArrayAttr max, DenseI64ArrayAttr segments) {
+  if (segments && !segments.empty()) {
+    if (!dims || segments.size() != (int64_t)dims.size())
+      return emitError() << "layout: one segment count per dimension";
+    for (auto [i, k] : llvm::enumerate(segments.asArrayRef())) {
+      if (k < 1 || k > (1 << 20))
+        return emitError() << "layout: segment counts must be between 1 and 2^20";
+      if (k > 1 && cast<ArrayAttr>(dims[i]).empty())
+        return emitError() << "layout: 'in " << k << "' on dimension " << i
+                           << ", which no mesh axis splits";
+    }
+  }
   llvm::StringSet<> seen;
   auto check = [&](ArrayAttr axes) -> LogicalResult {
     if (!axes)

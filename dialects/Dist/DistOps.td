@@ -65,17 +65,24 @@ def Dist_LayoutAttr : AttrDef<Dist_Dialect, "Layout"> {
     #dist.layout<[(dp, tp), _]>           // dim 0 split over dp then tp (dp major)
     #dist.layout<[_, _], sum = [tp]>      // every rank of a tp group holds a partial sum
     #dist.layout<[], avg = [dp]>          // a scalar to be averaged over dp
+    #dist.layout<[_, tp in 3]>            // dim 1 is 3 equal segments, each split over tp
     ```
+
+    `in k` makes a split *interleaved*: the dimension is viewed as `k` equal segments
+    (say the Q, K and V columns of a fused QKV weight) and each segment is split over
+    the axes, so every rank holds its block of every segment, in segment order.
 
     A rank at coordinate `c` of the axes `(a1, ..., an)` splitting a dimension of size
     `D` holds the block `[s * D', (s + 1) * D')` where `D' = D / (|a1| * ... * |an|)`
-    and `s` is the row-major index of `c` over those axes.
+    and `s` is the row-major index of `c` over those axes. With `in k`, it holds that
+    block of each of the `k` segments of size `D / k`, concatenated in segment order.
   }];
   let parameters = (ins
     "::mlir::ArrayAttr":$dims,  // per dim: ArrayAttr of StringAttr (axis names)
     "::mlir::ArrayAttr":$sum,   // StringAttr axis names
     "::mlir::ArrayAttr":$avg,
-    "::mlir::ArrayAttr":$max
+    "::mlir::ArrayAttr":$max,
+    "::mlir::DenseI64ArrayAttr":$segments  // per dim: interleaved segments (empty: all 1)
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -215,6 +215,21 @@ def Ref_SgdUpdateOp : Ref_Op<"sgd_update", [AllTypesMatch<["param", "grad", "res
 }
 
 
+def Ref_ConstantOp : Ref_ExplicitTypeOp<"constant"> {
+  let summary = "a tensor filled with one constant";
+  let description = [{
+    Every element is `value` (read as an exact fraction). Ones for a weight-free
+    normalization, zeros to start an accumulation.
+
+    ```mlir
+    %ones = ref.constant 1.0 : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Non-polynomial elementwise functions
 //===----------------------------------------------------------------------===//

@@ -211,7 +211,10 @@ Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
     return op;
   for (bool unrelatedFirst : {true, false})
     for (Value operand : op->getOperands()) {
-      if (!isa<RankedTensorType>(operand.getType()) || isa<BlockArgument>(operand))
+      // Arguments are the scattered inputs and constants are the plan's own data:
+      // neither is a path along which a wrong value can arrive.
+      if (!isa<RankedTensorType>(operand.getType()) || isa<BlockArgument>(operand) ||
+          isa_and_nonnull<ref::ConstantOp>(operand.getDefiningOp()))
         continue;
       Relation r = relationOf(operand);
       if (r.exact() || (unrelatedFirst && r.related()))

@@ -141,6 +141,7 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.mse_loss", {}},
       {"ref.mse_loss_grad", {}},
       {"ref.sgd_update", {{"lr", "float"}}},
+      {"ref.constant", {{"value", "float"}}},
       {"ref.exp", {}},
       {"ref.log", {}},
       {"ref.rsqrt", {}},
@@ -290,16 +291,34 @@ dist::LayoutAttr Importer::layout(const json &j, const std::string &ptr, int64_t
     return StringAttr::get(&ctx, n);
   };
   SmallVector<Attribute> dimAttrs;
+  SmallVector<int64_t> segments;
+  bool anySegments = false;
   for (size_t d = 0; d < dims.size(); ++d) {
     std::string p = ptr + "/dims/" + std::to_string(d);
     SmallVector<Attribute> axes;
-    if (dims[d].is_array()) {
-      for (size_t k = 0; k < dims[d].size(); ++k)
-        axes.push_back(axisName(dims[d][k], p + "/" + std::to_string(k)));
-    } else if (!dims[d].is_null()) {
-      axes.push_back(axisName(dims[d], p));
+    const json *entry = &dims[d];
+    int64_t segs = 1;
+    if (entry->is_object()) {
+      // {"axes": [...], "segments": k}: an interleaved split.
+      if (!entry->contains("axes") || !entry->contains("segments") ||
+          !(*entry)["segments"].is_number_integer())
+        fail(p, "an interleaved split is {\"axes\": [...], \"segments\": k}");
+      segs = (*entry)["segments"].get<int64_t>();
+      anySegments = true;
+      entry = &(*entry)["axes"];
+      p += "/axes";
+    }
+    if (entry->is_array()) {
+      for (size_t k = 0; k < entry->size(); ++k)
+        axes.push_back(axisName((*entry)[k], p + "/" + std::to_string(k)));
+    } else if (entry->is_string()) {
+      axes.push_back(axisName(*entry, p));
+    } else if (!entry->is_null()) {
+      fail(p, "a dimension entry is null, an axis name, a list of axis names, or "
+              "{\"axes\": [...], \"segments\": k}");
     }
     dimAttrs.push_back(ArrayAttr::get(&ctx, axes));
+    segments.push_back(segs);
   }
   SmallVector<Attribute> partial[3];
   const char *kinds[3] = {"sum", "avg", "max"};
@@ -327,9 +346,10 @@ dist::LayoutAttr Importer::layout(const json &j, const std::string &ptr, int64_t
         return emitError(loc(ptr));
       },
       &ctx, ArrayAttr::get(&ctx, dimAttrs), ArrayAttr::get(&ctx, partial[0]),
-      ArrayAttr::get(&ctx, partial[1]), ArrayAttr::get(&ctx, partial[2]));
+      ArrayAttr::get(&ctx, partial[1]), ArrayAttr::get(&ctx, partial[2]),
+      DenseI64ArrayAttr::get(&ctx, anySegments ? segments : SmallVector<int64_t>{}));
   if (!attr)
-    fail(ptr, "invalid layout (a mesh axis used twice?)");
+    fail(ptr, "invalid layout (see the error above)");
   return attr;
 }
 
@@ -535,7 +555,8 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
       int64_t parts = 1;
       for (Attribute a : cast<ArrayAttr>(l.getDims()[d]))
         parts *= meshAxes[cast<StringAttr>(a).getValue().str()];
-      if (local[d] % parts != 0)
+      int64_t segs = l.getSegments() && !l.getSegments().empty() ? l.getSegments()[d] : 1;
+      if (local[d] % (parts * segs) != 0)
         fail(p + "/layout/dims/" + std::to_string(d),
              "dimension " + std::to_string(d) + " of '" + v + "' (size " +
                  std::to_string(local[d]) + ") does not divide by the " + std::to_string(parts) +

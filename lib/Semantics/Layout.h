@@ -95,9 +95,19 @@ struct Layout {
   std::vector<std::vector<int>> dims;
   /// Mesh axes holding partial values, with their kind.
   std::vector<std::pair<int, ReduceKind>> partial;
+  /// Per dimension, the number of interleaved segments each split within (empty: 1).
+  std::vector<int64_t> segments;
 
+  int64_t segmentsOf(size_t d) const { return d < segments.size() ? segments[d] : 1; }
   bool isPartial() const { return !partial.empty(); }
-  bool operator==(const Layout &o) const { return dims == o.dims && partial == o.partial; }
+  bool operator==(const Layout &o) const {
+    if (dims != o.dims || partial != o.partial)
+      return false;
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (segmentsOf(d) != o.segmentsOf(d))
+        return false;
+    return true;
+  }
 
   std::vector<int> partialAxes() const {
     std::vector<int> a;
@@ -111,10 +121,10 @@ struct Layout {
   bool localShape(const Mesh &mesh, const Shape &global, Shape &local) const {
     local = global;
     for (size_t d = 0; d < dims.size() && d < global.size(); ++d) {
-      int64_t n = mesh.groupSize(dims[d]);
+      int64_t n = mesh.groupSize(dims[d]) * segmentsOf(d);
       if (global[d] % n != 0)
         return false;
-      local[d] = global[d] / n;
+      local[d] = global[d] / mesh.groupSize(dims[d]);
     }
     return true;
   }
@@ -123,9 +133,15 @@ struct Layout {
   std::vector<int64_t> globalIndex(const Mesh &mesh, int64_t rank, const Shape &localShape,
                                    const std::vector<int64_t> &local) const {
     std::vector<int64_t> g = local;
-    for (size_t d = 0; d < dims.size(); ++d)
-      if (!dims[d].empty())
-        g[d] = mesh.positionInGroup(rank, dims[d]) * localShape[d] + local[d];
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].empty())
+        continue;
+      // Segment k of the local block is block `position` of global segment k.
+      int64_t k = segmentsOf(d), piece = localShape[d] / k;
+      int64_t segment = local[d] / piece, within = local[d] % piece;
+      g[d] = segment * piece * mesh.groupSize(dims[d]) +
+             mesh.positionInGroup(rank, dims[d]) * piece + within;
+    }
     return g;
   }
 
@@ -139,6 +155,8 @@ struct Layout {
            " over ";
       for (size_t k = 0; k < dims[d].size(); ++k)
         s += (k ? "*" : "") + mesh.axes[dims[d][k]];
+      if (segmentsOf(d) != 1)
+        s += " in " + std::to_string(segmentsOf(d)) + " interleaved segments";
     }
     for (auto &[ax, kind] : partial)
       s += (s.empty() ? "" : ", ") + std::string("partial-") + reduceKindName(kind) +

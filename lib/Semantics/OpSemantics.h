@@ -134,6 +134,8 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     }
     for (size_t o = 0; o < parts.size(); ++o)
       out.data[o] = d.sum(parts[o]);
+  } else if (auto c = dyn_cast<ConstantOp>(op)) {
+    out = Tensor<V>(resultShape(op), d.constant(attrRational(c.getValueAttr())));
   } else if (auto fn = unaryFunction(op)) {
     elementwise([&](size_t i) { return d.apply(*fn, {in[0]->data[i]}); });
   } else if (isa<SiluGradOp>(op)) {

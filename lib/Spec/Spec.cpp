@@ -167,6 +167,9 @@ struct Checker {
       for (Attribute a : lists[k])
         out.partial.push_back({spec.mesh.axisIndex(cast<StringAttr>(a).getValue().str()), kinds[k]});
     std::sort(out.partial.begin(), out.partial.end());
+    if (attr.getSegments())
+      out.segments.assign(attr.getSegments().asArrayRef().begin(),
+                          attr.getSegments().asArrayRef().end());
     return true;
   }
 
@@ -203,13 +206,14 @@ struct Checker {
                             b.refName + "' has rank " + std::to_string(global.size()));
     Shape expected;
     if (!b.layout.localShape(spec.mesh, global, expected)) {
-      for (size_t d = 0; d < global.size(); ++d)
-        if (global[d] % spec.mesh.groupSize(b.layout.dims[d]) != 0)
+      for (size_t d = 0; d < global.size(); ++d) {
+        int64_t parts = spec.mesh.groupSize(b.layout.dims[d]) * b.layout.segmentsOf(d);
+        if (global[d] % parts != 0)
           return error(loc, "plan " + what + " ('" + b.refName + "'): dimension " +
                                 std::to_string(d) + " of size " + std::to_string(global[d]) +
-                                " does not divide by the " +
-                                std::to_string(spec.mesh.groupSize(b.layout.dims[d])) +
-                                " ranks splitting it");
+                                " does not divide into the " + std::to_string(parts) +
+                                " blocks of its layout");
+      }
     }
     if (expected != b.localShape)
       return error(loc, "plan " + what + " ('" + b.refName + "'): local shape " +

@@ -10,12 +10,14 @@ dist.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
 // CHECK-SAME: dist.layout = #dist.layout<[_, _], sum = [tp]>
 // CHECK-SAME: dist.layout = #dist.layout<[], avg = [dp]>
 // CHECK-SAME: dist.layout = #dist.layout<[dp], sum = [tp]>
+// CHECK-SAME: dist.layout = #dist.layout<[_, tp in 3]>
 // CHECK-SAME: attributes {dist.mesh = @mesh}
 func.func @plan(%a: tensor<4x2xf32> {dist.value = "a", dist.layout = #dist.layout<[_, tp]>},
                 %b: tensor<1x4xf32> {dist.value = "b", dist.layout = #dist.layout<[(dp, tp), _]>})
     -> (tensor<4x4xf32> {dist.value = "c", dist.layout = #dist.layout<[_, _], sum = [tp]>},
         tensor<f32> {dist.value = "d", dist.layout = #dist.layout<[], avg = [dp]>},
-        tensor<2xf32> {dist.value = "e", dist.layout = #dist.layout<[dp], sum = [tp], max = []>})
+        tensor<2xf32> {dist.value = "e", dist.layout = #dist.layout<[dp], sum = [tp], max = []>},
+        tensor<4x6xf32> {dist.value = "f", dist.layout = #dist.layout<[_, tp in 3]>})
     attributes {dist.mesh = @mesh} {
   // CHECK: dist.axis_index "tp" : index
   %i = dist.axis_index "tp" : index
@@ -31,5 +33,8 @@ func.func @plan(%a: tensor<4x2xf32> {dist.value = "a", dist.layout = #dist.layou
   %z = ref.mse_loss %r, %r : tensor<4x4xf32>
   %m = dist.all_reduce %z over ["dp"] "max" : tensor<f32> -> tensor<f32>
   %e = ref.reduce_sum %s dims [1] : tensor<2x4xf32>
-  return %r, %m, %e : tensor<4x4xf32>, tensor<f32>, tensor<2xf32>
+  %f = ref.concat %r, %s dim 0 : tensor<4x4xf32>, tensor<2x4xf32>
+  %f2 = ref.transpose %f perm [1, 0] : tensor<6x4xf32>
+  %f3 = ref.transpose %f2 perm [1, 0] : tensor<4x6xf32>
+  return %r, %m, %e, %f2 : tensor<4x4xf32>, tensor<f32>, tensor<2xf32>, tensor<4x6xf32>
 }

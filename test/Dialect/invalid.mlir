@@ -219,3 +219,10 @@ func.func @ce_mask(%a: tensor<2x4xf32>, %m: tensor<3xf32>) {
   %0 = ref.cross_entropy %a, %a, %m : tensor<2x4xf32>, tensor<3xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{layout: 'in 3' on dimension 0, which no mesh axis splits}}
+func.func @segments_unsplit(%a: tensor<6x4xf32> {dist.layout = #dist.layout<[_ in 3, tp]>}) {
+  return
+}

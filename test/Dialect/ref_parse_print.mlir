@@ -36,6 +36,8 @@ func.func @all_ref_ops(%x: tensor<2x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf3
 // CHECK-LABEL: func.func @transformer_ops
 func.func @transformer_ops(%x: tensor<2x4xf32>, %v: tensor<4xf32>, %q: tensor<2x3x4xf32>,
                            %cs: tensor<3x4xf32>, %lab: tensor<2x4xf32>, %m: tensor<2xf32>) {
+  // CHECK: ref.constant 1.000000e+00 : tensor<4xf32>
+  %ones = ref.constant 1.0 : tensor<4xf32>
   // CHECK: ref.exp %{{.*}} : tensor<2x4xf32>
   %0 = ref.exp %x : tensor<2x4xf32>
   // CHECK: ref.log %{{.*}} : tensor<2x4xf32>

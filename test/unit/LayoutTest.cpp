@@ -44,3 +44,20 @@ TEST_CASE("local blocks and global indices", "[layout]") {
   CHECK(partial.str(m) == "partial-sum over tp");
   CHECK(l.str(m) == "sharded on dim 0 over dp, sharded on dim 1 over tp");
 }
+
+TEST_CASE("interleaved splits hold one block of every segment", "[layout]") {
+  Mesh m{"m", {"tp"}, {2}};
+  Layout qkv;
+  qkv.dims = {{}, {0}};
+  qkv.segments = {1, 3}; // [Q | K | V], 4 columns each, split over tp
+  Shape local;
+  REQUIRE(qkv.localShape(m, {2, 12}, local));
+  CHECK(local == Shape{2, 6});
+  // Rank 1 holds Q[2:4], K[2:4], V[2:4] = global columns 2,3, 6,7, 10,11.
+  std::vector<int64_t> cols;
+  for (int64_t c = 0; c < 6; ++c)
+    cols.push_back(qkv.globalIndex(m, 1, local, {0, c})[1]);
+  CHECK(cols == std::vector<int64_t>{2, 3, 6, 7, 10, 11});
+  CHECK_FALSE(qkv.localShape(m, {2, 9}, local)); // 9 columns: 3 segments of 3 do not split in 2
+  CHECK(qkv.str(m) == "sharded on dim 1 over tp in 3 interleaved segments");
+}
