@@ -23,8 +23,11 @@ bool differsAt(ExprPool &pool, PolyId p, PolyId q, const std::vector<double> &va
   return numericallyDifferent(a, b);
 }
 
-/// Random small integers on the support, then greedy minimization: each input is set
-/// to 0 (else 1) when the difference survives, so counterexamples stay readable.
+/// Random small integers on the support, then a minimization that sets inputs to 0
+/// (else 1) while the difference survives, so counterexamples stay readable. The
+/// minimization zeroes halves, then quarters, ... of the remaining inputs (delta
+/// debugging), within a budget of evaluations: every evaluation walks the whole
+/// expression graph, which is large for deep models.
 bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &values) {
   std::vector<uint32_t> support = pool.support(p);
   for (uint32_t s : pool.support(q))
@@ -42,15 +45,31 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
   }
   if (!found)
     return false;
-  for (double target : {0.0, 1.0})
-    for (uint32_t s : support) {
-      double saved = values[s];
-      if (saved == target || saved == 0.0)
-        continue;
-      values[s] = target;
-      if (!differsAt(pool, p, q, values))
-        values[s] = saved;
+  int budget = 400;
+  for (double target : {0.0, 1.0}) {
+    for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
+      for (size_t start = 0; start < support.size() && budget > 0; start += chunk) {
+        size_t end = std::min(support.size(), start + chunk);
+        std::vector<std::pair<uint32_t, double>> saved;
+        for (size_t i = start; i < end; ++i) {
+          uint32_t s = support[i];
+          // Pass two only turns the remaining nonzero values into ones.
+          if (values[s] != target && values[s] != 0.0)
+            saved.push_back({s, values[s]});
+        }
+        if (saved.empty())
+          continue;
+        for (auto &[s, v] : saved)
+          values[s] = target;
+        --budget;
+        if (!differsAt(pool, p, q, values))
+          for (auto &[s, v] : saved)
+            values[s] = v;
+      }
+      if (chunk == 1 || budget <= 0)
+        break;
     }
+  }
   return true;
 }
 
@@ -110,6 +129,12 @@ struct Z3Encoder {
         m = z3::ite(args[i] > m, args[i], m);
       return m;
     }
+    if (at.fn == Fn::Product) {
+      z3::expr p = args[0];
+      for (size_t i = 1; i < args.size(); ++i)
+        p = p * args[i];
+      return p;
+    }
     z3::sort real = ctx.real_sort();
     z3::func_decl f = ctx.function(fnInfo(at.fn).name, real, real);
     return f(args[0]);
@@ -138,8 +163,9 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
     // functions the solver only has to produce the witness.
     if (functions) {
       d.result = Equality::Unknown;
-      d.reason = "the values differ when GeLU-like functions are left uninterpreted, but no "
-                 "concrete counterexample was found with their real definitions";
+      d.reason = "the canonical forms differ (through uninterpreted functions or unexpanded "
+                 "products), but no concrete counterexample was found with the functions' "
+                 "real definitions";
       return d;
     }
   }

@@ -196,9 +196,17 @@ PolyId ExprPool::mul(PolyId a, PolyId b) {
   if (isConstant(b, &c))
     return scale(a, c);
   const auto &ta = polys[a].terms, &tb = polys[b].terms;
-  if (ta.size() * tb.size() > maxTerms * 4)
-    throw NumericLimit("a product grew past " + std::to_string(maxTerms) +
-                       " terms at this shape");
+  if (ta.size() > 1 && tb.size() > 1 && ta.size() * tb.size() > kExpandLimit) {
+    // Keep the product of two large sums unexpanded, as an atom over monic factors
+    // (leading coefficients pulled out), so c*a times b and a times c*b agree. Equal
+    // atoms are equal products; unequal ones are decided concretely, never assumed
+    // different.
+    Rational ca = ta[0].second, cb = tb[0].second;
+    PolyId ma = scale(a, Rational(1) / ca), mb = scale(b, Rational(1) / cb);
+    if (ma > mb)
+      std::swap(ma, mb);
+    return scale(apply(Fn::Product, {ma, mb}), ca * cb);
+  }
   std::map<MonoId, Rational> acc;
   for (auto &[ma, ca] : ta)
     for (auto &[mb, cb] : tb) {

@@ -64,6 +64,9 @@ struct VecHash {
 /// Hash-consing store and constructors of canonical polynomials.
 class ExprPool {
 public:
+  /// Products of two sums with more than this many term pairs stay unexpanded.
+  static constexpr size_t kExpandLimit = 512;
+
   /// `maxTerms` bounds the size of any one polynomial; past it, NumericLimit is thrown
   /// (the verifier turns that into *inconclusive*).
   explicit ExprPool(size_t maxTerms = 200000, size_t maxTotalTerms = 40000000);

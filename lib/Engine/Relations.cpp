@@ -4,7 +4,9 @@
 #include "Semantics/OpSemantics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <random>
 
 using namespace planproof;
 
@@ -67,6 +69,66 @@ bool RelationFinder::matches(const std::vector<SymTensor> &perRank, const SymTen
   return true;
 }
 
+double RelationFinder::fingerprint(PolyId p) {
+  if (fpInputs.size() != pool.numInputs()) {
+    std::mt19937_64 rng(0x9e3779b97f4a7c15ull);
+    std::uniform_real_distribution<double> dist(0.5, 1.5);
+    fpInputs.resize(pool.numInputs());
+    for (double &v : fpInputs)
+      v = dist(rng);
+    fpMemo.clear();
+  }
+  return pool.evaluate(p, fpInputs, fpMemo);
+}
+
+bool RelationFinder::matchesNumerically(const std::vector<SymTensor> &perRank,
+                                        const SymTensor &ref, const Layout &layout) {
+  const Shape &local = perRank[0].shape;
+  bool haveScale = false;
+  size_t maxAxes = 0;
+  double scale = 1, avg = 1;
+  for (auto &[axis, kind] : layout.partial) {
+    maxAxes += kind == ReduceKind::Max;
+    if (kind == ReduceKind::Avg)
+      avg /= mesh.shape[axis];
+  }
+  bool allMax = maxAxes > 0 && maxAxes == layout.partial.size();
+  if (maxAxes > 0 && !allMax)
+    return false;
+  auto close = [](double a, double b) {
+    return std::fabs(a - b) <= 1e-9 * std::max({1.0, std::fabs(a), std::fabs(b)});
+  };
+  std::vector<int> partialAxes = layout.partialAxes();
+  for (int64_t r = 0; r < (int64_t)perRank.size(); ++r) {
+    if (!isGroupLeader(mesh, layout, r))
+      continue;
+    std::vector<int64_t> group = layout.isPartial() ? mesh.group(r, partialAxes)
+                                                    : std::vector<int64_t>{r};
+    for (int64_t l = 0; l < (int64_t)perRank[r].data.size(); ++l) {
+      double got = allMax ? -INFINITY : 0;
+      for (int64_t m : group) {
+        double v = fingerprint(perRank[m].data[l]);
+        got = allMax ? std::max(got, v) : got + v;
+      }
+      if (!allMax)
+        got *= avg;
+      double want = fingerprint(ref.at(layout.globalIndex(mesh, r, local, perRank[r].unravel(l))));
+      if (!std::isfinite(got) || !std::isfinite(want))
+        return false;
+      if (close(got, 0) && close(want, 0))
+        continue;
+      if (close(got, 0) || close(want, 0))
+        return false;
+      double c = got / want;
+      if (haveScale && !close(c, scale))
+        return false;
+      haveScale = true;
+      scale = c;
+    }
+  }
+  return true;
+}
+
 void RelationFinder::candidates(const Shape &local, const Shape &global,
                                 const std::vector<int> &notPartial, std::vector<Layout> &out) {
   size_t rank = global.size();
@@ -120,7 +182,7 @@ Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
       if (budget-- == 0)
         return best;
       Rational scale;
-      if (!matches(perRank, ref, layout, scale))
+      if (!matchesNumerically(perRank, ref, layout) || !matches(perRank, ref, layout, scale))
         continue;
       if (scale.isOne())
         return Relation{i, layout, scale};

@@ -14,6 +14,7 @@
 #include "Semantics/Layout.h"
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace planproof {
@@ -61,12 +62,20 @@ public:
   std::string describe(const Relation &r) const;
 
 private:
+  /// A numeric fingerprint of a polynomial: its value at one fixed random assignment of
+  /// the inputs in [0.5, 1.5] (memoized). Candidate relations are screened on
+  /// fingerprints first and confirmed exactly with `matches` only when they pass.
+  double fingerprint(PolyId p);
+  bool matchesNumerically(const std::vector<SymTensor> &perRank, const SymTensor &ref,
+                          const Layout &layout);
   void candidates(const Shape &local, const Shape &global, const std::vector<int> &notPartial,
                   std::vector<Layout> &out);
 
   ExprPool &pool;
   const Mesh &mesh;
   std::vector<RefValue> refs;
+  std::vector<double> fpInputs;
+  std::unordered_map<PolyId, double> fpMemo;
 };
 
 } // namespace planproof

@@ -283,9 +283,10 @@ void Engine::explainOp(Operation *op, Violation &viol) {
     bool additive = isa<ref::BiasAddOp, ref::AddOp, ref::SubOp>(op);
     viol.message = head + "operand #" + std::to_string(i) + " `" + spec.nameOf(op->getOperand(i)) +
                    "` is still partial-" + pk + " over " + axesStr(mesh, pa) +
-                   (additive ? ", and adding a complete operand to it on every rank counts "
-                               "that operand " + std::to_string(mesh.groupSize(pa)) + " times"
-                             : ", and " + name + " is not linear in it") +
+                   (additive && pk == "sum"
+                        ? ", and adding a complete operand to it on every rank counts "
+                          "that operand " + std::to_string(mesh.groupSize(pa)) + " times"
+                        : ", but " + name + " needs its complete value") +
                    "; reduce it first (dist.all_reduce \"" + pk + "\" over " +
                    axesStr(mesh, pa) + ")";
     return;

@@ -16,7 +16,12 @@
 
 namespace planproof {
 
-enum class Fn : uint8_t { Gelu, GeluDeriv, Max, Exp, Log, Rsqrt, Recip, Silu, SiluDeriv };
+enum class Fn : uint8_t {
+  Gelu, GeluDeriv, Max, Exp, Log, Rsqrt, Recip, Silu, SiluDeriv,
+  /// An unexpanded product of two large polynomials (see ExprPool::mul): exact, not a
+  /// function of its own; kept as an atom so that expressions stay small.
+  Product
+};
 
 struct FnInfo {
   const char *name;
@@ -36,6 +41,7 @@ inline const FnInfo &fnInfo(Fn f) {
       {"recip", false},
       {"silu", false},
       {"silu'", false},
+      {"product", false},
   };
   return infos[(int)f];
 }
@@ -66,6 +72,12 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
   case Fn::SiluDeriv: {
     double sig = 1.0 / (1.0 + std::exp(-args[0]));
     return sig * (1.0 + args[0] * (1.0 - sig));
+  }
+  case Fn::Product: {
+    double p = 1;
+    for (double a : args)
+      p *= a;
+    return p;
   }
   case Fn::Max: {
     double m = args[0];

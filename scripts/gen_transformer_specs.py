@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""Generates the transformer specs in verify-specs/transformer/.
+
+A Llama-style decoder layer (RMSNorm, rotary attention with optional grouped-query KV
+heads and fused QKV, SwiGLU MLP, final norm, LM head, token-mean cross-entropy with an
+ignore mask), its forward pass and loss, under Megatron tensor parallelism with
+vocabulary-parallel cross-entropy, with and without sequence parallelism; plus the
+norm-weight gradient under sequence parallelism and the loss normalization under data
+parallelism. Every spec states the verdict it must get; the seeded bugs model how real
+systems have broken.
+
+Run from the repository root: python3 scripts/gen_transformer_specs.py
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from irbuilder import Func, module, plan_func, reference_func, ttype  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "verify-specs", "transformer")
+
+# Tiny shapes: tokens, model width, heads, KV heads, head dim, FFN width, vocabulary.
+BASE = dict(T=4, H=4, nh=2, nkv=2, d=2, F=4, V=4)
+
+
+def lay(*dims, **partial):
+    p = "".join(f", {k} = [{', '.join(v)}]" for k, v in partial.items())
+    return f"#dist.layout<[{', '.join(dims)}]{p}>"
+
+
+def ref_inputs(c, fused):
+    T, H, nh, nkv, d, F, V = (c[k] for k in "T H nh nkv d F V".split())
+    ins = [("x", [T, H]), ("w_norm1", [H])]
+    ins += [("w_qkv", [H, 3 * nh * d])] if fused else [
+        ("w_q", [H, nh * d]), ("w_k", [H, nkv * d]), ("w_v", [H, nkv * d])]
+    ins += [("w_o", [nh * d, H]), ("w_norm2", [H]), ("w_gate", [H, F]), ("w_up", [H, F]),
+            ("w_down", [F, H]), ("w_normf", [H]), ("w_lm", [H, V]), ("labels", [T, V]),
+            ("mask", [T]), ("cos", [T, d]), ("sin", [T, d])]
+    return ins
+
+
+def heads(f, c, src, name, n_heads):
+    """[T, n*d] -> [n, T, d]."""
+    T, d = c["T"], c["d"]
+    f.reshape(name + "3", src, [T, n_heads, d])
+    return f.transpose(name + "h", name + "3", [1, 0, 2])
+
+
+def expand_kv(f, c, src, name, n_kv, n_q):
+    """Repeat each KV head for its group of query heads: [n_kv, T, d] -> [n_q, T, d]."""
+    if n_kv == n_q:
+        return src
+    T, d, rep = c["T"], c["d"], n_q // n_kv
+    f.broadcast(name + "b", src, [0, 2, 3], [n_kv, rep, T, d])
+    return f.reshape(name + "f", name + "b", [n_q, T, d])
+
+
+def attention_and_mlp(f, c, n_q, n_kv, fused, kv_select=None):
+    """Everything from h1 (normed input, all tokens) to the partial attention output."""
+    T, d = c["T"], c["d"]
+    if fused:
+        f.matmul("qkv", "h1", "w_qkv")
+        f.slice("q", "qkv", [0, 0], [T, n_q * d])
+        f.slice("k", "qkv", [0, n_q * d], [T, n_kv * d])
+        f.slice("v", "qkv", [0, 2 * n_q * d], [T, n_kv * d])
+    else:
+        f.matmul("q", "h1", "w_q")
+        f.matmul("k", "h1", "w_k")
+        f.matmul("v", "h1", "w_v")
+    heads(f, c, "q", "q", n_q)
+    heads(f, c, "k", "k", n_kv)
+    heads(f, c, "v", "v", n_kv)
+    f.rotary("q_rot", "qh", "cos", "sin")
+    f.rotary("k_rot", "kh", "cos", "sin")
+    k_src, v_src, kv_n = "k_rot", "vh", n_kv
+    if kv_select == "shard":
+        f.comment("KV projection replicated: each rank keeps the KV head of its query group.")
+        f.shard_slice("k_mine", "k_rot", ["tp"], 0)
+        f.shard_slice("v_mine", "vh", ["tp"], 0)
+        k_src, v_src, kv_n = "k_mine", "v_mine", f.shapes["k_mine"][0]
+    elif kv_select == "first":
+        f.comment("BUG: every rank attends with KV head 0 instead of its own group's head.")
+        f.slice("k_mine", "k_rot", [0, 0, 0], [1, T, d])
+        f.slice("v_mine", "vh", [0, 0, 0], [1, T, d])
+        k_src, v_src, kv_n = "k_mine", "v_mine", 1
+    kf = expand_kv(f, c, k_src, "k_", kv_n, n_q)
+    vf = expand_kv(f, c, v_src, "v_", kv_n, n_q)
+    f.batch_matmul("scores", "q_rot", kf, 2, 2)
+    f.scale("scores_scaled", "scores", 0.5)
+    f.unary("causal_softmax", "probs", "scores_scaled")
+    f.batch_matmul("ctx", "probs", vf, 2, 1)
+    f.transpose("ctx_t", "ctx", [1, 0, 2])
+    f.reshape("ctx_flat", "ctx_t", [T, n_q * d])
+
+
+def mlp(f):
+    f.matmul("gate", "h2", "w_gate")
+    f.matmul("up", "h2", "w_up")
+    f.unary("silu", "gate_act", "gate")
+    f.binary("mul", "act", "gate_act", "up")
+
+
+def reference(c, fused=False):
+    T, H, nh, nkv, V = c["T"], c["H"], c["nh"], c["nkv"], c["V"]
+    f = Func()
+    ins = ref_inputs(c, fused)
+    for n, s in ins:
+        f.arg(n, s)
+    f.rms_norm("h1", "x", "w_norm1")
+    attention_and_mlp(f, c, nh, nkv, fused)
+    f.matmul("attn", "ctx_flat", "w_o")
+    f.binary("add", "x2", "x", "attn")
+    f.rms_norm("h2", "x2", "w_norm2")
+    mlp(f)
+    f.matmul("mlp_out", "act", "w_down")
+    f.binary("add", "x3", "x2", "mlp_out")
+    f.rms_norm("hf", "x3", "w_normf")
+    f.matmul("logits", "hf", "w_lm")
+    cross_entropy(f, T, V, "logits", "labels", "mask")
+    return reference_func(f, ins, [("loss", "loss")])
+
+
+def cross_entropy(f, T, V, logits, labels, mask, tp_axes=(), dp_axes=(), bug=None):
+    """Token-mean cross-entropy written in primitives, as training code computes it.
+    With tp_axes the vocabulary is split (Megatron's vocab-parallel cross-entropy: a max
+    all-reduce, then sum all-reduces); with dp_axes the tokens are split, and the loss
+    is the global sum over global token count."""
+    Vl = f.shapes[logits][1]
+    Tl = f.shapes[logits][0]
+    f.reduce("reduce_max", "row_max_local" if tp_axes else "row_max", logits, [1])
+    row_max = "row_max"
+    if tp_axes:
+        if bug == "no_max_allreduce":
+            f.comment("BUG: the local maximum is used; the max all_reduce is missing.")
+            row_max = "row_max_local"
+        else:
+            f.all_reduce("row_max", "row_max_local", tp_axes, "max")
+    f.broadcast("row_max_b", row_max, [0], [Tl, Vl])
+    f.binary("sub", "shifted", logits, "row_max_b")
+    f.unary("exp", "exps", "shifted")
+    f.reduce("reduce_sum", "sum_exp_local" if tp_axes else "sum_exp", "exps", [1])
+    if tp_axes:
+        f.all_reduce("sum_exp", "sum_exp_local", tp_axes, "sum")
+    f.unary("log", "log_sum", "sum_exp")
+    f.binary("add", "lse", row_max, "log_sum")
+    f.binary("mul", "label_logits", labels, logits)
+    f.reduce("reduce_sum", "picked_local" if tp_axes else "picked", "label_logits", [1])
+    if tp_axes:
+        f.all_reduce("picked", "picked_local", tp_axes, "sum")
+    f.binary("sub", "token_loss", "lse", "picked")
+    f.binary("mul", "masked_loss", mask, "token_loss")
+    if dp_axes and bug == "mean_of_means":
+        f.reduce("reduce_sum", "loss_sum", "masked_loss", [0])
+        f.reduce("reduce_sum", "tokens", mask, [0])
+        f.comment("BUG: each rank divides by its own token count, then ranks are averaged.")
+        f.binary("div", "local_mean", "loss_sum", "tokens")
+        return f.all_reduce("loss", "local_mean", dp_axes, "avg")
+    f.reduce("reduce_sum", "loss_sum_local" if dp_axes else "loss_sum", "masked_loss", [0])
+    f.reduce("reduce_sum", "tokens_local" if dp_axes else "tokens", mask, [0])
+    if dp_axes:
+        f.all_reduce("loss_sum", "loss_sum_local", dp_axes, "sum")
+        f.all_reduce("tokens", "tokens_local", dp_axes, "sum")
+    return f.binary("div", "loss", "loss_sum", "tokens")
+
+
+def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False):
+    T, H, nh, nkv, d, F, V = (c[k] for k in "T H nh nkv d F V".split())
+    mesh = {"tp": tp}
+    f = Func(mesh)
+    nq_l = nh // tp
+    kv_split = nkv >= tp and not replicate_kv
+    nkv_l = nkv // tp if kv_split else nkv
+    col, row, rep1, rep2 = lay("_", "tp"), lay("tp", "_"), lay("_"), lay("_", "_")
+    tok = lay("tp", "_") if sp else rep2
+    ins = [("x", "x", tok, [T // tp if sp else T, H]), ("w_norm1", "w_norm1", rep1, [H])]
+    if fused:
+        qkv_layout = col if bug == "fused_qkv_even_split" else lay("_", "tp in 3")
+        ins += [("w_qkv", "w_qkv", qkv_layout, [H, 3 * nh * d // tp])]
+    else:
+        kv_lay, kv_w = (col, nkv_l * d) if kv_split else (rep2, nkv * d)
+        ins += [("w_q", "w_q", col, [H, nq_l * d]), ("w_k", "w_k", kv_lay, [H, kv_w]),
+                ("w_v", "w_v", kv_lay, [H, kv_w])]
+    ins += [("w_o", "w_o", row, [nq_l * d, H]), ("w_norm2", "w_norm2", rep1, [H]),
+            ("w_gate", "w_gate", col, [H, F // tp]), ("w_up", "w_up", col, [H, F // tp]),
+            ("w_down", "w_down", row, [F // tp, H]), ("w_normf", "w_normf", rep1, [H]),
+            ("w_lm", "w_lm", col, [H, V // tp]), ("labels", "labels", col, [T, V // tp]),
+            ("mask", "mask", rep1, [T]), ("cos", "cos", rep2, [T, d]),
+            ("sin", "sin", rep2, [T, d])]
+    for n, _, _, s in ins:
+        f.arg(n, s)
+
+    def norm_then_gather(out, src, w):
+        if sp:
+            f.rms_norm(out + "_local", src, w)
+            f.all_gather(out, out + "_local", ["tp"], 0)
+        else:
+            f.rms_norm(out, src, w)
+
+    def reduce_then_residual(out, partial, residual):
+        if sp:
+            f.reduce_scatter(partial[:-2], partial, ["tp"], 0, "sum")
+        elif bug == "residual_in_tp_region" and out == "x2":
+            f.comment("BUG: the residual is added inside the tensor-parallel region, on every rank.")
+            f.binary("add", "x2_partial", partial, residual)
+            f.all_reduce(out, "x2_partial", ["tp"], "sum")
+            return
+        else:
+            f.all_reduce(partial[:-2], partial, ["tp"], "sum")
+        f.binary("add", out, residual, partial[:-2])
+
+    f.comment("Attention: heads split over tp (column-parallel QKV, row-parallel output).")
+    norm_then_gather("h1", "x", "w_norm1")
+    kv_select = None
+    if replicate_kv:
+        kv_select = "first" if bug == "gqa_wrong_kv_head" else "shard"
+    attention_and_mlp(f, c, nq_l, nkv_l, fused, kv_select)
+    f.matmul("attn_p", "ctx_flat", "w_o")
+    reduce_then_residual("x2", "attn_p", "x")
+    f.comment("SwiGLU MLP: column-parallel gate/up, row-parallel down.")
+    norm_then_gather("h2", "x2", "w_norm2")
+    mlp(f)
+    f.matmul("mlp_out_p", "act", "w_down")
+    reduce_then_residual("x3", "mlp_out_p", "x2")
+    f.comment("Final norm, vocabulary-parallel LM head and cross-entropy.")
+    norm_then_gather("hf", "x3", "w_normf")
+    f.matmul("logits", "hf", "w_lm")
+    cross_entropy(f, T, V // tp, "logits", "labels", "mask", tp_axes=["tp"], bug=bug)
+    return plan_func(f, mesh, ins, [("loss", "loss", lay())])
+
+
+def comment(text):
+    return "// GENERATED by scripts/gen_transformer_specs.py -- edit the generator.\n" + \
+        "".join("// " + line + "\n" for line in text.strip().splitlines())
+
+
+def write(name, text, expect, ref, plan):
+    with open(os.path.join(OUT, name), "w") as fh:
+        fh.write(module(comment(text), expect, ref, plan))
+
+
+def norm_grad_specs():
+    """The RMSNorm weight gradient under sequence parallelism: each rank holds some
+    tokens, so its local weight gradient is a partial sum over tp."""
+    T, H = 4, 4
+    ins = [("x", [T, H]), ("dy", [T, H]), ("w", [H])]
+    r = Func()
+    for n, s in ins:
+        r.arg(n, s)
+    r.constant("ones", "1.0", [H])
+    r.rms_norm("x_hat", "x", "ones")
+    r.binary("mul", "contrib", "dy", "x_hat")
+    r.reduce("reduce_sum", "dw", "contrib", [0])
+    r.emit("w_next", f"ref.sgd_update %w, %dw lr 0.1 : {r.t('w')}", [H])
+    ref = reference_func(r, ins, [("dw", "dw"), ("w_next", "w_next")])
+
+    def plan(bug=None):
+        f = Func({"tp": 2})
+        pins = [("x", "x", lay("tp", "_"), [T // 2, H]), ("dy", "dy", lay("tp", "_"), [T // 2, H]),
+                ("w", "w", lay("_"), [H])]
+        for n, _, _, s in pins:
+            f.arg(n, s)
+        f.constant("ones", "1.0", [H])
+        f.rms_norm("x_hat", "x", "ones")
+        f.binary("mul", "contrib", "dy", "x_hat")
+        f.comment("Local tokens only: a partial sum over tp.")
+        f.reduce("reduce_sum", "dw_local", "contrib", [0])
+        dw = "dw"
+        if bug == "missing":
+            f.comment("BUG: the all_reduce over tp is missing.")
+            dw = "dw_local"
+        else:
+            f.all_reduce("dw", "dw_local", ["tp"], "avg" if bug == "avg" else "sum")
+        f.emit("w_next", f"ref.sgd_update %w, %{dw} lr 0.1 : {f.t('w')}", [H])
+        return plan_func(f, {"tp": 2}, pins, [("dw", dw, lay("_")), ("w_next", "w_next", lay("_"))])
+
+    write("sp2_norm_weight_grad.mlir", """
+RMSNorm weight gradient under Megatron sequence parallelism (tp=2): tokens are split,
+the norm weight is replicated, so each rank's weight gradient is a partial sum over tp
+that must be all-reduced (sum) before the update.""", {"verdict": "verified"}, ref, plan())
+    write("sp2_norm_weight_grad_not_reduced.mlir", """
+BUG: under sequence parallelism the norm-weight gradient is not all-reduced: each rank
+updates its replica with the gradient of its own tokens only (replicas diverge).""",
+          {"verdict": "violated", "kind": "reduction", "at": "%dw_local"}, ref, plan("missing"))
+    write("sp2_norm_weight_grad_avg.mlir", """
+BUG: under sequence parallelism the norm-weight gradient is all-reduced by mean instead
+of sum: the gradient is 1/tp of what it should be.""",
+          {"verdict": "violated", "kind": "reduction", "at": "%dw"}, ref, plan("avg"))
+
+
+def dp_loss_specs():
+    """Token-mean cross-entropy with tokens split over dp: the loss is the global sum
+    over the global count of non-ignored tokens."""
+    T, V = 4, 3
+    ins = [("logits", [T, V]), ("labels", [T, V]), ("mask", [T])]
+    r = Func()
+    for n, s in ins:
+        r.arg(n, s)
+    cross_entropy(r, T, V, "logits", "labels", "mask")
+    ref = reference_func(r, ins, [("loss", "loss")])
+
+    def plan(bug=None):
+        f = Func({"dp": 2})
+        pins = [("logits", "logits", lay("dp", "_"), [T // 2, V]),
+                ("labels", "labels", lay("dp", "_"), [T // 2, V]), ("mask", "mask", lay("dp"), [T // 2])]
+        for n, _, _, s in pins:
+            f.arg(n, s)
+        cross_entropy(f, T // 2, V, "logits", "labels", "mask", dp_axes=["dp"], bug=bug)
+        return plan_func(f, {"dp": 2}, pins, [("loss", "loss", lay())])
+
+    write("dp2_token_mean_loss.mlir", """
+Token-mean cross-entropy with an ignore mask under data parallelism (dp=2): the loss
+sum and the token count are each all-reduced, then divided.""", {"verdict": "verified"}, ref, plan())
+    write("dp2_token_mean_loss_mean_of_means.mlir", """
+BUG: each data-parallel rank divides by its own count of non-ignored tokens and the
+ranks' means are averaged: wrong whenever the ranks hold different numbers of ignored
+tokens (padding).""", {"verdict": "violated", "kind": "reduction", "at": "%local_mean"}, ref,
+          plan("mean_of_means"))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    c = dict(BASE)
+    ref = reference(c)
+    ok = {"verdict": "verified"}
+    write("llama_tp2.mlir", """
+A Llama-style decoder layer's forward pass and loss, Megatron tensor parallel (tp=2):
+attention heads split (column-parallel QKV, row-parallel output projection), SwiGLU MLP
+split, vocabulary-parallel LM head and cross-entropy (max and sum all-reduces).""",
+          ok, ref, tp_plan(c))
+    write("llama_sp2.mlir", """
+The Llama-style layer with Megatron sequence parallelism (tp=2): tokens split outside
+the tensor-parallel regions, all_gather before them, reduce_scatter after them.""",
+          ok, ref, tp_plan(c, sp=True))
+    gqa = dict(BASE, nh=4, nkv=1)
+    write("llama_tp2_gqa.mlir", """
+Grouped-query attention under tensor parallelism with fewer KV heads than ranks
+(4 query heads, 1 KV head, tp=2): the KV projection is replicated and every rank
+repeats the KV head for its query heads.""", ok, reference(gqa), tp_plan(gqa))
+    gqa2 = dict(BASE, nh=4, nkv=2)
+    write("llama_tp2_gqa_kv_split.mlir", """
+Grouped-query attention with as many KV heads as ranks (4 query heads, 2 KV heads,
+tp=2): KV heads split with their query groups.""", ok, reference(gqa2), tp_plan(gqa2))
+    write("llama_tp2_fused_qkv.mlir", """
+Fused QKV projection under tensor parallelism: the fused weight [Q | K | V] is split
+with an interleaved layout (each rank holds its heads of Q, of K and of V).""",
+          ok, reference(c, fused=True), tp_plan(c, fused=True))
+    write("llama_tp2_fused_qkv_even_split.mlir", """
+BUG: the fused QKV weight is split evenly into contiguous column blocks instead of
+per Q/K/V segment, so rank 0 holds all of Q and rank 1 all of K, and each rank slices
+what it believes are its Q, K and V heads out of the wrong columns.""",
+          {"verdict": "violated", "kind": "sharding", "at": "%q"}, reference(c, fused=True),
+          tp_plan(c, fused=True, bug="fused_qkv_even_split"))
+    write("llama_tp2_vocab_ce_no_max_allreduce.mlir", """
+BUG: vocabulary-parallel cross-entropy without the max all-reduce: each rank shifts its
+logits by its own maximum, so the summed exponentials mix different shifts.""",
+          {"verdict": "violated", "kind": "reduction", "at": "%row_max_b"}, ref,
+          tp_plan(c, bug="no_max_allreduce"))
+    write("llama_tp2_residual_in_tp_region.mlir", """
+BUG: the residual is added to the row-parallel output before the all_reduce, so the
+reduced activation contains the residual tp times.""",
+          {"verdict": "violated", "kind": "reduction", "at": "%x2_partial"}, ref,
+          tp_plan(c, bug="residual_in_tp_region"))
+    write("llama_tp2_gqa_kv_replicated.mlir", """
+Grouped-query attention (4 query heads, 2 KV heads, tp=2) with the KV projection
+replicated: each rank keeps the KV head of its query group with dist.shard_slice.""",
+          ok, reference(gqa2), tp_plan(gqa2, replicate_kv=True))
+    write("llama_tp2_gqa_wrong_kv_head.mlir", """
+BUG (grouped-query attention, 4 query heads, 2 KV heads, KV replicated): every rank
+attends with KV head 0 instead of the head of its own query group.""",
+          {"verdict": "violated", "kind": "sharding", "at": "%k_mine"}, reference(gqa2),
+          tp_plan(gqa2, bug="gqa_wrong_kv_head", replicate_kv=True))
+    norm_grad_specs()
+    dp_loss_specs()
+
+
+if __name__ == "__main__":
+    main()
