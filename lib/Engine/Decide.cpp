@@ -17,10 +17,9 @@ bool planproof::numericallyDifferent(double a, double b) {
 }
 
 namespace {
-bool differsAt(ExprPool &pool, PolyId p, PolyId q, const std::vector<double> &values) {
-  std::unordered_map<PolyId, double> memo;
-  double a = pool.evaluate(p, values, memo), b = pool.evaluate(q, values, memo);
-  return numericallyDifferent(a, b);
+bool differsAt(Evaluator &eval, PolyId p, PolyId q, const std::vector<double> &values) {
+  eval.reset(values);
+  return numericallyDifferent(eval.poly(p), eval.poly(q));
 }
 
 /// Random small integers on the support, then a minimization that sets inputs to 0
@@ -35,17 +34,18 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
   std::sort(support.begin(), support.end());
   support.erase(std::unique(support.begin(), support.end()), support.end());
   values.assign(pool.numInputs(), 0.0);
+  Evaluator eval(pool);
   std::mt19937 rng(12345);
   std::uniform_int_distribution<int> dist(-3, 3);
   bool found = false;
   for (int trial = 0; trial < 24 && !found; ++trial) {
     for (uint32_t s : support)
       values[s] = trial == 0 ? 1.0 : (double)dist(rng);
-    found = differsAt(pool, p, q, values);
+    found = differsAt(eval, p, q, values);
   }
   if (!found)
     return false;
-  int budget = 400;
+  int budget = 150;
   for (double target : {0.0, 1.0}) {
     for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
       for (size_t start = 0; start < support.size() && budget > 0; start += chunk) {
@@ -62,7 +62,7 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
         for (auto &[s, v] : saved)
           values[s] = target;
         --budget;
-        if (!differsAt(pool, p, q, values))
+        if (!differsAt(eval, p, q, values))
           for (auto &[s, v] : saved)
             values[s] = v;
       }
@@ -188,7 +188,8 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
       d.assignment.assign(pool.numInputs(), 0.0);
       for (auto &[id, e] : enc.inputs)
         d.assignment[id] = numeralToDouble(model.eval(e, true));
-      if (differsAt(pool, plan, reference, d.assignment) || !functions) {
+      Evaluator eval(pool);
+      if (differsAt(eval, plan, reference, d.assignment) || !functions) {
         d.result = Equality::Unequal;
         d.assignmentFromSolver = true;
         return d;

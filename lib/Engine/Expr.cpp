@@ -422,3 +422,48 @@ std::string ExprPool::str(PolyId p, size_t maxChars) const {
   strPoly(p, out, maxChars);
   return out;
 }
+
+double Evaluator::poly(PolyId p) {
+  if (p >= polyGen.size()) {
+    polyGen.resize(pool.numPolys(), 0);
+    polyValue.resize(pool.numPolys(), 0.0);
+  }
+  if (polyGen[p] == generation)
+    return polyValue[p];
+  double sum = 0;
+  for (auto &[m, c] : pool.poly(p).terms) {
+    double prod = c.toDouble();
+    for (auto &[a, e] : pool.mono(m).factors) {
+      double v = atom(a);
+      for (uint32_t k = 0; k < e; ++k)
+        prod *= v;
+    }
+    sum += prod;
+  }
+  polyGen[p] = generation;
+  polyValue[p] = sum;
+  return sum;
+}
+
+double Evaluator::atom(AtomId a) {
+  if (a >= atomGen.size()) {
+    atomGen.resize(pool.numAtoms(), 0);
+    atomValue.resize(pool.numAtoms(), 0.0);
+  }
+  if (atomGen[a] == generation)
+    return atomValue[a];
+  const Atom &at = pool.atom(a);
+  double v;
+  if (at.isInput) {
+    v = (*inputs)[at.input];
+  } else {
+    std::vector<double> args;
+    args.reserve(at.args.size());
+    for (PolyId q : at.args)
+      args.push_back(poly(q));
+    v = evalFn(at.fn, args);
+  }
+  atomGen[a] = generation;
+  atomValue[a] = v;
+  return v;
+}

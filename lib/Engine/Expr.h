@@ -88,6 +88,9 @@ public:
   PolyId apply(Fn f, std::vector<PolyId> args);
 
   const Poly &poly(PolyId id) const { return polys[id]; }
+  size_t numPolys() const { return polys.size(); }
+  size_t numTerms() const { return totalTerms; }
+  size_t numAtoms() const { return atoms.size(); }
   const Monomial &mono(MonoId id) const { return monos[id]; }
   const Atom &atom(AtomId id) const { return atoms[id]; }
 
@@ -130,6 +133,27 @@ private:
   size_t maxTerms, maxTotalTerms, totalTerms = 0;
   PolyId zeroId;
   MonoId unitMono;
+};
+
+/// Evaluates many polynomials of one pool at one assignment of the inputs, sharing the
+/// values of common subexpressions (polynomials and atoms) through flat, generation-
+/// stamped caches. `reset` starts a new assignment in O(1).
+class Evaluator {
+public:
+  explicit Evaluator(const ExprPool &pool) : pool(pool) {}
+  void reset(const std::vector<double> &values) {
+    inputs = &values;
+    ++generation;
+  }
+  double poly(PolyId p);
+
+private:
+  double atom(AtomId a);
+  const ExprPool &pool;
+  const std::vector<double> *inputs = nullptr;
+  uint32_t generation = 0;
+  std::vector<double> polyValue, atomValue;
+  std::vector<uint32_t> polyGen, atomGen;
 };
 
 } // namespace planproof

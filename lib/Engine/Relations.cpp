@@ -76,9 +76,10 @@ double RelationFinder::fingerprint(PolyId p) {
     fpInputs.resize(pool.numInputs());
     for (double &v : fpInputs)
       v = dist(rng);
-    fpMemo.clear();
+    fpEval = std::make_unique<Evaluator>(pool);
+    fpEval->reset(fpInputs);
   }
-  return pool.evaluate(p, fpInputs, fpMemo);
+  return fpEval->poly(p);
 }
 
 bool RelationFinder::matchesNumerically(const std::vector<SymTensor> &perRank,

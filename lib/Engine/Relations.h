@@ -13,6 +13,7 @@
 #include "Engine/SymbolicExec.h"
 #include "Semantics/Layout.h"
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -75,7 +76,7 @@ private:
   const Mesh &mesh;
   std::vector<RefValue> refs;
   std::vector<double> fpInputs;
-  std::unordered_map<PolyId, double> fpMemo;
+  std::unique_ptr<Evaluator> fpEval;
 };
 
 } // namespace planproof

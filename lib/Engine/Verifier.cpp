@@ -430,6 +430,8 @@ VerifyResult Engine::run() {
     result.inconclusiveReasons.push_back(
         {toSourceLoc(spec.plan.getLoc()), std::string("internal error: ") + e.what()});
   }
+  result.stats.expressions = pool.numPolys();
+  result.stats.expressionTerms = pool.numTerms();
   if (!result.violations.empty())
     result.verdict = Verdict::Violated;
   else if (!result.inconclusiveReasons.empty())

@@ -54,6 +54,7 @@ struct VerifyStats {
   int64_t solverQueries = 0;
   int64_t ranks = 0;
   int64_t referenceOps = 0, planOps = 0;
+  int64_t expressions = 0, expressionTerms = 0; // hash-consed polynomials and their terms
   double milliseconds = 0;
 };
 

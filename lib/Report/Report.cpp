@@ -115,6 +115,8 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
               {"ranks", r.stats.ranks},
               {"reference_ops", r.stats.referenceOps},
               {"plan_ops", r.stats.planOps},
+              {"expressions", r.stats.expressions},
+              {"expression_terms", r.stats.expressionTerms},
               {"milliseconds", r.stats.milliseconds}}}};
   return j.dump(2) + "\n";
 }
