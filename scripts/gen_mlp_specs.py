@@ -151,10 +151,12 @@ def dp_tp_plan(B, H, F, dp, tp, bug=None):
         f"%dh = ref.gelu_grad %h_b, %da : {t(b, f)}",
         f"%db1_local = ref.reduce_sum %dh dims [0] : {t(b, f)}",
         f"%dw1_local = ref.matmul %x, %dh contract(0, 0) : {t(b, H)}, {t(b, f)}",
+        *([f"// BUG: the local gradient is divided by dp before an averaging all_reduce.",
+           f"%dw2_scaled = ref.scale %dw2_local by {1 / dp} : {t(f, H)}"] if bug == "dp_avg_twice" else []),
         "// Data-parallel gradient reduction.",
         f'%dw1 = dist.all_reduce %dw1_local over ["dp"] "avg" : {t(H, f)} -> {t(H, f)}',
         f'%db1 = dist.all_reduce %db1_local over ["dp"] "avg" : {t(f)} -> {t(f)}',
-        f'%dw2 = dist.all_reduce %dw2_local over ["dp"] "{grad_kind}" : {t(f, H)} -> {t(f, H)}',
+        f'%dw2 = dist.all_reduce {"%dw2_scaled" if bug == "dp_avg_twice" else "%dw2_local"} over ["dp"] "{grad_kind}" : {t(f, H)} -> {t(f, H)}',
         f'%db2 = dist.all_reduce %db2_local over ["dp"] "avg" : {t(H)} -> {t(H)}',
         f"%w1n = ref.sgd_update %w1, %dw1 lr 0.1 : {t(H, f)}",
         f"%b1n = ref.sgd_update %b1, %db1 lr 0.1 : {t(f)}",
@@ -244,6 +246,13 @@ reduced output contains the bias tp times."""),
 BUG (TP=4): the row-parallel all_reduce averages instead of summing."""),
           {"verdict": "violated", "kind": "reduction", "at": "%y_pre"}, ref_tp4,
           tp_plan(2, 4, 8, 4, "row_allreduce_avg"))
+    write("mlp_dp2_tp2_avg_twice.mlir", comment("""
+BUG: the data-parallel gradient of w2 is averaged twice: divided by dp locally, then
+all-reduced with "avg" (the loss is already a mean over the global batch). Divided by
+dp, the local gradients are partial sums, so the report asks for "sum" at the
+all_reduce -- or, equally, for dropping the division."""),
+          {"verdict": "violated", "kind": "reduction", "at": "%dw2"}, ref_dp,
+          dp_tp_plan(4, 4, 4, 2, 2, "dp_avg_twice"))
     write("mlp_dp2_tp2_grad_sum.mlir", comment("""
 BUG: the data-parallel gradient of w2 is reduced by sum, but the loss is a mean over
 the global batch, so each rank's local-mean gradient must be averaged: w2 moves dp

@@ -317,8 +317,106 @@ tokens (padding).""", {"verdict": "violated", "kind": "reduction", "at": "%local
           plan("mean_of_means"))
 
 
+def sp_reduce_scatter_specs():
+    """Megatron SP on sequence-first activations [S, B, H]: the row-parallel output is
+    reduce-scattered along the sequence dimension (0). With S == B, scattering along the
+    batch dimension instead type-checks and is wrong."""
+    S, Bt, H, F = 2, 2, 4, 4
+    ins = [("x", [S, Bt, H]), ("w1", [H, F]), ("w2", [F, H])]
+    r = Func()
+    for n, s_ in ins:
+        r.arg(n, s_)
+    r.reshape("x2d", "x", [S * Bt, H])
+    r.matmul("h", "x2d", "w1")
+    r.unary("gelu", "a", "h")
+    r.matmul("y2d", "a", "w2")
+    r.reshape("y", "y2d", [S, Bt, H])
+    r.binary("add", "out", "x", "y")
+    ref = reference_func(r, ins, [("out", "out")])
+
+    def plan(dim):
+        f = Func({"tp": 2})
+        pins = [("x", "x", lay("tp", "_", "_"), [S // 2, Bt, H]),
+                ("w1", "w1", lay("_", "tp"), [H, F // 2]), ("w2", "w2", lay("tp", "_"), [F // 2, H])]
+        for n, _, _, s_ in pins:
+            f.arg(n, s_)
+        f.all_gather("x_full", "x", ["tp"], 0)
+        f.reshape("x2d", "x_full", [S * Bt, H])
+        f.matmul("h", "x2d", "w1")
+        f.unary("gelu", "a", "h")
+        f.matmul("y2d_p", "a", "w2")
+        f.reshape("y_p", "y2d_p", [S, Bt, H])
+        if dim == 0:
+            f.reduce_scatter("y", "y_p", ["tp"], 0, "sum")
+        else:
+            f.comment("BUG: the buffer is flattened batch-first before the reduce_scatter, so")
+            f.comment("ranks receive halves of the batch, not of the sequence.")
+            f.transpose("y_bsh", "y_p", [1, 0, 2])
+            f.reshape("y_flat", "y_bsh", [S * Bt, H])
+            f.reduce_scatter("y_rs", "y_flat", ["tp"], 0, "sum")
+            f.reshape("y", "y_rs", [S // 2, Bt, H])
+        f.binary("add", "out", "x", "y")
+        return plan_func(f, {"tp": 2}, pins, [("out", "out", lay("tp", "_", "_"))])
+
+    write("sp2_sbh_reduce_scatter.mlir", """
+Megatron sequence parallelism on sequence-first activations [S, B, H] (tp=2): all_gather
+along the sequence before the tensor-parallel MLP, reduce_scatter along the sequence
+after it.""", {"verdict": "verified"}, ref, plan(0))
+    write("sp2_sbh_reduce_scatter_wrong_dim.mlir", """
+BUG: the reduce_scatter after the row-parallel linear scatters along the batch
+dimension instead of the sequence dimension: the buffer is flattened batch-first, and
+the reshape afterwards hides the mistake from the type system.""",
+          {"verdict": "violated", "kind": "sharding", "at": "%y_bsh"}, ref, plan(1))
+
+
+def zero2_specs():
+    """ZeRO-2-style flat gradient buffers under data parallelism: the gradient is
+    flattened in the parameter's logical row-major order, reduce-scattered, and each rank
+    updates its contiguous shard of the flat parameter."""
+    R, C, Bt = 4, 4, 4
+    ins = [("x", [Bt, R]), ("dy", [Bt, C]), ("w", [R, C])]
+    r = Func()
+    for n, s_ in ins:
+        r.arg(n, s_)
+    r.matmul("dw", "x", "dy", 0, 0)
+    r.emit("w_next", f"ref.sgd_update %w, %dw lr 0.1 : {r.t('w')}", [R, C])
+    ref = reference_func(r, ins, [("w_next", "w_next")])
+
+    def plan(bug=None):
+        f = Func({"dp": 2})
+        pins = [("x", "x", lay("dp", "_"), [Bt // 2, R]), ("dy", "dy", lay("dp", "_"), [Bt // 2, C]),
+                ("w", "w", lay("dp", "_"), [R // 2, C])]
+        for n, _, _, s_ in pins:
+            f.arg(n, s_)
+        f.comment("Local batch: a partial sum over dp.")
+        f.matmul("dw_local", "x", "dy", 0, 0)
+        src = "dw_local"
+        if bug == "transposed":
+            f.comment("BUG: the gradient arrives transposed (a non-contiguous view) and is")
+            f.comment("flattened in memory order, so the flat shards hold the wrong elements.")
+            f.transpose("dw_t", "dw_local", [1, 0])
+            src = "dw_t"
+        f.reshape("dw_flat", src, [R * C])
+        f.reduce_scatter("dw_shard", "dw_flat", ["dp"], 0, "sum")
+        f.reshape("dw_rows", "dw_shard", [R // 2, C])
+        f.emit("w_next", f"ref.sgd_update %w, %dw_rows lr 0.1 : {f.t('w')}", [R // 2, C])
+        return plan_func(f, {"dp": 2}, pins, [("w_next", "w_next", lay("dp", "_"))])
+
+    write("zero2_flat_grad.mlir", """
+ZeRO-2-style gradient reduction (dp=2): the weight gradient is flattened, reduce-
+scattered over dp, and each rank updates its contiguous rows of the parameter.""",
+          {"verdict": "verified"}, ref, plan())
+    write("zero2_flat_grad_transposed.mlir", """
+BUG: the gradient is a transposed (non-contiguous) view when it is flattened for the
+reduce-scatter, so the reduction runs in the wrong element order and each rank's shard
+holds elements of other rows.""", {"verdict": "violated", "kind": "sharding", "at": "%dw_t"},
+          ref, plan("transposed"))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    sp_reduce_scatter_specs()
+    zero2_specs()
     c = dict(BASE)
     ref = reference(c)
     ok = {"verdict": "verified"}

@@ -66,6 +66,7 @@ private:
   Relation relationOf(Value v);
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
   void explainOp(Operation *op, Violation &viol);
+  bool fixedByReducing(Operation *op, unsigned operand, const Relation &in);
   void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);
   void addCounterexample(const Failure &f, Violation &viol);
   std::string opName(Operation *op) {
@@ -224,6 +225,33 @@ Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
   return op;
 }
 
+/// Would `op` compute a correct value (an exact relation to some reference value) if
+/// its partial operand `operand` were reduced first?
+bool Engine::fixedByReducing(Operation *op, unsigned operand, const Relation &in) {
+  if (!isa<ref::RefDialect>(op->getDialect()))
+    return false;
+  try {
+    const std::vector<SymTensor> &partial = planTrace.values[op->getOperand(operand)];
+    std::vector<SymTensor> complete = partial;
+    for (int64_t r = 0; r < (int64_t)partial.size(); ++r)
+      for (int64_t l = 0; l < (int64_t)partial[r].data.size(); ++l)
+        if (!gatherElement(pool, mesh, in.layout, partial, r, l, complete[r].data[l]))
+          return false;
+    SymbolicDomain d{pool};
+    std::vector<SymTensor> results(partial.size());
+    for (int64_t r = 0; r < (int64_t)partial.size(); ++r) {
+      std::vector<const SymTensor *> ins;
+      for (unsigned j = 0; j < op->getNumOperands(); ++j)
+        ins.push_back(j == operand ? &complete[r] : &planTrace.values[op->getOperand(j)][r]);
+      if (!evalRefOp(d, op, ins, results[r]).empty())
+        return false;
+    }
+    return finder->find(results).exact();
+  } catch (const NumericLimit &) {
+    return false;
+  }
+}
+
 void Engine::explainOp(Operation *op, Violation &viol) {
   std::string name = op->getName().getStringRef().str();
   Relation res = relationOf(op->getResult(0));
@@ -272,21 +300,24 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                    "operand is not split the way this op assumes";
     return;
   }
-  // A rank-local compute op.
+  // A rank-local compute op. A partial operand is the fault when reducing it first
+  // would have made this op's result right (a counterfactual evaluation): gelu of a
+  // partial sum, a bias added on every rank, a max shift taken before the max
+  // all-reduce. Partial values that flow through linear or layout ops are fine.
   for (unsigned i = 0; i < op->getNumOperands(); ++i) {
     Relation in = relationOf(op->getOperand(i));
-    if (!in.exact() || !in.layout.isPartial())
+    if (!in.exact() || !in.layout.isPartial() || !fixedByReducing(op, i, in))
       continue;
     std::vector<int> pa = in.layout.partialAxes();
-    std::string pk = reduceKindName(in.layout.partial[0].second);
+    ReduceKind kind = in.layout.partial[0].second;
+    std::string pk = reduceKindName(kind);
+    bool additive = isa<ref::BiasAddOp, ref::AddOp, ref::SubOp>(op) && kind == ReduceKind::Sum;
     viol.kind = "reduction";
-    bool additive = isa<ref::BiasAddOp, ref::AddOp, ref::SubOp>(op);
     viol.message = head + "operand #" + std::to_string(i) + " `" + spec.nameOf(op->getOperand(i)) +
                    "` is still partial-" + pk + " over " + axesStr(mesh, pa) +
-                   (additive && pk == "sum"
-                        ? ", and adding a complete operand to it on every rank counts "
-                          "that operand " + std::to_string(mesh.groupSize(pa)) + " times"
-                        : ", but " + name + " needs its complete value") +
+                   (additive ? ", and adding a complete operand to it on every rank counts "
+                               "that operand " + std::to_string(mesh.groupSize(pa)) + " times"
+                             : ", but " + name + " needs its complete value") +
                    "; reduce it first (dist.all_reduce \"" + pk + "\" over " +
                    axesStr(mesh, pa) + ")";
     return;
