@@ -26,19 +26,35 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import gen_mlp_specs  # noqa: E402
 
 
+def run_once(path):
+    """One run in a child process; returns (report, wall ms)."""
+    start = time.perf_counter()
+    out = subprocess.run([PLANPROOF, "verify", "--format", "json", path],
+                         capture_output=True, text=True).stdout
+    return json.loads(out), (time.perf_counter() - start) * 1000
+
+
+def peak_rss_mib(path):
+    """Peak resident memory of one run, from the kernel's accounting of the child."""
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.execv(PLANPROOF, [PLANPROOF, "verify", path])
+    _, _, usage = os.wait4(pid, 0)
+    return usage.ru_maxrss / 1024.0
+
+
 def measure(path, runs):
     engine, wall = [], []
-    verdict = None
+    report = None
     for _ in range(runs):
-        start = time.perf_counter()
-        out = subprocess.run([PLANPROOF, "verify", "--format", "json", path],
-                             capture_output=True, text=True)
-        wall.append((time.perf_counter() - start) * 1000)
-        report = json.loads(out.stdout)
+        report, ms = run_once(path)
         engine.append(report["stats"]["milliseconds"])
-        verdict = report["verdict"]
-        stats = report["stats"]
-    return statistics.median(engine), statistics.median(wall), verdict, stats
+        wall.append(ms)
+    return (statistics.median(engine), statistics.median(wall), report["verdict"],
+            report["stats"], peak_rss_mib(path))
 
 
 def sweep_specs(tmp):
@@ -64,16 +80,17 @@ def main():
     args = ap.parse_args()
     lines = [f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
              f"runs per spec: {args.runs} (medians)", "",
-             "| spec | verdict | ranks | obligations | engine ms | process ms |",
-             "|---|---|---|---|---|---|"]
+             "| spec | verdict | ranks | obligations | solver | expression terms | engine ms | process ms | peak MiB |",
+             "|---|---|---|---|---|---|---|---|---|"]
     specs = sorted(glob.glob(os.path.join(ROOT, "verify-specs", "**", "*.mlir"), recursive=True) +
                    glob.glob(os.path.join(ROOT, "verify-specs", "**", "*.json"), recursive=True))
     with tempfile.TemporaryDirectory() as tmp:
         for path in specs + sweep_specs(tmp):
-            eng, wall, verdict, st = measure(path, args.runs)
+            eng, wall, verdict, st, rss = measure(path, args.runs)
             name = os.path.relpath(path, ROOT) if path.startswith(ROOT) else os.path.basename(path)
             lines.append(f"| {name} | {verdict} | {st['ranks']} | {st['obligations']} | "
-                         f"{eng:.2f} | {wall:.1f} |")
+                         f"{st['solver_queries']} | {st['expression_terms']} | {eng:.1f} | "
+                         f"{wall:.1f} | {rss:.0f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
