@@ -63,6 +63,21 @@ def reference(B, H, F, with_dx):
 """
 
 
+def reference_autodiff(B, H, F, with_dx):
+    """The same step with the backward pass derived by planproof (ref.grad)."""
+    text = reference(B, H, F, with_dx)
+    start = text.index("    %dy = ref.mse_loss_grad")
+    end = text.index("    %w1n = ref.sgd_update")
+    wrt = ["x", "w1", "b1", "w2", "b2"] if with_dx else ["w1", "b1", "w2", "b2"]
+    types = {"x": t(B, H), "w1": t(H, F), "b1": t(F), "w2": t(F, H), "b2": t(H)}
+    grads = ", ".join("%d" + w for w in wrt)
+    derived = (f"    // The backward pass is derived: planproof differentiates the loss.\n"
+               f"    {grads} = ref.grad %loss wrt {', '.join('%' + w for w in wrt)}\n"
+               f"        : {t()}, {', '.join(types[w] for w in wrt)}\n"
+               f"        -> {', '.join(types[w] for w in wrt)}\n")
+    return text[:start] + derived + text[end:]
+
+
 def tp_plan(B, H, F, tp, bug=None):
     """Megatron TP on mesh [tp]: column-parallel w1/b1, row-parallel w2."""
     f = F // tp
@@ -246,6 +261,16 @@ reduced output contains the bias tp times."""),
 BUG (TP=4): the row-parallel all_reduce averages instead of summing."""),
           {"verdict": "violated", "kind": "reduction", "at": "%y_pre"}, ref_tp4,
           tp_plan(2, 4, 8, 4, "row_allreduce_avg"))
+    write("mlp_tp2_autodiff.mlir", comment("""
+The TP=2 MLP plan checked against a reference that gives only the forward pass and
+the loss: planproof derives the reference gradients (ref.grad) and proves the plan's
+hand-written parallel backward pass equal to them."""), ok, reference_autodiff(2, 4, 4, True),
+          tp_plan(2, 4, 4, 2))
+    write("mlp_dp2_tp2_autodiff_grad_sum.mlir", comment("""
+BUG (against a derived reference backward pass): the data-parallel gradient of w2 is
+reduced by sum where the loss is a mean over the global batch."""),
+          {"verdict": "violated", "kind": "reduction", "at": "%dw2"}, reference_autodiff(4, 4, 4, False),
+          dp_tp_plan(4, 4, 4, 2, 2, "dp_grad_sum"))
     write("mlp_dp2_tp2_avg_twice.mlir", comment("""
 BUG: the data-parallel gradient of w2 is averaged twice: divided by dp locally, then
 all-reduced with "avg" (the loss is already a mean over the global batch). Divided by

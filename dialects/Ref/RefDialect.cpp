@@ -325,3 +325,13 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<L
   out.push_back(f32Tensor(ctx, {}));
   return success();
 }
+
+LogicalResult GradOp::verify() {
+  if (getLoss().getType().getRank() != 0)
+    return emitOpError() << "needs a 0-D loss, got " << getLoss().getType();
+  if (getWrt().empty())
+    return emitOpError() << "needs at least one value to differentiate with respect to";
+  if (getGrads().getTypes() != getWrt().getTypes())
+    return emitOpError() << "must have one result per 'wrt' value, of the same type";
+  return success();
+}

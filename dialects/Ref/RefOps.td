@@ -452,4 +452,35 @@ def Ref_CrossEntropyOp : Ref_Op<"cross_entropy", [AllTypesMatch<["logits", "labe
   let assemblyFormat = "$logits `,` $labels `,` $mask attr-dict `:` type($logits) `,` type($mask)";
 }
 
+//===----------------------------------------------------------------------===//
+// Automatic differentiation
+//===----------------------------------------------------------------------===//
+
+def Ref_GradOp : Op<Ref_Dialect, "grad", [Pure]> {
+  let summary = "gradients of a scalar loss, derived automatically";
+  let description = [{
+    The gradients of the 0-D `loss` with respect to each value in `wrt` (inputs or
+    intermediates computed before this op), one result per `wrt` value, of the same
+    type. A reference written with `ref.grad` gives only its forward pass and loss;
+    planproof derives the single-device backward pass (`planproof-opt
+    --ref-expand-grad` shows it) by reverse-mode differentiation over the ref ops, and
+    checks the plan's own backward pass against it. Ops without a derivative rule make
+    the spec *inconclusive*.
+
+    ```mlir
+    %dw1, %db1 = ref.grad %loss wrt %w1, %b1
+        : tensor<f32>, tensor<4x4xf32>, tensor<4xf32> -> tensor<4x4xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$loss, Variadic<PP_F32RankedTensor>:$wrt);
+  let results = (outs Variadic<PP_F32RankedTensor>:$grads);
+  let assemblyFormat = "$loss `wrt` $wrt attr-dict `:` type($loss) `,` type($wrt) `->` type($grads)";
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$loss, "::mlir::ValueRange":$wrt), [{
+    $_state.addOperands(loss);
+    $_state.addOperands(wrt);
+    $_state.addTypes(wrt.getTypes());
+  }]>];
+}
+
 #endif // PLANPROOF_REF_OPS

@@ -446,6 +446,11 @@ VerifyResult Engine::run() {
     result.stats.referenceOps += !isa<func::ReturnOp>(op);
   for (Operation &op : spec.plan.getBody().front())
     result.stats.planOps += !isa<func::ReturnOp>(op);
+  if (!spec.undecidable.empty()) {
+    result.inconclusiveReasons.push_back({spec.undecidableAt, spec.undecidable});
+    result.verdict = Verdict::Inconclusive;
+    return std::move(result);
+  }
   try {
     if (execute()) {
       buildRefValues();

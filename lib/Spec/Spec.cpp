@@ -9,6 +9,7 @@
 
 #include "Import/JsonImport.h"
 #include "Ref/RefDialect.h"
+#include "Transforms/Autodiff.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/AsmParser/AsmParserState.h"
@@ -343,5 +344,20 @@ struct Checker {
 } // namespace
 
 bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
+  // Derive the reference backward pass where the reference asks for it (ref.grad).
+  for (auto &m : spec.modules) {
+    std::string why;
+    Location where = m->getLoc();
+    if (failed(expandGradOps(*m, why, where))) {
+      spec.undecidable = why;
+      spec.undecidableAt = toSourceLoc(where);
+      break;
+    }
+    if (failed(verify(*m))) {
+      spec.undecidable = "internal error: the derived backward pass does not verify";
+      spec.undecidableAt = toSourceLoc(where);
+      break;
+    }
+  }
   return Checker{spec, errors}.run();
 }

@@ -71,6 +71,10 @@ struct Spec {
   /// Source lines of each loaded file, for diagnostic snippets.
   std::map<std::string, std::vector<std::string>> sources;
   Expectation expect;
+  /// Set when the spec is well-formed but cannot be decided as written (an op on a
+  /// differentiated path has no derivative rule): the verdict is then *inconclusive*.
+  std::string undecidable;
+  SourceLoc undecidableAt;
 
   std::string nameOf(mlir::Value v) const;
   std::string snippet(const SourceLoc &loc) const;

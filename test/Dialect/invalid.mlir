@@ -226,3 +226,19 @@ func.func @ce_mask(%a: tensor<2x4xf32>, %m: tensor<3xf32>) {
 func.func @segments_unsplit(%a: tensor<6x4xf32> {dist.layout = #dist.layout<[_ in 3, tp]>}) {
   return
 }
+
+// -----
+
+func.func @grad_not_scalar(%x: tensor<2xf32>) {
+  // expected-error @+1 {{needs a 0-D loss, got 'tensor<2xf32>'}}
+  %g = ref.grad %x wrt %x : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @grad_types(%x: tensor<2xf32>, %l: tensor<f32>) {
+  // expected-error @+1 {{must have one result per 'wrt' value, of the same type}}
+  %g = ref.grad %l wrt %x : tensor<f32>, tensor<2xf32> -> tensor<3xf32>
+  return
+}

@@ -84,3 +84,11 @@ func.func @transformer_ops(%x: tensor<2x4xf32>, %v: tensor<4xf32>, %q: tensor<2x
   %21 = ref.cross_entropy %x, %lab, %m : tensor<2x4xf32>, tensor<2xf32>
   return
 }
+
+// CHECK-LABEL: func.func @grad
+func.func @grad(%x: tensor<2x4xf32>, %w: tensor<4xf32>) {
+  %l = ref.mse_loss %x, %x : tensor<2x4xf32>
+  // CHECK: ref.grad %{{.*}} wrt %{{.*}}, %{{.*}} : tensor<f32>, tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>, tensor<4xf32>
+  %g:2 = ref.grad %l wrt %x, %w : tensor<f32>, tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>, tensor<4xf32>
+  return
+}

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
+#include "Transforms/Autodiff.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,6 +17,7 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  planproof::registerAutodiffPasses();
   mlir::DialectRegistry registry;
   registry.insert<planproof::ref::RefDialect, planproof::dist::DistDialect,
                   mlir::func::FuncDialect, mlir::arith::ArithDialect,

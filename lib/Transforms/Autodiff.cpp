@@ -1,0 +1,363 @@
+//===- Autodiff.cpp - deriving the reference backward pass ------*- C++ -*-===//
+//
+// For `%g... = ref.grad %loss wrt %w...`: mark the values that depend on some `w`
+// (active), walk the ops before the grad op in reverse, and for every active operand of
+// an op whose result has an adjoint, add that operand's vector-Jacobian product. Only
+// active operands get adjoints, so labels, masks and position tables are never
+// differentiated. Ops whose derivative is not defined here (max, maximum, layer_norm)
+// fail with their location: a wrong derivative rule would make proofs unsound.
+//
+//===----------------------------------------------------------------------===//
+#include "Transforms/Autodiff.h"
+
+#include "Ref/RefDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace planproof;
+using namespace planproof::ref;
+
+namespace {
+
+class Differentiator {
+public:
+  Differentiator(GradOp grad) : grad(grad), b(grad), loc(grad.getLoc()) {}
+
+  LogicalResult run(std::string &why, Location &where);
+
+private:
+  RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+  Value constant(RankedTensorType t, double v) {
+    return ConstantOp::create(b, loc, t, b.getF64FloatAttr(v));
+  }
+  Value scale(Value v, double f) { return ScaleOp::create(b, loc, v, llvm::APFloat(f)); }
+  Value add(Value a, Value c) { return AddOp::create(b, loc, a, c); }
+  Value sub(Value a, Value c) { return SubOp::create(b, loc, a, c); }
+  Value mul(Value a, Value c) { return MulOp::create(b, loc, a, c); }
+  Value div(Value a, Value c) { return DivOp::create(b, loc, a, c); }
+  Value reduceSum(Value v, ArrayRef<int64_t> dims) {
+    if (dims.empty())
+      return v;
+    return ReduceSumOp::create(b, loc, v, SmallVector<int64_t>(dims));
+  }
+  /// Broadcasts `v` (whose dims are `dims` of `to`) to the type `to`.
+  Value broadcast(Value v, ArrayRef<int64_t> dims, RankedTensorType to) {
+    if (typeOf(v) == to)
+      return v;
+    return BroadcastOp::create(b, loc, to, v, dims);
+  }
+  /// Broadcasts `v` over the leading dimensions of `to` (v matches its trailing dims).
+  Value broadcastTrailing(Value v, RankedTensorType to) {
+    SmallVector<int64_t> dims;
+    for (int64_t d = to.getRank() - typeOf(v).getRank(); d < to.getRank(); ++d)
+      dims.push_back(d);
+    return broadcast(v, dims, to);
+  }
+  /// Sums `v` over the last dimension and broadcasts the sums back over it.
+  Value rowSumBroadcast(Value v) {
+    auto t = typeOf(v);
+    Value s = reduceSum(v, SmallVector<int64_t>{t.getRank() - 1});
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d + 1 < t.getRank(); ++d)
+      dims.push_back(d);
+    return broadcast(s, dims, t);
+  }
+
+  void accumulate(Value v, Value contribution) {
+    auto it = adjoint.find(v);
+    if (it == adjoint.end())
+      adjoint[v] = contribution;
+    else
+      it->second = add(it->second, contribution);
+  }
+  /// Adds the vector-Jacobian products of `op` for its active operands.
+  LogicalResult backprop(Operation *op, Value g);
+
+  GradOp grad;
+  OpBuilder b;
+  Location loc;
+  llvm::DenseSet<Value> active;
+  llvm::DenseMap<Value, Value> adjoint;
+};
+
+LogicalResult Differentiator::backprop(Operation *op, Value g) {
+  auto isActive = [&](unsigned i) { return active.contains(op->getOperand(i)); };
+  auto give = [&](unsigned i, llvm::function_ref<Value()> make) {
+    if (isActive(i))
+      accumulate(op->getOperand(i), make());
+  };
+  Value res = op->getResult(0);
+  if (isa<AddOp>(op)) {
+    give(0, [&] { return g; });
+    give(1, [&] { return g; });
+  } else if (isa<SubOp>(op)) {
+    give(0, [&] { return g; });
+    give(1, [&] { return scale(g, -1); });
+  } else if (isa<MulOp>(op)) {
+    give(0, [&] { return mul(g, op->getOperand(1)); });
+    give(1, [&] { return mul(g, op->getOperand(0)); });
+  } else if (isa<DivOp>(op)) {
+    give(0, [&] { return div(g, op->getOperand(1)); });
+    give(1, [&] { return scale(div(mul(g, res), op->getOperand(1)), -1); });
+  } else if (auto s = dyn_cast<ScaleOp>(op)) {
+    give(0, [&] { return ScaleOp::create(b, loc, g, s.getFactorAttr().getValue()); });
+  } else if (auto m = dyn_cast<MatmulOp>(op)) {
+    int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
+    Value lhs = m.getLhs(), rhs = m.getRhs();
+    // g is [free(lhs), free(rhs)].
+    give(0, [&]() -> Value {
+      if (ld == 1) // lhs [I, K]: g [I, J] . rhs over J
+        return MatmulOp::create(b, loc, g, rhs, 1, rd == 0 ? 1 : 0);
+      return MatmulOp::create(b, loc, rhs, g, rd == 0 ? 1 : 0, 1); // lhs [K, I]
+    });
+    give(1, [&]() -> Value {
+      if (rd == 0) // rhs [K, J]: lhs over I . g over I
+        return MatmulOp::create(b, loc, lhs, g, 1 - ld, 0);
+      return MatmulOp::create(b, loc, g, lhs, 0, 1 - ld); // rhs [J, K]
+    });
+  } else if (auto m = dyn_cast<BatchMatmulOp>(op)) {
+    int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
+    Value lhs = m.getLhs(), rhs = m.getRhs();
+    give(0, [&]() -> Value {
+      if (ld == 2)
+        return BatchMatmulOp::create(b, loc, g, rhs, 2, rd == 1 ? 2 : 1);
+      return BatchMatmulOp::create(b, loc, rhs, g, rd == 1 ? 2 : 1, 2);
+    });
+    give(1, [&]() -> Value {
+      if (rd == 1)
+        return BatchMatmulOp::create(b, loc, lhs, g, 3 - ld, 1);
+      return BatchMatmulOp::create(b, loc, g, lhs, 1, 3 - ld);
+    });
+  } else if (isa<BiasAddOp>(op)) {
+    give(0, [&] { return g; });
+    give(1, [&] {
+      SmallVector<int64_t> lead;
+      for (int64_t d = 0; d + 1 < typeOf(g).getRank(); ++d)
+        lead.push_back(d);
+      return reduceSum(g, lead);
+    });
+  } else if (isa<GeluOp>(op)) {
+    give(0, [&] { return GeluGradOp::create(b, loc, op->getOperand(0), g); });
+  } else if (isa<SiluOp>(op)) {
+    give(0, [&] { return SiluGradOp::create(b, loc, op->getOperand(0), g); });
+  } else if (isa<ExpOp>(op)) {
+    give(0, [&] { return mul(g, res); });
+  } else if (isa<LogOp>(op)) {
+    give(0, [&] { return div(g, op->getOperand(0)); });
+  } else if (isa<RecipOp>(op)) {
+    give(0, [&] { return scale(mul(g, mul(res, res)), -1); });
+  } else if (isa<RsqrtOp>(op)) {
+    give(0, [&] { return scale(mul(g, mul(res, mul(res, res))), -0.5); });
+  } else if (auto r = dyn_cast<ReduceSumOp>(op)) {
+    give(0, [&] {
+      SmallVector<int64_t> kept;
+      for (int64_t d = 0; d < typeOf(op->getOperand(0)).getRank(); ++d)
+        if (!llvm::is_contained(r.getDims(), d))
+          kept.push_back(d);
+      return broadcast(g, kept, typeOf(op->getOperand(0)));
+    });
+  } else if (auto r = dyn_cast<ReduceMeanOp>(op)) {
+    give(0, [&] {
+      auto in = typeOf(op->getOperand(0));
+      SmallVector<int64_t> kept;
+      int64_t n = 1;
+      for (int64_t d = 0; d < in.getRank(); ++d) {
+        if (llvm::is_contained(r.getDims(), d))
+          n *= in.getDimSize(d);
+        else
+          kept.push_back(d);
+      }
+      return scale(broadcast(g, kept, in), 1.0 / double(n));
+    });
+  } else if (auto t = dyn_cast<TransposeOp>(op)) {
+    give(0, [&] {
+      SmallVector<int64_t> inverse(t.getPerm().size());
+      for (auto [k, p] : llvm::enumerate(t.getPerm()))
+        inverse[p] = k;
+      return TransposeOp::create(b, loc, g, inverse);
+    });
+  } else if (isa<ReshapeOp>(op)) {
+    give(0, [&] { return ReshapeOp::create(b, loc, typeOf(op->getOperand(0)), g); });
+  } else if (auto br = dyn_cast<BroadcastOp>(op)) {
+    give(0, [&] {
+      SmallVector<int64_t> summed;
+      for (int64_t d = 0; d < typeOf(res).getRank(); ++d)
+        if (!llvm::is_contained(br.getDims(), d))
+          summed.push_back(d);
+      return reduceSum(g, summed);
+    });
+  } else if (auto sl = dyn_cast<SliceOp>(op)) {
+    give(0, [&] {
+      // Pad with zeros back to the operand's shape, one dimension at a time.
+      Value cur = g;
+      auto in = typeOf(op->getOperand(0));
+      for (int64_t d = 0; d < in.getRank(); ++d) {
+        int64_t before = sl.getOffsets()[d], after = in.getDimSize(d) - before - sl.getSizes()[d];
+        SmallVector<Value> parts;
+        auto piece = [&](int64_t n) {
+          SmallVector<int64_t> shape(typeOf(cur).getShape());
+          shape[d] = n;
+          return constant(RankedTensorType::get(shape, in.getElementType()), 0.0);
+        };
+        if (before > 0)
+          parts.push_back(piece(before));
+        parts.push_back(cur);
+        if (after > 0)
+          parts.push_back(piece(after));
+        if (parts.size() > 1)
+          cur = ConcatOp::create(b, loc, parts, d);
+      }
+      return cur;
+    });
+  } else if (auto c = dyn_cast<ConcatOp>(op)) {
+    int64_t dim = c.getDim(), offset = 0;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      auto t = typeOf(op->getOperand(i));
+      give(i, [&] {
+        SmallVector<int64_t> offsets(t.getRank(), 0);
+        offsets[dim] = offset;
+        return SliceOp::create(b, loc, g, offsets, t.getShape());
+      });
+      offset += t.getDimSize(dim);
+    }
+  } else if (isa<MseLossOp>(op)) {
+    auto t = typeOf(op->getOperand(0));
+    Value dpred = mul(broadcast(g, {}, t), MseLossGradOp::create(b, loc, op->getOperand(0),
+                                                                 op->getOperand(1)));
+    give(0, [&] { return dpred; });
+    give(1, [&] { return scale(dpred, -1); });
+  } else if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
+    // dx = y * (g - rowsum(g * y)); masked entries have y = 0.
+    give(0, [&] { return mul(res, sub(g, rowSumBroadcast(mul(g, res)))); });
+  } else if (auto n = dyn_cast<RmsNormOp>(op)) {
+    // y = x * r * w with r = rsqrt(mean(x^2) + eps) per row:
+    // dw = sum_rows(g * x * r);  dx = r * (g w) - x * r^3 * mean(g w x).
+    Value x = n.getInput(), w = n.getWeight();
+    auto xt = typeOf(x);
+    int64_t width = xt.getShape().back();
+    Value ones = constant(typeOf(w), 1.0);
+    Value xhat = RmsNormOp::create(b, loc, x, ones, n.getEpsAttr().getValue()); // x * r
+    give(1, [&] {
+      SmallVector<int64_t> rows;
+      for (int64_t d = 0; d + 1 < xt.getRank(); ++d)
+        rows.push_back(d);
+      return reduceSum(mul(g, xhat), rows);
+    });
+    give(0, [&] {
+      Value gw = mul(g, broadcastTrailing(w, xt));
+      // r broadcast: xhat / x is not usable at x = 0, so rebuild r from its definition.
+      SmallVector<int64_t> rows;
+      for (int64_t d = 0; d + 1 < xt.getRank(); ++d)
+        rows.push_back(d);
+      SmallVector<int64_t> last{xt.getRank() - 1};
+      Value ms = ReduceMeanOp::create(b, loc, mul(x, x), last);
+      Value r = RsqrtOp::create(b, loc, add(ms, constant(typeOf(ms), n.getEps().convertToDouble())));
+      Value rb = broadcast(r, rows, xt);
+      Value meanGwx = scale(rowSumBroadcast(mul(gw, x)), 1.0 / double(width));
+      return sub(mul(rb, gw), mul(mul(x, mul(rb, mul(rb, rb))), meanGwx));
+    });
+  } else if (auto ro = dyn_cast<RotaryOp>(op)) {
+    // y = x * cos + R(x) * sin with R^T = -R:  dx = g * cos - R(g * sin), and
+    // R(z) = rotary(z, 0, 1).
+    give(0, [&] {
+      auto xt = typeOf(ro.getInput());
+      Value cosB = broadcastTrailing(ro.getCos(), xt), sinB = broadcastTrailing(ro.getSin(), xt);
+      Value zeros = constant(typeOf(ro.getCos()), 0.0), ones = constant(typeOf(ro.getCos()), 1.0);
+      Value rotated = RotaryOp::create(b, loc, mul(g, sinB), zeros, ones);
+      return sub(mul(g, cosB), rotated);
+    });
+  } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+    // d logits[t] = g * mask[t] / sum(mask) * (softmax(logits[t]) - labels[t]).
+    if (isActive(1) || isActive(2))
+      return failure(); // only the logits are differentiable here
+    give(0, [&] {
+      auto lt = typeOf(ce.getLogits());
+      auto mt = typeOf(ce.getMask());
+      Value tokens = reduceSum(ce.getMask(), {0});
+      Value weight = div(mul(broadcast(g, {}, mt), ce.getMask()), broadcast(tokens, {}, mt));
+      Value probs = SoftmaxOp::create(b, loc, ce.getLogits());
+      return mul(broadcast(weight, {0}, lt), sub(probs, ce.getLabels()));
+    });
+  } else if (isa<ConstantOp>(op)) {
+    // No operands.
+  } else {
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult Differentiator::run(std::string &why, Location &where) {
+  Block *block = grad->getBlock();
+  for (Value w : grad.getWrt())
+    active.insert(w);
+  // Forward: everything computed from a `wrt` value before the grad op is active.
+  SmallVector<Operation *> ops;
+  for (Operation &op : *block) {
+    if (&op == grad.getOperation())
+      break;
+    ops.push_back(&op);
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
+      for (Value r : op.getResults())
+        active.insert(r);
+  }
+  Value loss = grad.getLoss();
+  if (active.contains(loss))
+    adjoint[loss] = constant(typeOf(loss), 1.0);
+  for (Operation *op : llvm::reverse(ops)) {
+    if (op->getNumResults() != 1 || !active.contains(op->getResult(0)))
+      continue;
+    auto it = adjoint.find(op->getResult(0));
+    if (it == adjoint.end())
+      continue;
+    if (!isa<RefDialect>(op->getDialect()) || failed(backprop(op, it->second))) {
+      why = "autodiff: no derivative rule for '" + op->getName().getStringRef().str() + "'";
+      where = op->getLoc();
+      return failure();
+    }
+  }
+  SmallVector<Value> results;
+  for (Value w : grad.getWrt()) {
+    auto it = adjoint.find(w);
+    results.push_back(it != adjoint.end() ? it->second : constant(typeOf(w), 0.0));
+  }
+  grad->replaceAllUsesWith(results);
+  grad->erase();
+  return success();
+}
+
+struct ExpandGradPass : PassWrapper<ExpandGradPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExpandGradPass)
+  StringRef getArgument() const override { return "ref-expand-grad"; }
+  StringRef getDescription() const override {
+    return "Replace ref.grad ops by the derived backward pass";
+  }
+  void runOnOperation() override {
+    std::string why;
+    Location where = getOperation().getLoc();
+    if (failed(expandGradOps(getOperation(), why, where))) {
+      emitError(where) << why;
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Location &where) {
+  SmallVector<GradOp> grads;
+  root->walk([&](GradOp g) { grads.push_back(g); });
+  for (GradOp g : grads)
+    if (failed(Differentiator(g).run(why, where)))
+      return failure();
+  return success();
+}
+
+std::unique_ptr<Pass> planproof::createExpandGradPass() {
+  return std::make_unique<ExpandGradPass>();
+}
+
+void planproof::registerAutodiffPasses() { PassRegistration<ExpandGradPass>(); }
