@@ -183,6 +183,7 @@ void Engine::checkCoverage() {
                 "`: no plan result carries dist.value = \"" + name + "\"";
     v.notes.push_back("every value the reference step returns (loss, gradients, updated "
                       "parameters and state) must be returned by the plan with its layout");
+    v.hint = "return `" + name + "` from the plan function with dist.value = \"" + name + "\"";
     result.violations.push_back(std::move(v));
   }
 }
@@ -272,13 +273,17 @@ void Engine::explainOp(Operation *op, Violation &viol) {
       if (a1 != a2) {
         viol.message = head + "reduces over " + axesStr(mesh, axes) +
                        ", but its operand is partial over " + axesStr(mesh, pa);
+        viol.hint = "reduce over " + axesStr(mesh, pa) + " instead of " + axesStr(mesh, axes);
       } else if (kind != pk) {
         viol.message = head + "expected reduction \"" + pk + "\" over " + axesStr(mesh, pa) +
                        " (the operand is partial-" + pk + "), found \"" + kind + "\"";
+        viol.hint = "use \"" + pk + "\" instead of \"" + kind + "\" in this " + name;
       } else {
         viol.kind = "sharding";
         viol.message = head + "the reduction matches the operand, but the result's block of "
                               "the scattered dimension is not the reference's";
+        viol.hint = "scatter the dimension that the consumers (and the result's layout) "
+                    "expect to be split";
       }
       return;
     }
@@ -288,6 +293,7 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                      "); reducing it with \"" + kind + "\" over " + axesStr(mesh, axes) +
                      (kind == "sum" ? " multiplies it by " + std::to_string(mesh.groupSize(axes))
                                     : " changes it");
+      viol.hint = "remove this " + name + ": its operand is already complete";
       return;
     }
     viol.kind = "reduction";
@@ -298,6 +304,7 @@ void Engine::explainOp(Operation *op, Violation &viol) {
     viol.kind = "sharding";
     viol.message = head + "its result matches no reference value under any layout: the " +
                    "operand is not split the way this op assumes";
+    viol.hint = "check which dimension and mesh axes the operand is split on";
     return;
   }
   // A rank-local compute op. A partial operand is the fault when reducing it first
@@ -320,6 +327,8 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                              : ", but " + name + " needs its complete value") +
                    "; reduce it first (dist.all_reduce \"" + pk + "\" over " +
                    axesStr(mesh, pa) + ")";
+    viol.hint = "insert dist.all_reduce \"" + pk + "\" over " + axesStr(mesh, pa) +
+                " on `" + spec.nameOf(op->getOperand(i)) + "` before this op";
     return;
   }
   if (res.related()) {
@@ -327,11 +336,14 @@ void Engine::explainOp(Operation *op, Violation &viol) {
     viol.message = head + "its result is " + res.scale.str() + " times `" +
                    refValues[res.ref].name + "` (" + res.layout.str(mesh) +
                    "): the scaling is wrong";
+    viol.hint = "remove the extra factor " + res.scale.str() + " (multiply by " +
+                (Rational(1) / res.scale).str() + ")";
     return;
   }
   viol.kind = "sharding";
   viol.message = head + "from correct operands it computes a value that matches no reference "
                         "value under any layout";
+  viol.hint = "check which dimension each operand is split on, and the op's attributes";
   if (auto mm = dyn_cast<ref::MatmulOp>(op)) {
     Relation a = relationOf(mm.getLhs()), b = relationOf(mm.getRhs());
     auto dimAxes = [&](const Relation &r, int64_t d) -> std::string {
@@ -356,18 +368,24 @@ void Engine::explainOutput(const Binding &b, Value v, const Relation &actual, Vi
   if (actualName != b.refName) {
     viol.kind = "dataflow";
     viol.message = head + ": the wrong value is returned";
+    viol.hint = "return the value that holds `" + b.refName + "`";
   } else if (actual.layout.isPartial() && !b.layout.isPartial()) {
     std::vector<int> pa = actual.layout.partialAxes();
     std::string pk = reduceKindName(actual.layout.partial[0].second);
     viol.kind = "reduction";
     viol.message = head + ": a reduction is missing (dist.all_reduce \"" + pk + "\" over " +
                    axesStr(mesh, pa) + ")";
+    viol.hint = "insert dist.all_reduce \"" + pk + "\" over " + axesStr(mesh, pa) + " on `" +
+                spec.nameOf(v) + "` before returning it";
   } else if (b.layout.isPartial() && !actual.layout.isPartial()) {
     viol.kind = "reduction";
     viol.message = head + ": gathering it as partial would reduce a complete value";
+    viol.hint = "declare the result with layout '" + actual.layout.str(mesh) + "'";
   } else {
     viol.kind = actual.layout.partial != b.layout.partial ? "reduction" : "sharding";
     viol.message = head;
+    viol.hint = "declare the result with layout '" + actual.layout.str(mesh) +
+                "', or re-lay the value out before returning it";
   }
 }
 

@@ -33,6 +33,7 @@ struct Counterexample {
 struct Violation {
   std::string kind;     // sharding, reduction, rng, grad-norm, loss-normalization, ...
   std::string message;
+  std::string hint;     // a suggested fix, for recognisable cases ("" if none)
   SourceLoc location;
   std::string at;       // SSA name of the plan op the violation points at ("" if none)
   std::string value;    // the reference value(s) concerned

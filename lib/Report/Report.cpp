@@ -55,6 +55,8 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
     out += caret(spec, v.location);
     for (const std::string &n : v.notes)
       out += where(spec, v.location) + ": note: " + n + "\n";
+    if (!v.hint.empty())
+      out += where(spec, v.location) + ": note: fix: " + v.hint + "\n";
     if (v.hasCounterexample) {
       const Counterexample &c = v.counterexample;
       std::string in;
@@ -97,6 +99,7 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
     json j = {{"kind", v.kind},   {"message", v.message},
               {"location", locJson(spec, v.location)},
               {"op", v.at},       {"value", v.value},
+              {"hint", v.hint},
               {"ranks", v.ranks}, {"notes", notes}};
     j["counterexample"] = v.hasCounterexample ? counterexampleJson(v.counterexample) : json();
     violations.push_back(j);
@@ -135,6 +138,8 @@ std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
     std::string text = "[" + v.kind + "] " + v.message;
     for (const std::string &n : v.notes)
       text += "\n" + n;
+    if (!v.hint.empty())
+      text += "\nfix: " + v.hint;
     results.push_back({{"ruleId", "planproof/" + v.kind},
                        {"level", "error"},
                        {"message", {{"text", text}}},
