@@ -413,8 +413,84 @@ holds elements of other rows.""", {"verdict": "violated", "kind": "sharding", "a
           ref, plan("transposed"))
 
 
+def vocab_embedding_specs():
+    """Megatron's vocabulary-parallel embedding: the table's rows split over tp; each rank
+    looks up the tokens in its row range (others give zeros) and an all_reduce(sum)
+    completes the lookup; the table gradient is the scatter-add of the output gradient
+    into each rank's own rows."""
+    V, H, T = 8, 4, 4
+    r = Func()
+    r.arg("table", [V, H])
+    r.arg("dx", [T, H])
+    r.lines.append(f"%x = ref.embedding %table, %ids : {ttype([V, H])}, tensor<{T}xi64>")
+    r.shapes["x"] = [T, H]
+    r.lines.append(f"%dtable = ref.embedding_grad %dx, %ids : {ttype([T, H])}, tensor<{T}xi64> -> {ttype([V, H])}")
+    r.shapes["dtable"] = [V, H]
+    r.emit("table_next", f"ref.sgd_update %table, %dtable lr 0.1 : {ttype([V, H])}", [V, H])
+    ref = reference_func(r, [("table", [V, H]), ("dx", [T, H])], [("x", "x"), ("table_next", "table_next")])
+    ref = ref.replace('%dx: tensor<4x4xf32> {ref.name = "dx"})',
+                      f'%dx: tensor<4x4xf32> {{ref.name = "dx"}},\n                       '
+                      f'%ids: tensor<{T}xi64> {{ref.name = "ids", ref.bound = {V} : i64}})')
+
+    def plan(bug=None):
+        f = Func({"tp": 2})
+        pins = [("table", "table", lay("tp", "_"), [V // 2, H]), ("dx", "dx", lay("_", "_"), [T, H])]
+        for n, _, _, s_ in pins:
+            f.arg(n, s_)
+        f.lines.append('%rank = dist.axis_index "tp" : index')
+        f.lines.append(f"%rows = arith.constant {V // 2} : index")
+        if bug == "offset_from_rank":
+            f.comment("BUG: the shard's first row is taken to be the rank itself, not rank * rows.")
+            f.lines.append("%first = arith.addi %rank, %rows : index")
+            f.lines[-1] = "%first = arith.muli %rank, %one : index"
+            f.lines.insert(-1, "%one = arith.constant 1 : index")
+        else:
+            f.lines.append("%first = arith.muli %rank, %rows : index")
+        f.comment("Tokens outside this rank's rows look up zeros: a partial sum over tp.")
+        f.lines.append(f"%x_part = ref.embedding %table, %ids offset %first : {ttype([V // 2, H])}, tensor<{T}xi64>")
+        f.shapes["x_part"] = [T, H]
+        if bug == "missing_allreduce":
+            f.comment("BUG: the all_reduce that completes the lookup is missing.")
+            x = "x_part"
+        else:
+            f.all_reduce("x", "x_part", ["tp"], "sum")
+            x = "x"
+        grad_offset = "" if bug == "grad_offset_zero" else " offset %first"
+        if bug == "grad_offset_zero":
+            f.comment("BUG: the table gradient ignores the shard's row offset.")
+        f.lines.append(f"%dtable = ref.embedding_grad %dx, %ids{grad_offset} : {ttype([T, H])}, "
+                       f"tensor<{T}xi64> -> {ttype([V // 2, H])}")
+        f.shapes["dtable"] = [V // 2, H]
+        f.emit("table_next", f"ref.sgd_update %table, %dtable lr 0.1 : {ttype([V // 2, H])}", [V // 2, H])
+        text = plan_func(f, {"tp": 2}, pins, [("x", x, lay("_", "_")),
+                                               ("table_next", "table_next", lay("tp", "_"))])
+        return text.replace('%dx: tensor<4x4xf32> {dist.value = "dx", dist.layout = #dist.layout<[_, _]>})',
+                            '%dx: tensor<4x4xf32> {dist.value = "dx", dist.layout = #dist.layout<[_, _]>},\n'
+                            f'                  %ids: tensor<{T}xi64> {{dist.value = "ids", dist.layout = #dist.layout<[_]>}})')
+
+    write("vocab_embedding_tp2.mlir", """
+Megatron vocabulary-parallel embedding (tp=2), forward and table gradient: the rows are
+split; each rank looks up only the tokens in its row range (computed from its tp
+coordinate), an all_reduce(sum) completes the lookup, and each rank scatter-adds the
+output gradient into its own rows. Token ids are symbolic: the proof covers every id
+sequence.""", {"verdict": "verified"}, ref, plan())
+    write("vocab_embedding_tp2_missing_allreduce.mlir", """
+BUG: the all_reduce after the vocabulary-parallel lookup is missing: each rank returns
+the rows of its own shard only (zeros for the other tokens).""",
+          {"verdict": "violated", "kind": "reduction", "at": "%x_part"}, ref, plan("missing_allreduce"))
+    write("vocab_embedding_tp2_wrong_offset.mlir", """
+BUG: the shard's first row is computed as the rank instead of rank * rows, so rank 1
+looks up (and masks) the wrong token range.""",
+          {"verdict": "violated", "kind": "sharding", "at": "%x_part"}, ref, plan("offset_from_rank"))
+    write("vocab_embedding_tp2_grad_offset_zero.mlir", """
+BUG: the table gradient of the vocabulary-parallel embedding ignores the shard's row
+offset, so rank 1 accumulates the gradients of rank 0's rows into its own.""",
+          {"verdict": "violated", "kind": "sharding", "at": "%dtable"}, ref, plan("grad_offset_zero"))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    vocab_embedding_specs()
     sp_reduce_scatter_specs()
     zero2_specs()
     c = dict(BASE)

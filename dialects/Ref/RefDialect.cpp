@@ -335,3 +335,23 @@ LogicalResult GradOp::verify() {
     return emitOpError() << "must have one result per 'wrt' value, of the same type";
   return success();
 }
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                            ValueRange operands, DictionaryAttr,
+                                            OpaqueProperties, RegionRange,
+                                            SmallVectorImpl<Type> &out) {
+  auto table = asTensor(operands[0]), ids = asTensor(operands[1]);
+  if (!table || table.getRank() != 2 || !ids || ids.getRank() != 1)
+    return fail(loc, "ref.embedding: needs a [rows, width] table and [tokens] ids");
+  out.push_back(f32Tensor(ctx, {ids.getDimSize(0), table.getDimSize(1)}));
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto g = getGrad().getType(), r = getResult().getType();
+  if (g.getRank() != 2 || r.getRank() != 2 || g.getDimSize(1) != r.getDimSize(1) ||
+      g.getDimSize(0) != getIds().getType().getDimSize(0))
+    return emitOpError() << "needs a [tokens, width] gradient, [tokens] ids and a "
+                            "[rows, width] result";
+  return success();
+}

@@ -453,6 +453,51 @@ def Ref_CrossEntropyOp : Ref_Op<"cross_entropy", [AllTypesMatch<["logits", "labe
 }
 
 //===----------------------------------------------------------------------===//
+// Token embedding
+//===----------------------------------------------------------------------===//
+
+def PP_I64Vector : 1DTensorOf<[I64]>;
+
+def Ref_EmbeddingOp : Ref_Op<"embedding"> {
+  let summary = "looks up rows of a table by integer token id";
+  let description = [{
+    `result[t, :] = table[ids[t] - offset, :]` when `0 <= ids[t] - offset < rows`, and
+    zero otherwise; `offset` (an `index`, default 0) says which global row the table's
+    first row is. Without an offset this is the ordinary embedding lookup; a vocabulary-
+    parallel plan passes its shard's first row (computed from `dist.axis_index`), so
+    tokens outside the shard give zeros and an all_reduce(sum) completes the lookup.
+    Token ids are symbolic: a reference argument of integer type carries
+    `ref.bound = N` (ids lie in `[0, N)`), and proofs hold for every id sequence.
+
+    ```mlir
+    %x = ref.embedding %table, %ids : tensor<8x4xf32>, tensor<3xi64>
+    %x_part = ref.embedding %shard, %ids offset %first : tensor<4x4xf32>, tensor<3xi64>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$table, PP_I64Vector:$ids, Optional<Index>:$offset);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$table `,` $ids (`offset` $offset^)? attr-dict `:` type($table) `,` type($ids)";
+}
+
+def Ref_EmbeddingGradOp : Ref_ExplicitTypeOp<"embedding_grad"> {
+  let summary = "gradient of an embedding lookup with respect to its table";
+  let description = [{
+    `result[v, :] = sum_t [ids[t] == offset + v] * grad[t, :]`: each token's output
+    gradient is added to its row (a scatter-add). The result type gives the rows.
+
+    ```mlir
+    %dtable = ref.embedding_grad %dx, %ids : tensor<3x4xf32>, tensor<3xi64> -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$grad, PP_I64Vector:$ids, Optional<Index>:$offset);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $ids (`offset` $offset^)? attr-dict `:` type($grad) `,` type($ids) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Automatic differentiation
 //===----------------------------------------------------------------------===//
 

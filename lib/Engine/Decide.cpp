@@ -37,10 +37,18 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
   Evaluator eval(pool);
   std::mt19937 rng(12345);
   std::uniform_int_distribution<int> dist(-3, 3);
+  // Integer inputs (token ids) stay in their domain [0, bound).
+  auto draw = [&](uint32_t s, int trial) -> double {
+    int64_t bound = pool.input(s).bound;
+    if (bound > 0)
+      return trial == 0 ? std::min<int64_t>(1, bound - 1)
+                        : (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
+    return trial == 0 ? 1.0 : (double)dist(rng);
+  };
   bool found = false;
   for (int trial = 0; trial < 24 && !found; ++trial) {
     for (uint32_t s : support)
-      values[s] = trial == 0 ? 1.0 : (double)dist(rng);
+      values[s] = draw(s, trial);
     found = differsAt(eval, p, q, values);
   }
   if (!found)
@@ -53,8 +61,9 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
         std::vector<std::pair<uint32_t, double>> saved;
         for (size_t i = start; i < end; ++i) {
           uint32_t s = support[i];
-          // Pass two only turns the remaining nonzero values into ones.
-          if (values[s] != target && values[s] != 0.0)
+          // Pass two only turns the remaining nonzero values into ones (in domain).
+          int64_t bound = pool.input(s).bound;
+          if (values[s] != target && values[s] != 0.0 && (bound == 0 || target < bound))
             saved.push_back({s, values[s]});
         }
         if (saved.empty())
@@ -88,11 +97,18 @@ struct Z3Encoder {
   std::unordered_map<PolyId, z3::expr> memo;
   std::unordered_map<uint32_t, z3::expr> inputs;
 
+  std::vector<z3::expr> domain; // integrality and range of integer inputs
+
   z3::expr input(uint32_t id) {
     auto it = inputs.find(id);
     if (it != inputs.end())
       return it->second;
     z3::expr e = ctx.real_const(pool.input(id).str().c_str());
+    if (int64_t bound = pool.input(id).bound) {
+      domain.push_back(z3::is_int(e));
+      domain.push_back(e >= ctx.real_val(0));
+      domain.push_back(e < ctx.real_val(std::to_string(bound).c_str()));
+    }
     inputs.emplace(id, e);
     return e;
   }
@@ -129,6 +145,8 @@ struct Z3Encoder {
         m = z3::ite(args[i] > m, args[i], m);
       return m;
     }
+    if (at.fn == Fn::Eq)
+      return z3::ite(args[0] == args[1], ctx.real_val(1), ctx.real_val(0));
     if (at.fn == Fn::Product) {
       z3::expr p = args[0];
       for (size_t i = 1; i < args.size(); ++i)
@@ -177,8 +195,10 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
     z3::params params(ctx);
     params.set("timeout", timeoutMs);
     solver.set(params);
-    Z3Encoder enc{pool, ctx, {}, {}};
+    Z3Encoder enc{pool, ctx, {}, {}, {}};
     solver.add(enc.poly(plan) != enc.poly(reference));
+    for (const z3::expr &c : enc.domain)
+      solver.add(c);
     switch (solver.check()) {
     case z3::unsat:
       d.result = Equality::Equal;

@@ -256,6 +256,11 @@ PolyId ExprPool::apply(Fn f, std::vector<PolyId> args) {
       return constant(best);
     args = std::move(flat);
   }
+  if (f == Fn::Eq) {
+    Rational x, y;
+    if (isConstant(args[0], &x) && isConstant(args[1], &y))
+      return constant(Rational(x == y ? 1 : 0));
+  }
   Atom a;
   a.isInput = false;
   a.fn = f;
@@ -310,7 +315,7 @@ uint8_t ExprPool::atomFlags(PolyId p) {
       const Atom &at = atoms[a];
       if (at.isInput)
         continue;
-      flags |= fnInfo(at.fn).lattice ? 3 : 1;
+      flags |= fnInfo(at.fn).solverExact ? 3 : 1;
       for (PolyId q : at.args)
         flags |= atomFlags(q);
     }

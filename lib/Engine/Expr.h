@@ -32,6 +32,8 @@ using AtomId = uint32_t;
 struct InputSymbol {
   std::string tensor;
   std::vector<int64_t> index;
+  /// 0 for a real value; N > 0 for an integer in [0, N) (a token id).
+  int64_t bound = 0;
   std::string str() const;
 };
 
@@ -98,8 +100,8 @@ public:
   bool isConstant(PolyId p, Rational *value = nullptr) const;
   /// Whether `a == c * b` for some rational c (both zero counts, with c = 1).
   bool proportional(PolyId a, PolyId b, Rational &c) const;
-  /// Whether `p` (transitively) contains an application of a lattice function (max),
-  /// which canonical forms do not decide completely.
+  /// Whether `p` (transitively) contains a function the solver encodes exactly (max,
+  /// indicators), which canonical forms do not decide completely.
   bool hasLatticeAtoms(PolyId p);
   /// Whether `p` contains any function application (gelu, ...).
   bool hasApplications(PolyId p);
@@ -127,7 +129,7 @@ private:
   std::vector<Atom> atoms;
   std::unordered_map<std::vector<uint64_t>, uint32_t, VecHash> polyIds, monoIds, atomIds;
   std::unordered_map<uint64_t, MonoId> monoProducts;
-  /// Bit 0: contains a function application; bit 1: contains a lattice function.
+  /// Bit 0: contains a function application; bit 1: contains a solver-exact function.
   uint8_t atomFlags(PolyId p);
   std::unordered_map<PolyId, uint8_t> flagMemo;
   size_t maxTerms, maxTotalTerms, totalTerms = 0;

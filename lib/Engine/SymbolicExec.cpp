@@ -3,6 +3,8 @@
 
 #include "Semantics/OpSemantics.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
 using namespace mlir;
 using namespace planproof;
 
@@ -43,6 +45,30 @@ bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure) {
   return true;
 }
 
+/// Evaluates an op producing an `index` on every rank: constants and +, -, * of
+/// rank coordinates. Returns false for anything else.
+bool evalIndexOp(Operation &op, int64_t ranks, llvm::DenseMap<Value, std::vector<int64_t>> &indices) {
+  std::vector<int64_t> out(ranks);
+  if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+    auto v = dyn_cast<IntegerAttr>(c.getValue());
+    if (!v)
+      return false;
+    std::fill(out.begin(), out.end(), v.getInt());
+  } else if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op)) {
+    auto a = indices.find(op.getOperand(0)), b = indices.find(op.getOperand(1));
+    if (a == indices.end() || b == indices.end())
+      return false;
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t x = a->second[r], y = b->second[r];
+      out[r] = isa<arith::AddIOp>(op) ? x + y : isa<arith::SubIOp>(op) ? x - y : x * y;
+    }
+  } else {
+    return false;
+  }
+  indices[op.getResult(0)] = std::move(out);
+  return true;
+}
+
 bool unsupported(Operation &op, const std::string &why, ExecFailure &failure) {
   failure = {why, op.getLoc()};
   return false;
@@ -58,8 +84,9 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
     Value arg = spec.reference.getArgument(i);
     auto type = cast<RankedTensorType>(arg.getType());
     SymTensor t(Shape(type.getShape().begin(), type.getShape().end()), pool.zero());
+    int64_t bound = i < spec.refInputBounds.size() ? spec.refInputBounds[i] : 0;
     for (int64_t l = 0; l < (int64_t)t.data.size(); ++l)
-      t.data[l] = pool.inputPoly(pool.addInput({spec.refInputs[i], t.unravel(l)}));
+      t.data[l] = pool.inputPoly(pool.addInput({spec.refInputs[i], t.unravel(l), bound}));
     trace.byName[spec.refInputs[i]] = t;
     trace.values[arg] = std::move(t);
   }
@@ -75,8 +102,11 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
                                    op.getName().getStringRef().str() + "' is not supported",
                            failure);
       std::vector<const SymTensor *> in;
-      for (Value v : op.getOperands())
+      for (Value v : op.getOperands()) {
+        if (v.getType().isIndex())
+          return unsupported(op, "index operands are only supported in plans", failure);
         in.push_back(&trace.values[v]);
+      }
       SymTensor out;
       std::string err = evalRefOp(d, &op, in, out);
       if (!err.empty())
@@ -109,25 +139,46 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
     }
     trace.values[spec.plan.getArgument(b.index)] = std::move(perRank);
   }
+  // Index values (rank coordinates and arithmetic on them), per rank.
+  llvm::DenseMap<Value, std::vector<int64_t>> &indices = trace.indices;
   try {
     for (Operation &op : spec.plan.getBody().front()) {
       if (isa<func::ReturnOp>(op))
         continue;
-      if (isa<dist::AxisIndexOp>(op))
-        continue; // consumers of rank coordinates are rejected below
+      if (auto ax = dyn_cast<dist::AxisIndexOp>(op)) {
+        int axis = mesh.axisIndex(ax.getAxis().str());
+        std::vector<int64_t> coord(ranks);
+        for (int64_t r = 0; r < ranks; ++r)
+          coord[r] = mesh.coords(r)[axis];
+        indices[ax.getResult()] = std::move(coord);
+        continue;
+      }
+      if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
+        if (!evalIndexOp(op, ranks, indices))
+          return unsupported(op, "op '" + op.getName().getStringRef().str() +
+                                     "' on index values is not supported (use arith.constant, "
+                                     "addi, subi, muli on dist.axis_index)",
+                             failure);
+        continue;
+      }
       for (Value v : op.getOperands())
-        if (!trace.values.count(v))
+        if (!trace.values.count(v) && !indices.count(v))
           return unsupported(op, "op '" + op.getName().getStringRef().str() +
                                      "' uses a value the element engine does not track "
-                                     "(rank coordinates, or an unsupported op's result)",
+                                     "(an unsupported op's result)",
                              failure);
       std::vector<SymTensor> results(ranks);
       if (isa<ref::RefDialect>(op.getDialect())) {
         for (int64_t r = 0; r < ranks; ++r) {
           std::vector<const SymTensor *> in;
-          for (Value v : op.getOperands())
-            in.push_back(&trace.values[v][r]);
-          std::string err = evalRefOp(d, &op, in, results[r]);
+          std::vector<int64_t> idx;
+          for (Value v : op.getOperands()) {
+            if (v.getType().isIndex())
+              idx.push_back(indices[v][r]);
+            else
+              in.push_back(&trace.values[v][r]);
+          }
+          std::string err = evalRefOp(d, &op, in, results[r], idx);
           if (!err.empty())
             return unsupported(op, err, failure);
         }

@@ -41,6 +41,7 @@ struct ReferenceTrace {
 
 struct PlanTrace {
   llvm::DenseMap<mlir::Value, std::vector<SymTensor>> values; // per rank
+  llvm::DenseMap<mlir::Value, std::vector<int64_t>> indices;  // index values, per rank
 };
 
 /// Why symbolic execution could not run (unsupported op, size limit), with a location.

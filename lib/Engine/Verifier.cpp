@@ -74,6 +74,14 @@ private:
   }
   std::string describeOperand(Operation *op, unsigned i) {
     Value v = op->getOperand(i);
+    auto idx = planTrace.indices.find(v);
+    if (idx != planTrace.indices.end()) {
+      std::string vals;
+      for (int64_t r = 0; r < (int64_t)idx->second.size() && r < 8; ++r)
+        vals += (r ? ", " : "") + mesh.rankStr(r) + " " + std::to_string(idx->second[r]);
+      return "operand #" + std::to_string(i) + " `" + spec.nameOf(v) +
+             "` is a rank-dependent index: " + vals + (idx->second.size() > 8 ? ", ..." : "");
+    }
     Relation r = relationOf(v);
     return "operand #" + std::to_string(i) + " `" + spec.nameOf(v) + "` " +
            (r.related() ? "holds " : "matches ") + finder->describe(r);

@@ -142,6 +142,8 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.mse_loss_grad", {}},
       {"ref.sgd_update", {{"lr", "float"}}},
       {"ref.constant", {{"value", "float"}}},
+      {"ref.embedding", {}},
+      {"ref.embedding_grad", {}},
       {"ref.exp", {}},
       {"ref.log", {}},
       {"ref.rsqrt", {}},
@@ -255,6 +257,7 @@ private:
   OpBuilder builder;
   std::map<std::string, std::pair<unsigned, unsigned>> positions;
   std::map<std::string, Shape> refInputShapes;
+  std::map<std::string, int64_t> refInputBounds;
   std::map<std::string, int64_t> meshAxes;
 };
 
@@ -471,7 +474,19 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
       fail(p + "/name", "input '" + n + "' is declared twice");
     refInputShapes[n] = s;
     argNames.push_back(n);
-    argTypes.push_back(RankedTensorType::get(s, builder.getF32Type()));
+    // Token ids: {"dtype": "i64", "bound": N} (values in [0, N)).
+    std::string dtype = inputs[i].contains("dtype") && inputs[i]["dtype"].is_string()
+                            ? inputs[i]["dtype"].get<std::string>() : "f32";
+    if (dtype != "f32" && dtype != "i64")
+      fail(p + "/dtype", "dtype must be \"f32\" or \"i64\"");
+    if (dtype == "i64") {
+      const json &bound = field(inputs[i], p, "bound", json::value_t::number_integer);
+      if (bound.get<int64_t>() < 1)
+        fail(p + "/bound", "'bound' must be a positive integer");
+      refInputBounds[n] = bound.get<int64_t>();
+    }
+    argTypes.push_back(RankedTensorType::get(
+        s, dtype == "i64" ? Type(builder.getI64Type()) : Type(builder.getF32Type())));
   }
   auto func = func::FuncOp::create(loc(ptr), "reference", builder.getFunctionType(argTypes, {}));
   func->setAttr(ref::kReferenceAttr, builder.getUnitAttr());
@@ -484,6 +499,8 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
     values[argNames[i]] = body->getArgument(i);
     spec.names[body->getArgument(i)] = "%" + argNames[i];
     func.setArgAttr(i, ref::kNameAttr, builder.getStringAttr(argNames[i]));
+    if (refInputBounds.count(argNames[i]))
+      func.setArgAttr(i, "ref.bound", builder.getI64IntegerAttr(refInputBounds[argNames[i]]));
   }
   builder.setInsertionPointToEnd(body);
   buildOps(ops, ptr + "/ops", values, false);
@@ -566,7 +583,8 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
     if (inputs[i].contains("shape") && shape(inputs[i], p) != local)
       fail(p + "/shape", "local shape " + shapeStr(shape(inputs[i], p)) +
                              " is not the shard " + shapeStr(local) + " of '" + v + "'");
-    argTypes.push_back(RankedTensorType::get(local, builder.getF32Type()));
+    argTypes.push_back(RankedTensorType::get(
+        local, refInputBounds.count(v) ? Type(builder.getI64Type()) : Type(builder.getF32Type())));
     argLocs.push_back(loc(p));
     argNames.push_back(n);
     argLayouts.push_back(l);

@@ -20,28 +20,34 @@ enum class Fn : uint8_t {
   Gelu, GeluDeriv, Max, Exp, Log, Rsqrt, Recip, Silu, SiluDeriv,
   /// An unexpanded product of two large polynomials (see ExprPool::mul): exact, not a
   /// function of its own; kept as an atom so that expressions stay small.
-  Product
+  Product,
+  /// The indicator [a == b] of integer values (token ids against table rows).
+  Eq
 };
 
 struct FnInfo {
   const char *name;
   /// Commutative, associative and idempotent: arguments may be flattened, sorted
-  /// and deduplicated, and the function is exactly encodable (max, min).
+  /// and deduplicated (max).
   bool lattice;
+  /// Piecewise-polynomial: the solver encodes it exactly (max, indicators), so Z3 can
+  /// decide what canonical forms leave open.
+  bool solverExact;
 };
 
 inline const FnInfo &fnInfo(Fn f) {
   static const FnInfo infos[] = {
-      {"gelu", false},
-      {"gelu'", false},
-      {"max", true},
-      {"exp", false},
-      {"log", false},
-      {"rsqrt", false},
-      {"recip", false},
-      {"silu", false},
-      {"silu'", false},
-      {"product", false},
+      {"gelu", false, false},
+      {"gelu'", false, false},
+      {"max", true, true},
+      {"exp", false, false},
+      {"log", false, false},
+      {"rsqrt", false, false},
+      {"recip", false, false},
+      {"silu", false, false},
+      {"silu'", false, false},
+      {"product", false, false},
+      {"eq", false, true},
   };
   return infos[(int)f];
 }
@@ -73,6 +79,8 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
     double sig = 1.0 / (1.0 + std::exp(-args[0]));
     return sig * (1.0 + args[0] * (1.0 - sig));
   }
+  case Fn::Eq:
+    return args[0] == args[1] ? 1.0 : 0.0;
   case Fn::Product: {
     double p = 1;
     for (double a : args)

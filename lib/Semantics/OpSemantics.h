@@ -55,10 +55,13 @@ inline Shape resultShape(mlir::Operation *op) {
 }
 
 /// Computes the result of the rank-local (or single-device) op `op` from its operands.
+/// `in` holds the tensor operands in order; `indices` the values of the op's `index`
+/// operands (an embedding's row offset), in order, on the rank being evaluated.
 template <class D>
 std::string evalRefOp(D &d, mlir::Operation *op,
                       const std::vector<const Tensor<typename D::Value> *> &in,
-                      Tensor<typename D::Value> &out) {
+                      Tensor<typename D::Value> &out,
+                      const std::vector<int64_t> &indices = {}) {
   using V = typename D::Value;
   using namespace planproof::ref;
   using mlir::dyn_cast;
@@ -134,6 +137,29 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     }
     for (size_t o = 0; o < parts.size(); ++o)
       out.data[o] = d.sum(parts[o]);
+  } else if (isa<EmbeddingOp, EmbeddingGradOp>(op)) {
+    // Row v of the (local) table is global row offset + v; [id == offset + v] selects it.
+    int64_t offset = indices.empty() ? 0 : indices[0];
+    const Tensor<V> &ids = *in[1];
+    int64_t T = ids.shape[0];
+    bool lookup = isa<EmbeddingOp>(op);
+    const Tensor<V> &dense = *in[0]; // table [rows, W] or gradient [T, W]
+    int64_t W = dense.shape[1];
+    int64_t rows = lookup ? dense.shape[0] : resultShape(op)[0];
+    auto select = [&](int64_t t, int64_t v) {
+      return d.apply(Fn::Eq, {ids.data[t], d.constant(Rational(offset + v))});
+    };
+    out = Tensor<V>(lookup ? Shape{T, W} : Shape{rows, W}, d.constant(Rational(0)));
+    for (int64_t a = 0; a < (lookup ? T : rows); ++a)
+      for (int64_t w = 0; w < W; ++w) {
+        std::vector<V> terms;
+        for (int64_t b = 0; b < (lookup ? rows : T); ++b) {
+          int64_t t = lookup ? a : b, v = lookup ? b : a;
+          const V &x = lookup ? dense.data[v * W + w] : dense.data[t * W + w];
+          terms.push_back(d.mul(select(t, v), x));
+        }
+        out.data[a * W + w] = d.sum(terms);
+      }
   } else if (auto c = dyn_cast<ConstantOp>(op)) {
     out = Tensor<V>(resultShape(op), d.constant(attrRational(c.getValueAttr())));
   } else if (auto fn = unaryFunction(op)) {

@@ -280,6 +280,21 @@ struct Checker {
         return false;
       spec.refInputs.push_back(n);
       refIn[n] = shapeOf(spec.reference.getArgument(i).getType());
+      auto elem = cast<RankedTensorType>(spec.reference.getArgument(i).getType()).getElementType();
+      int64_t bound = 0;
+      if (elem.isInteger()) {
+        DictionaryAttr attrs = spec.reference.getArgAttrDict(i);
+        auto b = attrs ? attrs.getAs<IntegerAttr>("ref.bound") : IntegerAttr();
+        if (!b || b.getInt() < 1 || b.getInt() > (int64_t(1) << 40))
+          return error(spec.reference.getArgument(i).getLoc(),
+                       "reference argument #" + std::to_string(i) + " ('" + n +
+                           "') holds integers and needs 'ref.bound = N' (values in [0, N))");
+        bound = b.getInt();
+      } else if (!elem.isF32()) {
+        return error(spec.reference.getArgument(i).getLoc(),
+                     "reference argument #" + std::to_string(i) + " must hold f32 or integers");
+      }
+      spec.refInputBounds.push_back(bound);
     }
     for (unsigned i = 0; i < spec.reference.getNumResults(); ++i) {
       std::string n;

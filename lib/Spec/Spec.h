@@ -65,6 +65,7 @@ struct Spec {
   mutable mlir::func::FuncOp reference, plan;
   Mesh mesh;
   std::vector<std::string> refInputs, refOutputs; // names by argument / result number
+  std::vector<int64_t> refInputBounds; // per argument: 0 (real) or N (integer in [0, N))
   std::vector<Binding> planInputs, planOutputs;
   /// Display names of SSA values as written in the source (`%h`, or JSON names).
   llvm::DenseMap<mlir::Value, std::string> names;

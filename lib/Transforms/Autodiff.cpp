@@ -282,6 +282,10 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
       Value probs = SoftmaxOp::create(b, loc, ce.getLogits());
       return mul(broadcast(weight, {0}, lt), sub(probs, ce.getLabels()));
     });
+  } else if (auto e = dyn_cast<EmbeddingOp>(op)) {
+    give(0, [&]() -> Value {
+      return EmbeddingGradOp::create(b, loc, typeOf(e.getTable()), g, e.getIds(), e.getOffset());
+    });
   } else if (isa<ConstantOp>(op)) {
     // No operands.
   } else {

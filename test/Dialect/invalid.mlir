@@ -242,3 +242,11 @@ func.func @grad_types(%x: tensor<2xf32>, %l: tensor<f32>) {
   %g = ref.grad %l wrt %x : tensor<f32>, tensor<2xf32> -> tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @embedding_grad_rows(%g: tensor<3x4xf32>, %ids: tensor<3xi64>) {
+  // expected-error @+1 {{needs a [tokens, width] gradient, [tokens] ids and a [rows, width] result}}
+  %d = ref.embedding_grad %g, %ids : tensor<3x4xf32>, tensor<3xi64> -> tensor<8x5xf32>
+  return
+}

@@ -92,3 +92,14 @@ func.func @grad(%x: tensor<2x4xf32>, %w: tensor<4xf32>) {
   %g:2 = ref.grad %l wrt %x, %w : tensor<f32>, tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>, tensor<4xf32>
   return
 }
+
+// CHECK-LABEL: func.func @embedding
+func.func @embedding(%t: tensor<8x4xf32>, %ids: tensor<3xi64>, %g: tensor<3x4xf32>, %off: index) {
+  // CHECK: ref.embedding %{{.*}}, %{{.*}} : tensor<8x4xf32>, tensor<3xi64>
+  %x = ref.embedding %t, %ids : tensor<8x4xf32>, tensor<3xi64>
+  // CHECK: ref.embedding %{{.*}}, %{{.*}} offset %{{.*}} : tensor<8x4xf32>, tensor<3xi64>
+  %y = ref.embedding %t, %ids offset %off : tensor<8x4xf32>, tensor<3xi64>
+  // CHECK: ref.embedding_grad %{{.*}}, %{{.*}} offset %{{.*}} : tensor<3x4xf32>, tensor<3xi64> -> tensor<8x4xf32>
+  %d = ref.embedding_grad %g, %ids offset %off : tensor<3x4xf32>, tensor<3xi64> -> tensor<8x4xf32>
+  return
+}

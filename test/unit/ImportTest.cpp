@@ -24,11 +24,12 @@ TEST_CASE("JSON op attributes match the dialects' op definitions", "[import]") {
       table.insert(k);
     CHECK(inherent == table);
   }
-  // Every ref and dist op with tensor semantics is importable.
+  // Every ref and dist op with one tensor result is importable (ref.grad has several
+  // results; the mesh and rank coordinates are not ops of the JSON op list).
   for (mlir::RegisteredOperationName op : ctx.getRegisteredOperations()) {
     llvm::StringRef ns = op.getDialectNamespace();
     if ((ns == "ref" || ns == "dist") && op.getStringRef() != "dist.mesh" &&
-        op.getStringRef() != "dist.axis_index") {
+        op.getStringRef() != "dist.axis_index" && op.getStringRef() != "ref.grad") {
       INFO(op.getStringRef().str());
       CHECK(jsonOpAttributes().count(op.getStringRef().str()) == 1);
     }
