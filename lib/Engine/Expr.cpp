@@ -196,7 +196,9 @@ PolyId ExprPool::mul(PolyId a, PolyId b) {
   if (isConstant(b, &c))
     return scale(a, c);
   const auto &ta = polys[a].terms, &tb = polys[b].terms;
-  if (ta.size() > 1 && tb.size() > 1 && ta.size() * tb.size() > kExpandLimit) {
+  bool bothSums = ta.size() > 1 && tb.size() > 1 && ta.size() * tb.size() > kExpandLimit;
+  bool hugeTimesTerm = std::max(ta.size(), tb.size()) > kHugePoly;
+  if (bothSums || hugeTimesTerm) {
     // Keep the product of two large sums unexpanded, as an atom over monic factors
     // (leading coefficients pulled out), so c*a times b and a times c*b agree. Equal
     // atoms are equal products; unequal ones are decided concretely, never assumed

@@ -68,6 +68,9 @@ class ExprPool {
 public:
   /// Products of two sums with more than this many term pairs stay unexpanded.
   static constexpr size_t kExpandLimit = 512;
+  /// A polynomial this large is not distributed over even a single-term factor: the
+  /// product stays an atom, so that deep networks do not multiply their sizes per layer.
+  static constexpr size_t kHugePoly = 4096;
 
   /// `maxTerms` bounds the size of any one polynomial; past it, NumericLimit is thrown
   /// (the verifier turns that into *inconclusive*).
