@@ -22,3 +22,4 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "C
 # `make pytools` (a dependency of `make test`) in the build folder.
 config.substitutions.append(("%pytools", os.path.join(config.planproof_obj_root, "pytools", "bin", "python")))
 config.substitutions.append(("%docs", os.path.join(config.planproof_src_root, "docs")))
+config.substitutions.append(("%planproof_bin", os.path.join(config.planproof_tools_dir, "planproof")))
