@@ -12,6 +12,7 @@
 #include "Ref/RefDialect.h"
 #include "Spec/Spec.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -247,6 +248,8 @@ private:
                            const std::string &ptr);
   void buildOps(const json &ops, const std::string &ptr, std::map<std::string, Value> &values,
                 bool plan);
+  void buildIndexOp(const json &o, const std::string &p, const std::string &opName,
+                    std::map<std::string, Value> &values);
   func::FuncOp buildReference(const json &ref, const std::string &ptr);
   func::FuncOp buildPlan(const json &plan, const std::string &ptr, dist::MeshOp &meshOut);
   void expectation(const json &j, const std::string &ptr, ModuleOp module);
@@ -394,6 +397,14 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     std::string p = ptr + "/" + std::to_string(i);
     const json &o = ops[i];
     std::string opName = name(o, p, "op");
+    if (opName == "axis_index")
+      opName = "dist.axis_index";
+    if (opName == "dist.axis_index" || opName.rfind("arith.", 0) == 0) {
+      if (!plan)
+        fail(p + "/op", "rank coordinates ('" + opName + "') belong in the plan");
+      buildIndexOp(o, p, opName, values);
+      continue;
+    }
     if (opName.find('.') == std::string::npos)
       opName = (opName == "all_reduce" || opName == "all_gather" || opName == "reduce_scatter" ||
                 opName == "shard_slice" ? "dist." : "ref.") + opName;
@@ -458,6 +469,53 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
       op->getResult(0).setType(*t);
     }
   }
+}
+
+/// Rank-coordinate arithmetic: dist.axis_index and arith.constant/addi/subi/muli on
+/// `index` values (the row offset of a vocabulary shard, say).
+void Importer::buildIndexOp(const json &o, const std::string &p, const std::string &opName,
+                            std::map<std::string, Value> &values) {
+  std::string result = name(o, p, "result");
+  if (values.count(result))
+    fail(p + "/result", "value '" + result + "' is defined twice");
+  SmallVector<Value> operands;
+  if (o.contains("operands")) {
+    const json &ins = field(o, p, "operands", json::value_t::array);
+    for (size_t k = 0; k < ins.size(); ++k) {
+      std::string q = p + "/operands/" + std::to_string(k);
+      auto it = ins[k].is_string() ? values.find(ins[k].get<std::string>()) : values.end();
+      if (it == values.end() || !it->second.getType().isIndex())
+        fail(q, "expected the name of an index value defined before this op");
+      operands.push_back(it->second);
+    }
+  }
+  const json attrs = o.contains("attrs") && o["attrs"].is_object() ? o["attrs"] : json::object();
+  Location l = loc(p);
+  Operation *op = nullptr;
+  if (opName == "dist.axis_index") {
+    if (!attrs.contains("axis") || !attrs["axis"].is_string() || !operands.empty())
+      fail(p, "dist.axis_index takes no operands and a string attribute 'axis'");
+    op = dist::AxisIndexOp::create(builder, l, builder.getIndexType(),
+                                   builder.getStringAttr(attrs["axis"].get<std::string>()));
+  } else if (opName == "arith.constant") {
+    if (!attrs.contains("value") || !attrs["value"].is_number_integer() || !operands.empty())
+      fail(p, "arith.constant takes no operands and an integer attribute 'value'");
+    op = arith::ConstantOp::create(builder, l, builder.getIndexAttr(attrs["value"].get<int64_t>()));
+  } else if (opName == "arith.addi" || opName == "arith.subi" || opName == "arith.muli") {
+    if (operands.size() != 2)
+      fail(p + "/operands", opName + " takes two index operands");
+    if (opName == "arith.addi")
+      op = arith::AddIOp::create(builder, l, operands[0], operands[1]);
+    else if (opName == "arith.subi")
+      op = arith::SubIOp::create(builder, l, operands[0], operands[1]);
+    else
+      op = arith::MulIOp::create(builder, l, operands[0], operands[1]);
+  } else {
+    fail(p + "/op", "unknown op '" + opName + "' (on index values: arith.constant, addi, "
+                    "subi, muli)");
+  }
+  values[result] = op->getResult(0);
+  spec.names[op->getResult(0)] = "%" + result;
 }
 
 func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {

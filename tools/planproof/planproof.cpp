@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Engine/Verifier.h"
+#include "Import/JsonExport.h"
 #include "Report/Report.h"
 #include "Spec/Spec.h"
 
@@ -37,6 +38,7 @@ Usage:
                                                verify every spec under DIR against the
                                                verdict it states (planproof.expect)
   planproof import FILE.json                   print the MLIR of a JSON spec
+  planproof export FILE.mlir                   print a spec in the JSON interchange format
   planproof --help | --version
 
 Options:
@@ -231,6 +233,24 @@ int cmdImport(std::vector<std::string> args) {
   llvm::outs() << "\n";
   return 0;
 }
+int cmdExport(std::vector<std::string> args) {
+  if (args.size() != 1)
+    return usage("export needs one spec file");
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  std::string errors, out;
+  if (!loadSpec(ctx, args[0], spec, errors)) {
+    std::cerr << errors;
+    return 2;
+  }
+  if (!exportJsonSpec(spec, out, errors)) {
+    std::cerr << errors << "\n";
+    return 2;
+  }
+  std::cout << out;
+  return 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -254,6 +274,8 @@ int main(int argc, char **argv) {
       return cmdCheckSpecs(args);
     if (cmd == "import")
       return cmdImport(args);
+    if (cmd == "export")
+      return cmdExport(args);
   } catch (const std::exception &e) {
     std::cerr << "planproof: internal error: " << e.what() << "\n";
     return 3;

@@ -1,0 +1,245 @@
+//===- JsonExport.cpp - specs back to the JSON interchange format -*- C++ -*-===//
+#include "Import/JsonExport.h"
+
+#include "Dist/DistDialect.h"
+#include "Import/JsonImport.h"
+#include "Ref/RefDialect.h"
+#include "Spec/Spec.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+using namespace mlir;
+using namespace planproof;
+using json = nlohmann::ordered_json;
+
+namespace {
+struct Exporter {
+  Exporter(const Spec &spec, std::string &error) : spec(spec), error(error) {}
+  const Spec &spec;
+  std::string &error;
+  llvm::DenseMap<Value, std::string> names;
+  std::set<std::string> used;
+
+  std::string fresh(std::string base) {
+    if (base.empty() || base[0] == '<')
+      base = "v";
+    std::string n = base;
+    for (int i = 1; used.count(n); ++i)
+      n = base + "_" + std::to_string(i);
+    used.insert(n);
+    return n;
+  }
+  std::string nameOf(Value v) {
+    auto it = names.find(v);
+    if (it != names.end())
+      return it->second;
+    std::string n = spec.nameOf(v);
+    if (!n.empty() && n[0] == '%')
+      n = n.substr(1);
+    return names[v] = fresh(n);
+  }
+
+  static json shapeOf(Type t) {
+    json s = json::array();
+    for (int64_t d : cast<RankedTensorType>(t).getShape())
+      s.push_back(d);
+    return s;
+  }
+
+  json layout(Attribute a) {
+    auto l = cast<dist::LayoutAttr>(a);
+    json dims = json::array();
+    ArrayRef<int64_t> segs = l.getSegments() ? l.getSegments().asArrayRef() : ArrayRef<int64_t>{};
+    for (auto [i, d] : llvm::enumerate(l.getDims())) {
+      auto axes = cast<ArrayAttr>(d);
+      json entry;
+      if (axes.size() == 1)
+        entry = cast<StringAttr>(axes[0]).getValue().str();
+      else if (!axes.empty()) {
+        entry = json::array();
+        for (Attribute x : axes)
+          entry.push_back(cast<StringAttr>(x).getValue().str());
+      }
+      if (i < segs.size() && segs[i] != 1)
+        entry = json{{"axes", entry}, {"segments", segs[i]}};
+      dims.push_back(entry);
+    }
+    json out = {{"dims", dims}};
+    json partial = json::object();
+    const char *kinds[3] = {"sum", "avg", "max"};
+    ArrayAttr lists[3] = {l.getSum(), l.getAvg(), l.getMax()};
+    for (int k = 0; k < 3; ++k)
+      if (lists[k] && !lists[k].empty()) {
+        json axes = json::array();
+        for (Attribute x : lists[k])
+          axes.push_back(cast<StringAttr>(x).getValue().str());
+        partial[kinds[k]] = axes;
+      }
+    if (!partial.empty())
+      out["partial"] = partial;
+    return out;
+  }
+
+  bool op(Operation &o, json &ops) {
+    std::string name = o.getName().getStringRef().str();
+    // Rank-coordinate arithmetic on index values.
+    if (auto ax = dyn_cast<dist::AxisIndexOp>(o)) {
+      ops.push_back({{"result", nameOf(ax.getResult())}, {"op", "dist.axis_index"},
+                     {"operands", json::array()}, {"attrs", {{"axis", ax.getAxis().str()}}}});
+      return true;
+    }
+    if (o.getNumResults() == 1 && o.getResult(0).getType().isIndex()) {
+      json j = {{"result", nameOf(o.getResult(0))}, {"op", name}};
+      json operands = json::array();
+      for (Value v : o.getOperands())
+        operands.push_back(nameOf(v));
+      j["operands"] = operands;
+      if (auto c = dyn_cast<arith::ConstantOp>(o)) {
+        auto v = dyn_cast<IntegerAttr>(c.getValue());
+        if (!v) {
+          error = toSourceLoc(o.getLoc()).str() + ": a non-integer index constant";
+          return false;
+        }
+        j["attrs"] = {{"value", v.getInt()}};
+      } else if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(o)) {
+        error = toSourceLoc(o.getLoc()).str() + ": '" + name +
+                "' on index values cannot be written in the JSON format";
+        return false;
+      }
+      ops.push_back(j);
+      return true;
+    }
+    auto table = jsonOpAttributes().find(name);
+    if (table == jsonOpAttributes().end() || o.getNumResults() != 1) {
+      error = toSourceLoc(o.getLoc()).str() + ": '" + name +
+              "' cannot be written in the JSON format (multi-result ops are MLIR only)";
+      return false;
+    }
+    json j = {{"result", nameOf(o.getResult(0))}, {"op", name}};
+    json operands = json::array();
+    for (Value v : o.getOperands()) {
+      operands.push_back(nameOf(v));
+    }
+    j["operands"] = operands;
+    json attrs = json::object();
+    for (auto &[key, kind] : table->second) {
+      Attribute a = o.getAttr(key);
+      if (kind == "int")
+        attrs[key] = cast<IntegerAttr>(a).getInt();
+      else if (kind == "float")
+        attrs[key] = cast<FloatAttr>(a).getValueAsDouble();
+      else if (kind == "string")
+        attrs[key] = cast<StringAttr>(a).getValue().str();
+      else if (kind == "int[]")
+        attrs[key] = std::vector<int64_t>(cast<DenseI64ArrayAttr>(a).asArrayRef());
+      else {
+        json list = json::array();
+        for (Attribute x : cast<ArrayAttr>(a))
+          list.push_back(cast<StringAttr>(x).getValue().str());
+        attrs[key] = list;
+      }
+    }
+    if (!attrs.empty())
+      j["attrs"] = attrs;
+    if (!isa<InferTypeOpInterface>(o) && !isa<dist::DistDialect>(o.getDialect()))
+      j["shape"] = shapeOf(o.getResult(0).getType());
+    ops.push_back(j);
+    return true;
+  }
+
+  bool run(std::string &out) {
+    func::FuncOp ref = spec.reference, plan = spec.plan;
+    // Reference: outputs are known by their values' names, so values returned as
+    // outputs take the output's name (a copy when one value is returned twice or is
+    // an input).
+    json inputs = json::array(), refOps = json::array(), refOuts = json::array();
+    for (unsigned i = 0; i < ref.getNumArguments(); ++i) {
+      std::string n = spec.refInputs[i];
+      names[ref.getArgument(i)] = n;
+      used.insert(n);
+      json in = {{"name", n}, {"shape", shapeOf(ref.getArgument(i).getType())}};
+      if (spec.refInputBounds[i]) {
+        in["dtype"] = "i64";
+        in["bound"] = spec.refInputBounds[i];
+      }
+      inputs.push_back(in);
+    }
+    auto ret = cast<func::ReturnOp>(ref.getBody().front().getTerminator());
+    llvm::DenseMap<Value, std::string> outputName;
+    std::vector<std::pair<Value, std::string>> copies;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      if (outputName.count(v) || isa<BlockArgument>(v))
+        copies.push_back({v, spec.refOutputs[i]});
+      else
+        outputName[v] = spec.refOutputs[i];
+      used.insert(spec.refOutputs[i]);
+    }
+    for (auto &[v, n] : outputName)
+      names[v] = n;
+    for (Operation &o : ref.getBody().front()) {
+      if (isa<func::ReturnOp>(o))
+        continue;
+      if (!op(o, refOps))
+        return false;
+    }
+    for (auto &[v, n] : copies)
+      refOps.push_back({{"result", n}, {"op", "ref.scale"}, {"operands", {nameOf(v)}},
+                        {"attrs", {{"factor", 1.0}}}});
+    for (const std::string &n : spec.refOutputs)
+      refOuts.push_back(n);
+
+    // Plan.
+    names.clear();
+    used.clear();
+    json axes = json::array();
+    for (size_t i = 0; i < spec.mesh.axes.size(); ++i)
+      axes.push_back({{"name", spec.mesh.axes[i]}, {"size", spec.mesh.shape[i]}});
+    json pIns = json::array(), pOps = json::array(), pOuts = json::array();
+    for (const Binding &b : spec.planInputs)
+      pIns.push_back({{"name", nameOf(plan.getArgument(b.index))},
+                      {"value", b.refName},
+                      {"layout", layout(plan.getArgAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr))}});
+    for (Operation &o : plan.getBody().front()) {
+      if (isa<func::ReturnOp>(o))
+        continue;
+      if (!op(o, pOps))
+        return false;
+    }
+    auto pret = cast<func::ReturnOp>(plan.getBody().front().getTerminator());
+    for (const Binding &b : spec.planOutputs)
+      pOuts.push_back({{"name", nameOf(pret.getOperand(b.index))},
+                       {"value", b.refName},
+                       {"layout", layout(plan.getResultAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr))}});
+    json doc = {{"planproof", 1}};
+    if (spec.expect.present) {
+      json e = {{"verdict", spec.expect.verdict}};
+      if (!spec.expect.kind.empty())
+        e["kind"] = spec.expect.kind;
+      if (!spec.expect.at.empty())
+        e["at"] = spec.expect.at[0] == '%' ? spec.expect.at.substr(1) : spec.expect.at;
+      doc["expect"] = e;
+    }
+    doc["reference"] = {{"inputs", inputs}, {"ops", refOps}, {"outputs", refOuts}};
+    doc["plan"] = {{"mesh", {{"name", spec.mesh.name}, {"axes", axes}}},
+                   {"inputs", pIns},
+                   {"ops", pOps},
+                   {"outputs", pOuts}};
+    out = doc.dump(2) + "\n";
+    return true;
+  }
+};
+} // namespace
+
+bool planproof::exportJsonSpec(const Spec &spec, std::string &out, std::string &error) {
+  try {
+    return Exporter(spec, error).run(out);
+  } catch (const std::exception &e) {
+    error = std::string("internal error while exporting: ") + e.what();
+    return false;
+  }
+}
