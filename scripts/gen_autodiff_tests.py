@@ -189,6 +189,39 @@ def main():
     case("rms_norm", [("x", [2, 3]), ("w", [3])], lambda f: f.rms_norm("y", "x", "w", "0.5"),
          ["x", "w"], rms_hand)
 
+    def ln_hand(f):
+        f.constant("ones", "1.0", [3])
+        f.constant("zeros", "0.0", [3])
+        f.emit("xhat", f"ref.layer_norm %x, %ones, %zeros eps 0.5 : {f.t('x')}, {f.t('ones')}, {f.t('zeros')}", [2, 3])
+        f.binary("mul", "cx", "c", "xhat")
+        dw = f.reduce("reduce_sum", "dw", "cx", [0])
+        db = f.reduce("reduce_sum", "db", "c", [0])
+        f.reduce("reduce_mean", "mu", "x", [1])
+        f.broadcast("mub", "mu", [0], [2, 3])
+        f.binary("sub", "xc", "x", "mub")
+        f.binary("mul", "xc2", "xc", "xc")
+        f.reduce("reduce_mean", "var", "xc2", [1])
+        f.constant("eps", "0.5", [2])
+        f.binary("add", "ve", "var", "eps")
+        f.unary("rsqrt", "r", "ve")
+        f.broadcast("wb", "w", [1], [2, 3])
+        f.binary("mul", "gw", "c", "wb")
+        f.reduce("reduce_sum", "sgw", "gw", [1])
+        f.broadcast("sgwb", "sgw", [0], [2, 3])
+        f.scale("mgw", "sgwb", 1.0 / 3)
+        f.binary("mul", "gwx", "gw", "xhat")
+        f.reduce("reduce_sum", "sgwx", "gwx", [1])
+        f.broadcast("sgwxb", "sgwx", [0], [2, 3])
+        f.scale("mgwx", "sgwxb", 1.0 / 3)
+        f.binary("sub", "t1", "gw", "mgw")
+        f.binary("mul", "t2", "xhat", "mgwx")
+        f.binary("sub", "t3", "t1", "t2")
+        f.broadcast("rb", "r", [0], [2, 3])
+        return {"x": f.binary("mul", "dx", "rb", "t3"), "w": dw, "b": db}
+    case("layer_norm", [("x", [2, 3]), ("w", [3]), ("b", [3])],
+         lambda f: f.emit("y", f"ref.layer_norm %x, %w, %b eps 0.5 : {f.t('x')}, {f.t('w')}, {f.t('b')}", [2, 3]),
+         ["x", "w", "b"], ln_hand)
+
     def rot_hand(f):
         f.broadcast("cb", "cos", [1, 2], [2, 2, 4])
         f.broadcast("sb", "sin", [1, 2], [2, 2, 4])

@@ -488,8 +488,128 @@ offset, so rank 1 accumulates the gradients of rank 0's rows into its own.""",
           {"verdict": "violated", "kind": "sharding", "at": "%dtable"}, ref, plan("grad_offset_zero"))
 
 
+def gpt_mlp_specs():
+    """A GPT-style pre-LayerNorm MLP sub-block, forward and backward: the reference gives
+    the forward pass and the loss and derives its gradients (ref.grad); the TP=2 plan
+    writes Megatron's backward by hand, including the LayerNorm backward on the
+    all-reduced input gradient of the column-parallel layer."""
+    T, H, F = 2, 4, 4
+    ins = [("x", [T, H]), ("ln_w", [H]), ("ln_b", [H]), ("w1", [H, F]), ("b1", [F]),
+           ("w2", [F, H]), ("b2", [H]), ("t", [T, H])]
+    r = Func()
+    for n, s_ in ins:
+        r.arg(n, s_)
+
+    def ln(f, out, x):
+        return f.emit(out, f"ref.layer_norm %{x}, %ln_w, %ln_b eps 1.0e-5 : {f.t(x)}, {f.t('ln_w')}, {f.t('ln_b')}",
+                      f.shapes[x])
+
+    def forward(f, f_local):
+        ln(f, "h", "x")
+        f.matmul("a1", "h", "w1")
+        f.emit("a1b", f"ref.bias_add %a1, %b1 : {f.t('a1')}, {f.t('b1')}", f.shapes["a1"])
+        f.unary("gelu", "g", "a1b")
+        f.matmul("o_p" if f_local else "o", "g", "w2")
+        if f_local:
+            f.all_reduce("o", "o_p", ["tp"], "sum")
+        f.emit("ob", f"ref.bias_add %o, %b2 : {f.t('o')}, {f.t('b2')}", f.shapes["o"])
+        f.binary("add", "y", "x", "ob")
+        return f.emit("loss", f"ref.mse_loss %y, %t : {f.t('y')}", [])
+    forward(r, False)
+    wrt = ["x", "ln_w", "ln_b", "w1", "b1", "w2", "b2"]
+    r.lines.append(f"%{', %'.join('d' + w for w in wrt)} = ref.grad %loss wrt %{', %'.join(wrt)}")
+    r.lines.append("    : " + ", ".join([r.t("loss")] + [r.t(w) for w in wrt]) + " -> " +
+                   ", ".join(r.t(w) for w in wrt))
+    for w in wrt:
+        r.shapes["d" + w] = r.shapes[w]
+    outs = [("loss", "loss")] + [("d" + w, "d" + w) for w in wrt]
+    ref = reference_func(r, ins, outs)
+
+    def plan(bug=None):
+        f = Func({"tp": 2})
+        col, row, rep1, rep2 = lay("_", "tp"), lay("tp", "_"), lay("_"), lay("_", "_")
+        pins = [("x", "x", rep2, [T, H]), ("ln_w", "ln_w", rep1, [H]), ("ln_b", "ln_b", rep1, [H]),
+                ("w1", "w1", col, [H, F // 2]), ("b1", "b1", lay("tp"), [F // 2]),
+                ("w2", "w2", row, [F // 2, H]), ("b2", "b2", rep1, [H]), ("t", "t", rep2, [T, H])]
+        for n, _, _, s_ in pins:
+            f.arg(n, s_)
+        forward(f, True)
+        f.comment("Backward, by hand.")
+        f.emit("dy", f"ref.mse_loss_grad %y, %t : {f.t('y')}", [T, H])
+        f.reduce("reduce_sum", "db2_local", "dy", [0])
+        if bug == "bias_grad_allreduce":
+            f.comment("BUG: the replicated bias gradient is all-reduced over tp as well.")
+            f.all_reduce("db2", "db2_local", ["tp"], "sum")
+        else:
+            f.lines.append(f"%db2 = ref.scale %db2_local by 1.0 : {f.t('db2_local')}")
+            f.shapes["db2"] = f.shapes["db2_local"]
+        f.matmul("dw2", "g", "dy", 0, 0)
+        f.matmul("dg", "dy", "w2", 1, 1)
+        f.emit("da1", f"ref.gelu_grad %a1b, %dg : {f.t('dg')}", f.shapes["dg"])
+        f.reduce("reduce_sum", "db1", "da1", [0])
+        f.matmul("dw1", "h", "da1", 0, 0)
+        f.matmul("dh_p", "da1", "w1", 1, 1)
+        if bug == "ln_grad_not_reduced":
+            f.comment("BUG: the LayerNorm backward runs on the partial input gradient.")
+            dh = "dh_p"
+        else:
+            f.all_reduce("dh", "dh_p", ["tp"], "sum")
+            dh = "dh"
+        f.comment("LayerNorm backward (replicated).")
+        f.constant("ones", "1.0", [H])
+        f.constant("zeros", "0.0", [H])
+        f.emit("xhat", f"ref.layer_norm %x, %ones, %zeros eps 1.0e-5 : {f.t('x')}, {f.t('ones')}, {f.t('zeros')}", [T, H])
+        f.binary("mul", "dh_xhat", dh, "xhat")
+        f.reduce("reduce_sum", "dln_w", "dh_xhat", [0])
+        f.reduce("reduce_sum", "dln_b", dh, [0])
+        f.reduce("reduce_mean", "mu", "x", [1])
+        f.broadcast("mub", "mu", [0], [T, H])
+        f.binary("sub", "xc", "x", "mub")
+        f.binary("mul", "xc2", "xc", "xc")
+        f.reduce("reduce_mean", "var", "xc2", [1])
+        f.constant("eps", "1.0e-5", [T])
+        f.binary("add", "ve", "var", "eps")
+        f.unary("rsqrt", "rstd", "ve")
+        f.broadcast("wb", "ln_w", [1], [T, H])
+        f.binary("mul", "gw", dh, "wb")
+        f.reduce("reduce_sum", "sgw", "gw", [1])
+        f.broadcast("sgwb", "sgw", [0], [T, H])
+        f.scale("mgw", "sgwb", 1.0 / H)
+        f.binary("mul", "gwx", "gw", "xhat")
+        f.reduce("reduce_sum", "sgwx", "gwx", [1])
+        f.broadcast("sgwxb", "sgwx", [0], [T, H])
+        f.scale("mgwx", "sgwxb", 1.0 / H)
+        f.binary("sub", "t1", "gw", "mgw")
+        f.binary("mul", "t2", "xhat", "mgwx")
+        f.binary("sub", "t3", "t1", "t2")
+        f.broadcast("rb", "rstd", [0], [T, H])
+        f.binary("mul", "dx_ln", "rb", "t3")
+        f.binary("add", "dx", "dy", "dx_ln")
+        pouts = [("loss", "loss", lay()), ("dx", "dx", rep2), ("dln_w", "dln_w", rep1),
+                 ("dln_b", "dln_b", rep1), ("dw1", "dw1", col), ("db1", "db1", lay("tp")),
+                 ("dw2", "dw2", row), ("db2", "db2", rep1)]
+        return plan_func(f, {"tp": 2}, pins, pouts)
+
+    write("gpt_mlp_tp2_backward.mlir", """
+A GPT-style pre-LayerNorm MLP sub-block (LayerNorm, GeLU MLP with biases, residual),
+forward and backward under Megatron TP (tp=2). The reference derives its gradients
+(ref.grad); the plan writes the backward by hand: the column-parallel layer's input
+gradient is all-reduced before the (replicated) LayerNorm backward.""",
+          {"verdict": "verified"}, ref, plan())
+    write("gpt_mlp_tp2_ln_grad_not_reduced.mlir", """
+BUG: the LayerNorm backward consumes the column-parallel layer's input gradient before
+its all_reduce, so the LayerNorm parameter gradients and the input gradient are partial
+sums used as complete values.""", {"verdict": "violated", "kind": "reduction", "at": "%dln_w"},
+          ref, plan("ln_grad_not_reduced"))
+    write("gpt_mlp_tp2_bias_grad_allreduce.mlir", """
+BUG: the gradient of the replicated output bias is all-reduced over tp although every
+rank already holds the complete value, so it is tp times too large.""",
+          {"verdict": "violated", "kind": "reduction", "at": "%db2"}, ref, plan("bias_grad_allreduce"))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    gpt_mlp_specs()
     vocab_embedding_specs()
     sp_reduce_scatter_specs()
     zero2_specs()

@@ -4,7 +4,7 @@
 // (active), walk the ops before the grad op in reverse, and for every active operand of
 // an op whose result has an adjoint, add that operand's vector-Jacobian product. Only
 // active operands get adjoints, so labels, masks and position tables are never
-// differentiated. Ops whose derivative is not defined here (max, maximum, layer_norm)
+// differentiated. Ops whose derivative is not defined here (max, maximum)
 // fail with their location: a wrong derivative rule would make proofs unsound.
 //
 //===----------------------------------------------------------------------===//
@@ -259,6 +259,31 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
       Value rb = broadcast(r, rows, xt);
       Value meanGwx = scale(rowSumBroadcast(mul(gw, x)), 1.0 / double(width));
       return sub(mul(rb, gw), mul(mul(x, mul(rb, mul(rb, rb))), meanGwx));
+    });
+  } else if (auto n = dyn_cast<LayerNormOp>(op)) {
+    // y = xhat * w + b with xhat = (x - mu) * r, r = rsqrt(var + eps) per row:
+    // dw = sum_rows(g * xhat), db = sum_rows(g),
+    // dx = r * (g w - mean(g w) - xhat * mean(g w * xhat)).
+    Value x = n.getInput(), w = n.getWeight();
+    auto xt = typeOf(x);
+    int64_t width = xt.getShape().back();
+    SmallVector<int64_t> rows;
+    for (int64_t d = 0; d + 1 < xt.getRank(); ++d)
+      rows.push_back(d);
+    Value ones = constant(typeOf(w), 1.0), zeros = constant(typeOf(w), 0.0);
+    Value xhat = LayerNormOp::create(b, loc, x, ones, zeros, n.getEpsAttr().getValue());
+    give(1, [&] { return reduceSum(mul(g, xhat), rows); });
+    give(2, [&] { return reduceSum(g, rows); });
+    give(0, [&] {
+      SmallVector<int64_t> last{xt.getRank() - 1};
+      Value mu = ReduceMeanOp::create(b, loc, x, last);
+      Value xc = sub(x, broadcast(mu, rows, xt));
+      Value var = ReduceMeanOp::create(b, loc, mul(xc, xc), last);
+      Value r = RsqrtOp::create(b, loc, add(var, constant(typeOf(var), n.getEps().convertToDouble())));
+      Value gw = mul(g, broadcastTrailing(w, xt));
+      Value meanGw = scale(rowSumBroadcast(gw), 1.0 / double(width));
+      Value meanGwX = scale(rowSumBroadcast(mul(gw, xhat)), 1.0 / double(width));
+      return mul(broadcast(r, rows, xt), sub(sub(gw, meanGw), mul(xhat, meanGwX)));
     });
   } else if (auto ro = dyn_cast<RotaryOp>(op)) {
     // y = x * cos + R(x) * sin with R^T = -R:  dx = g * cos - R(g * sin), and
