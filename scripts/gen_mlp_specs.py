@@ -154,7 +154,9 @@ def dp_tp_plan(B, H, F, dp, tp, bug=None):
         f"%h_b = ref.bias_add %h_pre, %b1 : {t(b, f)}, {t(f)}",
         f"%a = ref.gelu %h_b : {t(b, f)}",
         f"%y_part = ref.matmul %a, %w2 contract(1, 0) : {t(b, f)}, {t(f, H)}",
-        f'%y_pre = dist.all_reduce %y_part over ["tp"] "sum" : {t(b, H)} -> {t(b, H)}',
+        *(["// BUG: the row-parallel all_reduce runs over the data-parallel group."]
+          if bug == "wrong_group" else []),
+        f'%y_pre = dist.all_reduce %y_part over ["{"dp" if bug == "wrong_group" else "tp"}"] "sum" : {t(b, H)} -> {t(b, H)}',
         f"%y = ref.bias_add %y_pre, %b2 : {t(b, H)}, {t(H)}",
         "// A mean over the local batch: the global mean is the average over dp.",
         f"%loss_local = ref.mse_loss %y, %t : {t(b, H)}",
@@ -271,6 +273,11 @@ BUG (against a derived reference backward pass): the data-parallel gradient of w
 reduced by sum where the loss is a mean over the global batch."""),
           {"verdict": "violated", "kind": "reduction", "at": "%dw2"}, reference_autodiff(4, 4, 4, False),
           dp_tp_plan(4, 4, 4, 2, 2, "dp_grad_sum"))
+    write("mlp_dp2_tp2_allreduce_wrong_group.mlir", comment("""
+BUG: the row-parallel all_reduce is issued on the data-parallel process group instead
+of the tensor-parallel one (a wrong communicator), summing activations of different
+samples."""), {"verdict": "violated", "kind": "reduction", "at": "%y_pre"}, ref_dp,
+          dp_tp_plan(4, 4, 4, 2, 2, "wrong_group"))
     write("mlp_dp2_tp2_avg_twice.mlir", comment("""
 BUG: the data-parallel gradient of w2 is averaged twice: divided by dp locally, then
 all-reduced with "avg" (the loss is already a mean over the global batch). Divided by

@@ -607,8 +607,49 @@ rank already holds the complete value, so it is tp times too large.""",
           {"verdict": "violated", "kind": "reduction", "at": "%db2"}, ref, plan("bias_grad_allreduce"))
 
 
+def zero2_gather_specs():
+    """ZeRO-2 on a dp x tp mesh: the gradient is reduce-scattered over dp, each rank
+    updates its shard of the (tp-replicated) parameter, and the updated shards are
+    all-gathered over dp so every rank holds the whole parameter again."""
+    R, C, Bt = 4, 4, 4
+    ins = [("x", [Bt, R]), ("dy", [Bt, C]), ("w", [R, C])]
+    r = Func()
+    for n, s_ in ins:
+        r.arg(n, s_)
+    r.matmul("dw", "x", "dy", 0, 0)
+    r.emit("w_next", f"ref.sgd_update %w, %dw lr 0.1 : {r.t('w')}", [R, C])
+    ref = reference_func(r, ins, [("w_next", "w_next")])
+
+    def plan(bug=None):
+        mesh = {"dp": 2, "tp": 2}
+        f = Func(mesh)
+        pins = [("x", "x", lay("dp", "_"), [Bt // 2, R]), ("dy", "dy", lay("dp", "_"), [Bt // 2, C]),
+                ("w", "w", lay("_", "_"), [R, C])]
+        for n, _, _, s_ in pins:
+            f.arg(n, s_)
+        f.matmul("dw_local", "x", "dy", 0, 0)
+        f.reduce_scatter("dw_shard", "dw_local", ["dp"], 0, "sum")
+        f.shard_slice("w_shard", "w", ["dp"], 0)
+        f.emit("w_shard_next", f"ref.sgd_update %w_shard, %dw_shard lr 0.1 : {f.t('w_shard')}", [R // 2, C])
+        group = "tp" if bug == "wrong_group" else "dp"
+        if bug:
+            f.comment("BUG: the updated shards are all-gathered over the tensor-parallel group.")
+        f.all_gather("w_next", "w_shard_next", [group], 0)
+        return plan_func(f, mesh, pins, [("w_next", "w_next", lay("_", "_"))])
+
+    write("zero2_dp2_tp2_gather.mlir", """
+ZeRO-2 on a dp x tp mesh: gradients reduce-scattered over dp, each rank updates its
+shard of the parameter (replicated over tp), and the shards are all-gathered over dp.""",
+          {"verdict": "verified"}, ref, plan())
+    write("zero2_dp2_tp2_gather_wrong_group.mlir", """
+BUG: the updated parameter shards are all-gathered over the tensor-parallel group instead
+of the data-parallel one, so ranks assemble the parameter from the wrong shards.""",
+          {"verdict": "violated", "kind": "sharding", "at": "%w_next"}, ref, plan("wrong_group"))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    zero2_gather_specs()
     gpt_mlp_specs()
     vocab_embedding_specs()
     sp_reduce_scatter_specs()
