@@ -18,8 +18,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-PLANPROOF = os.path.join(ROOT, "build", "bin", "planproof")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import PLANPROOF, ROOT, peak_rss_mib  # noqa: E402
 GEN = os.path.join(ROOT, "scripts", "gen_llama_block.py")
 
 CONFIGS = [  # (layers, batch, seq, dp, tp, sp)
@@ -30,17 +30,6 @@ CONFIGS = [  # (layers, batch, seq, dp, tp, sp)
     (2, 2, 2, 1, 2, True),
     (2, 2, 2, 2, 2, False),
 ]
-
-
-def peak_rss_mib(path):
-    pid = os.fork()
-    if pid == 0:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        os.execv(PLANPROOF, [PLANPROOF, "verify", path])
-    _, _, usage = os.wait4(pid, 0)
-    return usage.ru_maxrss / 1024.0
 
 
 def main():

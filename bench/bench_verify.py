@@ -20,8 +20,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-PLANPROOF = os.path.join(ROOT, "build", "bin", "planproof")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import PLANPROOF, ROOT, peak_rss_mib  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import gen_mlp_specs  # noqa: E402
 
@@ -32,18 +32,6 @@ def run_once(path):
     out = subprocess.run([PLANPROOF, "verify", "--format", "json", path],
                          capture_output=True, text=True).stdout
     return json.loads(out), (time.perf_counter() - start) * 1000
-
-
-def peak_rss_mib(path):
-    """Peak resident memory of one run, from the kernel's accounting of the child."""
-    pid = os.fork()
-    if pid == 0:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        os.execv(PLANPROOF, [PLANPROOF, "verify", path])
-    _, _, usage = os.wait4(pid, 0)
-    return usage.ru_maxrss / 1024.0
 
 
 def measure(path, runs):

@@ -369,18 +369,23 @@ the reshape afterwards hides the mistake from the type system.""",
           {"verdict": "violated", "kind": "sharding", "at": "%y_bsh"}, ref, plan(1))
 
 
-def zero2_specs():
-    """ZeRO-2-style flat gradient buffers under data parallelism: the gradient is
-    flattened in the parameter's logical row-major order, reduce-scattered, and each rank
-    updates its contiguous shard of the flat parameter."""
-    R, C, Bt = 4, 4, 4
+def linear_sgd_reference(R, C, Bt):
+    """dW = x^T dy for a linear layer, then an SGD step: the step ZeRO plans shard."""
     ins = [("x", [Bt, R]), ("dy", [Bt, C]), ("w", [R, C])]
     r = Func()
     for n, s_ in ins:
         r.arg(n, s_)
     r.matmul("dw", "x", "dy", 0, 0)
     r.emit("w_next", f"ref.sgd_update %w, %dw lr 0.1 : {r.t('w')}", [R, C])
-    ref = reference_func(r, ins, [("w_next", "w_next")])
+    return reference_func(r, ins, [("w_next", "w_next")])
+
+
+def zero2_specs():
+    """ZeRO-2-style flat gradient buffers under data parallelism: the gradient is
+    flattened in the parameter's logical row-major order, reduce-scattered, and each rank
+    updates its contiguous shard of the flat parameter."""
+    R, C, Bt = 4, 4, 4
+    ref = linear_sgd_reference(R, C, Bt)
 
     def plan(bug=None):
         f = Func({"dp": 2})
@@ -612,13 +617,7 @@ def zero2_gather_specs():
     updates its shard of the (tp-replicated) parameter, and the updated shards are
     all-gathered over dp so every rank holds the whole parameter again."""
     R, C, Bt = 4, 4, 4
-    ins = [("x", [Bt, R]), ("dy", [Bt, C]), ("w", [R, C])]
-    r = Func()
-    for n, s_ in ins:
-        r.arg(n, s_)
-    r.matmul("dw", "x", "dy", 0, 0)
-    r.emit("w_next", f"ref.sgd_update %w, %dw lr 0.1 : {r.t('w')}", [R, C])
-    ref = reference_func(r, ins, [("w_next", "w_next")])
+    ref = linear_sgd_reference(R, C, Bt)
 
     def plan(bug=None):
         mesh = {"dp": 2, "tp": 2}

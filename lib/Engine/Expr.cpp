@@ -352,34 +352,6 @@ std::vector<uint32_t> ExprPool::support(PolyId p) {
   return out;
 }
 
-double ExprPool::evaluate(PolyId p, const std::vector<double> &values,
-                          std::unordered_map<PolyId, double> &memo) const {
-  auto it = memo.find(p);
-  if (it != memo.end())
-    return it->second;
-  double sum = 0;
-  for (auto &[m, c] : polys[p].terms) {
-    double prod = c.toDouble();
-    for (auto &[a, e] : monos[m].factors) {
-      const Atom &at = atoms[a];
-      double v;
-      if (at.isInput) {
-        v = values[at.input];
-      } else {
-        std::vector<double> args;
-        for (PolyId q : at.args)
-          args.push_back(evaluate(q, values, memo));
-        v = evalFn(at.fn, args);
-      }
-      for (uint32_t k = 0; k < e; ++k)
-        prod *= v;
-    }
-    sum += prod;
-  }
-  memo[p] = sum;
-  return sum;
-}
-
 void ExprPool::strPoly(PolyId p, std::string &out, size_t maxChars) const {
   const auto &t = polys[p].terms;
   if (t.empty()) {

@@ -111,11 +111,6 @@ public:
   /// The input symbols `p` depends on, sorted.
   std::vector<uint32_t> support(PolyId p);
 
-  /// Numeric value of `p` with input i set to `values[i]`, using each function's
-  /// numeric definition. `memo` caches per-poly values for one assignment.
-  double evaluate(PolyId p, const std::vector<double> &values,
-                  std::unordered_map<PolyId, double> &memo) const;
-
   /// Human-readable rendering (for notes and tests), truncated past `maxChars`.
   std::string str(PolyId p, size_t maxChars = 200) const;
 

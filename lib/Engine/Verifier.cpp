@@ -408,16 +408,17 @@ void Engine::addCounterexample(const Failure &f, Violation &viol) {
   for (size_t i = 0; i < vals.size(); ++i)
     if (vals[i] != 0)
       cx.inputs.push_back({pool.input(i).str(), vals[i]});
-  std::unordered_map<PolyId, double> memo;
-  cx.reference = pool.evaluate(f.reference, vals, memo);
-  cx.plan = pool.evaluate(f.plan, vals, memo);
+  Evaluator eval(pool);
+  eval.reset(vals);
+  cx.reference = eval.poly(f.reference);
+  cx.plan = eval.poly(f.plan);
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
   const auto &perRank = planTrace.values[ret.getOperand(f.output->index)];
   std::vector<int64_t> members{f.rank};
   if (f.output->layout.isPartial())
     members = mesh.group(f.rank, f.output->layout.partialAxes());
   for (int64_t m : members) {
-    cx.rankValues.push_back({mesh.rankStr(m), pool.evaluate(perRank[m].data[f.local], vals, memo)});
+    cx.rankValues.push_back({mesh.rankStr(m), eval.poly(perRank[m].data[f.local])});
     viol.ranks.push_back(mesh.rankStr(m));
   }
 }

@@ -118,14 +118,11 @@ std::string evalRefOp(D &d, mlir::Operation *op,
         }
         out.data[i * J + j] = d.sum(products);
       }
-  } else if (auto r = dyn_cast<ReduceSumOp>(op)) {
+  } else if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op)) {
+    auto dims = op->getAttrOfType<mlir::DenseI64ArrayAttr>("dims").asArrayRef();
     const Tensor<V> &a = *in[0];
-    auto dims = r.getDims();
-    Shape shape;
-    for (int64_t k = 0; k < (int64_t)a.shape.size(); ++k)
-      if (!llvm::is_contained(dims, k))
-        shape.push_back(a.shape[k]);
-    out = Tensor<V>(shape, d.constant(Rational(0)));
+    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+    // Group the input elements by their index in the kept dimensions.
     std::vector<std::vector<V>> parts(out.data.size());
     for (int64_t l = 0; l < (int64_t)a.data.size(); ++l) {
       auto idx = a.unravel(l);
@@ -136,7 +133,10 @@ std::string evalRefOp(D &d, mlir::Operation *op,
       parts[out.linear(o)].push_back(a.data[l]);
     }
     for (size_t o = 0; o < parts.size(); ++o)
-      out.data[o] = d.sum(parts[o]);
+      out.data[o] = isa<ReduceMaxOp>(op)    ? d.apply(Fn::Max, parts[o])
+                    : isa<ReduceSumOp>(op) ? d.sum(parts[o])
+                                           : d.scale(d.sum(parts[o]),
+                                                     Rational(1, (int64_t)parts[o].size()));
   } else if (isa<EmbeddingOp, EmbeddingGradOp>(op)) {
     // Row v of the (local) table is global row offset + v; [id == offset + v] selects it.
     int64_t offset = indices.empty() ? 0 : indices[0];
@@ -219,23 +219,6 @@ std::string evalRefOp(D &d, mlir::Operation *op,
       }
       base += part->shape[dim];
     }
-  } else if (isa<ReduceMaxOp, ReduceMeanOp>(op)) {
-    auto dims = op->getAttrOfType<mlir::DenseI64ArrayAttr>("dims").asArrayRef();
-    const Tensor<V> &a = *in[0];
-    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
-    std::vector<std::vector<V>> parts(out.data.size());
-    for (int64_t l = 0; l < (int64_t)a.data.size(); ++l) {
-      auto idx = a.unravel(l);
-      std::vector<int64_t> o;
-      for (int64_t k = 0; k < (int64_t)idx.size(); ++k)
-        if (!llvm::is_contained(dims, k))
-          o.push_back(idx[k]);
-      parts[out.linear(o)].push_back(a.data[l]);
-    }
-    for (size_t o = 0; o < parts.size(); ++o)
-      out.data[o] = isa<ReduceMaxOp>(op)
-                        ? d.apply(Fn::Max, parts[o])
-                        : d.scale(d.sum(parts[o]), Rational(1, (int64_t)parts[o].size()));
   } else if (auto bm = dyn_cast<BatchMatmulOp>(op)) {
     const Tensor<V> &a = *in[0], &b = *in[1];
     int64_t ld = bm.getLhsDim(), rd = bm.getRhsDim();

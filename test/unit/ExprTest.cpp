@@ -67,8 +67,9 @@ TEST_CASE("proportionality and evaluation", "[expr]") {
   CHECK(c == Rational(3, 2));
   CHECK_FALSE(pool.proportional(pool.add(p, a), p, c));
   std::vector<double> vals = {2.0, 5.0};
-  std::unordered_map<PolyId, double> memo;
-  CHECK(pool.evaluate(p, vals, memo) == Approx(15.0));
+  Evaluator eval(pool);
+  eval.reset(vals);
+  CHECK(eval.poly(p) == Approx(15.0));
   CHECK(pool.support(p) == std::vector<uint32_t>{ia, ib});
 }
 
