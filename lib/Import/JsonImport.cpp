@@ -9,6 +9,7 @@
 #include "Import/JsonImport.h"
 
 #include "Dist/DistDialect.h"
+#include "Engine/Rational.h"
 #include "Ref/RefDialect.h"
 #include "Spec/Spec.h"
 
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 using namespace mlir;
@@ -262,7 +264,180 @@ private:
   std::map<std::string, Shape> refInputShapes;
   std::map<std::string, int64_t> refInputBounds;
   std::map<std::string, int64_t> meshAxes;
+  /// Dimension symbols of a parametric spec ("dims"), at the values this import uses.
+  std::map<std::string, int64_t> dimValues;
+
+public:
+  /// Values to give the dimension symbols instead of their full sizes (shape
+  /// reduction, docs/shape-reduction.md); null: the full sizes.
+  const std::map<std::string, int64_t> *fixedDims = nullptr;
+
+private:
+  void readDims(const json &root);
+  Rational evalExpr(const json &v, const std::string &ptr);
+  int64_t intValue(const json &v, const std::string &ptr);
 };
+
+namespace {
+/// Recursive-descent evaluation of size expressions: integers, decimals, dimension
+/// symbols, + - * / and parentheses, in exact rationals.
+struct ExprParser {
+  const std::string &text;
+  const std::map<std::string, int64_t> &symbols;
+  size_t i = 0;
+  std::string error;
+
+  void ws() {
+    while (i < text.size() && text[i] == ' ')
+      ++i;
+  }
+  bool atom(Rational &out) {
+    ws();
+    if (i < text.size() && text[i] == '(') {
+      ++i;
+      if (!sum(out))
+        return false;
+      ws();
+      if (i >= text.size() || text[i] != ')')
+        return (error = "expected ')'", false);
+      ++i;
+      return true;
+    }
+    auto is = [&](int (*pred)(int)) { return i < text.size() && pred((unsigned char)text[i]); };
+    if (is(isdigit) || (i < text.size() && text[i] == '.')) {
+      size_t start = i;
+      while (is(isdigit) || (i < text.size() && text[i] == '.'))
+        ++i;
+      std::string num = text.substr(start, i - start);
+      char *end = nullptr;
+      double value = std::strtod(num.c_str(), &end);
+      if (num == "." || !end || *end)
+        return (error = "malformed number '" + num + "'", false);
+      out = Rational::fromDouble(value);
+      return true;
+    }
+    if (is(isalpha) || (i < text.size() && text[i] == '_')) {
+      size_t start = i;
+      while (is(isalnum) || (i < text.size() && text[i] == '_'))
+        ++i;
+      std::string name = text.substr(start, i - start);
+      auto it = symbols.find(name);
+      if (it == symbols.end())
+        return (error = "unknown dimension '" + name + "' (declare it in \"dims\")", false);
+      out = Rational(it->second);
+      return true;
+    }
+    return (error = "expected a number, a dimension name or '('", false);
+  }
+  bool product(Rational &out) {
+    if (!atom(out))
+      return false;
+    for (ws(); i < text.size() && (text[i] == '*' || text[i] == '/'); ws()) {
+      char op = text[i++];
+      Rational rhs;
+      if (!atom(rhs))
+        return false;
+      if (op == '/' && rhs.isZero())
+        return (error = "division by zero", false);
+      out = op == '*' ? out * rhs : out / rhs;
+    }
+    return true;
+  }
+  bool sum(Rational &out) {
+    if (!product(out))
+      return false;
+    for (ws(); i < text.size() && (text[i] == '+' || text[i] == '-'); ws()) {
+      char op = text[i++];
+      Rational rhs;
+      if (!product(rhs))
+        return false;
+      out = op == '+' ? out + rhs : out - rhs;
+    }
+    return true;
+  }
+};
+} // namespace
+
+Rational Importer::evalExpr(const json &v, const std::string &ptr) {
+  if (v.is_number_integer())
+    return Rational(v.get<int64_t>());
+  if (v.is_number())
+    return Rational::fromDouble(v.get<double>());
+  if (!v.is_string())
+    fail(ptr, "expected a number or a size expression");
+  std::string text = v.get<std::string>();
+  ExprParser parser{text, dimValues};
+  Rational out;
+  try {
+    if (!parser.sum(out))
+      fail(ptr, "in size expression '" + text + "': " + parser.error);
+  } catch (const NumericLimit &e) {
+    fail(ptr, "in size expression '" + text + "': " + e.what());
+  }
+  parser.ws();
+  if (parser.i != text.size())
+    fail(ptr, "in size expression '" + text + "': unexpected '" + text.substr(parser.i) + "'");
+  return out;
+}
+
+int64_t Importer::intValue(const json &v, const std::string &ptr) {
+  if (v.is_number_float())
+    fail(ptr, "expected an integer");
+  Rational r = evalExpr(v, ptr);
+  if (r.denominator() != 1)
+    fail(ptr, "expected an integer, got " + r.str() +
+                  (v.is_string() ? " from '" + v.get<std::string>() + "'" : ""));
+  return r.numerator();
+}
+
+/// Reads "dims" and chooses the values this import uses: each symbol of size at least
+/// 2L becomes 2L, where L is the product of the mesh axis sizes and of the interleaving
+/// segment counts, so every split still divides and every shard keeps >= 2 elements
+/// (docs/shape-reduction.md).
+void Importer::readDims(const json &root) {
+  if (!root.contains("dims"))
+    return;
+  const json &dims = root["dims"];
+  if (!dims.is_object())
+    fail("/dims", "'dims' must map dimension names to sizes");
+  int64_t L = 1;
+  if (root.contains("plan") && root["plan"].is_object() && root["plan"].contains("mesh") &&
+      root["plan"]["mesh"].is_object() && root["plan"]["mesh"].contains("axes") &&
+      root["plan"]["mesh"]["axes"].is_array())
+    for (const json &a : root["plan"]["mesh"]["axes"])
+      if (a.is_object() && a.contains("size") && a["size"].is_number_integer() &&
+          a["size"].get<int64_t>() > 0 && L < (int64_t(1) << 30))
+        L *= a["size"].get<int64_t>();
+  std::function<void(const json &)> segments = [&](const json &j) {
+    if (j.is_object()) {
+      if (j.contains("segments") && j["segments"].is_number_integer() &&
+          j["segments"].get<int64_t>() > 1 && L < (int64_t(1) << 30))
+        L *= j["segments"].get<int64_t>();
+      for (auto it = j.begin(); it != j.end(); ++it)
+        segments(*it);
+    } else if (j.is_array()) {
+      for (const json &e : j)
+        segments(e);
+    }
+  };
+  segments(root);
+  spec.reductionQuantum = 2 * L;
+  for (auto it = dims.begin(); it != dims.end(); ++it) {
+    std::string p = "/dims/" + it.key();
+    bool ident = !it.key().empty() && (isalpha((unsigned char)it.key()[0]) || it.key()[0] == '_') &&
+                 std::all_of(it.key().begin(), it.key().end(),
+                             [](char c) { return isalnum((unsigned char)c) || c == '_'; });
+    if (!ident)
+      fail(p, "dimension names are identifiers");
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > (int64_t(1) << 31))
+      fail(p, "dimension sizes must be integers between 1 and 2^31");
+    int64_t full = it->get<int64_t>(), used = full;
+    if (fixedDims && fixedDims->count(it.key()))
+      used = fixedDims->at(it.key());
+    dimValues[it.key()] = used;
+    spec.reducedDims.push_back({it.key(), full, used});
+  }
+}
 
 Shape Importer::shape(const json &obj, const std::string &ptr) {
   const json &s = field(obj, ptr, "shape", json::value_t::array);
@@ -270,9 +445,9 @@ Shape Importer::shape(const json &obj, const std::string &ptr) {
   int64_t total = 1;
   for (size_t k = 0; k < s.size(); ++k) {
     std::string p = ptr + "/shape/" + std::to_string(k);
-    if (!s[k].is_number_integer() || s[k].get<int64_t>() < 1)
+    int64_t d = intValue(s[k], p);
+    if (d < 1)
       fail(p, "dimension sizes must be positive integers");
-    int64_t d = s[k].get<int64_t>();
     if (d > (int64_t(1) << 31) || total > (int64_t(1) << 40) / d)
       fail(p, "shape is absurdly large (more than 2^40 elements)");
     total *= d;
@@ -372,15 +547,20 @@ NamedAttribute Importer::attribute(const std::string &op, const std::string &key
   }
   const std::string &kind = it->second;
   StringAttr name = StringAttr::get(&ctx, key);
-  if (kind == "int" && v.is_number_integer())
-    return {name, builder.getI64IntegerAttr(v.get<int64_t>())};
-  if (kind == "float" && v.is_number())
-    return {name, builder.getF64FloatAttr(v.get<double>())};
+  if (kind == "int" && (v.is_number_integer() || v.is_string()))
+    return {name, builder.getI64IntegerAttr(intValue(v, ptr))};
+  if (kind == "float" && (v.is_number() || v.is_string()))
+    return {name, builder.getF64FloatAttr(evalExpr(v, ptr).toDouble())};
   if (kind == "string" && v.is_string())
     return {name, builder.getStringAttr(v.get<std::string>())};
   if (kind == "int[]" && v.is_array() &&
-      std::all_of(v.begin(), v.end(), [](const json &e) { return e.is_number_integer(); }))
-    return {name, builder.getDenseI64ArrayAttr(v.get<std::vector<int64_t>>())};
+      std::all_of(v.begin(), v.end(),
+                  [](const json &e) { return e.is_number_integer() || e.is_string(); })) {
+    std::vector<int64_t> items;
+    for (size_t k = 0; k < v.size(); ++k)
+      items.push_back(intValue(v[k], ptr + "/" + std::to_string(k)));
+    return {name, builder.getDenseI64ArrayAttr(items)};
+  }
   if (kind == "string[]" && v.is_array() &&
       std::all_of(v.begin(), v.end(), [](const json &e) { return e.is_string(); })) {
     SmallVector<Attribute> items;
@@ -498,9 +678,10 @@ void Importer::buildIndexOp(const json &o, const std::string &p, const std::stri
     op = dist::AxisIndexOp::create(builder, l, builder.getIndexType(),
                                    builder.getStringAttr(attrs["axis"].get<std::string>()));
   } else if (opName == "arith.constant") {
-    if (!attrs.contains("value") || !attrs["value"].is_number_integer() || !operands.empty())
+    if (!attrs.contains("value") || !operands.empty())
       fail(p, "arith.constant takes no operands and an integer attribute 'value'");
-    op = arith::ConstantOp::create(builder, l, builder.getIndexAttr(attrs["value"].get<int64_t>()));
+    op = arith::ConstantOp::create(builder, l,
+                                   builder.getIndexAttr(intValue(attrs["value"], p + "/attrs/value")));
   } else if (opName == "arith.addi" || opName == "arith.subi" || opName == "arith.muli") {
     if (operands.size() != 2)
       fail(p + "/operands", opName + " takes two index operands");
@@ -538,10 +719,12 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
     if (dtype != "f32" && dtype != "i64")
       fail(p + "/dtype", "dtype must be \"f32\" or \"i64\"");
     if (dtype == "i64") {
-      const json &bound = field(inputs[i], p, "bound", json::value_t::number_integer);
-      if (bound.get<int64_t>() < 1)
+      if (!inputs[i].contains("bound"))
+        fail(p, "token ids need a 'bound' (values in [0, bound))");
+      int64_t bound = intValue(inputs[i]["bound"], p + "/bound");
+      if (bound < 1)
         fail(p + "/bound", "'bound' must be a positive integer");
-      refInputBounds[n] = bound.get<int64_t>();
+      refInputBounds[n] = bound;
     }
     argTypes.push_back(RankedTensorType::get(
         s, dtype == "i64" ? Type(builder.getI64Type()) : Type(builder.getF32Type())));
@@ -709,6 +892,7 @@ bool Importer::run(const std::string &text, std::string &errors) {
       fail("", "a spec must be a JSON object with 'reference' and 'plan'");
     if (root.contains("planproof") && !(root["planproof"].is_number_integer() && root["planproof"] == 1))
       fail("/planproof", "unsupported format version (this planproof reads version 1)");
+    readDims(root);
     builder.setInsertionPointToEnd(module->getBody());
     const json &ref = field(root, "", "reference", json::value_t::object);
     const json &plan = field(root, "", "plan", json::value_t::object);
@@ -766,6 +950,59 @@ bool Importer::run(const std::string &text, std::string &errors) {
 }
 } // namespace
 
+/// Whether `small` is a faithful reduction of `large`: the same ops in the same order,
+/// and every dimension either unchanged or reduced to at least 2 elements (at least 2
+/// per segment for interleaved layouts), so that every shard block of every split stays
+/// non-empty with >= 2 elements (docs/shape-reduction.md).
+static bool faithfulReduction(Spec &small, Spec &large) {
+  std::vector<Operation *> a, b;
+  small.modules.back()->walk([&](Operation *op) { a.push_back(op); });
+  large.modules.back()->walk([&](Operation *op) { b.push_back(op); });
+  if (a.size() != b.size())
+    return false;
+  auto sameType = [](Type x, Type y, int64_t segments = 1) {
+    auto tx = dyn_cast<RankedTensorType>(x), ty = dyn_cast<RankedTensorType>(y);
+    if (!tx || !ty)
+      return x == y;
+    if (tx.getRank() != ty.getRank())
+      return false;
+    for (int64_t d = 0; d < tx.getRank(); ++d) {
+      int64_t r = tx.getDimSize(d), n = ty.getDimSize(d);
+      if (r != n && (r > n || r < 2 * segments))
+        return false;
+    }
+    return true;
+  };
+  auto segmentsOf = [](func::FuncOp f, unsigned i, bool result) -> int64_t {
+    auto l = result ? f.getResultAttrOfType<dist::LayoutAttr>(i, dist::kLayoutAttr)
+                    : f.getArgAttrOfType<dist::LayoutAttr>(i, dist::kLayoutAttr);
+    int64_t k = 1;
+    if (l && l.getSegments())
+      for (int64_t s : l.getSegments().asArrayRef())
+        k = std::max(k, s);
+    return k;
+  };
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i]->getName() != b[i]->getName() || a[i]->getNumResults() != b[i]->getNumResults())
+      return false;
+    for (unsigned k = 0; k < a[i]->getNumResults(); ++k)
+      if (!sameType(a[i]->getResult(k).getType(), b[i]->getResult(k).getType()))
+        return false;
+    if (auto fa = dyn_cast<func::FuncOp>(a[i])) {
+      auto fb = cast<func::FuncOp>(b[i]);
+      if (fa.getNumArguments() != fb.getNumArguments() || fa.getNumResults() != fb.getNumResults())
+        return false;
+      for (unsigned k = 0; k < fa.getNumArguments(); ++k)
+        if (!sameType(fa.getArgumentTypes()[k], fb.getArgumentTypes()[k], segmentsOf(fa, k, false)))
+          return false;
+      for (unsigned k = 0; k < fa.getNumResults(); ++k)
+        if (!sameType(fa.getResultTypes()[k], fb.getResultTypes()[k], segmentsOf(fa, k, true)))
+          return false;
+    }
+  }
+  return true;
+}
+
 bool planproof::importJsonSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
                                std::string &errors) {
   std::ifstream in(path, std::ios::binary);
@@ -784,5 +1021,61 @@ bool planproof::importJsonSpec(MLIRContext &ctx, const std::string &path, Spec &
       lines.push_back(line);
     spec.sources[path] = std::move(lines);
   }
-  return Importer(ctx, path, spec).run(text, errors);
+  // Import at the full sizes first: types only, cheap, and the reference for checking a
+  // reduction.
+  auto sources = spec.sources;
+  bool reduceShapes = spec.reduceShapes;
+  auto fresh = [&]() {
+    auto out = std::make_unique<Spec>();
+    out->path = spec.path;
+    out->sources = sources;
+    out->reduceShapes = reduceShapes;
+    return out;
+  };
+  std::unique_ptr<Spec> full = fresh();
+  Importer fullImport(ctx, path, *full);
+  if (!fullImport.run(text, errors))
+    return false;
+  std::unique_ptr<Spec> best = std::move(full);
+  Spec &fullSpec = *best;
+  std::map<std::string, int64_t> values;
+  for (const ReducedDim &d : fullSpec.reducedDims)
+    values[d.name] = std::min(d.full, fullSpec.reductionQuantum);
+  bool shrinkable = llvm::any_of(fullSpec.reducedDims, [&](const ReducedDim &d) {
+    return values[d.name] < d.full;
+  });
+  if (reduceShapes && shrinkable) {
+    std::unique_ptr<Spec> keepFull = std::move(best);
+    auto attempt = [&](const std::map<std::string, int64_t> &vals) -> std::unique_ptr<Spec> {
+      std::unique_ptr<Spec> cand = fresh();
+      Importer imp(ctx, path, *cand);
+      imp.fixedDims = &vals;
+      std::string ignored;
+      if (!imp.run(text, ignored) || !faithfulReduction(*cand, *keepFull))
+        return nullptr;
+      return cand;
+    };
+    best = attempt(values);
+    if (best) {
+      // Greedily halve each symbol while the reduction stays faithful.
+      for (const ReducedDim &d : keepFull->reducedDims)
+        while (values[d.name] > 2) {
+          auto next = values;
+          next[d.name] = std::max<int64_t>(2, values[d.name] / 2);
+          std::unique_ptr<Spec> cand = attempt(next);
+          if (!cand)
+            break;
+          values = next;
+          best = std::move(cand);
+        }
+    } else {
+      best = std::move(keepFull);
+    }
+  }
+  Spec &chosen = *best;
+  spec.modules = std::move(chosen.modules);
+  spec.names = std::move(chosen.names);
+  spec.reducedDims = chosen.reducedDims;
+  spec.reductionQuantum = chosen.reductionQuantum;
+  return true;
 }

@@ -80,6 +80,15 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
     out += where(spec, loc) + ": warning: [inconclusive] " + reason + "\n";
     out += caret(spec, loc);
   }
+  std::string reduced;
+  for (const ReducedDim &d : spec.reducedDims)
+    if (d.used != d.full)
+      reduced += (reduced.empty() ? "" : ", ") + d.name + "=" + std::to_string(d.used) + " (of " +
+                 std::to_string(d.full) + ")";
+  if (!reduced.empty())
+    out += spec.path + ": note: decided at reduced sizes " + reduced +
+           "; for this parametric spec the result holds at the full sizes "
+           "(docs/shape-reduction.md)\n";
   out += spec.path + ": " + verdictName(r.verdict);
   if (r.verdict == Verdict::Violated)
     out += " (" + std::to_string(r.violations.size()) + " violation" +
@@ -107,8 +116,12 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
   json reasons = json::array();
   for (auto &[loc, reason] : r.inconclusiveReasons)
     reasons.push_back({{"location", locJson(spec, loc)}, {"reason", reason}});
+  json dims = json::object();
+  for (const ReducedDim &d : spec.reducedDims)
+    dims[d.name] = {{"full", d.full}, {"decided_at", d.used}};
   json j = {{"spec", spec.path},
             {"verdict", verdictName(r.verdict)},
+            {"dims", dims},
             {"violations", violations},
             {"inconclusive", reasons},
             {"stats",

@@ -58,6 +58,12 @@ struct Expectation {
   std::string at;      // for violations: SSA name of the plan op the report points at
 };
 
+/// A dimension symbol of a parametric spec: its full size and the size verified.
+struct ReducedDim {
+  std::string name;
+  int64_t full, used;
+};
+
 struct Spec {
   std::string path;
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
@@ -72,6 +78,12 @@ struct Spec {
   /// Source lines of each loaded file, for diagnostic snippets.
   std::map<std::string, std::vector<std::string>> sources;
   Expectation expect;
+  /// Whether parametric specs are verified at reduced sizes (docs/shape-reduction.md).
+  bool reduceShapes = true;
+  std::vector<ReducedDim> reducedDims;
+  /// 2 x (product of the mesh axis sizes and interleaving segments): every reduced
+  /// dimension is a multiple of it, so every shard of it keeps >= 2 elements.
+  int64_t reductionQuantum = 0;
   /// Set when the spec is well-formed but cannot be decided as written (an op on a
   /// differentiated path has no derivative rule): the verdict is then *inconclusive*.
   std::string undecidable;

@@ -45,6 +45,8 @@ Options:
   --format text|json|sarif   report format (default text)
   --timeout-ms N             Z3 timeout per query (default 10000); a timeout makes the
                              verdict inconclusive, never verified
+  --full-shapes              decide parametric specs (JSON "dims") at their full sizes
+                             instead of the reduced ones (docs/shape-reduction.md)
 
 Exit status: 0 verified, 1 violated, 2 bad input or usage, 3 inconclusive.
 For check-specs: 0 every spec as expected, 1 some spec not as expected.
@@ -59,13 +61,16 @@ int usage(const std::string &msg) {
 struct Options {
   std::string format = "text";
   VerifyOptions verify;
+  bool fullShapes = false;
 };
 
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
-    if (a == "--format" || a == "--timeout-ms") {
+    if (a == "--full-shapes") {
+      o.fullShapes = true;
+    } else if (a == "--format" || a == "--timeout-ms") {
       if (i + 1 >= args.size()) {
         err = a + " needs a value";
         return false;
@@ -130,6 +135,7 @@ int cmdVerify(std::vector<std::string> args) {
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
+  spec.reduceShapes = !o.fullShapes;
   std::string errors;
   bool ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
                         : loadSpecPair(ctx, ref, plan, spec, errors);
@@ -176,6 +182,7 @@ int cmdCheckSpecs(std::vector<std::string> args) {
     mlir::MLIRContext ctx;
     registerDialects(ctx);
     Spec spec;
+    spec.reduceShapes = !o.fullShapes;
     std::string errors;
     std::string got, expected = "?";
     bool match = false;
