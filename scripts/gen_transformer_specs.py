@@ -28,13 +28,14 @@ def lay(*dims, **partial):
     return f"#dist.layout<[{', '.join(dims)}]{p}>"
 
 
-def ref_inputs(c, fused):
+def ref_inputs(c, fused, fused_gate_up=False):
     T, H, nh, nkv, d, F, V = (c[k] for k in "T H nh nkv d F V".split())
     ins = [("x", [T, H]), ("w_norm1", [H])]
     ins += [("w_qkv", [H, 3 * nh * d])] if fused else [
         ("w_q", [H, nh * d]), ("w_k", [H, nkv * d]), ("w_v", [H, nkv * d])]
-    ins += [("w_o", [nh * d, H]), ("w_norm2", [H]), ("w_gate", [H, F]), ("w_up", [H, F]),
-            ("w_down", [F, H]), ("w_normf", [H]), ("w_lm", [H, V]), ("labels", [T, V]),
+    ins += [("w_o", [nh * d, H]), ("w_norm2", [H])]
+    ins += [("w_gate_up", [H, 2 * F])] if fused_gate_up else [("w_gate", [H, F]), ("w_up", [H, F])]
+    ins += [("w_down", [F, H]), ("w_normf", [H]), ("w_lm", [H, V]), ("labels", [T, V]),
             ("mask", [T]), ("cos", [T, d]), ("sin", [T, d])]
     return ins
 
@@ -93,17 +94,24 @@ def attention_and_mlp(f, c, n_q, n_kv, fused, kv_select=None):
     f.reshape("ctx_flat", "ctx_t", [T, n_q * d])
 
 
-def mlp(f):
-    f.matmul("gate", "h2", "w_gate")
-    f.matmul("up", "h2", "w_up")
+def mlp(f, fused_gate_up=False):
+    if fused_gate_up:
+        # One matmul against [gate | up]; the halves are sliced apart.
+        f.matmul("gate_up", "h2", "w_gate_up")
+        T, F2 = f.shapes["gate_up"]
+        f.slice("gate", "gate_up", [0, 0], [T, F2 // 2])
+        f.slice("up", "gate_up", [0, F2 // 2], [T, F2 // 2])
+    else:
+        f.matmul("gate", "h2", "w_gate")
+        f.matmul("up", "h2", "w_up")
     f.unary("silu", "gate_act", "gate")
     f.binary("mul", "act", "gate_act", "up")
 
 
-def reference(c, fused=False):
+def reference(c, fused=False, fused_gate_up=False):
     T, H, nh, nkv, V = c["T"], c["H"], c["nh"], c["nkv"], c["V"]
     f = Func()
-    ins = ref_inputs(c, fused)
+    ins = ref_inputs(c, fused, fused_gate_up)
     for n, s in ins:
         f.arg(n, s)
     f.rms_norm("h1", "x", "w_norm1")
@@ -111,7 +119,7 @@ def reference(c, fused=False):
     f.matmul("attn", "ctx_flat", "w_o")
     f.binary("add", "x2", "x", "attn")
     f.rms_norm("h2", "x2", "w_norm2")
-    mlp(f)
+    mlp(f, fused_gate_up)
     f.matmul("mlp_out", "act", "w_down")
     f.binary("add", "x3", "x2", "mlp_out")
     f.rms_norm("hf", "x3", "w_normf")
@@ -163,7 +171,7 @@ def cross_entropy(f, T, V, logits, labels, mask, tp_axes=(), dp_axes=(), bug=Non
     return f.binary("div", "loss", "loss_sum", "tokens")
 
 
-def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False):
+def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False, fused_gate_up=False):
     T, H, nh, nkv, d, F, V = (c[k] for k in "T H nh nkv d F V".split())
     mesh = {"tp": tp}
     f = Func(mesh)
@@ -180,9 +188,13 @@ def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False):
         kv_lay, kv_w = (col, nkv_l * d) if kv_split else (rep2, nkv * d)
         ins += [("w_q", "w_q", col, [H, nq_l * d]), ("w_k", "w_k", kv_lay, [H, kv_w]),
                 ("w_v", "w_v", kv_lay, [H, kv_w])]
-    ins += [("w_o", "w_o", row, [nq_l * d, H]), ("w_norm2", "w_norm2", rep1, [H]),
-            ("w_gate", "w_gate", col, [H, F // tp]), ("w_up", "w_up", col, [H, F // tp]),
-            ("w_down", "w_down", row, [F // tp, H]), ("w_normf", "w_normf", rep1, [H]),
+    ins += [("w_o", "w_o", row, [nq_l * d, H]), ("w_norm2", "w_norm2", rep1, [H])]
+    if fused_gate_up:
+        gu_layout = col if bug == "fused_gate_up_even_split" else lay("_", "tp in 2")
+        ins += [("w_gate_up", "w_gate_up", gu_layout, [H, 2 * F // tp])]
+    else:
+        ins += [("w_gate", "w_gate", col, [H, F // tp]), ("w_up", "w_up", col, [H, F // tp])]
+    ins += [("w_down", "w_down", row, [F // tp, H]), ("w_normf", "w_normf", rep1, [H]),
             ("w_lm", "w_lm", col, [H, V // tp]), ("labels", "labels", col, [T, V // tp]),
             ("mask", "mask", rep1, [T]), ("cos", "cos", rep2, [T, d]),
             ("sin", "sin", rep2, [T, d])]
@@ -218,7 +230,7 @@ def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False):
     reduce_then_residual("x2", "attn_p", "x")
     f.comment("SwiGLU MLP: column-parallel gate/up, row-parallel down.")
     norm_then_gather("h2", "x2", "w_norm2")
-    mlp(f)
+    mlp(f, fused_gate_up)
     f.matmul("mlp_out_p", "act", "w_down")
     reduce_then_residual("x3", "mlp_out_p", "x2")
     f.comment("Final norm, vocabulary-parallel LM head and cross-entropy.")
@@ -684,6 +696,17 @@ per Q/K/V segment, so rank 0 holds all of Q and rank 1 all of K, and each rank s
 what it believes are its Q, K and V heads out of the wrong columns.""",
           {"verdict": "violated", "kind": "sharding", "at": "%q"}, reference(c, fused=True),
           tp_plan(c, fused=True, bug="fused_qkv_even_split"))
+    write("llama_tp2_fused_gate_up.mlir", """
+Fused gate/up projection of the SwiGLU MLP under tensor parallelism: the fused weight
+[gate | up] is split with an interleaved layout, so each rank holds its columns of both
+halves and slices them apart locally.""", ok, reference(c, fused_gate_up=True),
+          tp_plan(c, fused_gate_up=True))
+    write("llama_tp2_fused_gate_up_even_split.mlir", """
+BUG: the fused gate/up weight is split into contiguous column blocks: rank 0 holds the
+whole gate projection and rank 1 the whole up projection, so each rank's local "gate"
+and "up" slices pair the wrong columns.""",
+          {"verdict": "violated", "kind": "sharding", "at": "%gate"}, reference(c, fused_gate_up=True),
+          tp_plan(c, fused_gate_up=True, bug="fused_gate_up_even_split"))
     write("llama_tp2_vocab_ce_no_max_allreduce.mlir", """
 BUG: vocabulary-parallel cross-entropy without the max all-reduce: each rank shifts its
 logits by its own maximum, so the summed exponentials mix different shifts.""",
