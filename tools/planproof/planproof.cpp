@@ -178,6 +178,10 @@ int cmdCheckSpecs(std::vector<std::string> args) {
   }
   std::sort(files.begin(), files.end());
   int passed = 0, failed = 0;
+  bool json = o.format == "json";
+  if (o.format == "sarif")
+    return usage("check-specs reports as text or json");
+  std::string results;
   for (const std::string &f : files) {
     mlir::MLIRContext ctx;
     registerDialects(ctx);
@@ -210,16 +214,33 @@ int cmdCheckSpecs(std::vector<std::string> args) {
             return v.kind == e.kind && (e.at.empty() || v.at == normalizeAt(e.at));
           });
       }
-      if (!match)
+      if (!match && !json)
         std::cout << renderText(spec, r);
     }
     (match ? passed : failed)++;
+    if (json) {
+      auto quote = [](const std::string &x) {
+        std::string q = "\"";
+        for (char c : x)
+          q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+        return q + "\"";
+      };
+      results += std::string(results.empty() ? "" : ",\n") + "    {\"spec\": " + quote(f) +
+                 ", \"ok\": " + (match ? "true" : "false") + ", \"got\": " + quote(got) +
+                 ", \"expected\": " + quote(expected) + ", \"milliseconds\": " +
+                 std::to_string(ms) + "}";
+      continue;
+    }
     char line[512];
     std::snprintf(line, sizeof line, "%-4s %-52s %-40s expected %s (%.0f ms)\n",
                   match ? "ok" : "FAIL", f.c_str(), got.c_str(), expected.c_str(), ms);
     std::cout << line;
   }
-  std::cout << "check-specs: " << passed << " passed, " << failed << " failed\n";
+  if (json)
+    std::cout << "{\n  \"results\": [\n" << results << "\n  ],\n  \"passed\": " << passed
+              << ",\n  \"failed\": " << failed << "\n}\n";
+  else
+    std::cout << "check-specs: " << passed << " passed, " << failed << " failed\n";
   return failed ? 1 : 0;
 }
 
