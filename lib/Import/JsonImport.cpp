@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import/JsonImport.h"
+#include "Import/SizeExpr.h"
 
 #include "Dist/DistDialect.h"
 #include "Engine/Rational.h"
@@ -27,108 +28,6 @@
 using namespace mlir;
 using namespace planproof;
 using nlohmann::json;
-
-//===----------------------------------------------------------------------===//
-// Positions of JSON values
-//===----------------------------------------------------------------------===//
-
-namespace {
-struct Scanner {
-  const std::string &s;
-  size_t i = 0;
-  unsigned line = 1, col = 1;
-  std::map<std::string, std::pair<unsigned, unsigned>> &out;
-
-  void adv() {
-    if (s[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-    ++i;
-  }
-  void ws() {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'))
-      adv();
-  }
-  std::string str() {
-    std::string r;
-    adv(); // opening quote
-    while (i < s.size() && s[i] != '"') {
-      if (s[i] == '\\') {
-        adv();
-        if (i < s.size())
-          r += s[i];
-      } else {
-        r += s[i];
-      }
-      adv();
-    }
-    if (i < s.size())
-      adv();
-    return r;
-  }
-  static std::string escape(const std::string &k) {
-    std::string r;
-    for (char c : k)
-      r += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
-    return r;
-  }
-  void value(const std::string &path) {
-    ws();
-    if (i >= s.size())
-      return;
-    out[path] = {line, col};
-    char c = s[i];
-    if (c == '{') {
-      adv();
-      ws();
-      while (i < s.size() && s[i] != '}') {
-        std::string key = str();
-        ws();
-        if (i < s.size() && s[i] == ':')
-          adv();
-        value(path + "/" + escape(key));
-        ws();
-        if (i < s.size() && s[i] == ',') {
-          adv();
-          ws();
-        }
-      }
-      if (i < s.size())
-        adv();
-    } else if (c == '[') {
-      adv();
-      ws();
-      for (size_t k = 0; i < s.size() && s[i] != ']'; ++k) {
-        value(path + "/" + std::to_string(k));
-        ws();
-        if (i < s.size() && s[i] == ',') {
-          adv();
-          ws();
-        }
-      }
-      if (i < s.size())
-        adv();
-    } else if (c == '"') {
-      str();
-    } else {
-      while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' &&
-             s[i] != '\n' && s[i] != '\r' && s[i] != '\t')
-        adv();
-    }
-  }
-};
-} // namespace
-
-std::map<std::string, std::pair<unsigned, unsigned>>
-planproof::locateJsonValues(const std::string &text) {
-  std::map<std::string, std::pair<unsigned, unsigned>> out;
-  Scanner sc{text, 0, 1, 1, out};
-  sc.value("");
-  return out;
-}
 
 const std::map<std::string, std::map<std::string, std::string>> &planproof::jsonOpAttributes() {
   static const std::map<std::string, std::map<std::string, std::string>> table = {
@@ -278,86 +177,6 @@ private:
   int64_t intValue(const json &v, const std::string &ptr);
 };
 
-namespace {
-/// Recursive-descent evaluation of size expressions: integers, decimals, dimension
-/// symbols, + - * / and parentheses, in exact rationals.
-struct ExprParser {
-  const std::string &text;
-  const std::map<std::string, int64_t> &symbols;
-  size_t i = 0;
-  std::string error;
-
-  void ws() {
-    while (i < text.size() && text[i] == ' ')
-      ++i;
-  }
-  bool atom(Rational &out) {
-    ws();
-    if (i < text.size() && text[i] == '(') {
-      ++i;
-      if (!sum(out))
-        return false;
-      ws();
-      if (i >= text.size() || text[i] != ')')
-        return (error = "expected ')'", false);
-      ++i;
-      return true;
-    }
-    auto is = [&](int (*pred)(int)) { return i < text.size() && pred((unsigned char)text[i]); };
-    if (is(isdigit) || (i < text.size() && text[i] == '.')) {
-      size_t start = i;
-      while (is(isdigit) || (i < text.size() && text[i] == '.'))
-        ++i;
-      std::string num = text.substr(start, i - start);
-      char *end = nullptr;
-      double value = std::strtod(num.c_str(), &end);
-      if (num == "." || !end || *end)
-        return (error = "malformed number '" + num + "'", false);
-      out = Rational::fromDouble(value);
-      return true;
-    }
-    if (is(isalpha) || (i < text.size() && text[i] == '_')) {
-      size_t start = i;
-      while (is(isalnum) || (i < text.size() && text[i] == '_'))
-        ++i;
-      std::string name = text.substr(start, i - start);
-      auto it = symbols.find(name);
-      if (it == symbols.end())
-        return (error = "unknown dimension '" + name + "' (declare it in \"dims\")", false);
-      out = Rational(it->second);
-      return true;
-    }
-    return (error = "expected a number, a dimension name or '('", false);
-  }
-  bool product(Rational &out) {
-    if (!atom(out))
-      return false;
-    for (ws(); i < text.size() && (text[i] == '*' || text[i] == '/'); ws()) {
-      char op = text[i++];
-      Rational rhs;
-      if (!atom(rhs))
-        return false;
-      if (op == '/' && rhs.isZero())
-        return (error = "division by zero", false);
-      out = op == '*' ? out * rhs : out / rhs;
-    }
-    return true;
-  }
-  bool sum(Rational &out) {
-    if (!product(out))
-      return false;
-    for (ws(); i < text.size() && (text[i] == '+' || text[i] == '-'); ws()) {
-      char op = text[i++];
-      Rational rhs;
-      if (!product(rhs))
-        return false;
-      out = op == '+' ? out + rhs : out - rhs;
-    }
-    return true;
-  }
-};
-} // namespace
-
 Rational Importer::evalExpr(const json &v, const std::string &ptr) {
   if (v.is_number_integer())
     return Rational(v.get<int64_t>());
@@ -365,18 +184,10 @@ Rational Importer::evalExpr(const json &v, const std::string &ptr) {
     return Rational::fromDouble(v.get<double>());
   if (!v.is_string())
     fail(ptr, "expected a number or a size expression");
-  std::string text = v.get<std::string>();
-  ExprParser parser{text, dimValues};
+  std::string text = v.get<std::string>(), why;
   Rational out;
-  try {
-    if (!parser.sum(out))
-      fail(ptr, "in size expression '" + text + "': " + parser.error);
-  } catch (const NumericLimit &e) {
-    fail(ptr, "in size expression '" + text + "': " + e.what());
-  }
-  parser.ws();
-  if (parser.i != text.size())
-    fail(ptr, "in size expression '" + text + "': unexpected '" + text.substr(parser.i) + "'");
+  if (!evalSizeExpr(text, dimValues, out, why))
+    fail(ptr, "in size expression '" + text + "': " + why);
   return out;
 }
 
@@ -950,59 +761,6 @@ bool Importer::run(const std::string &text, std::string &errors) {
 }
 } // namespace
 
-/// Whether `small` is a faithful reduction of `large`: the same ops in the same order,
-/// and every dimension either unchanged or reduced to at least 2 elements (at least 2
-/// per segment for interleaved layouts), so that every shard block of every split stays
-/// non-empty with >= 2 elements (docs/shape-reduction.md).
-static bool faithfulReduction(Spec &small, Spec &large) {
-  std::vector<Operation *> a, b;
-  small.modules.back()->walk([&](Operation *op) { a.push_back(op); });
-  large.modules.back()->walk([&](Operation *op) { b.push_back(op); });
-  if (a.size() != b.size())
-    return false;
-  auto sameType = [](Type x, Type y, int64_t segments = 1) {
-    auto tx = dyn_cast<RankedTensorType>(x), ty = dyn_cast<RankedTensorType>(y);
-    if (!tx || !ty)
-      return x == y;
-    if (tx.getRank() != ty.getRank())
-      return false;
-    for (int64_t d = 0; d < tx.getRank(); ++d) {
-      int64_t r = tx.getDimSize(d), n = ty.getDimSize(d);
-      if (r != n && (r > n || r < 2 * segments))
-        return false;
-    }
-    return true;
-  };
-  auto segmentsOf = [](func::FuncOp f, unsigned i, bool result) -> int64_t {
-    auto l = result ? f.getResultAttrOfType<dist::LayoutAttr>(i, dist::kLayoutAttr)
-                    : f.getArgAttrOfType<dist::LayoutAttr>(i, dist::kLayoutAttr);
-    int64_t k = 1;
-    if (l && l.getSegments())
-      for (int64_t s : l.getSegments().asArrayRef())
-        k = std::max(k, s);
-    return k;
-  };
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i]->getName() != b[i]->getName() || a[i]->getNumResults() != b[i]->getNumResults())
-      return false;
-    for (unsigned k = 0; k < a[i]->getNumResults(); ++k)
-      if (!sameType(a[i]->getResult(k).getType(), b[i]->getResult(k).getType()))
-        return false;
-    if (auto fa = dyn_cast<func::FuncOp>(a[i])) {
-      auto fb = cast<func::FuncOp>(b[i]);
-      if (fa.getNumArguments() != fb.getNumArguments() || fa.getNumResults() != fb.getNumResults())
-        return false;
-      for (unsigned k = 0; k < fa.getNumArguments(); ++k)
-        if (!sameType(fa.getArgumentTypes()[k], fb.getArgumentTypes()[k], segmentsOf(fa, k, false)))
-          return false;
-      for (unsigned k = 0; k < fa.getNumResults(); ++k)
-        if (!sameType(fa.getResultTypes()[k], fb.getResultTypes()[k], segmentsOf(fa, k, true)))
-          return false;
-    }
-  }
-  return true;
-}
-
 bool planproof::importJsonSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
                                std::string &errors) {
   std::ifstream in(path, std::ios::binary);
@@ -1021,61 +779,13 @@ bool planproof::importJsonSpec(MLIRContext &ctx, const std::string &path, Spec &
       lines.push_back(line);
     spec.sources[path] = std::move(lines);
   }
-  // Import at the full sizes first: types only, cheap, and the reference for checking a
-  // reduction.
-  auto sources = spec.sources;
-  bool reduceShapes = spec.reduceShapes;
-  auto fresh = [&]() {
-    auto out = std::make_unique<Spec>();
-    out->path = spec.path;
-    out->sources = sources;
-    out->reduceShapes = reduceShapes;
-    return out;
-  };
-  std::unique_ptr<Spec> full = fresh();
-  Importer fullImport(ctx, path, *full);
-  if (!fullImport.run(text, errors))
-    return false;
-  std::unique_ptr<Spec> best = std::move(full);
-  Spec &fullSpec = *best;
-  std::map<std::string, int64_t> values;
-  for (const ReducedDim &d : fullSpec.reducedDims)
-    values[d.name] = std::min(d.full, fullSpec.reductionQuantum);
-  bool shrinkable = llvm::any_of(fullSpec.reducedDims, [&](const ReducedDim &d) {
-    return values[d.name] < d.full;
-  });
-  if (reduceShapes && shrinkable) {
-    std::unique_ptr<Spec> keepFull = std::move(best);
-    auto attempt = [&](const std::map<std::string, int64_t> &vals) -> std::unique_ptr<Spec> {
-      std::unique_ptr<Spec> cand = fresh();
-      Importer imp(ctx, path, *cand);
-      imp.fixedDims = &vals;
-      std::string ignored;
-      if (!imp.run(text, ignored) || !faithfulReduction(*cand, *keepFull))
-        return nullptr;
-      return cand;
-    };
-    best = attempt(values);
-    if (best) {
-      // Greedily halve each symbol while the reduction stays faithful.
-      for (const ReducedDim &d : keepFull->reducedDims)
-        while (values[d.name] > 2) {
-          auto next = values;
-          next[d.name] = std::max<int64_t>(2, values[d.name] / 2);
-          std::unique_ptr<Spec> cand = attempt(next);
-          if (!cand)
-            break;
-          values = next;
-          best = std::move(cand);
-        }
-    } else {
-      best = std::move(keepFull);
-    }
-  }
-  Spec &chosen = *best;
-  spec.modules = std::move(chosen.modules);
-  spec.names = std::move(chosen.names);
-  spec.reducedDims = chosen.reducedDims;
-  spec.reductionQuantum = chosen.reductionQuantum;
-  return true;
+  return importParametric(ctx, path, text, spec, errors);
+}
+
+bool planproof::importJsonText(MLIRContext &ctx, const std::string &path, const std::string &text,
+                               Spec &spec, const std::map<std::string, int64_t> *fixedDims,
+                               std::string &errors) {
+  Importer importer(ctx, path, spec);
+  importer.fixedDims = fixedDims;
+  return importer.run(text, errors);
 }

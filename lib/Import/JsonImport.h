@@ -33,6 +33,17 @@ const std::map<std::string, std::map<std::string, std::string>> &jsonOpAttribute
 /// ("/plan/ops/3"). The text must be valid JSON.
 std::map<std::string, std::pair<unsigned, unsigned>> locateJsonValues(const std::string &text);
 
+/// One import of JSON `text` into `spec`, with the dimension symbols at `fixedDims`
+/// (null: their full sizes). Used by the shape reduction.
+bool importJsonText(mlir::MLIRContext &ctx, const std::string &path, const std::string &text,
+                    Spec &spec, const std::map<std::string, int64_t> *fixedDims,
+                    std::string &errors);
+
+/// Imports a (possibly parametric) JSON spec, at the smallest faithful reduced sizes
+/// when it declares "dims" and spec.reduceShapes is set (lib/Import/ShapeReduction.cpp).
+bool importParametric(mlir::MLIRContext &ctx, const std::string &path, const std::string &text,
+                      Spec &spec, std::string &errors);
+
 } // namespace planproof
 
 #endif
