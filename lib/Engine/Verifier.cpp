@@ -14,7 +14,9 @@
 #include "Ref/RefDialect.h"
 #include "Semantics/OpSemantics.h"
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <map>
 #include <set>
 #include <sstream>
@@ -60,7 +62,7 @@ public:
 private:
   bool execute();
   void buildRefValues();
-  void checkOutput(const Binding &b, std::vector<Failure> &failures);
+  void checkOutputs(std::vector<Failure> &failures);
   void checkCoverage();
   void localize(const std::vector<Failure> &failures);
   Relation relationOf(Value v);
@@ -136,27 +138,83 @@ void Engine::buildRefValues() {
   finder = std::make_unique<RelationFinder>(pool, mesh, refValues);
 }
 
-void Engine::checkOutput(const Binding &b, std::vector<Failure> &failures) {
+/// Gathers every output element and compares it with the reference. Equal canonical
+/// forms are settled at once; the rest are decided in waves -- the next undecided
+/// element of every output at a time -- with the decisions of one wave running in
+/// parallel threads (they only read the expression pool).
+void Engine::checkOutputs(std::vector<Failure> &failures) {
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
-  const std::vector<SymTensor> &perRank = planTrace.values[ret.getOperand(b.index)];
-  const SymTensor &ref = refTrace.byName.at(b.refName);
-  unsigned unequal = 0;
-  for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-    if (!isGroupLeader(mesh, b.layout, r))
-      continue;
-    for (int64_t l = 0; l < (int64_t)perRank[r].data.size(); ++l) {
-      PolyId got;
-      if (!gatherElement(pool, mesh, b.layout, perRank, r, l, got)) {
-        result.inconclusiveReasons.push_back(
-            {toSourceLoc(b.loc), "output '" + b.refName +
-                                     "' has a layout mixing max with sum/avg partial axes, "
-                                     "which the element engine does not support"});
-        return;
+  struct Pending {
+    const Binding *b;
+    int64_t rank, local;
+    std::vector<int64_t> global;
+    PolyId got, want;
+  };
+  std::vector<std::vector<Pending>> pending; // per output, in element order
+  for (const Binding &b : spec.planOutputs) {
+    const std::vector<SymTensor> &perRank = planTrace.values[ret.getOperand(b.index)];
+    const SymTensor &ref = refTrace.byName.at(b.refName);
+    std::vector<Pending> todo;
+    bool supported = true;
+    for (int64_t r = 0; r < mesh.numRanks() && supported; ++r) {
+      if (!isGroupLeader(mesh, b.layout, r))
+        continue;
+      for (int64_t l = 0; l < (int64_t)perRank[r].data.size(); ++l) {
+        PolyId got;
+        if (!gatherElement(pool, mesh, b.layout, perRank, r, l, got)) {
+          result.inconclusiveReasons.push_back(
+              {toSourceLoc(b.loc), "output '" + b.refName +
+                                       "' has a layout mixing max with sum/avg partial axes, "
+                                       "which the element engine does not support"});
+          supported = false;
+          break;
+        }
+        auto g = b.layout.globalIndex(mesh, r, b.localShape, perRank[r].unravel(l));
+        PolyId want = ref.at(g);
+        ++result.stats.obligations;
+        if (got == want) {
+          ++result.stats.decidedCanonical;
+          continue;
+        }
+        todo.push_back({&b, r, l, g, got, want});
       }
-      auto g = b.layout.globalIndex(mesh, r, b.localShape, perRank[r].unravel(l));
-      PolyId want = ref.at(g);
-      ++result.stats.obligations;
-      Decision d = decideEqual(pool, got, want, options.solverTimeoutMs);
+    }
+    pending.push_back(std::move(todo));
+  }
+  std::vector<size_t> next(pending.size(), 0);
+  std::vector<bool> done(pending.size(), false);
+  unsigned threads = std::max(1u, options.threads);
+  while (true) {
+    std::vector<size_t> wave; // outputs with an element to decide now
+    for (size_t o = 0; o < pending.size(); ++o)
+      if (!done[o] && next[o] < pending[o].size())
+        wave.push_back(o);
+    if (wave.empty())
+      break;
+    // The memoized expression flags are filled here, so the threads only read.
+    for (size_t o : wave) {
+      const Pending &p = pending[o][next[o]];
+      pool.hasLatticeAtoms(p.got);
+      pool.hasLatticeAtoms(p.want);
+    }
+    std::vector<Decision> decisions(wave.size());
+    std::atomic<size_t> cursor{0};
+    auto work = [&] {
+      for (size_t i; (i = cursor++) < wave.size();) {
+        const Pending &p = pending[wave[i]][next[wave[i]]];
+        decisions[i] = decideEqual(pool, p.got, p.want, options.solverTimeoutMs);
+      }
+    };
+    std::vector<std::thread> pool_threads;
+    for (unsigned t = 1; t < std::min<size_t>(threads, wave.size()); ++t)
+      pool_threads.emplace_back(work);
+    work();
+    for (std::thread &t : pool_threads)
+      t.join();
+    for (size_t i = 0; i < wave.size(); ++i) {
+      size_t o = wave[i];
+      Pending &p = pending[o][next[o]++];
+      Decision &d = decisions[i];
       if (d.usedSolver)
         ++result.stats.solverQueries;
       if (d.byCanonicalForm)
@@ -165,13 +223,12 @@ void Engine::checkOutput(const Binding &b, std::vector<Failure> &failures) {
         continue;
       if (d.result == Equality::Unknown) {
         result.inconclusiveReasons.push_back(
-            {toSourceLoc(b.loc), "output '" + b.refName + indexStr(g) + "': " + d.reason});
+            {toSourceLoc(p.b->loc), "output '" + p.b->refName + indexStr(p.global) + "': " + d.reason});
         continue;
       }
-      failures.push_back({&b, r, g, l, got, want, std::move(d)});
+      failures.push_back({p.b, p.rank, p.global, p.local, p.got, p.want, std::move(d)});
       // One counterexample per output is enough for the verdict and the report.
-      if (++unequal >= options.maxViolationsPerOutput)
-        return;
+      done[o] = true;
     }
   }
 }
@@ -482,8 +539,7 @@ VerifyResult Engine::run() {
     if (execute()) {
       buildRefValues();
       std::vector<Failure> failures;
-      for (const Binding &b : spec.planOutputs)
-        checkOutput(b, failures);
+      checkOutputs(failures);
       checkCoverage();
       localize(failures);
     }

@@ -46,7 +46,8 @@ struct Violation {
 
 struct VerifyOptions {
   unsigned solverTimeoutMs = 10000;
-  unsigned maxViolationsPerOutput = 1;
+  /// Threads deciding obligations whose canonical forms differ (concrete search, Z3).
+  unsigned threads = 2;
 };
 
 struct VerifyStats {

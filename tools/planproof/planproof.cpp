@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace planproof;
@@ -45,6 +46,7 @@ Options:
   --format text|json|sarif   report format (default text)
   --timeout-ms N             Z3 timeout per query (default 10000); a timeout makes the
                              verdict inconclusive, never verified
+  --threads N                threads deciding obligations (default: the machine's cores)
   --full-shapes              decide parametric specs (JSON "dims") at their full sizes
                              instead of the reduced ones (docs/shape-reduction.md)
 
@@ -59,6 +61,7 @@ int usage(const std::string &msg) {
 }
 
 struct Options {
+  Options() { verify.threads = std::max(1u, std::thread::hardware_concurrency()); }
   std::string format = "text";
   VerifyOptions verify;
   bool fullShapes = false;
@@ -70,6 +73,14 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
     const std::string &a = args[i];
     if (a == "--full-shapes") {
       o.fullShapes = true;
+    } else if (a == "--threads") {
+      if (i + 1 >= args.size())
+        return (err = "--threads needs a value", false);
+      char *end = nullptr;
+      unsigned long n = std::strtoul(args[++i].c_str(), &end, 10);
+      if (args[i].empty() || *end || n == 0 || n > 256)
+        return (err = "--threads needs a number between 1 and 256", false);
+      o.verify.threads = (unsigned)n;
     } else if (a == "--format" || a == "--timeout-ms") {
       if (i + 1 >= args.size()) {
         err = a + " needs a value";
