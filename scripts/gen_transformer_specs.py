@@ -108,7 +108,20 @@ def mlp(f, fused_gate_up=False):
     f.binary("mul", "act", "gate_act", "up")
 
 
-def reference(c, fused=False, fused_gate_up=False):
+WEIGHTS = ["w_norm1", "w_q", "w_k", "w_v", "w_o", "w_norm2", "w_gate", "w_up", "w_down",
+           "w_normf", "w_lm"]
+
+
+def grad(f, results, loss, wrt):
+    """%results... = ref.grad %loss wrt %wrt..."""
+    f.lines.append(f"%{', %'.join(results)} = ref.grad %{loss} wrt %{', %'.join(wrt)}")
+    f.lines.append("    : " + ", ".join([f.t(loss)] + [f.t(w) for w in wrt]) + " -> " +
+                   ", ".join(f.t(w) for w in wrt))
+    for r, w in zip(results, wrt):
+        f.shapes[r] = f.shapes[w]
+
+
+def reference(c, fused=False, fused_gate_up=False, backward=False):
     T, H, nh, nkv, V = c["T"], c["H"], c["nh"], c["nkv"], c["V"]
     f = Func()
     ins = ref_inputs(c, fused, fused_gate_up)
@@ -124,8 +137,14 @@ def reference(c, fused=False, fused_gate_up=False):
     f.binary("add", "x3", "x2", "mlp_out")
     f.rms_norm("hf", "x3", "w_normf")
     f.matmul("logits", "hf", "w_lm")
-    cross_entropy(f, T, V, "logits", "labels", "mask")
-    return reference_func(f, ins, [("loss", "loss")])
+    if not backward:
+        cross_entropy(f, T, V, "logits", "labels", "mask")
+        return reference_func(f, ins, [("loss", "loss")])
+    # The composite op has a derivative rule (max, used by the primitive form, has none).
+    f.emit("loss", f"ref.cross_entropy %logits, %labels, %mask : {f.t('logits')}, {f.t('mask')}", [])
+    wrt = ["x"] + WEIGHTS
+    grad(f, ["d_" + w for w in wrt], "loss", wrt)
+    return reference_func(f, ins, [("loss", "loss")] + [("d_" + w, "d_" + w) for w in wrt])
 
 
 def cross_entropy(f, T, V, logits, labels, mask, tp_axes=(), dp_axes=(), bug=None):
@@ -171,7 +190,53 @@ def cross_entropy(f, T, V, logits, labels, mask, tp_axes=(), dp_axes=(), bug=Non
     return f.binary("div", "loss", "loss_sum", "tokens")
 
 
-def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False, fused_gate_up=False):
+def tp_backward(f, c, tp, bug=None):
+    """Megatron's backward for the TP layer, segment by segment: each local segment's
+    gradients come from ref.grad of sum(segment output * detached upstream gradient),
+    and the column-parallel input gradients are all-reduced between segments."""
+    T, V = c["T"], c["V"]
+    Vl = V // tp
+
+    def segment(tag, out, upstream, wrt):
+        f.unary("detach", f"g_{tag}", upstream)
+        f.binary("mul", f"s_{tag}", out, f"g_{tag}")
+        f.reduce("reduce_sum", f"L_{tag}", f"s_{tag}", list(range(len(f.shapes[out]))))
+        names = [f"d_{w}_{tag}" if w in ("x", "x2", "x3", "h1", "h2") else f"d_{w}" for w in wrt]
+        grad(f, names, f"L_{tag}", wrt)
+        return names
+
+    f.comment("Backward: vocabulary-parallel cross-entropy.")
+    f.broadcast("sum_exp_b", "sum_exp", [0], [T, Vl])
+    f.binary("div", "probs_v", "exps", "sum_exp_b")
+    f.binary("sub", "p_minus_y", "probs_v", "labels")
+    f.broadcast("tokens_b", "tokens", [], [T])
+    f.binary("div", "tok_w", "mask", "tokens_b")
+    f.broadcast("tok_w_b", "tok_w", [0], [T, Vl])
+    f.binary("mul", "d_logits", "tok_w_b", "p_minus_y")
+    f.matmul("d_w_lm", "hf", "d_logits", 0, 0)
+    f.matmul("d_hf_p", "d_logits", "w_lm", 1, 1)
+    f.all_reduce("d_hf", "d_hf_p", ["tp"], "sum")
+    f.comment("Final norm.")
+    segment("fn", "hf", "d_hf", ["x3", "w_normf"])
+    f.comment("MLP: row-parallel down, column-parallel gate/up; the input gradient is partial.")
+    segment("mlp", "mlp_out_p", "d_x3_fn", ["h2", "w_gate", "w_up", "w_down"])
+    if bug == "mlp_input_grad_not_reduced":
+        f.comment("BUG: the MLP input gradient is not all-reduced before the norm backward.")
+        d_h2 = "d_h2_mlp"
+    else:
+        f.all_reduce("d_h2", "d_h2_mlp", ["tp"], "sum")
+        d_h2 = "d_h2"
+    segment("n2", "h2", d_h2, ["x2", "w_norm2"])
+    f.binary("add", "d_x2", "d_x3_fn", "d_x2_n2")
+    f.comment("Attention: heads split; the QKV input gradient is partial.")
+    segment("att", "attn_p", "d_x2", ["h1", "w_q", "w_k", "w_v", "w_o"])
+    f.all_reduce("d_h1", "d_h1_att", ["tp"], "sum")
+    segment("n1", "h1", "d_h1", ["x", "w_norm1"])
+    f.binary("add", "d_x", "d_x2", "d_x_n1")
+
+
+def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False, fused_gate_up=False,
+            backward=False):
     T, H, nh, nkv, d, F, V = (c[k] for k in "T H nh nkv d F V".split())
     mesh = {"tp": tp}
     f = Func(mesh)
@@ -237,7 +302,12 @@ def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False, fused_
     norm_then_gather("hf", "x3", "w_normf")
     f.matmul("logits", "hf", "w_lm")
     cross_entropy(f, T, V // tp, "logits", "labels", "mask", tp_axes=["tp"], bug=bug)
-    return plan_func(f, mesh, ins, [("loss", "loss", lay())])
+    outs = [("loss", "loss", lay())]
+    if backward:
+        tp_backward(f, c, tp, bug)
+        layouts = dict((n, l) for n, _, l, _ in ins)
+        outs += [("d_x", "d_x", lay("_", "_"))] + [("d_" + w, "d_" + w, layouts[w]) for w in WEIGHTS]
+    return plan_func(f, mesh, ins, outs)
 
 
 def comment(text):
@@ -696,6 +766,19 @@ per Q/K/V segment, so rank 0 holds all of Q and rank 1 all of K, and each rank s
 what it believes are its Q, K and V heads out of the wrong columns.""",
           {"verdict": "violated", "kind": "sharding", "at": "%q"}, reference(c, fused=True),
           tp_plan(c, fused=True, bug="fused_qkv_even_split"))
+    write("llama_tp2_backward.mlir", """
+The Llama-style layer's forward AND backward pass under Megatron TP (tp=2). The reference
+gives the forward pass and the loss and derives every gradient (ref.grad). The plan
+writes Megatron's backward segment by segment: vocabulary-parallel cross-entropy
+backward by hand; each local segment (final norm, MLP, norm, attention with its heads,
+norm) differentiated on its rank with the upstream gradient detached; and the
+column-parallel input gradients all-reduced in between.""", ok, reference(c, backward=True),
+          tp_plan(c, backward=True))
+    write("llama_tp2_backward_mlp_input_grad_not_reduced.mlir", """
+BUG (backward): the MLP's input gradient, a partial sum over tp after the column-
+parallel gate/up projections, reaches the RMSNorm backward without its all_reduce.""",
+          {"verdict": "violated", "kind": "reduction", "at": "%d(%x2).8"}, reference(c, backward=True),
+          tp_plan(c, backward=True, bug="mlp_input_grad_not_reduced"))
     write("llama_tp2_fused_gate_up.mlir", """
 Fused gate/up projection of the SwiGLU MLP under tensor parallelism: the fused weight
 [gate | up] is split with an interleaved layout, so each rank holds its columns of both

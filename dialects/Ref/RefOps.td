@@ -148,6 +148,16 @@ def Ref_GeluGradOp : Ref_Op<"gelu_grad", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
+def Ref_DetachOp : Ref_UnaryOp<"detach"> {
+  let summary = "the identity, with zero derivative (stop-gradient)";
+  let description = [{
+    `result = input`, but `ref.grad` does not differentiate through it. A plan's
+    hand-written backward pass uses it to take an upstream gradient as given when it
+    differentiates one local segment (`ref.grad` of `sum(segment_output * upstream)`),
+    the way frameworks compose backward passes across collectives.
+  }];
+}
+
 def Ref_ScaleOp : Ref_UnaryOp<"scale"> {
   let summary = "multiplies by a constant";
   let description = [{

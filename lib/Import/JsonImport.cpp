@@ -44,6 +44,7 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.mse_loss_grad", {}},
       {"ref.sgd_update", {{"lr", "float"}}},
       {"ref.constant", {{"value", "float"}}},
+      {"ref.detach", {}},
       {"ref.embedding", {}},
       {"ref.embedding_grad", {}},
       {"ref.exp", {}},

@@ -56,6 +56,9 @@ std::string Spec::nameOf(Value v) const {
     return it->second;
   if (auto arg = dyn_cast<BlockArgument>(v))
     return "%arg" + std::to_string(arg.getArgNumber());
+  // Ops of a derived backward pass are named after the value they differentiate.
+  if (auto n = dyn_cast<NameLoc>(v.getDefiningOp()->getLoc()))
+    return "%" + n.getName().str();
   return "%<" + v.getDefiningOp()->getName().getStringRef().str() + ">";
 }
 
@@ -363,7 +366,7 @@ bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
   for (auto &m : spec.modules) {
     std::string why;
     Location where = m->getLoc();
-    if (failed(expandGradOps(*m, why, where))) {
+    if (failed(expandGradOps(*m, why, where, [&](Value v) { return spec.nameOf(v); }))) {
       spec.undecidable = why;
       spec.undecidableAt = toSourceLoc(where);
       break;

@@ -17,6 +17,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace planproof;
 using namespace planproof::ref;
@@ -25,7 +27,8 @@ namespace {
 
 class Differentiator {
 public:
-  Differentiator(GradOp grad) : grad(grad), b(grad), loc(grad.getLoc()) {}
+  Differentiator(GradOp grad, std::function<std::string(Value)> nameOf)
+      : grad(grad), b(grad), loc(grad.getLoc()), gradLoc(grad.getLoc()), nameOf(nameOf) {}
 
   LogicalResult run(std::string &why, Location &where);
 
@@ -80,6 +83,9 @@ private:
   GradOp grad;
   OpBuilder b;
   Location loc;
+  Location gradLoc;
+  std::function<std::string(Value)> nameOf;
+  std::map<std::string, unsigned> counters;
   llvm::DenseSet<Value> active;
   llvm::DenseMap<Value, Value> adjoint;
 };
@@ -87,8 +93,19 @@ private:
 LogicalResult Differentiator::backprop(Operation *op, Value g) {
   auto isActive = [&](unsigned i) { return active.contains(op->getOperand(i)); };
   auto give = [&](unsigned i, llvm::function_ref<Value()> make) {
-    if (isActive(i))
-      accumulate(op->getOperand(i), make());
+    if (!isActive(i))
+      return;
+    Operation *before = grad->getPrevNode();
+    accumulate(op->getOperand(i), make());
+    if (!nameOf)
+      return;
+    // Each op computed for this contribution is named after what it differentiates,
+    // uniquely: d(%x).0, d(%x).1, ...
+    std::string base = "d(" + nameOf(op->getOperand(i)) + ")";
+    for (Operation *o = before ? before->getNextNode() : &grad->getBlock()->front();
+         o && o != grad.getOperation(); o = o->getNextNode())
+      o->setLoc(NameLoc::get(b.getStringAttr(base + "." + std::to_string(counters[base]++)),
+                             gradLoc));
   };
   Value res = op->getResult(0);
   if (isa<AddOp>(op)) {
@@ -329,6 +346,8 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     if (&op == grad.getOperation())
       break;
     ops.push_back(&op);
+    if (isa<DetachOp>(op))
+      continue; // stop-gradient: its result never depends on a wrt value
     if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
       for (Value r : op.getResults())
         active.insert(r);
@@ -376,11 +395,12 @@ struct ExpandGradPass : PassWrapper<ExpandGradPass, OperationPass<ModuleOp>> {
 
 } // namespace
 
-LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Location &where) {
+LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Location &where,
+                                      std::function<std::string(Value)> nameOf) {
   SmallVector<GradOp> grads;
   root->walk([&](GradOp g) { grads.push_back(g); });
   for (GradOp g : grads)
-    if (failed(Differentiator(g).run(why, where)))
+    if (failed(Differentiator(g, nameOf).run(why, where)))
       return failure();
   return success();
 }

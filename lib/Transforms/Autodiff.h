@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,8 +21,11 @@ namespace planproof {
 /// Expands every ref.grad in `root`. On failure (an op on the path from a `wrt` value to
 /// the loss has no derivative rule) returns failure and sets `why` and `where`; the IR is
 /// then left partially expanded and must not be verified.
+/// `nameOf`, when given, names values for diagnostics: each op of the backward pass is
+/// located at the grad op under the name "d(<name of the value it differentiates>)".
 mlir::LogicalResult expandGradOps(mlir::Operation *root, std::string &why,
-                                  mlir::Location &where);
+                                  mlir::Location &where,
+                                  std::function<std::string(mlir::Value)> nameOf = nullptr);
 
 /// `--ref-expand-grad` for planproof-opt.
 std::unique_ptr<mlir::Pass> createExpandGradPass();

@@ -103,3 +103,10 @@ func.func @embedding(%t: tensor<8x4xf32>, %ids: tensor<3xi64>, %g: tensor<3x4xf3
   %d = ref.embedding_grad %g, %ids offset %off : tensor<3x4xf32>, tensor<3xi64> -> tensor<8x4xf32>
   return
 }
+
+// CHECK-LABEL: func.func @detach
+func.func @detach(%x: tensor<2xf32>) {
+  // CHECK: ref.detach %{{.*}} : tensor<2xf32>
+  %d = ref.detach %x : tensor<2xf32>
+  return
+}
