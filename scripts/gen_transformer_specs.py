@@ -190,10 +190,13 @@ def cross_entropy(f, T, V, logits, labels, mask, tp_axes=(), dp_axes=(), bug=Non
     return f.binary("div", "loss", "loss_sum", "tokens")
 
 
-def tp_backward(f, c, tp, bug=None):
+def tp_backward(f, c, tp, sp=False, bug=None):
     """Megatron's backward for the TP layer, segment by segment: each local segment's
     gradients come from ref.grad of sum(segment output * detached upstream gradient),
-    and the column-parallel input gradients are all-reduced between segments."""
+    and the column-parallel input gradients are all-reduced between segments. With
+    sequence parallelism the transposes of the forward collectives appear instead:
+    all_gather of a reduce_scatter's gradient, reduce_scatter of an all_gather's, and the
+    norm weights' gradients (from local tokens) are all-reduced."""
     T, V = c["T"], c["V"]
     Vl = V // tp
 
@@ -201,9 +204,27 @@ def tp_backward(f, c, tp, bug=None):
         f.unary("detach", f"g_{tag}", upstream)
         f.binary("mul", f"s_{tag}", out, f"g_{tag}")
         f.reduce("reduce_sum", f"L_{tag}", f"s_{tag}", list(range(len(f.shapes[out]))))
-        names = [f"d_{w}_{tag}" if w in ("x", "x2", "x3", "h1", "h2") else f"d_{w}" for w in wrt]
+        names = [f"d_{w}_{tag}" if w in ("x", "x2", "x3", "h1", "h2", "h1_local", "h2_local",
+                                         "hf_local") else f"d_{w}" for w in wrt]
         grad(f, names, f"L_{tag}", wrt)
         return names
+
+    def column_input_grad(name, partial):
+        # The gradient of a column-parallel layer's (gathered) input is a partial sum.
+        if sp:
+            f.reduce_scatter(name, partial, ["tp"], 0, "sum")
+        else:
+            f.all_reduce(name, partial, ["tp"], "sum")
+
+    def norm_weight(name):
+        # Under SP a norm weight's gradient sums over local tokens only.
+        if sp and not (bug == "sp_norm_grad_not_reduced" and name == "d_w_norm2"):
+            f.lines[-2:] = [l.replace(f"%{name},", f"%{name}_local,").replace(f"%{name} =", f"%{name}_local =")
+                            .replace(f", %{name} ", f", %{name}_local ") for l in f.lines[-2:]]
+            f.shapes[name + "_local"] = f.shapes[name]
+            f.all_reduce(name, name + "_local", ["tp"], "sum")
+        elif sp:
+            f.comment("BUG: the norm weight gradient under SP is not all-reduced over tp.")
 
     f.comment("Backward: vocabulary-parallel cross-entropy.")
     f.broadcast("sum_exp_b", "sum_exp", [0], [T, Vl])
@@ -215,23 +236,34 @@ def tp_backward(f, c, tp, bug=None):
     f.binary("mul", "d_logits", "tok_w_b", "p_minus_y")
     f.matmul("d_w_lm", "hf", "d_logits", 0, 0)
     f.matmul("d_hf_p", "d_logits", "w_lm", 1, 1)
-    f.all_reduce("d_hf", "d_hf_p", ["tp"], "sum")
+    column_input_grad("d_hf", "d_hf_p")
     f.comment("Final norm.")
-    segment("fn", "hf", "d_hf", ["x3", "w_normf"])
+    segment("fn", "hf_local" if sp else "hf", "d_hf", ["x3", "w_normf"])
+    norm_weight("d_w_normf")
     f.comment("MLP: row-parallel down, column-parallel gate/up; the input gradient is partial.")
-    segment("mlp", "mlp_out_p", "d_x3_fn", ["h2", "w_gate", "w_up", "w_down"])
+    up = "d_x3_fn"
+    if sp:
+        f.all_gather("d_x3_full", "d_x3_fn", ["tp"], 0)
+        up = "d_x3_full"
+    segment("mlp", "mlp_out_p", up, ["h2", "w_gate", "w_up", "w_down"])
     if bug == "mlp_input_grad_not_reduced":
         f.comment("BUG: the MLP input gradient is not all-reduced before the norm backward.")
         d_h2 = "d_h2_mlp"
     else:
-        f.all_reduce("d_h2", "d_h2_mlp", ["tp"], "sum")
+        column_input_grad("d_h2", "d_h2_mlp")
         d_h2 = "d_h2"
-    segment("n2", "h2", d_h2, ["x2", "w_norm2"])
+    segment("n2", "h2_local" if sp else "h2", d_h2, ["x2", "w_norm2"])
+    norm_weight("d_w_norm2")
     f.binary("add", "d_x2", "d_x3_fn", "d_x2_n2")
     f.comment("Attention: heads split; the QKV input gradient is partial.")
-    segment("att", "attn_p", "d_x2", ["h1", "w_q", "w_k", "w_v", "w_o"])
-    f.all_reduce("d_h1", "d_h1_att", ["tp"], "sum")
-    segment("n1", "h1", "d_h1", ["x", "w_norm1"])
+    up = "d_x2"
+    if sp:
+        f.all_gather("d_x2_full", "d_x2", ["tp"], 0)
+        up = "d_x2_full"
+    segment("att", "attn_p", up, ["h1", "w_q", "w_k", "w_v", "w_o"])
+    column_input_grad("d_h1", "d_h1_att")
+    segment("n1", "h1_local" if sp else "h1", "d_h1", ["x", "w_norm1"])
+    norm_weight("d_w_norm1")
     f.binary("add", "d_x", "d_x2", "d_x_n1")
 
 
@@ -304,9 +336,10 @@ def tp_plan(c, tp=2, sp=False, fused=False, bug=None, replicate_kv=False, fused_
     cross_entropy(f, T, V // tp, "logits", "labels", "mask", tp_axes=["tp"], bug=bug)
     outs = [("loss", "loss", lay())]
     if backward:
-        tp_backward(f, c, tp, bug)
+        tp_backward(f, c, tp, sp, bug)
         layouts = dict((n, l) for n, _, l, _ in ins)
-        outs += [("d_x", "d_x", lay("_", "_"))] + [("d_" + w, "d_" + w, layouts[w]) for w in WEIGHTS]
+        outs += [("d_x", "d_x", lay("tp", "_") if sp else lay("_", "_"))] + \
+            [("d_" + w, "d_" + w, layouts[w]) for w in WEIGHTS]
     return plan_func(f, mesh, ins, outs)
 
 
@@ -779,6 +812,17 @@ BUG (backward): the MLP's input gradient, a partial sum over tp after the column
 parallel gate/up projections, reaches the RMSNorm backward without its all_reduce.""",
           {"verdict": "violated", "kind": "reduction", "at": "%d(%x2).8"}, reference(c, backward=True),
           tp_plan(c, backward=True, bug="mlp_input_grad_not_reduced"))
+    write("llama_sp2_backward.mlir", """
+The Llama-style layer's forward and backward pass under Megatron sequence parallelism
+(tp=2): the backward uses the transposes of the forward collectives (all_gather of the
+gradient of a reduce_scatter, reduce_scatter of the gradient of an all_gather), and the
+norm weights' gradients, computed from each rank's tokens, are all-reduced.""",
+          ok, reference(c, backward=True), tp_plan(c, sp=True, backward=True))
+    write("llama_sp2_backward_norm_grad_not_reduced.mlir", """
+BUG (backward, sequence parallelism): the gradient of the second RMSNorm's weight is
+computed from each rank's own tokens and never all-reduced over tp.""",
+          {"verdict": "violated", "kind": "reduction", "at": "%d(%w_norm2).1"}, reference(c, backward=True),
+          tp_plan(c, sp=True, backward=True, bug="sp_norm_grad_not_reduced"))
     write("llama_tp2_fused_gate_up.mlir", """
 Fused gate/up projection of the SwiGLU MLP under tensor parallelism: the fused weight
 [gate | up] is split with an interleaved layout, so each rank holds its columns of both

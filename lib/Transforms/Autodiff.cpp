@@ -361,6 +361,10 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     auto it = adjoint.find(op->getResult(0));
     if (it == adjoint.end())
       continue;
+    // Nothing to propagate past an op none of whose operands depends on a wrt value
+    // (the op defining a wrt value itself, say): it needs no derivative rule.
+    if (llvm::none_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
+      continue;
     if (!isa<RefDialect>(op->getDialect()) || failed(backprop(op, it->second))) {
       why = "autodiff: no derivative rule for '" + op->getName().getStringRef().str() + "'";
       where = op->getLoc();
