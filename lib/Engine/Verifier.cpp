@@ -202,7 +202,13 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
     auto work = [&] {
       for (size_t i; (i = cursor++) < wave.size();) {
         const Pending &p = pending[wave[i]][next[wave[i]]];
-        decisions[i] = decideEqual(pool, p.got, p.want, options.solverTimeoutMs);
+        // Nothing may escape a worker thread: a failure is an undecided obligation.
+        try {
+          decisions[i] = decideEqual(pool, p.got, p.want, options.solverTimeoutMs);
+        } catch (const std::exception &e) {
+          decisions[i] = Decision();
+          decisions[i].reason = std::string("could not decide: ") + e.what();
+        }
       }
     };
     std::vector<std::thread> pool_threads;
