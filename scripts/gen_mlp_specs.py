@@ -9,6 +9,7 @@ a small, realistic edit of a correct plan. Every file states the verdict it must
 Run from the repository root: python3 scripts/gen_mlp_specs.py
 """
 import os
+import re
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "verify-specs", "mlp")
 
@@ -76,6 +77,81 @@ def reference_autodiff(B, H, F, with_dx):
                f"        : {t()}, {', '.join(types[w] for w in wrt)}\n"
                f"        -> {', '.join(types[w] for w in wrt)}\n")
     return text[:start] + derived + text[end:]
+
+
+def clipping(grads, plan_sharded=None, axes=("tp",), bug=None):
+    """Global-norm gradient clipping lines. grads: [(grad value, type, dims)] in order.
+    plan_sharded: for a plan, the grads whose squares are partial sums over `axes`
+    (shards of a split parameter); the others are complete on every rank and are
+    counted once, after the all_reduce. Returns (lines, {grad: clipped grad})."""
+    L, out = [], {}
+    for g, ty, dims in grads:
+        L += [f"%sq_{g} = ref.mul %{g}, %{g} : {ty}",
+              f"%ss_{g} = ref.reduce_sum %sq_{g} dims [{dims}] : {ty}"]
+    scalar = t()
+
+    role_attr = ' {ref.role = "grad-norm"}'
+
+    def chain(names, result, role=True):
+        acc = f"%ss_{names[0]}"
+        for i, n in enumerate(names[1:]):
+            dst = result if i == len(names) - 2 else f"%{result[1:]}_{i}"
+            attr = role_attr if role and plan_sharded is None else ""
+            L.append(f"{dst} = ref.add {acc}, %ss_{n}{attr} : {scalar}")
+            acc = dst
+        return acc
+    if plan_sharded is None:
+        total = chain([g for g, _, _ in grads], "%total")
+    else:
+        shard = [g for g, _, _ in grads if g in plan_sharded]
+        rep = [g for g, _, _ in grads if g not in plan_sharded]
+        if bug == "replicated_counted_tp_times":
+            L.append("// BUG: replicated parameters are summed before the all_reduce (counted tp times).")
+            local = chain(shard + rep, "%ss_local")
+            L.append(f'%total = dist.all_reduce {local} over ["tp"] "sum" : {scalar} -> {scalar}')
+        else:
+            local = chain(shard, "%ss_local") if len(shard) > 1 else f"%ss_{shard[0]}"
+            if bug == "rank_local_norm":
+                L.append("// BUG: the norm is taken from this rank's shards only.")
+                reduced = local
+            else:
+                ax = ", ".join(f'"{a}"' for a in (("dp",) + tuple(axes) if bug == "reduced_over_dp_too" else axes))
+                if bug == "reduced_over_dp_too":
+                    L.append("// BUG: the sum of squares is all-reduced over the data axis as well.")
+                L.append(f"%ss_shards = dist.all_reduce {local} over [{ax}] \"sum\" : {scalar} -> {scalar}")
+                reduced = "%ss_shards"
+            acc = reduced
+            for i, n in enumerate(rep):
+                dst = "%total" if i == len(rep) - 1 else f"%total_{i}"
+                L.append(f"{dst} = ref.add {acc}, %ss_{n} : {scalar}")
+                acc = dst
+    L += [f'%norm = ref.sqrt %total {{ref.role = "grad-norm"}} : {scalar}',
+          f"%eps = ref.constant 1.0e-6 : {scalar}",
+          f"%norm_eps = ref.add %norm, %eps : {scalar}",
+          f"%max_norm = ref.constant 1.0 : {scalar}",
+          f"%ratio = ref.div %max_norm, %norm_eps : {scalar}",
+          f"%one = ref.constant 1.0 : {scalar}",
+          f'%coef = ref.minimum %one, %ratio {{ref.role = "grad-norm"}} : {scalar}']
+    for g, ty, dims in grads:
+        L += [f"%coef_{g} = ref.broadcast %coef dims [] : {scalar} -> {ty}",
+              f"%c{g} = ref.mul %{g}, %coef_{g} : {ty}"]
+        out[g] = f"c{g}"
+    return L, out
+
+
+def with_clipping(text, grads, plan_sharded=None, bug=None):
+    """Inserts clipping before the SGD updates of a generated reference or plan, and
+    makes the updates use the clipped gradients."""
+    marker = "%w1n = ref.sgd_update"
+    lines = text.split("\n")
+    at = next(i for i, l in enumerate(lines) if marker in l)
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    body, out = clipping(grads, plan_sharded, bug=bug)
+    lines[at:at] = [indent + l for l in body]
+    text = "\n".join(lines)
+    for g in out:
+        text = re.sub(rf"(ref\.sgd_update %\w+, )%{g}( lr)", rf"\1%{out[g]}\2", text)
+    return text
 
 
 def tp_plan(B, H, F, tp, bug=None):
@@ -273,6 +349,29 @@ BUG (against a derived reference backward pass): the data-parallel gradient of w
 reduced by sum where the loss is a mean over the global batch."""),
           {"verdict": "violated", "kind": "reduction", "at": "%dw2"}, reference_autodiff(4, 4, 4, False),
           dp_tp_plan(4, 4, 4, 2, 2, "dp_grad_sum"))
+    # Global-norm gradient clipping.
+    ref_grads = [("dw1", t(4, 4), "0, 1"), ("db1", t(4), "0"), ("dw2", t(4, 4), "0, 1"),
+                 ("db2", t(4), "0")]
+    plan_grads = [("dw1", t(4, 2), "0, 1"), ("db1", t(2), "0"), ("dw2", t(2, 4), "0, 1"),
+                  ("db2", t(4), "0")]
+    ref_clip = with_clipping(reference_autodiff(2, 4, 4, True), ref_grads)
+    sharded = {"dw1", "db1", "dw2"}
+    write("mlp_tp2_grad_clip.mlir", comment("""
+Global-norm gradient clipping under TP=2 against a derived reference: the squares of
+the sharded gradients are summed locally and all-reduced over tp; the replicated bias
+gradient is counted once, after the all_reduce; every rank applies the same clip
+coefficient min(1, max_norm / (norm + eps))."""), ok, ref_clip,
+          with_clipping(tp_plan(2, 4, 4, 2), plan_grads, sharded))
+    write("mlp_tp2_grad_clip_replicated_counted_twice.mlir", comment("""
+BUG: the replicated bias gradient's squares are added before the all_reduce over tp,
+so the replicated parameter counts tp times in the gradient norm."""),
+          {"verdict": "violated", "kind": "grad-norm", "at": "%ss_local"}, ref_clip,
+          with_clipping(tp_plan(2, 4, 4, 2), plan_grads, sharded, "replicated_counted_tp_times"))
+    write("mlp_tp2_grad_clip_rank_local_norm.mlir", comment("""
+BUG: clipping with a rank-local norm: the squares of the sharded gradients are not
+all-reduced, so each rank clips with a different coefficient."""),
+          {"verdict": "violated", "kind": "grad-norm", "at": "%total"}, ref_clip,
+          with_clipping(tp_plan(2, 4, 4, 2), plan_grads, sharded, "rank_local_norm"))
     write("mlp_dp2_tp2_allreduce_wrong_group.mlir", comment("""
 BUG: the row-parallel all_reduce is issued on the data-parallel process group instead
 of the tensor-parallel one (a wrong communicator), summing activations of different

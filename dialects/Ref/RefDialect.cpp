@@ -355,3 +355,24 @@ LogicalResult EmbeddingGradOp::verify() {
                             "[rows, width] result";
   return success();
 }
+
+LogicalResult RefDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kReferenceAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kReferenceAttr << "' is a unit attribute";
+    return success();
+  }
+  if (name == "ref.role") {
+    static const char *const kinds[] = {"sharding", "reduction", "rng", "grad-norm",
+                                        "loss-normalization", "optimizer", "checkpoint",
+                                        "schedule", "dataflow"};
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!s || !llvm::is_contained(kinds, s.getValue()))
+      return op->emitError() << "'ref.role' must be a violation kind (sharding, reduction, rng, "
+                                "grad-norm, loss-normalization, optimizer, checkpoint, "
+                                "schedule, dataflow)";
+    return success();
+  }
+  return op->emitError() << "unknown ref attribute '" << name << "'";
+}

@@ -33,7 +33,11 @@ def Ref_Dialect : Dialect {
     `lib/Semantics`, whether it runs on a full tensor or on a shard.
 
     All ops are pure and work on ranked tensors of `f32`; result types are inferred.
+
+    An op may carry `ref.role = "grad-norm"` (or another violation kind): violations
+    around the value it computes are then reported with that kind.
   }];
+  let hasOperationAttrVerify = 1;
 }
 
 class Ref_Op<string mnemonic, list<Trait> traits = []>
@@ -258,6 +262,7 @@ def Ref_LogOp : Ref_FnOp<"log", "log">;
 def Ref_RsqrtOp : Ref_FnOp<"rsqrt", "rsqrt">;
 def Ref_RecipOp : Ref_FnOp<"recip", "recip">;
 def Ref_SiluOp : Ref_FnOp<"silu", "silu">;
+def Ref_SqrtOp : Ref_FnOp<"sqrt", "sqrt">;
 
 def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType]> {
   let summary = "backward of SiLU";
@@ -273,6 +278,13 @@ def Ref_DivOp : Ref_ElementwiseBinaryOp<"div", "quotient"> {
 
 def Ref_MaximumOp : Ref_ElementwiseBinaryOp<"maximum", "maximum"> {
   let description = [{ `result[i] = max(lhs[i], rhs[i])`, decided exactly by Z3. }];
+}
+
+def Ref_MinimumOp : Ref_ElementwiseBinaryOp<"minimum", "minimum"> {
+  let description = [{
+    `result[i] = min(lhs[i], rhs[i])` (as `-max(-lhs, -rhs)`), decided exactly by Z3.
+    Gradient clipping's coefficient is `minimum(1, max_norm / (norm + eps))`.
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -97,6 +97,11 @@ private:
   ReferenceTrace refTrace;
   PlanTrace planTrace;
   std::vector<RefValue> refValues;
+  /// The semantic role a reference value is annotated with (`ref.role = "grad-norm"` on
+  /// its op): a violation around such a value is reported with that kind.
+  std::vector<std::string> refRoles;
+  int lastFixedRef = -1;
+  std::string roleFor(Operation *op);
   std::map<std::string, int> refIndexByName;
   std::unique_ptr<RelationFinder> finder;
   llvm::DenseMap<Value, Relation> relations;
@@ -121,6 +126,11 @@ void Engine::buildRefValues() {
   auto add = [&](Value v, std::string name) {
     refIndexByName[name] = refValues.size();
     refValues.push_back({name, &refTrace.values[v]});
+    std::string role;
+    if (Operation *def = v.getDefiningOp())
+      if (auto r = def->getAttrOfType<StringAttr>("ref.role"))
+        role = r.getValue().str();
+    refRoles.push_back(role);
   };
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
     add(spec.reference.getArgument(i), spec.refInputs[i]);
@@ -134,6 +144,7 @@ void Engine::buildRefValues() {
     if (!refIndexByName.count(spec.refOutputs[i])) {
       refIndexByName[spec.refOutputs[i]] = refValues.size();
       refValues.push_back({spec.refOutputs[i], &refTrace.byName[spec.refOutputs[i]]});
+      refRoles.push_back("");
     }
   finder = std::make_unique<RelationFinder>(pool, mesh, refValues);
 }
@@ -318,10 +329,27 @@ bool Engine::fixedByReducing(Operation *op, unsigned operand, const Relation &in
       if (!evalRefOp(d, op, ins, results[r]).empty())
         return false;
     }
-    return finder->find(results).exact();
+    Relation fixed = finder->find(results);
+    if (fixed.exact())
+      lastFixedRef = fixed.ref;
+    return fixed.exact();
   } catch (const NumericLimit &) {
     return false;
   }
+}
+
+/// The role of the reference values around a culprit: what its result would hold once
+/// fixed, what it holds, or what its operands hold.
+std::string Engine::roleFor(Operation *op) {
+  auto role = [&](int ref) { return ref >= 0 && ref < (int)refRoles.size() ? refRoles[ref] : ""; };
+  if (!role(lastFixedRef).empty())
+    return role(lastFixedRef);
+  if (op->getNumResults() && !role(relationOf(op->getResult(0)).ref).empty())
+    return role(relationOf(op->getResult(0)).ref);
+  for (Value v : op->getOperands())
+    if (isa<RankedTensorType>(v.getType()) && !role(relationOf(v).ref).empty())
+      return role(relationOf(v).ref);
+  return "";
 }
 
 void Engine::explainOp(Operation *op, Violation &viol) {
@@ -508,7 +536,11 @@ void Engine::localize(const std::vector<Failure> &failures) {
         viol.message = "plan result #" + std::to_string(b.index) + " returns argument `" +
                        spec.nameOf(v) + "` as `" + b.refName + "`, which it is not";
       } else {
+        lastFixedRef = -1;
         explainOp(culprit, viol);
+        std::string role = roleFor(culprit);
+        if (!role.empty())
+          viol.kind = role;
       }
     }
     auto it = byCulprit.find(culprit);

@@ -146,6 +146,8 @@ struct Exporter {
     }
     if (!attrs.empty())
       j["attrs"] = attrs;
+    if (auto role = o.getAttrOfType<StringAttr>("ref.role"))
+      j["role"] = role.getValue().str();
     if (!isa<InferTypeOpInterface>(o) && !isa<dist::DistDialect>(o.getDialect()))
       j["shape"] = shapeOf(o.getResult(0).getType());
     ops.push_back(j);

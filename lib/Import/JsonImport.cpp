@@ -52,6 +52,8 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.rsqrt", {}},
       {"ref.recip", {}},
       {"ref.silu", {}},
+      {"ref.sqrt", {}},
+      {"ref.minimum", {}},
       {"ref.silu_grad", {}},
       {"ref.div", {}},
       {"ref.maximum", {}},
@@ -430,6 +432,12 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
       bool given = llvm::any_of(attrs, [&](NamedAttribute a) { return a.getName() == k; });
       if (!given)
         fail(p, "op '" + opName + "' needs attribute '" + k + "' (" + t + ")");
+    }
+    if (o.contains("role")) {
+      // The semantic role of the value (a violation kind), as ref.role in MLIR.
+      if (!o["role"].is_string())
+        fail(p + "/role", "'role' must be a violation kind (a string)");
+      attrs.push_back(builder.getNamedAttr("ref.role", builder.getStringAttr(o["role"].get<std::string>())));
     }
     auto registered = RegisteredOperationName::lookup(opName, &ctx);
     OperationState state(loc(p), *registered);

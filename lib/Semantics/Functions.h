@@ -22,7 +22,8 @@ enum class Fn : uint8_t {
   /// function of its own; kept as an atom so that expressions stay small.
   Product,
   /// The indicator [a == b] of integer values (token ids against table rows).
-  Eq
+  Eq,
+  Sqrt
 };
 
 struct FnInfo {
@@ -48,6 +49,7 @@ inline const FnInfo &fnInfo(Fn f) {
       {"silu'", false, false},
       {"product", false, false},
       {"eq", false, true},
+      {"sqrt", false, false},
   };
   return infos[(int)f];
 }
@@ -79,6 +81,8 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
     double sig = 1.0 / (1.0 + std::exp(-args[0]));
     return sig * (1.0 + args[0] * (1.0 - sig));
   }
+  case Fn::Sqrt:
+    return std::sqrt(args[0]);
   case Fn::Eq:
     return args[0] == args[1] ? 1.0 : 0.0;
   case Fn::Product: {

@@ -46,6 +46,7 @@ inline std::optional<Fn> unaryFunction(mlir::Operation *op) {
   if (mlir::isa<RsqrtOp>(op)) return Fn::Rsqrt;
   if (mlir::isa<RecipOp>(op)) return Fn::Recip;
   if (mlir::isa<SiluOp>(op)) return Fn::Silu;
+  if (mlir::isa<SqrtOp>(op)) return Fn::Sqrt;
   return std::nullopt;
 }
 
@@ -174,6 +175,12 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     elementwise([&](size_t i) { return d.mul(in[0]->data[i], d.apply(Fn::Recip, {in[1]->data[i]})); });
   } else if (isa<MaximumOp>(op)) {
     elementwise([&](size_t i) { return d.apply(Fn::Max, {in[0]->data[i], in[1]->data[i]}); });
+  } else if (isa<MinimumOp>(op)) {
+    elementwise([&](size_t i) {
+      return d.scale(d.apply(Fn::Max, {d.scale(in[0]->data[i], Rational(-1)),
+                                       d.scale(in[1]->data[i], Rational(-1))}),
+                     Rational(-1));
+    });
   } else if (auto t = dyn_cast<TransposeOp>(op)) {
     auto perm = t.getPerm();
     Shape shape;

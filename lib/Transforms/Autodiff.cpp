@@ -167,6 +167,8 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     give(0, [&] { return div(g, op->getOperand(0)); });
   } else if (isa<RecipOp>(op)) {
     give(0, [&] { return scale(mul(g, mul(res, res)), -1); });
+  } else if (isa<SqrtOp>(op)) {
+    give(0, [&] { return scale(div(g, res), 0.5); });
   } else if (isa<RsqrtOp>(op)) {
     give(0, [&] { return scale(mul(g, mul(res, mul(res, res))), -0.5); });
   } else if (auto r = dyn_cast<ReduceSumOp>(op)) {

@@ -250,3 +250,11 @@ func.func @embedding_grad_rows(%g: tensor<3x4xf32>, %ids: tensor<3xi64>) {
   %d = ref.embedding_grad %g, %ids : tensor<3x4xf32>, tensor<3xi64> -> tensor<8x5xf32>
   return
 }
+
+// -----
+
+func.func @bad_role(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'ref.role' must be a violation kind}}
+  %y = ref.gelu %x {ref.role = "speed"} : tensor<2xf32>
+  return
+}

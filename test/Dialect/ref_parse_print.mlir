@@ -110,3 +110,12 @@ func.func @detach(%x: tensor<2xf32>) {
   %d = ref.detach %x : tensor<2xf32>
   return
 }
+
+// CHECK-LABEL: func.func @norm_ops
+func.func @norm_ops(%x: tensor<2xf32>) {
+  // CHECK: ref.sqrt %{{.*}} {ref.role = "grad-norm"} : tensor<2xf32>
+  %s = ref.sqrt %x {ref.role = "grad-norm"} : tensor<2xf32>
+  // CHECK: ref.minimum %{{.*}}, %{{.*}} : tensor<2xf32>
+  %m = ref.minimum %x, %s : tensor<2xf32>
+  return
+}
