@@ -372,6 +372,16 @@ BUG: clipping with a rank-local norm: the squares of the sharded gradients are n
 all-reduced, so each rank clips with a different coefficient."""),
           {"verdict": "violated", "kind": "grad-norm", "at": "%total"}, ref_clip,
           with_clipping(tp_plan(2, 4, 4, 2), plan_grads, sharded, "rank_local_norm"))
+    ref_clip_dp = with_clipping(reference_autodiff(4, 4, 4, False), ref_grads)
+    write("mlp_dp2_tp2_grad_clip.mlir", comment("""
+Global-norm gradient clipping on a dp x tp mesh: after the data-parallel reduction the
+gradients are replicated over dp, so the squares of the tp shards are all-reduced over
+tp only."""), ok, ref_clip_dp, with_clipping(dp_tp_plan(4, 4, 4, 2, 2), plan_grads, sharded))
+    write("mlp_dp2_tp2_grad_clip_reduced_over_dp.mlir", comment("""
+BUG: the sum of squares is all-reduced over the data axis as well as the tensor axis,
+although the gradients are already replicated over dp: the norm is inflated by dp."""),
+          {"verdict": "violated", "kind": "grad-norm", "at": "%ss_shards"}, ref_clip_dp,
+          with_clipping(dp_tp_plan(4, 4, 4, 2, 2), plan_grads, sharded, "reduced_over_dp_too"))
     write("mlp_dp2_tp2_allreduce_wrong_group.mlir", comment("""
 BUG: the row-parallel all_reduce is issued on the data-parallel process group instead
 of the tensor-parallel one (a wrong communicator), summing activations of different
