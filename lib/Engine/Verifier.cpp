@@ -198,6 +198,7 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
   std::vector<size_t> next(pending.size(), 0);
   std::vector<bool> done(pending.size(), false);
   unsigned threads = std::max(1u, options.threads);
+  auto started = std::chrono::steady_clock::now();
   while (true) {
     std::vector<size_t> wave; // outputs with an element to decide now
     for (size_t o = 0; o < pending.size(); ++o)
@@ -213,12 +214,16 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
     }
     std::vector<Decision> decisions(wave.size());
     std::atomic<size_t> cursor{0};
+    double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             started).count();
+    unsigned timeout = spent > options.decisionBudgetMs ? std::min(50u, options.solverTimeoutMs)
+                                                        : options.solverTimeoutMs;
     auto work = [&] {
       for (size_t i; (i = cursor++) < wave.size();) {
         const Pending &p = pending[wave[i]][next[wave[i]]];
         // Nothing may escape a worker thread: a failure is an undecided obligation.
         try {
-          decisions[i] = decideEqual(pool, p.got, p.want, options.solverTimeoutMs);
+          decisions[i] = decideEqual(pool, p.got, p.want, timeout);
         } catch (const std::exception &e) {
           decisions[i] = Decision();
           decisions[i].reason = std::string("could not decide: ") + e.what();

@@ -46,6 +46,10 @@ struct Violation {
 
 struct VerifyOptions {
   unsigned solverTimeoutMs = 10000;
+  /// Total wall time for the decisions that need more than canonical forms; past it,
+  /// the solver gets 50 ms per query, so that many hard obligations cannot add up to
+  /// minutes (they end inconclusive instead).
+  unsigned decisionBudgetMs = 20000;
   /// Threads deciding obligations whose canonical forms differ (concrete search, Z3).
   unsigned threads = 2;
 };
