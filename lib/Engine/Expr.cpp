@@ -402,12 +402,19 @@ std::string ExprPool::str(PolyId p, size_t maxChars) const {
   return out;
 }
 
-double Evaluator::poly(PolyId p) {
-  if (p >= polyGen.size()) {
-    polyGen.resize(pool.numPolys(), 0);
-    polyValue.resize(pool.numPolys(), 0.0);
+/// Whether slot `id` of a generation-stamped cache holds a value of `generation`;
+/// grows the cache to `size` first.
+static bool cachedAt(std::vector<uint32_t> &gens, std::vector<double> &values, uint32_t id,
+                     size_t size, uint32_t generation) {
+  if (id >= gens.size()) {
+    gens.resize(size, 0);
+    values.resize(size, 0.0);
   }
-  if (polyGen[p] == generation)
+  return gens[id] == generation;
+}
+
+double Evaluator::poly(PolyId p) {
+  if (cachedAt(polyGen, polyValue, p, pool.numPolys(), generation))
     return polyValue[p];
   double sum = 0;
   for (auto &[m, c] : pool.poly(p).terms) {
@@ -425,11 +432,7 @@ double Evaluator::poly(PolyId p) {
 }
 
 double Evaluator::atom(AtomId a) {
-  if (a >= atomGen.size()) {
-    atomGen.resize(pool.numAtoms(), 0);
-    atomValue.resize(pool.numAtoms(), 0.0);
-  }
-  if (atomGen[a] == generation)
+  if (cachedAt(atomGen, atomValue, a, pool.numAtoms(), generation))
     return atomValue[a];
   const Atom &at = pool.atom(a);
   double v;

@@ -58,28 +58,20 @@ struct Scanner {
       return;
     out[path] = {line, col};
     char c = s[i];
-    if (c == '{') {
+    if (c == '{' || c == '[') {
+      // Members of an object ("key": value) or elements of an array, comma-separated.
+      char close = c == '{' ? '}' : ']';
       adv();
       ws();
-      while (i < s.size() && s[i] != '}') {
-        std::string key = str();
-        ws();
-        if (i < s.size() && s[i] == ':')
-          adv();
-        value(path + "/" + escape(key));
-        ws();
-        if (i < s.size() && s[i] == ',') {
-          adv();
+      for (size_t k = 0; i < s.size() && s[i] != close; ++k) {
+        std::string key = std::to_string(k);
+        if (c == '{') {
+          key = escape(str());
           ws();
+          if (i < s.size() && s[i] == ':')
+            adv();
         }
-      }
-      if (i < s.size())
-        adv();
-    } else if (c == '[') {
-      adv();
-      ws();
-      for (size_t k = 0; i < s.size() && s[i] != ']'; ++k) {
-        value(path + "/" + std::to_string(k));
+        value(path + "/" + key);
         ws();
         if (i < s.size() && s[i] == ',') {
           adv();
