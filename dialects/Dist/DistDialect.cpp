@@ -373,6 +373,40 @@ LogicalResult AxisIndexOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kRngAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !s || (s.getValue() != "exact" && s.getValue() != "independent"))
+      return op->emitError() << "'" << kRngAttr
+                             << "' belongs on a plan func.func and is \"exact\" or \"independent\"";
+    return success();
+  }
+  if (name == kDrawsAttr || name == kBlockOffsetAttr || name == kLayoutAttr) {
+    if (op->getName().getStringRef() != "ref.dropout_mask")
+      return op->emitError() << "'" << name << "' belongs on a plan's ref.dropout_mask";
+    if (name == kDrawsAttr) {
+      auto s = dyn_cast<StringAttr>(attr.getValue());
+      if (!s || s.getValue().empty())
+        return op->emitError() << "'" << kDrawsAttr
+                               << "' must name the reference dropout mask this op draws";
+      return success();
+    }
+    if (name == kBlockOffsetAttr) {
+      auto a = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+      auto t = cast<RankedTensorType>(op->getResult(0).getType());
+      if (!a || (int64_t)a.size() != t.getRank() || llvm::any_of(a.asArrayRef(), [](int64_t v) { return v < 0; }))
+        return op->emitError() << "'" << kBlockOffsetAttr
+                               << "' must be array<i64: ...> with one non-negative offset per dimension";
+      return success();
+    }
+    auto layout = dyn_cast<LayoutAttr>(attr.getValue());
+    MeshOp mesh = lookupMesh(op);
+    if (!layout || !mesh)
+      return op->emitError() << "'" << kLayoutAttr
+                             << "' on an op must be a #dist.layout inside a plan function";
+    return verifyLayout(layout, mesh, cast<RankedTensorType>(op->getResult(0).getType()).getRank(),
+                        op->getLoc(), "dist.layout");
+  }
   if (attr.getName() != kMeshAttr)
     return op->emitError() << "unknown dist attribute '" << attr.getName() << "'";
   if (!isa<func::FuncOp>(op))

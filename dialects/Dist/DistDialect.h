@@ -33,6 +33,15 @@ constexpr const char *kMeshAttr = "dist.mesh";
 constexpr const char *kValueAttr = "dist.value";
 /// Argument/result attribute: the LayoutAttr of that piece.
 constexpr const char *kLayoutAttr = "dist.layout";
+/// Plan function attribute: how the plan's random draws are checked, "exact" (the
+/// default: every element draws the reference's (key, counter)) or "independent"
+/// (distinct elements draw distinct pairs, replicas the same pair).
+constexpr const char *kRngAttr = "dist.rng";
+/// Attribute of a plan's ref.dropout_mask: the reference mask (SSA name) it draws a
+/// piece of, with `dist.layout` and optionally `dist.block_offset` (the position of
+/// this piece inside the rank's block, for a microbatch of the block).
+constexpr const char *kDrawsAttr = "dist.draws";
+constexpr const char *kBlockOffsetAttr = "dist.block_offset";
 
 /// The mesh of the plan function that (transitively) contains `op`, or null with no
 /// diagnostic when there is none.

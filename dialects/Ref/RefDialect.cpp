@@ -347,6 +347,22 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   return success();
 }
 
+LogicalResult DropoutMaskOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError() << "drop probability p must lie in [0, 1), got " << p;
+  return success();
+}
+
+LogicalResult PowerOp::verify() {
+  if (getType().getRank() != 0)
+    return emitOpError() << "result must be a scalar tensor<f32>";
+  double b = getBase().convertToDouble();
+  if (!(b > 0.0 && b < 1e6))
+    return emitOpError() << "base must be positive, got " << b;
+  return success();
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   auto g = getGrad().getType(), r = getResult().getType();
   if (g.getRank() != 2 || r.getRank() != 2 || g.getDimSize(1) != r.getDimSize(1) ||

@@ -229,6 +229,44 @@ def Ref_SgdUpdateOp : Ref_Op<"sgd_update", [AllTypesMatch<["param", "grad", "res
 }
 
 
+def Ref_DropoutMaskOp : Ref_ExplicitTypeOp<"dropout_mask"> {
+  let summary = "a dropout mask drawn from a counter-based random stream";
+  let description = [{
+    `result[i] = dropmask(key, counter + i, p)` for the row-major linear index `i`:
+    `1 / (1 - p)` with probability `1 - p` and `0` otherwise, drawn like a
+    counter-based generator (Philox) from the pair `(key, counter + i)`. The random
+    state is explicit: `key` and `counter` are `index` values (function arguments of
+    the step, or arithmetic on them and on `dist.axis_index` in plans), so which pair
+    each element draws is part of the program and can be checked. A dropout is
+    `ref.mul %x, %mask`; its gradient is the same product.
+
+    ```mlir
+    %mask = ref.dropout_mask %seed, %offset p 0.1 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Index:$key, Index:$counter, F64Attr:$p);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$key `,` $counter `p` $p attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ref_PowerOp : Ref_ExplicitTypeOp<"power"> {
+  let summary = "a constant base raised to an integer step count";
+  let description = [{
+    `result = base ^ exponent` for an `index` exponent (a step counter), as a scalar
+    tensor: Adam's bias corrections `1 - beta ^ t`. The symbolic engine treats the
+    power as an uninterpreted function of `(base, exponent)`.
+
+    ```mlir
+    %b1t = ref.power %step base 0.9 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Index:$exponent, F64Attr:$base);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$exponent `base` $base attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def Ref_ConstantOp : Ref_ExplicitTypeOp<"constant"> {
   let summary = "a tensor filled with one constant";
   let description = [{

@@ -154,8 +154,14 @@ struct Z3Encoder {
       return p;
     }
     z3::sort real = ctx.real_sort();
-    z3::func_decl f = ctx.function(fnInfo(at.fn).name, real, real);
-    return f(args[0]);
+    z3::sort_vector domain(ctx);
+    z3::expr_vector actuals(ctx);
+    for (const z3::expr &a : args) {
+      domain.push_back(real);
+      actuals.push_back(a);
+    }
+    z3::func_decl f = ctx.function(fnInfo(at.fn).name, domain, real);
+    return f(actuals);
   }
 };
 } // namespace

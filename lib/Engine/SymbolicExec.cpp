@@ -45,29 +45,30 @@ bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure) {
   return true;
 }
 
-/// Evaluates an op producing an `index` on every rank: constants and +, -, * of
-/// rank coordinates. Returns false for anything else.
-bool evalIndexOp(Operation &op, int64_t ranks, llvm::DenseMap<Value, std::vector<int64_t>> &indices) {
-  std::vector<int64_t> out(ranks);
+/// Evaluates an `index` arithmetic op (constants and +, -, *) over integer polynomials.
+/// `get` gives an operand's value. Returns false for anything else.
+template <class Get>
+bool evalIndexOp(Operation &op, ExprPool &pool, Get get, PolyId &out) {
   if (auto c = dyn_cast<arith::ConstantOp>(op)) {
     auto v = dyn_cast<IntegerAttr>(c.getValue());
     if (!v)
       return false;
-    std::fill(out.begin(), out.end(), v.getInt());
-  } else if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op)) {
-    auto a = indices.find(op.getOperand(0)), b = indices.find(op.getOperand(1));
-    if (a == indices.end() || b == indices.end())
-      return false;
-    for (int64_t r = 0; r < ranks; ++r) {
-      int64_t x = a->second[r], y = b->second[r];
-      out[r] = isa<arith::AddIOp>(op) ? x + y : isa<arith::SubIOp>(op) ? x - y : x * y;
-    }
-  } else {
-    return false;
+    out = pool.constant(Rational(v.getInt()));
+    return true;
   }
-  indices[op.getResult(0)] = std::move(out);
+  if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op))
+    return false;
+  const PolyId *a = get(op.getOperand(0)), *b = get(op.getOperand(1));
+  if (!a || !b)
+    return false;
+  out = isa<arith::AddIOp>(op) ? pool.add(*a, *b)
+        : isa<arith::SubIOp>(op) ? pool.sub(*a, *b)
+                                 : pool.mul(*a, *b);
   return true;
 }
+
+const char *kIndexOpsHelp = "' on index values is not supported (use arith.constant, addi, "
+                            "subi, muli on index arguments and dist.axis_index)";
 
 bool unsupported(Operation &op, const std::string &why, ExecFailure &failure) {
   failure = {why, op.getLoc()};
@@ -82,8 +83,9 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
   SymbolicDomain d{pool};
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
     Value arg = spec.reference.getArgument(i);
-    auto type = cast<RankedTensorType>(arg.getType());
-    SymTensor t(Shape(type.getShape().begin(), type.getShape().end()), pool.zero());
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    Shape shape = type ? Shape(type.getShape().begin(), type.getShape().end()) : Shape{};
+    SymTensor t(shape, pool.zero());
     int64_t bound = i < spec.refInputBounds.size() ? spec.refInputBounds[i] : 0;
     for (int64_t l = 0; l < (int64_t)t.data.size(); ++l)
       t.data[l] = pool.inputPoly(pool.addInput({spec.refInputs[i], t.unravel(l), bound}));
@@ -97,18 +99,32 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
           trace.byName[spec.refOutputs[i]] = trace.values.lookup(v);
         continue;
       }
+      if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
+        PolyId v;
+        auto get = [&](Value x) -> const PolyId * {
+          auto it = trace.values.find(x);
+          return it == trace.values.end() ? nullptr : &it->second.data[0];
+        };
+        if (!evalIndexOp(op, pool, get, v))
+          return unsupported(op, "op '" + op.getName().getStringRef().str() + kIndexOpsHelp,
+                             failure);
+        trace.values[op.getResult(0)] = SymTensor(Shape{}, v);
+        continue;
+      }
       if (!isa<ref::RefDialect>(op.getDialect()))
-        return unsupported(op, "the reference may only use ref ops; '" +
+        return unsupported(op, "the reference may only use ref ops and index arithmetic; '" +
                                    op.getName().getStringRef().str() + "' is not supported",
                            failure);
       std::vector<const SymTensor *> in;
+      std::vector<PolyId> idx;
       for (Value v : op.getOperands()) {
         if (v.getType().isIndex())
-          return unsupported(op, "index operands are only supported in plans", failure);
-        in.push_back(&trace.values[v]);
+          idx.push_back(trace.values[v].data[0]);
+        else
+          in.push_back(&trace.values[v]);
       }
       SymTensor out;
-      std::string err = evalRefOp(d, &op, in, out);
+      std::string err = evalRefOp(d, &op, in, out, idx);
       if (!err.empty())
         return unsupported(op, err, failure);
       trace.values[op.getResult(0)] = std::move(out);
@@ -139,30 +155,41 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
     }
     trace.values[spec.plan.getArgument(b.index)] = std::move(perRank);
   }
-  // Index values (rank coordinates and arithmetic on them), per rank.
-  llvm::DenseMap<Value, std::vector<int64_t>> &indices = trace.indices;
+  // Index values (rank coordinates, integer inputs and arithmetic on them) are scalar
+  // tensors of integer polynomials, per rank.
+  std::map<Operation *, const DrawBinding *> draws;
+  for (const DrawBinding &db : spec.draws)
+    draws[db.op] = &db;
   try {
     for (Operation &op : spec.plan.getBody().front()) {
       if (isa<func::ReturnOp>(op))
         continue;
       if (auto ax = dyn_cast<dist::AxisIndexOp>(op)) {
         int axis = mesh.axisIndex(ax.getAxis().str());
-        std::vector<int64_t> coord(ranks);
+        std::vector<SymTensor> coord(ranks);
         for (int64_t r = 0; r < ranks; ++r)
-          coord[r] = mesh.coords(r)[axis];
-        indices[ax.getResult()] = std::move(coord);
+          coord[r] = SymTensor(Shape{}, pool.constant(Rational(mesh.coords(r)[axis])));
+        trace.values[ax.getResult()] = std::move(coord);
         continue;
       }
       if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
-        if (!evalIndexOp(op, ranks, indices))
-          return unsupported(op, "op '" + op.getName().getStringRef().str() +
-                                     "' on index values is not supported (use arith.constant, "
-                                     "addi, subi, muli on dist.axis_index)",
-                             failure);
+        std::vector<SymTensor> out(ranks);
+        for (int64_t r = 0; r < ranks; ++r) {
+          PolyId v;
+          auto get = [&](Value x) -> const PolyId * {
+            auto it = trace.values.find(x);
+            return it == trace.values.end() ? nullptr : &it->second[r].data[0];
+          };
+          if (!evalIndexOp(op, pool, get, v))
+            return unsupported(op, "op '" + op.getName().getStringRef().str() + kIndexOpsHelp,
+                               failure);
+          out[r] = SymTensor(Shape{}, v);
+        }
+        trace.values[op.getResult(0)] = std::move(out);
         continue;
       }
       for (Value v : op.getOperands())
-        if (!trace.values.count(v) && !indices.count(v))
+        if (!trace.values.count(v))
           return unsupported(op, "op '" + op.getName().getStringRef().str() +
                                      "' uses a value the element engine does not track "
                                      "(an unsupported op's result)",
@@ -171,16 +198,30 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
       if (isa<ref::RefDialect>(op.getDialect())) {
         for (int64_t r = 0; r < ranks; ++r) {
           std::vector<const SymTensor *> in;
-          std::vector<int64_t> idx;
+          std::vector<PolyId> idx;
           for (Value v : op.getOperands()) {
             if (v.getType().isIndex())
-              idx.push_back(indices[v][r]);
+              idx.push_back(trace.values[v][r].data[0]);
             else
               in.push_back(&trace.values[v][r]);
           }
           std::string err = evalRefOp(d, &op, in, results[r], idx);
           if (!err.empty())
             return unsupported(op, err, failure);
+          auto db = draws.find(&op);
+          if (db != draws.end()) {
+            // Independent mode: once the streams are proved distinct for distinct
+            // elements and equal for replicas (RngCheck), the plan's draws are
+            // distributed exactly like the reference's, and may be renamed to them.
+            const DrawBinding &b = *db->second;
+            const SymTensor &refMask = ref.values.find(b.refMask)->second;
+            for (int64_t l = 0; l < (int64_t)results[r].data.size(); ++l) {
+              std::vector<int64_t> inBlock = results[r].unravel(l);
+              for (size_t k = 0; k < inBlock.size(); ++k)
+                inBlock[k] += b.blockOffset[k];
+              results[r].data[l] = refMask.at(b.layout.globalIndex(mesh, r, b.blockShape, inBlock));
+            }
+          }
         }
       } else if (isa<dist::DistDialect>(op.getDialect())) {
         std::vector<const SymTensor *> in;

@@ -35,13 +35,14 @@ struct SymbolicDomain {
 using SymTensor = Tensor<PolyId>;
 
 struct ReferenceTrace {
-  llvm::DenseMap<mlir::Value, SymTensor> values; // every tensor value of the reference
+  /// Every value of the reference; `index` values are scalar tensors.
+  llvm::DenseMap<mlir::Value, SymTensor> values;
   std::map<std::string, SymTensor> byName;       // inputs and outputs by ref.name
 };
 
 struct PlanTrace {
-  llvm::DenseMap<mlir::Value, std::vector<SymTensor>> values; // per rank
-  llvm::DenseMap<mlir::Value, std::vector<int64_t>> indices;  // index values, per rank
+  /// Per rank; `index` values are scalar tensors of integer polynomials.
+  llvm::DenseMap<mlir::Value, std::vector<SymTensor>> values;
 };
 
 /// Why symbolic execution could not run (unsupported op, size limit), with a location.

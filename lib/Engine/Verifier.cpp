@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Engine/Verifier.h"
+#include "Engine/RngCheck.h"
 
 #include "Engine/Decide.h"
 #include "Engine/Relations.h"
@@ -78,13 +79,13 @@ private:
   }
   std::string describeOperand(Operation *op, unsigned i) {
     Value v = op->getOperand(i);
-    auto idx = planTrace.indices.find(v);
-    if (idx != planTrace.indices.end()) {
+    auto idx = planTrace.values.find(v);
+    if (v.getType().isIndex() && idx != planTrace.values.end()) {
       std::string vals;
       for (int64_t r = 0; r < (int64_t)idx->second.size() && r < 8; ++r)
-        vals += (r ? ", " : "") + mesh.rankStr(r) + " " + std::to_string(idx->second[r]);
-      return "operand #" + std::to_string(i) + " `" + spec.nameOf(v) +
-             "` is a rank-dependent index: " + vals + (idx->second.size() > 8 ? ", ..." : "");
+        vals += (r ? ", " : "") + mesh.rankStr(r) + " " + pool.str(idx->second[r].data[0], 60);
+      return "operand #" + std::to_string(i) + " `" + spec.nameOf(v) + "` is the index " + vals +
+             (idx->second.size() > 8 ? ", ..." : "");
     }
     Relation r = relationOf(v);
     return "operand #" + std::to_string(i) + " `" + spec.nameOf(v) + "` " +
@@ -332,9 +333,14 @@ bool Engine::fixedByReducing(Operation *op, unsigned operand, const Relation &in
     std::vector<SymTensor> results(partial.size());
     for (int64_t r = 0; r < (int64_t)partial.size(); ++r) {
       std::vector<const SymTensor *> ins;
-      for (unsigned j = 0; j < op->getNumOperands(); ++j)
-        ins.push_back(j == operand ? &complete[r] : &planTrace.values[op->getOperand(j)][r]);
-      if (!evalRefOp(d, op, ins, results[r]).empty())
+      std::vector<PolyId> idx;
+      for (unsigned j = 0; j < op->getNumOperands(); ++j) {
+        if (op->getOperand(j).getType().isIndex())
+          idx.push_back(planTrace.values[op->getOperand(j)][r].data[0]);
+        else
+          ins.push_back(j == operand ? &complete[r] : &planTrace.values[op->getOperand(j)][r]);
+      }
+      if (!evalRefOp(d, op, ins, results[r], idx).empty())
         return false;
     }
     Relation fixed = finder->find(results);
@@ -445,6 +451,16 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                    "): the scaling is wrong";
     viol.hint = "remove the extra factor " + res.scale.str() + " (multiply by " +
                 (Rational(1) / res.scale).str() + ")";
+    return;
+  }
+  if (isa<ref::DropoutMaskOp>(op)) {
+    viol.kind = "rng";
+    viol.message = head + "its elements draw (key, counter) pairs that no reference dropout "
+                          "mask draws for the same elements under any layout (RNG mode "
+                          "'exact': every element must draw the reference's pair)";
+    viol.hint = "derive the key from the reference's key and the counter from the reference's "
+                "counter plus the element's global linear index; or, if statistically "
+                "independent masks are intended, set dist.rng = \"independent\" on the plan";
     return;
   }
   viol.kind = "sharding";
@@ -720,6 +736,8 @@ VerifyResult Engine::run() {
       checkCoverage();
       localize(failures);
       attributeGradNorm();
+      if (spec.rngIndependent)
+        checkRandomStreams(spec, options.solverTimeoutMs, result);
     }
   } catch (const NumericLimit &e) {
     result.inconclusiveReasons.push_back({toSourceLoc(spec.plan.getLoc()), e.what()});

@@ -146,6 +146,14 @@ struct Exporter {
     }
     if (!attrs.empty())
       j["attrs"] = attrs;
+    if (auto draws = o.getAttrOfType<StringAttr>(dist::kDrawsAttr)) {
+      json d = {{"value", draws.getValue().str()}};
+      if (Attribute l = o.getAttr(dist::kLayoutAttr))
+        d["layout"] = layout(l);
+      if (auto off = o.getAttrOfType<DenseI64ArrayAttr>(dist::kBlockOffsetAttr))
+        d["block_offset"] = std::vector<int64_t>(off.asArrayRef());
+      j["draws"] = d;
+    }
     if (auto role = o.getAttrOfType<StringAttr>("ref.role"))
       j["role"] = role.getValue().str();
     if (!isa<InferTypeOpInterface>(o) && !isa<dist::DistDialect>(o.getDialect()))
@@ -164,6 +172,10 @@ struct Exporter {
       std::string n = spec.refInputs[i];
       names[ref.getArgument(i)] = n;
       used.insert(n);
+      if (ref.getArgument(i).getType().isIndex()) {
+        inputs.push_back({{"name", n}, {"dtype", "index"}});
+        continue;
+      }
       json in = {{"name", n}, {"shape", shapeOf(ref.getArgument(i).getType())}};
       if (spec.refInputBounds[i]) {
         in["dtype"] = "i64";
@@ -189,9 +201,21 @@ struct Exporter {
       if (!op(o, refOps))
         return false;
     }
-    for (auto &[v, n] : copies)
+    for (auto &[v, n] : copies) {
+      if (v.getType().isIndex()) {
+        std::string zero = fresh("zero");
+        refOps.push_back({{"result", zero}, {"op", "arith.constant"}, {"operands", json::array()},
+                          {"attrs", {{"value", 0}}}});
+        refOps.push_back({{"result", n}, {"op", "arith.addi"}, {"operands", {nameOf(v), zero}}});
+        continue;
+      }
       refOps.push_back({{"result", n}, {"op", "ref.scale"}, {"operands", {nameOf(v)}},
                         {"attrs", {{"factor", 1.0}}}});
+    }
+    json updates = json::object();
+    for (unsigned i = 0; i < ref.getNumResults(); ++i)
+      if (auto u = ref.getResultAttrOfType<StringAttr>(i, "ref.updates"))
+        updates[spec.refOutputs[i]] = u.getValue().str();
     for (const std::string &n : spec.refOutputs)
       refOuts.push_back(n);
 
@@ -202,10 +226,12 @@ struct Exporter {
     for (size_t i = 0; i < spec.mesh.axes.size(); ++i)
       axes.push_back({{"name", spec.mesh.axes[i]}, {"size", spec.mesh.shape[i]}});
     json pIns = json::array(), pOps = json::array(), pOuts = json::array();
-    for (const Binding &b : spec.planInputs)
-      pIns.push_back({{"name", nameOf(plan.getArgument(b.index))},
-                      {"value", b.refName},
-                      {"layout", layout(plan.getArgAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr))}});
+    for (const Binding &b : spec.planInputs) {
+      json in = {{"name", nameOf(plan.getArgument(b.index))}, {"value", b.refName}};
+      if (!plan.getArgument(b.index).getType().isIndex())
+        in["layout"] = layout(plan.getArgAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr));
+      pIns.push_back(in);
+    }
     for (Operation &o : plan.getBody().front()) {
       if (isa<func::ReturnOp>(o))
         continue;
@@ -213,10 +239,12 @@ struct Exporter {
         return false;
     }
     auto pret = cast<func::ReturnOp>(plan.getBody().front().getTerminator());
-    for (const Binding &b : spec.planOutputs)
-      pOuts.push_back({{"name", nameOf(pret.getOperand(b.index))},
-                       {"value", b.refName},
-                       {"layout", layout(plan.getResultAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr))}});
+    for (const Binding &b : spec.planOutputs) {
+      json out = {{"name", nameOf(pret.getOperand(b.index))}, {"value", b.refName}};
+      if (!pret.getOperand(b.index).getType().isIndex())
+        out["layout"] = layout(plan.getResultAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr));
+      pOuts.push_back(out);
+    }
     json doc = {{"planproof", 1}};
     if (spec.expect.present) {
       json e = {{"verdict", spec.expect.verdict}};
@@ -227,10 +255,14 @@ struct Exporter {
       doc["expect"] = e;
     }
     doc["reference"] = {{"inputs", inputs}, {"ops", refOps}, {"outputs", refOuts}};
-    doc["plan"] = {{"mesh", {{"name", spec.mesh.name}, {"axes", axes}}},
-                   {"inputs", pIns},
-                   {"ops", pOps},
-                   {"outputs", pOuts}};
+    if (!updates.empty())
+      doc["reference"]["updates"] = updates;
+    doc["plan"] = {{"mesh", {{"name", spec.mesh.name}, {"axes", axes}}}};
+    if (auto rng = plan->getAttrOfType<StringAttr>(dist::kRngAttr))
+      doc["plan"]["rng"] = rng.getValue().str();
+    doc["plan"]["inputs"] = pIns;
+    doc["plan"]["ops"] = pOps;
+    doc["plan"]["outputs"] = pOuts;
     out = doc.dump(2) + "\n";
     return true;
   }

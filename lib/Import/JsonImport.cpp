@@ -21,7 +21,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <functional>
 #include <sstream>
 
@@ -43,6 +45,8 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.mse_loss", {}},
       {"ref.mse_loss_grad", {}},
       {"ref.sgd_update", {{"lr", "float"}}},
+      {"ref.dropout_mask", {{"p", "float"}}},
+      {"ref.power", {{"base", "float"}}},
       {"ref.constant", {{"value", "float"}}},
       {"ref.detach", {}},
       {"ref.embedding", {}},
@@ -165,6 +169,7 @@ private:
   std::map<std::string, std::pair<unsigned, unsigned>> positions;
   std::map<std::string, Shape> refInputShapes;
   std::map<std::string, int64_t> refInputBounds;
+  std::set<std::string> refIndexInputs; // integer step inputs (seeds, counters, steps)
   std::map<std::string, int64_t> meshAxes;
   /// Dimension symbols of a parametric spec ("dims"), at the values this import uses.
   std::map<std::string, int64_t> dimValues;
@@ -394,7 +399,7 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     if (opName == "axis_index")
       opName = "dist.axis_index";
     if (opName == "dist.axis_index" || opName.rfind("arith.", 0) == 0) {
-      if (!plan)
+      if (!plan && opName == "dist.axis_index")
         fail(p + "/op", "rank coordinates ('" + opName + "') belong in the plan");
       buildIndexOp(o, p, opName, values);
       continue;
@@ -432,6 +437,29 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
       bool given = llvm::any_of(attrs, [&](NamedAttribute a) { return a.getName() == k; });
       if (!given)
         fail(p, "op '" + opName + "' needs attribute '" + k + "' (" + t + ")");
+    }
+    if (o.contains("draws")) {
+      // Independent RNG mode: the piece of a reference mask this draw stands for.
+      const json &dr = o["draws"];
+      std::string q = p + "/draws";
+      if (!plan || opName != "ref.dropout_mask" || !dr.is_object())
+        fail(q, "'draws' is an object on a plan's ref.dropout_mask");
+      std::string v = name(dr, q, "value");
+      attrs.push_back(builder.getNamedAttr(dist::kDrawsAttr, builder.getStringAttr(v)));
+      if (!o.contains("shape") || !o["shape"].is_array())
+        fail(p, "op 'ref.dropout_mask' needs the result 'shape'");
+      attrs.push_back(builder.getNamedAttr(
+          dist::kLayoutAttr, layout(dr.contains("layout") ? dr["layout"] : json(), q + "/layout",
+                                    (int64_t)o["shape"].size())));
+      if (dr.contains("block_offset")) {
+        const json &off = dr["block_offset"];
+        if (!off.is_array())
+          fail(q + "/block_offset", "'block_offset' is a list of integers");
+        SmallVector<int64_t> offs;
+        for (size_t k = 0; k < off.size(); ++k)
+          offs.push_back(intValue(off[k], q + "/block_offset/" + std::to_string(k)));
+        attrs.push_back(builder.getNamedAttr(dist::kBlockOffsetAttr, builder.getDenseI64ArrayAttr(offs)));
+      }
     }
     if (o.contains("role")) {
       // The semantic role of the value (a violation kind), as ref.role in MLIR.
@@ -528,16 +556,25 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string p = ptr + "/inputs/" + std::to_string(i);
     std::string n = name(inputs[i], p, "name");
-    Shape s = shape(inputs[i], p);
     if (refInputShapes.count(n))
       fail(p + "/name", "input '" + n + "' is declared twice");
-    refInputShapes[n] = s;
     argNames.push_back(n);
-    // Token ids: {"dtype": "i64", "bound": N} (values in [0, N)).
+    // Token ids: {"dtype": "i64", "bound": N} (values in [0, N)); integer step inputs
+    // (random seeds and counters, step counts): {"dtype": "index"}, no shape.
     std::string dtype = inputs[i].contains("dtype") && inputs[i]["dtype"].is_string()
                             ? inputs[i]["dtype"].get<std::string>() : "f32";
-    if (dtype != "f32" && dtype != "i64")
-      fail(p + "/dtype", "dtype must be \"f32\" or \"i64\"");
+    if (dtype != "f32" && dtype != "i64" && dtype != "index")
+      fail(p + "/dtype", "dtype must be \"f32\", \"i64\" or \"index\"");
+    if (dtype == "index") {
+      if (inputs[i].contains("shape"))
+        fail(p + "/shape", "an index input is one integer; it has no shape");
+      refInputShapes[n] = {};
+      refIndexInputs.insert(n);
+      argTypes.push_back(builder.getIndexType());
+      continue;
+    }
+    Shape s = shape(inputs[i], p);
+    refInputShapes[n] = s;
     if (dtype == "i64") {
       if (!inputs[i].contains("bound"))
         fail(p, "token ids need a 'bound' (values in [0, bound))");
@@ -579,6 +616,23 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
   func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (size_t i = 0; i < outputs.size(); ++i)
     func.setResultAttr(i, ref::kNameAttr, builder.getStringAttr(outputs[i].get<std::string>()));
+  if (ref.contains("updates")) {
+    // {"offset_next": "offset"}: an output is the next value of a step input.
+    const json &up = ref["updates"];
+    if (!up.is_object())
+      fail(ptr + "/updates", "'updates' maps output names to the inputs they update");
+    for (auto it = up.begin(); it != up.end(); ++it) {
+      std::string q = ptr + "/updates/" + it.key();
+      auto pos = std::find_if(outputs.begin(), outputs.end(),
+                              [&](const json &o) { return o == it.key(); });
+      if (pos == outputs.end())
+        fail(q, "'" + it.key() + "' is not an output of the reference");
+      if (!it->is_string() || !refInputShapes.count(it->get<std::string>()))
+        fail(q, "the updated input must be the name of a reference input");
+      func.setResultAttr(pos - outputs.begin(), "ref.updates",
+                         builder.getStringAttr(it->get<std::string>()));
+    }
+  }
   return func;
 }
 
@@ -625,6 +679,17 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
     auto it = refInputShapes.find(v);
     if (it == refInputShapes.end())
       fail(p + "/value", "'" + v + "' is not an input of the reference");
+    if (refIndexInputs.count(v)) {
+      // One integer, the same on every rank: no layout.
+      if (inputs[i].contains("layout") || inputs[i].contains("shape"))
+        fail(p, "'" + v + "' is an index; it takes no layout or shape");
+      argTypes.push_back(builder.getIndexType());
+      argLocs.push_back(loc(p));
+      argNames.push_back(n);
+      argLayouts.push_back(nullptr);
+      argValues.push_back(v);
+      continue;
+    }
     dist::LayoutAttr l = layout(inputs[i].contains("layout") ? inputs[i]["layout"] : json(),
                                 p + "/layout", it->second.size());
     // The local shape follows from the reference shape and the layout.
@@ -653,6 +718,11 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
   }
   auto func = func::FuncOp::create(loc(ptr), "plan", builder.getFunctionType(argTypes, {}));
   func->setAttr(dist::kMeshAttr, FlatSymbolRefAttr::get(&ctx, meshName));
+  if (plan.contains("rng")) {
+    if (!plan["rng"].is_string() || (plan["rng"] != "exact" && plan["rng"] != "independent"))
+      fail(ptr + "/rng", "'rng' is \"exact\" or \"independent\"");
+    func->setAttr(dist::kRngAttr, builder.getStringAttr(plan["rng"].get<std::string>()));
+  }
   Block *body = builder.createBlock(&func.getBody(), {}, argTypes, argLocs);
   std::map<std::string, Value> values;
   for (size_t i = 0; i < argNames.size(); ++i) {
@@ -661,7 +731,8 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
     values[argNames[i]] = body->getArgument(i);
     spec.names[body->getArgument(i)] = "%" + argNames[i];
     func.setArgAttr(i, dist::kValueAttr, builder.getStringAttr(argValues[i]));
-    func.setArgAttr(i, dist::kLayoutAttr, argLayouts[i]);
+    if (argLayouts[i])
+      func.setArgAttr(i, dist::kLayoutAttr, argLayouts[i]);
   }
   return func; // ops and outputs are added by the caller once the function is in the module
 }
@@ -745,8 +816,13 @@ bool Importer::run(const std::string &text, std::string &errors) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::string p = "/plan/outputs/" + std::to_string(i);
       std::string v = name(outputs[i], p, "value");
-      auto rank = cast<RankedTensorType>(results[i].getType()).getRank();
       planFunc.setResultAttr(i, dist::kValueAttr, builder.getStringAttr(v));
+      if (results[i].getType().isIndex()) {
+        if (outputs[i].contains("layout"))
+          fail(p + "/layout", "'" + v + "' is an index; it takes no layout");
+        continue;
+      }
+      auto rank = cast<RankedTensorType>(results[i].getType()).getRank();
       planFunc.setResultAttr(i, dist::kLayoutAttr,
                              layout(outputs[i].contains("layout") ? outputs[i]["layout"] : json(),
                                     p + "/layout", rank));

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <sstream>
 
 using namespace planproof;
@@ -10,6 +11,9 @@ using json = nlohmann::ordered_json;
 
 namespace {
 std::string num(double v) {
+  // Integers (seeds, counters, token ids) print in full.
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    return std::to_string((long long)v);
   std::ostringstream os;
   os.precision(6);
   os << v;

@@ -23,7 +23,14 @@ enum class Fn : uint8_t {
   Product,
   /// The indicator [a == b] of integer values (token ids against table rows).
   Eq,
-  Sqrt
+  Sqrt,
+  /// A dropout mask element drawn from a counter-based generator: dropmask(key,
+  /// counter, p) is 1/(1-p) with probability 1-p and 0 otherwise. Uninterpreted for
+  /// proofs (only which (key, counter) pair is drawn matters); numerically the
+  /// generator below.
+  DropMask,
+  /// pow(base, exponent) for an integer exponent (a step counter).
+  Pow
 };
 
 struct FnInfo {
@@ -50,8 +57,25 @@ inline const FnInfo &fnInfo(Fn f) {
       {"product", false, false},
       {"eq", false, true},
       {"sqrt", false, false},
+      {"dropmask", false, false},
+      {"pow", false, false},
   };
   return infos[(int)f];
+}
+
+/// The uniform number in [0, 1) a counter-based generator draws for (key, counter):
+/// a stand-in for Philox (two rounds of the splitmix64 finalizer over the pair). The
+/// proofs never depend on it -- they only use which pairs are drawn -- but the numeric
+/// engines (counterexamples, replay) need one fixed definition.
+inline double counterUniform(uint64_t key, uint64_t counter) {
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  uint64_t h = mix(mix(key) ^ counter);
+  return double(h >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /// The numeric value of `f` at `args`.
@@ -85,6 +109,14 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
     return std::sqrt(args[0]);
   case Fn::Eq:
     return args[0] == args[1] ? 1.0 : 0.0;
+  case Fn::Pow:
+    return std::pow(args[0], args[1]);
+  case Fn::DropMask: {
+    double p = args[2];
+    double u = counterUniform((uint64_t)(int64_t)std::llround(args[0]),
+                              (uint64_t)(int64_t)std::llround(args[1]));
+    return u >= p ? 1.0 / (1.0 - p) : 0.0;
+  }
   case Fn::Product: {
     double p = 1;
     for (double a : args)

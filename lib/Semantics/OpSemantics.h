@@ -57,12 +57,13 @@ inline Shape resultShape(mlir::Operation *op) {
 
 /// Computes the result of the rank-local (or single-device) op `op` from its operands.
 /// `in` holds the tensor operands in order; `indices` the values of the op's `index`
-/// operands (an embedding's row offset), in order, on the rank being evaluated.
+/// operands (an embedding's row offset, a random stream's key and counter, a step
+/// count), in order, on the rank being evaluated, as scalars of the domain (integers).
 template <class D>
 std::string evalRefOp(D &d, mlir::Operation *op,
                       const std::vector<const Tensor<typename D::Value> *> &in,
                       Tensor<typename D::Value> &out,
-                      const std::vector<int64_t> &indices = {}) {
+                      const std::vector<typename D::Value> &indices = {}) {
   using V = typename D::Value;
   using namespace planproof::ref;
   using mlir::dyn_cast;
@@ -138,9 +139,19 @@ std::string evalRefOp(D &d, mlir::Operation *op,
                     : isa<ReduceSumOp>(op) ? d.sum(parts[o])
                                            : d.scale(d.sum(parts[o]),
                                                      Rational(1, (int64_t)parts[o].size()));
+  } else if (auto dm = dyn_cast<DropoutMaskOp>(op)) {
+    // Element i draws the pair (key, counter + i), i its row-major linear index.
+    Rational p = attrRational(dm.getPAttr());
+    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+    for (size_t i = 0; i < out.data.size(); ++i)
+      out.data[i] = d.apply(Fn::DropMask, {indices[0], d.add(indices[1], d.constant(Rational((int64_t)i))),
+                                           d.constant(p)});
+  } else if (auto pw = dyn_cast<PowerOp>(op)) {
+    out = Tensor<V>(Shape{}, d.apply(Fn::Pow, {d.constant(attrRational(pw.getBaseAttr())),
+                                               indices[0]}));
   } else if (isa<EmbeddingOp, EmbeddingGradOp>(op)) {
     // Row v of the (local) table is global row offset + v; [id == offset + v] selects it.
-    int64_t offset = indices.empty() ? 0 : indices[0];
+    V offset = indices.empty() ? d.constant(Rational(0)) : indices[0];
     const Tensor<V> &ids = *in[1];
     int64_t T = ids.shape[0];
     bool lookup = isa<EmbeddingOp>(op);
@@ -148,7 +159,7 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     int64_t W = dense.shape[1];
     int64_t rows = lookup ? dense.shape[0] : resultShape(op)[0];
     auto select = [&](int64_t t, int64_t v) {
-      return d.apply(Fn::Eq, {ids.data[t], d.constant(Rational(offset + v))});
+      return d.apply(Fn::Eq, {ids.data[t], d.add(offset, d.constant(Rational(v)))});
     };
     out = Tensor<V>(lookup ? Shape{T, W} : Shape{rows, W}, d.constant(Rational(0)));
     for (int64_t a = 0; a < (lookup ? T : rows); ++a)

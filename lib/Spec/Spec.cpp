@@ -155,6 +155,8 @@ struct Checker {
     return false;
   }
 
+  std::set<std::string> refIndex; // reference inputs and outputs of type index
+
   std::string layoutText(const Layout &l) { return l.str(spec.mesh); }
 
   bool convertLayout(dist::LayoutAttr attr, Layout &out) {
@@ -182,6 +184,12 @@ struct Checker {
     std::string what = (isInput ? "argument #" : "result #") + std::to_string(index);
     auto value = attrs ? attrs.getAs<StringAttr>(dist::kValueAttr) : StringAttr();
     auto layout = attrs ? attrs.getAs<dist::LayoutAttr>(dist::kLayoutAttr) : dist::LayoutAttr();
+    if (localType.isIndex() && value && !layout) {
+      // An integer (seed, counter, step) is one value, the same on every rank.
+      MLIRContext *ctx = localType.getContext();
+      ArrayAttr none = ArrayAttr::get(ctx, {});
+      layout = dist::LayoutAttr::get(ctx, none, none, none, none, DenseI64ArrayAttr::get(ctx, {}));
+    }
     if (!value || !layout)
       return error(loc, "plan " + what + " needs both '" + std::string(dist::kValueAttr) +
                             "' (the reference value it holds) and '" + dist::kLayoutAttr + "'");
@@ -202,6 +210,16 @@ struct Checker {
       return error(loc, "plan " + what + " ('" + b.refName +
                             "'): an input layout cannot be partial; inputs are complete values");
     const Shape &global = it->second;
+    if (localType.isIndex() != refIndex.count(b.refName) > 0)
+      return error(loc, "plan " + what + " ('" + b.refName + "'): " +
+                            (localType.isIndex() ? "an index value must hold an index value of "
+                                                   "the reference"
+                                                 : "the reference value is an index; the plan "
+                                                   "value must be an index too"));
+    if (localType.isIndex()) {
+      b.localShape = {};
+      return true;
+    }
     auto tensor = cast<RankedTensorType>(localType);
     b.localShape = Shape(tensor.getShape().begin(), tensor.getShape().end());
     if (b.layout.dims.size() != global.size())
@@ -225,6 +243,71 @@ struct Checker {
                             " of reference shape " + shapeStr(global) + " under layout '" +
                             layoutText(b.layout) + "'");
     return true;
+  }
+
+  /// Independent RNG mode: every plan dropout mask says which piece of which
+  /// reference mask it draws (dist.draws, dist.layout, dist.block_offset).
+  bool bindDraws() {
+    if (auto rng = spec.plan->getAttrOfType<StringAttr>(dist::kRngAttr))
+      spec.rngIndependent = rng.getValue() == "independent";
+    std::map<std::string, Value> refByName;
+    spec.reference.walk([&](ref::DropoutMaskOp op) {
+      std::string n = spec.nameOf(op.getResult());
+      refByName[n.size() > 1 && n[0] == '%' ? n.substr(1) : n] = op.getResult();
+    });
+    bool ok = true;
+    spec.plan.walk([&](ref::DropoutMaskOp op) {
+      if (!ok)
+        return;
+      auto draws = op->getAttrOfType<StringAttr>(dist::kDrawsAttr);
+      auto layout = op->getAttrOfType<dist::LayoutAttr>(dist::kLayoutAttr);
+      if (!spec.rngIndependent)
+        return;
+      if (!draws || !layout) {
+        ok = error(op.getLoc(), "in independent RNG mode every plan dropout mask needs '" +
+                                    std::string(dist::kDrawsAttr) + "' (the reference mask it "
+                                    "draws a piece of) and '" + dist::kLayoutAttr + "'");
+        return;
+      }
+      std::string name = draws.getValue().str();
+      if (name.size() > 1 && name[0] == '%')
+        name = name.substr(1);
+      auto it = refByName.find(name);
+      if (it == refByName.end()) {
+        std::string known;
+        for (auto &[n, v] : refByName)
+          known += (known.empty() ? "" : ", ") + n;
+        ok = error(op.getLoc(), "'" + std::string(dist::kDrawsAttr) + "' names '" + name +
+                                    "', which is not a ref.dropout_mask of the reference (" +
+                                    (known.empty() ? "it has none" : known) + ")");
+        return;
+      }
+      DrawBinding d{op, it->second, name, {}, {}, {}};
+      convertLayout(layout, d.layout);
+      if (d.layout.isPartial()) {
+        ok = error(op.getLoc(), "a random draw's layout cannot be partial");
+        return;
+      }
+      auto global = cast<RankedTensorType>(it->second.getType()).getShape();
+      auto local = op.getType().getShape();
+      if (!d.layout.localShape(spec.mesh, Shape(global.begin(), global.end()), d.blockShape)) {
+        ok = error(op.getLoc(), "the reference mask '" + name + "' does not divide into the "
+                                    "blocks of layout '" + layoutText(d.layout) + "'");
+        return;
+      }
+      d.blockOffset.assign(local.size(), 0);
+      if (auto off = op->getAttrOfType<DenseI64ArrayAttr>(dist::kBlockOffsetAttr))
+        d.blockOffset.assign(off.asArrayRef().begin(), off.asArrayRef().end());
+      for (size_t k = 0; k < local.size(); ++k)
+        if (d.blockOffset[k] + local[k] > d.blockShape[k]) {
+          ok = error(op.getLoc(), "this mask's piece (shape " + shapeStr(Shape(local.begin(), local.end())) +
+                                      " at the block offset) does not fit in the rank's block " +
+                                      shapeStr(d.blockShape) + " of '" + name + "'");
+          return;
+        }
+      spec.draws.push_back(std::move(d));
+    });
+    return ok;
   }
 
   bool run() {
@@ -275,13 +358,21 @@ struct Checker {
     };
     for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
       std::string n;
-      if (!isa<RankedTensorType>(spec.reference.getArgument(i).getType()))
+      Type argType = spec.reference.getArgument(i).getType();
+      if (!isa<RankedTensorType>(argType) && !argType.isIndex())
         return error(spec.reference.getArgument(i).getLoc(),
-                     "reference argument #" + std::to_string(i) + " must be a ranked tensor");
+                     "reference argument #" + std::to_string(i) +
+                         " must be a ranked tensor or an index");
       if (!refName(spec.reference.getArgAttrDict(i), spec.reference.getArgument(i).getLoc(),
                    "argument #" + std::to_string(i), n))
         return false;
       spec.refInputs.push_back(n);
+      if (argType.isIndex()) {
+        refIndex.insert(n);
+        refIn[n] = {};
+        spec.refInputBounds.push_back(kIndexBound);
+        continue;
+      }
       refIn[n] = shapeOf(spec.reference.getArgument(i).getType());
       auto elem = cast<RankedTensorType>(spec.reference.getArgument(i).getType()).getElementType();
       int64_t bound = 0;
@@ -301,19 +392,38 @@ struct Checker {
     }
     for (unsigned i = 0; i < spec.reference.getNumResults(); ++i) {
       std::string n;
-      if (!isa<RankedTensorType>(spec.reference.getResultTypes()[i]))
+      Type resType = spec.reference.getResultTypes()[i];
+      if (!isa<RankedTensorType>(resType) && !resType.isIndex())
         return error(spec.reference.getLoc(),
-                     "reference result #" + std::to_string(i) + " must be a ranked tensor");
+                     "reference result #" + std::to_string(i) + " must be a ranked tensor or an index");
       if (!refName(spec.reference.getResultAttrDict(i), spec.reference.getLoc(),
                    "result #" + std::to_string(i), n))
         return false;
       spec.refOutputs.push_back(n);
-      refOut[n] = shapeOf(spec.reference.getResultTypes()[i]);
+      if (resType.isIndex())
+        refIndex.insert(n);
+      refOut[n] = resType.isIndex() ? Shape{} : shapeOf(resType);
+      if (DictionaryAttr attrs = spec.reference.getResultAttrDict(i))
+        if (Attribute u = attrs.get("ref.updates")) {
+          auto s = dyn_cast<StringAttr>(u);
+          if (!s || !refIn.count(s.getValue().str()))
+            return error(spec.reference.getLoc(),
+                         "reference result #" + std::to_string(i) + " ('" + n +
+                             "'): 'ref.updates' must name a reference input");
+          if (refIn[s.getValue().str()] != refOut[n] ||
+              refIndex.count(s.getValue().str()) != refIndex.count(n))
+            return error(spec.reference.getLoc(),
+                         "reference result #" + std::to_string(i) + " ('" + n +
+                             "') updates '" + s.getValue().str() + "' but has another type or shape");
+          spec.stateUpdates[n] = s.getValue().str();
+        }
     }
     for (unsigned i = 0; i < spec.plan.getNumArguments(); ++i) {
       Binding b{0, "", {}, {}, spec.plan.getArgument(i).getLoc()};
-      if (!isa<RankedTensorType>(spec.plan.getArgument(i).getType()))
-        return error(b.loc, "plan argument #" + std::to_string(i) + " must be a ranked tensor");
+      if (!isa<RankedTensorType>(spec.plan.getArgument(i).getType()) &&
+          !spec.plan.getArgument(i).getType().isIndex())
+        return error(b.loc, "plan argument #" + std::to_string(i) +
+                                " must be a ranked tensor or an index");
       if (!bind(spec.plan.getArgAttrDict(i), i, spec.plan.getArgument(i).getType(), b.loc, true,
                 refIn, b))
         return false;
@@ -321,13 +431,18 @@ struct Checker {
     }
     for (unsigned i = 0; i < spec.plan.getNumResults(); ++i) {
       Binding b{0, "", {}, {}, spec.plan.getLoc()};
-      if (!isa<RankedTensorType>(spec.plan.getResultTypes()[i]))
-        return error(b.loc, "plan result #" + std::to_string(i) + " must be a ranked tensor");
+      if (!isa<RankedTensorType>(spec.plan.getResultTypes()[i]) &&
+          !spec.plan.getResultTypes()[i].isIndex())
+        return error(b.loc, "plan result #" + std::to_string(i) +
+                                " must be a ranked tensor or an index");
       if (!bind(spec.plan.getResultAttrDict(i), i, spec.plan.getResultTypes()[i], b.loc, false,
                 refOut, b))
         return false;
       spec.planOutputs.push_back(b);
     }
+
+    if (!bindDraws())
+      return false;
 
     for (auto &m : spec.modules) {
       Operation *found = nullptr;

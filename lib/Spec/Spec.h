@@ -64,6 +64,22 @@ struct ReducedDim {
   int64_t full, used;
 };
 
+/// Integer (`index`) inputs of the step -- random seeds and counters, step counts --
+/// are symbols ranging over [0, kIndexBound).
+constexpr int64_t kIndexBound = int64_t(1) << 30;
+
+/// A plan's ref.dropout_mask in *independent* RNG mode: which piece of which
+/// reference mask it stands for. Element `l` of the op's result on rank `r` is element
+/// `layout.globalIndex(r, blockShape, l + blockOffset)` of the reference mask.
+struct DrawBinding {
+  mlir::Operation *op;
+  mlir::Value refMask;
+  std::string refName;
+  Layout layout;
+  Shape blockShape;                 // the rank's block of the reference mask
+  std::vector<int64_t> blockOffset; // where this op's piece starts inside the block
+};
+
 struct Spec {
   std::string path;
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
@@ -73,6 +89,13 @@ struct Spec {
   std::vector<std::string> refInputs, refOutputs; // names by argument / result number
   std::vector<int64_t> refInputBounds; // per argument: 0 (real) or N (integer in [0, N))
   std::vector<Binding> planInputs, planOutputs;
+  /// RNG checking mode (plan attribute dist.rng): exact (default) or independent.
+  bool rngIndependent = false;
+  std::vector<DrawBinding> draws;
+  /// Reference outputs that are the next value of a step input (`ref.updates = "in"`
+  /// on the result): output name -> input name. Random counters, step counts and
+  /// optimizer state: the checks that span two steps use it.
+  std::map<std::string, std::string> stateUpdates;
   /// Display names of SSA values as written in the source (`%h`, or JSON names).
   llvm::DenseMap<mlir::Value, std::string> names;
   /// Source lines of each loaded file, for diagnostic snippets.

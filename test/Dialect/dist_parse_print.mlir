@@ -38,3 +38,11 @@ func.func @plan(%a: tensor<4x2xf32> {dist.value = "a", dist.layout = #dist.layou
   %f3 = ref.transpose %f2 perm [1, 0] : tensor<4x6xf32>
   return %r, %m, %e, %f2 : tensor<4x4xf32>, tensor<f32>, tensor<2xf32>, tensor<4x6xf32>
 }
+
+// CHECK-LABEL: func.func @independent_draws
+// CHECK-SAME: dist.rng = "independent"
+func.func @independent_draws(%seed: index, %offset: index) attributes {dist.mesh = @mesh, dist.rng = "independent"} {
+  // CHECK: ref.dropout_mask %{{.*}}, %{{.*}} p 1.000000e-01 {dist.block_offset = array<i64: 2, 0>, dist.draws = "m", dist.layout = #dist.layout<[tp, _]>} : tensor<2x4xf32>
+  %m = ref.dropout_mask %seed, %offset p 0.1 {dist.draws = "m", dist.layout = #dist.layout<[tp, _]>, dist.block_offset = array<i64: 2, 0>} : tensor<2x4xf32>
+  return
+}

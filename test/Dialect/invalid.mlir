@@ -258,3 +258,62 @@ func.func @bad_role(%x: tensor<2xf32>) {
   %y = ref.gelu %x {ref.role = "speed"} : tensor<2xf32>
   return
 }
+
+// -----
+
+func.func @dropout_p(%k: index, %c: index) {
+  // expected-error @+1 {{drop probability p must lie in [0, 1), got 1}}
+  %m = ref.dropout_mask %k, %c p 1.0 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @power_not_scalar(%t: index) {
+  // expected-error @+1 {{result must be a scalar tensor<f32>}}
+  %p = ref.power %t base 0.9 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @power_base(%t: index) {
+  // expected-error @+1 {{base must be positive}}
+  %p = ref.power %t base -0.5 : tensor<f32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+// expected-error @+1 {{'dist.rng' belongs on a plan func.func and is "exact" or "independent"}}
+func.func @rng_mode() attributes {dist.mesh = @mesh, dist.rng = "fast"} {
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+func.func @draws_on_other_op(%x: tensor<2xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{'dist.draws' belongs on a plan's ref.dropout_mask}}
+  %y = ref.gelu %x {dist.draws = "m"} : tensor<2xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+func.func @block_offset_rank(%k: index, %c: index) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{'dist.block_offset' must be array<i64: ...> with one non-negative offset per dimension}}
+  %m = ref.dropout_mask %k, %c p 0.1 {dist.draws = "m", dist.block_offset = array<i64: 0>} : tensor<2x2xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["tp"] shape = [2]
+func.func @draw_layout_axis(%k: index, %c: index) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{layout names mesh axis 'dp'}}
+  %m = ref.dropout_mask %k, %c p 0.1 {dist.draws = "m", dist.layout = #dist.layout<[dp, _]>} : tensor<2x2xf32>
+  return
+}

@@ -119,3 +119,12 @@ func.func @norm_ops(%x: tensor<2xf32>) {
   %m = ref.minimum %x, %s : tensor<2xf32>
   return
 }
+
+// CHECK-LABEL: func.func @random_and_step_ops
+func.func @random_and_step_ops(%seed: index, %offset: index, %step: index) {
+  // CHECK: ref.dropout_mask %{{.*}}, %{{.*}} p 1.000000e-01 : tensor<2x4xf32>
+  %m = ref.dropout_mask %seed, %offset p 0.1 : tensor<2x4xf32>
+  // CHECK: ref.power %{{.*}} base 9.000000e-01 : tensor<f32>
+  %b = ref.power %step base 0.9 : tensor<f32>
+  return
+}

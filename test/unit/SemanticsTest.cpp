@@ -192,3 +192,28 @@ TEST_CASE("transformer-block ops compute their documented values", "[semantics]"
   REQUIRE(evalRefOp(d, ops[12], {&x, &v, &v}, out).empty());
   CHECK(out.data[0] == Approx(-1 / std::sqrt(2.0 / 3) + 1));
 }
+
+TEST_CASE("dropout masks: values, drop rate and determinism of the counter-based draw") {
+  for (double p : {0.0, 0.1, 0.5}) {
+    int dropped = 0;
+    const int n = 20000;
+    for (int c = 0; c < n; ++c) {
+      double v = evalFn(Fn::DropMask, {7.0, double(c), p});
+      REQUIRE((v == 0.0 || v == 1.0 / (1.0 - p)));
+      dropped += v == 0.0;
+      // The same (key, counter) always gives the same value.
+      REQUIRE(v == evalFn(Fn::DropMask, {7.0, double(c), p}));
+    }
+    CHECK(std::fabs(double(dropped) / n - p) < 0.02);
+  }
+  // Different keys give different streams.
+  int differ = 0;
+  for (int c = 0; c < 1000; ++c)
+    differ += counterUniform(1, c) != counterUniform(2, c);
+  CHECK(differ == 1000);
+  for (int c = 0; c < 1000; ++c) {
+    double u = counterUniform(c, 3 * c);
+    REQUIRE((u >= 0.0 && u < 1.0));
+  }
+  CHECK(evalFn(Fn::Pow, {0.9, 3.0}) == Approx(0.729));
+}
