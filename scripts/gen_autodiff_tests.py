@@ -248,6 +248,15 @@ def main():
          lambda f: f.emit("loss", f"ref.cross_entropy %x, %labels, %mask : {f.t('x')}, {f.t('mask')}", []),
          ["x"], ce_hand, scalar_loss=True)
 
+    def ce_sum_hand(f):
+        f.unary("softmax", "p", "x")
+        f.binary("sub", "pl", "p", "labels")
+        f.broadcast("mb", "mask", [0], [2, 3])
+        return {"x": f.binary("mul", "dx", "mb", "pl")}
+    case("cross_entropy_sum", [("x", [2, 3]), ("labels", [2, 3]), ("mask", [2])],
+         lambda f: f.emit("loss", f"ref.cross_entropy_sum %x, %labels, %mask : {f.t('x')}, {f.t('mask')}", []),
+         ["x"], ce_sum_hand, scalar_loss=True)
+
 
 if __name__ == "__main__":
     main()

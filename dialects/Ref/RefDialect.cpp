@@ -326,6 +326,14 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<L
   return success();
 }
 
+LogicalResult CrossEntropySumOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                  ValueRange operands, DictionaryAttr attrs,
+                                                  OpaqueProperties props, RegionRange regions,
+                                                  SmallVectorImpl<Type> &out) {
+  // The same shape rule as ref.cross_entropy.
+  return CrossEntropyOp::inferReturnTypes(ctx, loc, operands, attrs, props, regions, out);
+}
+
 LogicalResult GradOp::verify() {
   if (getLoss().getType().getRank() != 0)
     return emitOpError() << "needs a 0-D loss, got " << getLoss().getType();

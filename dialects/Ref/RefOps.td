@@ -512,6 +512,19 @@ def Ref_CrossEntropyOp : Ref_Op<"cross_entropy", [AllTypesMatch<["logits", "labe
   let assemblyFormat = "$logits `,` $labels `,` $mask attr-dict `:` type($logits) `,` type($mask)";
 }
 
+def Ref_CrossEntropySumOp : Ref_Op<"cross_entropy_sum", [AllTypesMatch<["logits", "labels"]>]> {
+  let summary = "summed cross-entropy over the non-ignored tokens (no normalization)";
+  let description = [{
+    `loss = sum_t mask[t] * (lse(logits[t]) - sum_v labels[t, v] * logits[t, v])`: the
+    numerator of `ref.cross_entropy` (PyTorch's `reduction="sum"`). Plans with gradient
+    accumulation sum it per microbatch and divide once by the global token count.
+  }];
+  let arguments = (ins PP_F32RankedTensor:$logits, PP_F32RankedTensor:$labels,
+                       PP_F32RankedTensor:$mask);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $mask attr-dict `:` type($logits) `,` type($mask)";
+}
+
 //===----------------------------------------------------------------------===//
 // Token embedding
 //===----------------------------------------------------------------------===//

@@ -37,12 +37,20 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
   Evaluator eval(pool);
   std::mt19937 rng(12345);
   std::uniform_int_distribution<int> dist(-3, 3);
-  // Integer inputs (token ids) stay in their domain [0, bound).
+  // Integer inputs (token ids, 0/1 masks, seeds) stay in their domain [0, bound). In
+  // the later trials they are mostly 1 (or 0 for a domain {0}), with a few exceptions: sparse
+  // masks, so that counts differ without any group of them vanishing (a division by a
+  // count of zero is no evidence either way).
+  std::bernoulli_distribution sparse(0.15);
   auto draw = [&](uint32_t s, int trial) -> double {
     int64_t bound = pool.input(s).bound;
-    if (bound > 0)
-      return trial == 0 ? std::min<int64_t>(1, bound - 1)
-                        : (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
+    if (bound > 0) {
+      if (trial == 0)
+        return std::min<int64_t>(1, bound - 1);
+      if (trial >= 12 && !sparse(rng))
+        return (double)std::min<int64_t>(bound - 1, 1);
+      return (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
+    }
     return trial == 0 ? 1.0 : (double)dist(rng);
   };
   bool found = false;

@@ -40,11 +40,23 @@ bool planproof::gatherElement(ExprPool &pool, const Mesh &mesh, const Layout &la
   return true;
 }
 
+namespace {
+/// Where element `l` of rank `r`'s plan value sits in the reference value.
+std::vector<int64_t> placeOf(const Mesh &mesh, const Layout &layout, int64_t r,
+                             const SymTensor &local, int64_t l, const Shape &block,
+                             const std::vector<int64_t> &offset) {
+  std::vector<int64_t> idx = local.unravel(l);
+  for (size_t k = 0; k < offset.size(); ++k)
+    idx[k] += offset[k];
+  return layout.globalIndex(mesh, r, block.empty() ? local.shape : block, idx);
+}
+} // namespace
+
 bool RelationFinder::matches(const std::vector<SymTensor> &perRank, const SymTensor &ref,
-                             const Layout &layout, Rational &scale) {
+                             const Layout &layout, Rational &scale, const Shape &block,
+                             const std::vector<int64_t> &offset) {
   bool haveScale = false;
   scale = Rational(1);
-  const Shape &local = perRank[0].shape;
   for (int64_t r = 0; r < (int64_t)perRank.size(); ++r) {
     if (!isGroupLeader(mesh, layout, r))
       continue;
@@ -52,7 +64,7 @@ bool RelationFinder::matches(const std::vector<SymTensor> &perRank, const SymTen
       PolyId got;
       if (!gatherElement(pool, mesh, layout, perRank, r, l, got))
         return false;
-      PolyId want = ref.at(layout.globalIndex(mesh, r, local, perRank[r].unravel(l)));
+      PolyId want = ref.at(placeOf(mesh, layout, r, perRank[r], l, block, offset));
       if (got == pool.zero() && want == pool.zero())
         continue;
       if (got == pool.zero() || want == pool.zero())
@@ -83,8 +95,8 @@ double RelationFinder::fingerprint(PolyId p) {
 }
 
 bool RelationFinder::matchesNumerically(const std::vector<SymTensor> &perRank,
-                                        const SymTensor &ref, const Layout &layout) {
-  const Shape &local = perRank[0].shape;
+                                        const SymTensor &ref, const Layout &layout,
+                                        const Shape &block, const std::vector<int64_t> &offset) {
   bool haveScale = false;
   size_t maxAxes = 0;
   double scale = 1, avg = 1;
@@ -113,7 +125,7 @@ bool RelationFinder::matchesNumerically(const std::vector<SymTensor> &perRank,
       }
       if (!allMax)
         got *= avg;
-      double want = fingerprint(ref.at(layout.globalIndex(mesh, r, local, perRank[r].unravel(l))));
+      double want = fingerprint(ref.at(placeOf(mesh, layout, r, perRank[r], l, block, offset)));
       if (!std::isfinite(got) || !std::isfinite(want))
         return false;
       if (close(got, 0) && close(want, 0))
@@ -131,7 +143,8 @@ bool RelationFinder::matchesNumerically(const std::vector<SymTensor> &perRank,
 }
 
 void RelationFinder::candidates(const Shape &local, const Shape &global,
-                                const std::vector<int> &notPartial, std::vector<Layout> &out) {
+                                const std::vector<int> &notPartial, std::vector<Layout> &out,
+                                std::vector<std::pair<Layout, Shape>> &sub) {
   size_t rank = global.size();
   int axes = (int)mesh.axes.size();
   // Each mesh axis: replicate (-1), split dim d (0..rank-1), or partial (rank).
@@ -150,8 +163,24 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
         if (kind != ReduceKind::Sum && !l.isPartial())
           return; // the non-partial layouts are enumerated once, with Sum
         Shape s;
-        if (l.localShape(mesh, global, s) && s == local)
+        if (!l.localShape(mesh, global, s))
+          return;
+        if (s == local) {
           out.push_back(std::move(l));
+          return;
+        }
+        // Tiles only along a dimension the layout splits (the microbatches of a
+        // rank's share of the batch): a tile of a replicated dimension is too often
+        // just the wrong piece (a wrong head, the first rows on every rank).
+        int differ = 0;
+        bool tiles = true;
+        for (size_t d = 0; d < rank; ++d)
+          if (s[d] != local[d]) {
+            ++differ;
+            tiles &= local[d] > 0 && s[d] % local[d] == 0 && !l.dims[d].empty();
+          }
+        if (differ == 1 && tiles)
+          sub.push_back({std::move(l), s});
         return;
       }
       bool mayBePartial = std::find(notPartial.begin(), notPartial.end(), a) == notPartial.end();
@@ -167,6 +196,7 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
 Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
                               const std::vector<int> &notPartial) {
   Relation best;
+  std::vector<std::pair<int, std::vector<std::pair<Layout, Shape>>>> subCandidates;
   // Diagnostics only: on very large meshes stop searching rather than stall; the value
   // then reads as "no reference value", which only affects where a violation points.
   size_t budget = 200000;
@@ -176,19 +206,44 @@ Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
     if (ref.shape.size() != local.size())
       continue;
     std::vector<Layout> layouts;
+    std::vector<std::pair<Layout, Shape>> sub;
     if (mesh.axes.size() > 6)
       return best;
-    candidates(local, ref.shape, notPartial, layouts);
+    candidates(local, ref.shape, notPartial, layouts, sub);
     for (const Layout &layout : layouts) {
       if (budget-- == 0)
         return best;
       Rational scale;
-      if (!matchesNumerically(perRank, ref, layout) || !matches(perRank, ref, layout, scale))
+      if (!matchesNumerically(perRank, ref, layout, {}, {}) || !matches(perRank, ref, layout, scale))
         continue;
       if (scale.isOne())
-        return Relation{i, layout, scale};
+        return Relation{i, layout, scale, {}, {}};
       if (!best.related())
-        best = Relation{i, layout, scale};
+        best = Relation{i, layout, scale, {}, {}};
+    }
+    subCandidates.push_back({i, std::move(sub)});
+  }
+  // Then the microbatches: the plan value is one tile of the rank's block.
+  for (auto &[i, sub] : subCandidates) {
+    const SymTensor &ref = *refs[i].tensor;
+    for (auto &[layout, block] : sub) {
+      size_t d = 0;
+      while (block[d] == local[d])
+        ++d;
+      for (int64_t k = 0; k < block[d] / local[d]; ++k) {
+        if (budget-- == 0)
+          return best;
+        std::vector<int64_t> offset(local.size(), 0);
+        offset[d] = k * local[d];
+        Rational scale;
+        if (!matchesNumerically(perRank, ref, layout, block, offset) ||
+            !matches(perRank, ref, layout, scale, block, offset))
+          continue;
+        if (scale.isOne())
+          return Relation{i, layout, scale, block, offset};
+        if (!best.related())
+          best = Relation{i, layout, scale, block, offset};
+      }
     }
   }
   return best;
@@ -198,5 +253,11 @@ std::string RelationFinder::describe(const Relation &r) const {
   if (!r.related())
     return "no reference value under any layout";
   std::string s = r.scale.isOne() ? "" : r.scale.str() + " x ";
-  return s + "reference `" + refs[r.ref].name + "` (" + r.layout.str(mesh) + ")";
+  std::string tile;
+  for (size_t d = 0; d < r.offset.size(); ++d)
+    if (!r.block.empty() && r.block[d] != 0)
+      tile += (tile.empty() ? "" : ",") + std::to_string(r.offset[d]);
+  if (!r.block.empty())
+    tile = "; the tile at [" + tile + "] of each rank's block";
+  return s + "reference `" + refs[r.ref].name + "` (" + r.layout.str(mesh) + tile + ")";
 }

@@ -40,6 +40,10 @@ struct Relation {
   int ref = -1;       // index into the finder's reference values; -1: none found
   Layout layout;
   Rational scale{1};  // plan value == scale * reference value
+  /// Non-empty for a *sub-block*: the plan value is the part at `offset` of the rank's
+  /// block (shape `block`) of the reference value -- one microbatch of the block.
+  Shape block;
+  std::vector<int64_t> offset;
   bool related() const { return ref >= 0; }
   bool exact() const { return ref >= 0 && scale.isOne(); }
 };
@@ -57,7 +61,8 @@ public:
 
   /// Whether `perRank` gathered through `layout` equals `scale * ref`, for one scale.
   bool matches(const std::vector<SymTensor> &perRank, const SymTensor &ref,
-               const Layout &layout, Rational &scale);
+               const Layout &layout, Rational &scale, const Shape &block = {},
+               const std::vector<int64_t> &offset = {});
 
   const RefValue &ref(int i) const { return refs[i]; }
   std::string describe(const Relation &r) const;
@@ -68,9 +73,12 @@ private:
   /// fingerprints first and confirmed exactly with `matches` only when they pass.
   double fingerprint(PolyId p);
   bool matchesNumerically(const std::vector<SymTensor> &perRank, const SymTensor &ref,
-                          const Layout &layout);
+                          const Layout &layout, const Shape &block,
+                          const std::vector<int64_t> &offset);
+  /// Layouts whose block is the local shape (`out`), and those whose block is a whole
+  /// multiple of it along one dimension (`sub`: microbatches of the block).
   void candidates(const Shape &local, const Shape &global, const std::vector<int> &notPartial,
-                  std::vector<Layout> &out);
+                  std::vector<Layout> &out, std::vector<std::pair<Layout, Shape>> &sub);
 
   ExprPool &pool;
   const Mesh &mesh;

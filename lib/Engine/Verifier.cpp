@@ -70,6 +70,7 @@ private:
   void localize(const std::vector<Failure> &failures);
   Relation relationOf(Value v);
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
+  bool isMicrobatchPartial(Value v);
   void explainOp(Operation *op, Violation &viol);
   bool fixedByReducing(Operation *op, unsigned operand, const Relation &in);
   void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);
@@ -298,10 +299,50 @@ Relation Engine::relationOf(Value v) {
 /// Follows wrong values backwards: the culprit is the first op (in dataflow order)
 /// whose tensor operands are all correct (an exact relation) but whose result is not.
 /// Operands matching no reference value at all are followed before merely rescaled ones.
+/// A sum over the tokens of one microbatch (of tiles that are all correct): a legitimate
+/// intermediate that no single reference value describes (the reference sums over the
+/// whole batch at once), so it is not where a plan goes wrong.
+bool Engine::isMicrobatchPartial(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!isa_and_nonnull<ref::ReduceSumOp, ref::CrossEntropySumOp>(def))
+    return false;
+  bool anyTile = false;
+  for (Value operand : def->getOperands()) {
+    Relation r = relationOf(operand);
+    if (!r.exact())
+      return false;
+    anyTile |= !r.block.empty();
+  }
+  return anyTile;
+}
+
 Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
   Operation *op = v.getDefiningOp();
   if (!op || !seen.insert(op).second)
     return op;
+  // A tile of a reference value (one microbatch of a rank's block) is only taken as
+  // correct next to other tiles: combined with a whole block, the tile is more likely
+  // the wrong piece (e.g. every rank drawing the first rows of a mask).
+  // A tile cut by a ref.slice is likewise suspect unless some other operand is a tile
+  // computed from tiles (the op then sits inside a microbatch's computation).
+  bool anyWhole = false, anyComputedTile = false;
+  for (Value operand : op->getOperands())
+    if (isa<RankedTensorType>(operand.getType())) {
+      Relation r = relationOf(operand);
+      anyWhole |= r.exact() && r.block.empty() && !r.layout.dims.empty() &&
+                  llvm::any_of(r.layout.dims, [](auto &axes) { return !axes.empty(); });
+      anyComputedTile |= r.exact() && !r.block.empty() &&
+                         !isa_and_nonnull<ref::SliceOp>(operand.getDefiningOp());
+    }
+  auto trusted = [&](Value operand, const Relation &r) {
+    if (!r.exact())
+      return isMicrobatchPartial(operand);
+    if (r.block.empty())
+      return true;
+    if (anyWhole)
+      return false;
+    return anyComputedTile || !isa_and_nonnull<ref::SliceOp>(operand.getDefiningOp());
+  };
   for (bool unrelatedFirst : {true, false})
     for (Value operand : op->getOperands()) {
       // Arguments are the scattered inputs and constants are the plan's own data:
@@ -310,7 +351,8 @@ Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
           isa_and_nonnull<ref::ConstantOp>(operand.getDefiningOp()))
         continue;
       Relation r = relationOf(operand);
-      if (r.exact() || (unrelatedFirst && r.related()))
+      bool correct = trusted(operand, r);
+      if (correct || (unrelatedFirst && r.related()))
         continue;
       return walkToCulprit(operand, seen);
     }
@@ -444,13 +486,38 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                 " on `" + spec.nameOf(op->getOperand(i)) + "` before this op";
     return;
   }
-  if (res.related()) {
-    viol.kind = isa<ref::MseLossOp, ref::MseLossGradOp>(op) ? "loss-normalization" : "reduction";
-    viol.message = head + "its result is " + res.scale.str() + " times `" +
-                   refValues[res.ref].name + "` (" + res.layout.str(mesh) +
-                   "): the scaling is wrong";
-    viol.hint = "remove the extra factor " + res.scale.str() + " (multiply by " +
-                (Rational(1) / res.scale).str() + ")";
+  // A partial operand reaching an op that is not linear in it, even where reducing it
+  // alone would not make the result a reference value (a microbatch's share).
+  if (isa<ref::DivOp>(op) || unaryFunction(op) ||
+      isa<ref::GeluOp, ref::SoftmaxOp, ref::CausalSoftmaxOp, ref::RmsNormOp, ref::LayerNormOp,
+          ref::CrossEntropyOp, ref::CrossEntropySumOp>(op)) {
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      if (!isa<RankedTensorType>(op->getOperand(i).getType()))
+        continue;
+      Relation in = relationOf(op->getOperand(i));
+      if (!in.exact() || !in.layout.isPartial())
+        continue;
+      std::vector<int> pa = in.layout.partialAxes();
+      std::string pk = reduceKindName(in.layout.partial[0].second);
+      viol.kind = "reduction";
+      viol.message = head + "operand #" + std::to_string(i) + " `" +
+                     spec.nameOf(op->getOperand(i)) + "` is still partial-" + pk + " over " +
+                     axesStr(mesh, pa) + " (it holds reference `" + refValues[in.ref].name +
+                     "` only once reduced), but " + name + " is not linear in it and needs "
+                     "its complete value";
+      viol.hint = "reduce `" + spec.nameOf(op->getOperand(i)) + "` over " + axesStr(mesh, pa) +
+                  " as well before this op";
+      lastFixedRef = in.ref;
+      return;
+    }
+  }
+  if (isa<ref::CrossEntropyOp, ref::CrossEntropySumOp>(op) && !res.related()) {
+    viol.kind = "loss-normalization";
+    viol.message = head + "from correct operands (logits, labels and mask of its tokens) it "
+                          "computes a loss that is no reference value: the loss is normalized "
+                          "over the wrong set of tokens";
+    viol.hint = "sum the token losses here (ref.cross_entropy_sum) and divide once by the "
+                "count of non-ignored tokens of the whole global batch";
     return;
   }
   if (isa<ref::DropoutMaskOp>(op)) {
@@ -461,6 +528,24 @@ void Engine::explainOp(Operation *op, Violation &viol) {
     viol.hint = "derive the key from the reference's key and the counter from the reference's "
                 "counter plus the element's global linear index; or, if statistically "
                 "independent masks are intended, set dist.rng = \"independent\" on the plan";
+    return;
+  }
+  if (res.exact() && !res.block.empty()) {
+    viol.kind = "sharding";
+    viol.message = head + "its result is a piece of `" + refValues[res.ref].name + "` (" +
+                   finder->describe(res) + ") that does not line up with how its users "
+                   "hold their other operands";
+    viol.hint = "check which rows/columns of the reference value each rank (and each "
+                "microbatch) must hold here";
+    return;
+  }
+  if (res.related()) {
+    viol.kind = isa<ref::MseLossOp, ref::MseLossGradOp>(op) ? "loss-normalization" : "reduction";
+    viol.message = head + "its result is " + res.scale.str() + " times `" +
+                   refValues[res.ref].name + "` (" + res.layout.str(mesh) +
+                   "): the scaling is wrong";
+    viol.hint = "remove the extra factor " + res.scale.str() + " (multiply by " +
+                (Rational(1) / res.scale).str() + ")";
     return;
   }
   viol.kind = "sharding";
@@ -547,7 +632,7 @@ void Engine::localize(const std::vector<Failure> &failures) {
     Relation actual = relationOf(v);
     Operation *culprit;
     Violation viol;
-    if (actual.exact()) {
+    if (actual.exact() && actual.block.empty()) {
       culprit = v.getDefiningOp() ? v.getDefiningOp() : ret.getOperation();
       explainOutput(b, v, actual, viol);
     } else {
@@ -565,6 +650,13 @@ void Engine::localize(const std::vector<Failure> &failures) {
         std::string role = roleFor(culprit);
         if (!role.empty())
           viol.kind = role;
+        // A constant factor on values of a step whose reference normalizes its loss
+        // (ref.role = "loss-normalization") is a normalization error: an average on top
+        // of a global token count, gradients rescaled per microbatch.
+        Relation res = culprit->getNumResults() ? relationOf(culprit->getResult(0)) : Relation();
+        if (viol.kind == "reduction" && res.related() && !res.scale.isOne() &&
+            llvm::is_contained(refRoles, "loss-normalization"))
+          viol.kind = "loss-normalization";
       }
     }
     auto it = byCulprit.find(culprit);
@@ -583,6 +675,30 @@ void Engine::localize(const std::vector<Failure> &failures) {
     byCulprit[culprit] = result.violations.size();
     result.violations.push_back(std::move(viol));
   }
+  // A culprit inside a backward pass the plan derives with ref.grad (ops named
+  // `d(%x).k`) follows from a wrong forward value when another violation points into the
+  // forward computation: report that one, and the gradients as its consequence.
+  auto derived = [](const Violation &v) { return v.at.rfind("%d(", 0) == 0; };
+  auto forward = std::find_if(result.violations.begin(), result.violations.end(),
+                              [&](const Violation &v) { return !derived(v) && !v.at.empty(); });
+  if (forward == result.violations.end())
+    return;
+  std::vector<Violation> kept;
+  std::string consequences;
+  for (Violation &v : result.violations)
+    if (derived(v))
+      consequences += (consequences.empty() ? "" : ", ") + v.value;
+  for (Violation &v : result.violations) {
+    if (derived(v))
+      continue;
+    if (&v == &*forward && !consequences.empty()) {
+      v.value += ", " + consequences;
+      v.notes.push_back("the gradients the plan derives from this value (ref.grad) differ as a "
+                        "consequence: " + consequences);
+    }
+    kept.push_back(std::move(v));
+  }
+  result.violations = std::move(kept);
 }
 
 /// For a grad-norm violation: how many times the plan's squared norm counts each

@@ -178,7 +178,9 @@ struct Exporter {
       }
       json in = {{"name", n}, {"shape", shapeOf(ref.getArgument(i).getType())}};
       if (spec.refInputBounds[i]) {
-        in["dtype"] = "i64";
+        auto elem = cast<RankedTensorType>(ref.getArgument(i).getType()).getElementType();
+        if (!elem.isF32())
+          in["dtype"] = "i64";
         in["bound"] = spec.refInputBounds[i];
       }
       inputs.push_back(in);

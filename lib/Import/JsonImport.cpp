@@ -46,6 +46,7 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.mse_loss_grad", {}},
       {"ref.sgd_update", {{"lr", "float"}}},
       {"ref.dropout_mask", {{"p", "float"}}},
+      {"ref.cross_entropy_sum", {}},
       {"ref.power", {{"base", "float"}}},
       {"ref.constant", {{"value", "float"}}},
       {"ref.detach", {}},
@@ -170,6 +171,7 @@ private:
   std::map<std::string, Shape> refInputShapes;
   std::map<std::string, int64_t> refInputBounds;
   std::set<std::string> refIndexInputs; // integer step inputs (seeds, counters, steps)
+  std::set<std::string> refI64Inputs;   // token ids
   std::map<std::string, int64_t> meshAxes;
   /// Dimension symbols of a parametric spec ("dims"), at the values this import uses.
   std::map<std::string, int64_t> dimValues;
@@ -575,7 +577,8 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
     }
     Shape s = shape(inputs[i], p);
     refInputShapes[n] = s;
-    if (dtype == "i64") {
+    if (dtype == "i64" || inputs[i].contains("bound")) {
+      // f32 with a bound: values are integers in [0, bound) (0/1 masks).
       if (!inputs[i].contains("bound"))
         fail(p, "token ids need a 'bound' (values in [0, bound))");
       int64_t bound = intValue(inputs[i]["bound"], p + "/bound");
@@ -583,6 +586,8 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
         fail(p + "/bound", "'bound' must be a positive integer");
       refInputBounds[n] = bound;
     }
+    if (dtype == "i64")
+      refI64Inputs.insert(n);
     argTypes.push_back(RankedTensorType::get(
         s, dtype == "i64" ? Type(builder.getI64Type()) : Type(builder.getF32Type())));
   }
@@ -710,7 +715,7 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
       fail(p + "/shape", "local shape " + shapeStr(shape(inputs[i], p)) +
                              " is not the shard " + shapeStr(local) + " of '" + v + "'");
     argTypes.push_back(RankedTensorType::get(
-        local, refInputBounds.count(v) ? Type(builder.getI64Type()) : Type(builder.getF32Type())));
+        local, refI64Inputs.count(v) ? Type(builder.getI64Type()) : Type(builder.getF32Type())));
     argLocs.push_back(loc(p));
     argNames.push_back(n);
     argLayouts.push_back(l);

@@ -306,7 +306,7 @@ std::string evalRefOp(D &d, mlir::Operation *op,
       out.data[l] = d.add(d.mul(x.data[l], cs.data[s * width + dd]),
                           d.mul(rot, sn.data[s * width + dd]));
     }
-  } else if (isa<CrossEntropyOp>(op)) {
+  } else if (isa<CrossEntropyOp, CrossEntropySumOp>(op)) {
     const Tensor<V> &x = *in[0], &labels = *in[1], &mask = *in[2];
     int64_t T = x.shape[0], Vs = x.shape[1];
     std::vector<V> losses;
@@ -321,7 +321,9 @@ std::string evalRefOp(D &d, mlir::Operation *op,
       V lse = d.add(m, d.apply(Fn::Log, {d.sum(e)}));
       losses.push_back(d.mul(mask.data[t], d.sub(lse, d.sum(picked))));
     }
-    out = Tensor<V>({}, d.mul(d.sum(losses), d.apply(Fn::Recip, {d.sum(mask.data)})));
+    out = isa<CrossEntropySumOp>(op)
+              ? Tensor<V>({}, d.sum(losses))
+              : Tensor<V>({}, d.mul(d.sum(losses), d.apply(Fn::Recip, {d.sum(mask.data)})));
   } else {
     return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
   }

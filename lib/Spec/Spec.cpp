@@ -384,6 +384,15 @@ struct Checker {
                        "reference argument #" + std::to_string(i) + " ('" + n +
                            "') holds integers and needs 'ref.bound = N' (values in [0, N))");
         bound = b.getInt();
+      } else if (elem.isF32() && spec.reference.getArgAttrDict(i) &&
+                 spec.reference.getArgAttrDict(i).get("ref.bound")) {
+        // A real input known to be an integer in [0, N): 0/1 ignore and padding masks.
+        auto b = spec.reference.getArgAttrDict(i).getAs<IntegerAttr>("ref.bound");
+        if (!b || b.getInt() < 1 || b.getInt() > (int64_t(1) << 40))
+          return error(spec.reference.getArgument(i).getLoc(),
+                       "reference argument #" + std::to_string(i) + " ('" + n +
+                           "'): 'ref.bound = N' must be an integer in [1, 2^40]");
+        bound = b.getInt();
       } else if (!elem.isF32()) {
         return error(spec.reference.getArgument(i).getLoc(),
                      "reference argument #" + std::to_string(i) + " must hold f32 or integers");

@@ -326,6 +326,17 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
       Value probs = SoftmaxOp::create(b, loc, ce.getLogits());
       return mul(broadcast(weight, {0}, lt), sub(probs, ce.getLabels()));
     });
+  } else if (auto ce = dyn_cast<CrossEntropySumOp>(op)) {
+    // d logits[t] = g * mask[t] * (softmax(logits[t]) - labels[t]).
+    if (isActive(1) || isActive(2))
+      return failure();
+    give(0, [&] {
+      auto lt = typeOf(ce.getLogits());
+      auto mt = typeOf(ce.getMask());
+      Value weight = mul(broadcast(g, {}, mt), ce.getMask());
+      Value probs = SoftmaxOp::create(b, loc, ce.getLogits());
+      return mul(broadcast(weight, {0}, lt), sub(probs, ce.getLabels()));
+    });
   } else if (auto e = dyn_cast<EmbeddingOp>(op)) {
     give(0, [&]() -> Value {
       return EmbeddingGradOp::create(b, loc, typeOf(e.getTable()), g, e.getIds(), e.getOffset());
