@@ -74,12 +74,12 @@ def plan(bug=None):
                 f"    %sum_{k} = ref.cross_entropy_sum %logits_{k}, %labels_{k}, %mask_{k} : tensor<{TM}x{V}xf32>, tensor<{TM}xf32>",
                 f"    %part_{k} = ref.div %sum_{k}, %tokens : tensor<f32>",
             ]
-        lines.append(f"    %dw_{k} = ref.grad %part_{k} wrt %w : tensor<f32>, tensor<{H}x{V}xf32> -> tensor<{H}x{V}xf32>")
+        lines.append(f"    %g_{k} = ref.grad %part_{k} wrt %w : tensor<f32>, tensor<{H}x{V}xf32> -> tensor<{H}x{V}xf32>")
     lines.append("    %loss_1 = ref.add %part_0, %part_1 : tensor<f32>")
-    lines.append(f"    %acc_1 = ref.add %dw_0, %dw_1 : tensor<{H}x{V}xf32>")
+    lines.append(f"    %acc_1 = ref.add %g_0, %g_1 : tensor<{H}x{V}xf32>")
     for k in range(2, M):
         lines.append(f"    %loss_{k} = ref.add %loss_{k - 1}, %part_{k} : tensor<f32>")
-        lines.append(f"    %acc_{k} = ref.add %acc_{k - 1}, %dw_{k} : tensor<{H}x{V}xf32>")
+        lines.append(f"    %acc_{k} = ref.add %acc_{k - 1}, %g_{k} : tensor<{H}x{V}xf32>")
     lines.append(f"    %loss_local = ref.scale %loss_{M - 1} by 1.0 : tensor<f32>")
     acc = f"%acc_{M - 1}"
     if bug == "rescale_accumulated":

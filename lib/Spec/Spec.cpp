@@ -488,6 +488,12 @@ struct Checker {
 bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
   // Derive the reference backward pass where the reference asks for it (ref.grad).
   for (auto &m : spec.modules) {
+    // The results of ref.grad are replaced and their ops erased: forget their names, or
+    // an op allocated later at the same address would inherit one.
+    m->walk([&](ref::GradOp g) {
+      for (Value r : g.getResults())
+        spec.names.erase(r);
+    });
     std::string why;
     Location where = m->getLoc();
     if (failed(expandGradOps(*m, why, where, [&](Value v) { return spec.nameOf(v); }))) {

@@ -38,7 +38,7 @@ module attributes {planproof.expect = {verdict = "violated", kind = "loss-normal
     %logits_0 = ref.matmul %x_0, %w contract(1, 0) : tensor<2x4xf32>, tensor<4x3xf32>
     %sum_0 = ref.cross_entropy_sum %logits_0, %labels_0, %mask_0 : tensor<2x3xf32>, tensor<2xf32>
     %part_0 = ref.div %sum_0, %tokens : tensor<f32>
-    %dw_0 = ref.grad %part_0 wrt %w : tensor<f32>, tensor<4x3xf32> -> tensor<4x3xf32>
+    %g_0 = ref.grad %part_0 wrt %w : tensor<f32>, tensor<4x3xf32> -> tensor<4x3xf32>
     // Microbatch 1: tokens [2, 4) of this rank's 6.
     %x_1 = ref.slice %x offsets [2, 0] sizes [2, 4] : tensor<6x4xf32>
     %labels_1 = ref.slice %labels offsets [2, 0] sizes [2, 3] : tensor<6x3xf32>
@@ -46,7 +46,7 @@ module attributes {planproof.expect = {verdict = "violated", kind = "loss-normal
     %logits_1 = ref.matmul %x_1, %w contract(1, 0) : tensor<2x4xf32>, tensor<4x3xf32>
     %sum_1 = ref.cross_entropy_sum %logits_1, %labels_1, %mask_1 : tensor<2x3xf32>, tensor<2xf32>
     %part_1 = ref.div %sum_1, %tokens : tensor<f32>
-    %dw_1 = ref.grad %part_1 wrt %w : tensor<f32>, tensor<4x3xf32> -> tensor<4x3xf32>
+    %g_1 = ref.grad %part_1 wrt %w : tensor<f32>, tensor<4x3xf32> -> tensor<4x3xf32>
     // Microbatch 2: tokens [4, 6) of this rank's 6.
     %x_2 = ref.slice %x offsets [4, 0] sizes [2, 4] : tensor<6x4xf32>
     %labels_2 = ref.slice %labels offsets [4, 0] sizes [2, 3] : tensor<6x3xf32>
@@ -54,11 +54,11 @@ module attributes {planproof.expect = {verdict = "violated", kind = "loss-normal
     %logits_2 = ref.matmul %x_2, %w contract(1, 0) : tensor<2x4xf32>, tensor<4x3xf32>
     %sum_2 = ref.cross_entropy_sum %logits_2, %labels_2, %mask_2 : tensor<2x3xf32>, tensor<2xf32>
     %part_2 = ref.div %sum_2, %tokens : tensor<f32>
-    %dw_2 = ref.grad %part_2 wrt %w : tensor<f32>, tensor<4x3xf32> -> tensor<4x3xf32>
+    %g_2 = ref.grad %part_2 wrt %w : tensor<f32>, tensor<4x3xf32> -> tensor<4x3xf32>
     %loss_1 = ref.add %part_0, %part_1 : tensor<f32>
-    %acc_1 = ref.add %dw_0, %dw_1 : tensor<4x3xf32>
+    %acc_1 = ref.add %g_0, %g_1 : tensor<4x3xf32>
     %loss_2 = ref.add %loss_1, %part_2 : tensor<f32>
-    %acc_2 = ref.add %acc_1, %dw_2 : tensor<4x3xf32>
+    %acc_2 = ref.add %acc_1, %g_2 : tensor<4x3xf32>
     %loss_local = ref.scale %loss_2 by 1.0 : tensor<f32>
     %loss = dist.all_reduce %loss_local over ["dp", "cp"] "sum" : tensor<f32> -> tensor<f32>
     %dw = dist.all_reduce %acc_2 over ["dp", "cp"] "sum" : tensor<4x3xf32> -> tensor<4x3xf32>
