@@ -5,7 +5,9 @@
 #include "mlir/IR/OperationSupport.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <set>
 
 using namespace planproof;
@@ -45,4 +47,18 @@ TEST_CASE("JSON values are located by pointer", "[import]") {
   CHECK(pos.at("/a/1") == std::make_pair(3u, 5u));
   CHECK(pos.at("/a/1/b") == std::make_pair(3u, 11u));
   CHECK(pos.at("/c~1d") == std::make_pair(4u, 10u));
+}
+
+TEST_CASE("the published JSON schema lists every importable op", "[import]") {
+  std::ifstream in(PLANPROOF_SOURCE_DIR "/docs/spec.schema.json");
+  REQUIRE(in.good());
+  nlohmann::json schema = nlohmann::json::parse(in);
+  std::set<std::string> listed;
+  for (auto &o : schema["$defs"]["op"]["properties"]["op"]["enum"])
+    listed.insert(o.get<std::string>());
+  for (auto &[name, attrs] : jsonOpAttributes()) {
+    INFO(name);
+    CHECK(listed.count(name) == 1);
+    CHECK(listed.count(name.substr(name.find('.') + 1)) == 1); // bare form
+  }
 }
