@@ -428,6 +428,11 @@ static LogicalResult verifyValueAttr(Operation *op, Type type, NamedAttribute at
                              << "' must be a non-empty string naming a reference value";
     return success();
   }
+  if (attr.getName() == kPaddedAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << what << ": '" << kPaddedAttr << "' is a unit attribute";
+    return success();
+  }
   if (attr.getName() != kLayoutAttr)
     return op->emitError() << what << ": unknown dist attribute '" << attr.getName() << "'";
   auto layout = dyn_cast<LayoutAttr>(attr.getValue());

@@ -149,8 +149,14 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
     std::vector<SymTensor> perRank(ranks);
     for (int64_t r = 0; r < ranks; ++r) {
       SymTensor t(b.localShape, pool.zero());
-      for (int64_t l = 0; l < (int64_t)t.data.size(); ++l)
-        t.data[l] = global.at(b.layout.globalIndex(mesh, r, b.localShape, t.unravel(l)));
+      for (int64_t l = 0; l < (int64_t)t.data.size(); ++l) {
+        std::vector<int64_t> g = b.layout.globalIndex(mesh, r, b.localShape, t.unravel(l));
+        // Padding holds whatever was there: a fresh symbol, so that a plan whose
+        // result depends on it is caught.
+        t.data[l] = Layout::inBounds(g, global.shape)
+                        ? global.at(g)
+                        : pool.inputPoly(pool.addInput({b.refName + ".pad", {r, l}, 0}));
+      }
       perRank[r] = std::move(t);
     }
     trace.values[spec.plan.getArgument(b.index)] = std::move(perRank);

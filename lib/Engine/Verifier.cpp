@@ -71,7 +71,9 @@ private:
   Relation relationOf(Value v);
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
   bool isMicrobatchPartial(Value v);
+  bool constantDerived(Value v);
   void explainOp(Operation *op, Violation &viol);
+  void explainCounter(Operation *op, const Binding &b, const Failure &f, Violation &viol);
   bool fixedByReducing(Operation *op, unsigned operand, const Relation &in);
   void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);
   void addCounterexample(const Failure &f, Violation &viol);
@@ -186,6 +188,8 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
           break;
         }
         auto g = b.layout.globalIndex(mesh, r, b.localShape, perRank[r].unravel(l));
+        if (!Layout::inBounds(g, ref.shape))
+          continue; // padding: anything goes
         PolyId want = ref.at(g);
         ++result.stats.obligations;
         if (got == want) {
@@ -299,6 +303,18 @@ Relation Engine::relationOf(Value v) {
 /// Follows wrong values backwards: the culprit is the first op (in dataflow order)
 /// whose tensor operands are all correct (an exact relation) but whose result is not.
 /// Operands matching no reference value at all are followed before merely rescaled ones.
+/// Whether `v` is computed from constants only (masks, padding): the plan's own data.
+bool Engine::constantDerived(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def || !isa<ref::RefDialect>(def->getDialect()))
+    return false;
+  if (isa<ref::ConstantOp>(def))
+    return true;
+  if (def->getNumOperands() == 0)
+    return false;
+  return llvm::all_of(def->getOperands(), [&](Value x) { return constantDerived(x); });
+}
+
 /// A sum over the tokens of one microbatch (of tiles that are all correct): a legitimate
 /// intermediate that no single reference value describes (the reference sums over the
 /// whole batch at once), so it is not where a plan goes wrong.
@@ -348,7 +364,7 @@ Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
       // Arguments are the scattered inputs and constants are the plan's own data:
       // neither is a path along which a wrong value can arrive.
       if (!isa<RankedTensorType>(operand.getType()) || isa<BlockArgument>(operand) ||
-          isa_and_nonnull<ref::ConstantOp>(operand.getDefiningOp()))
+          constantDerived(operand))
         continue;
       Relation r = relationOf(operand);
       bool correct = trusted(operand, r);
@@ -406,6 +422,41 @@ std::string Engine::roleFor(Operation *op) {
     if (isa<RankedTensorType>(v.getType()) && !role(relationOf(v).ref).empty())
       return role(relationOf(v).ref);
   return "";
+}
+
+/// A wrong integer state (a step count, a random counter): what the plan computes, what
+/// the reference returns, and which kind of state it is, from what the reference uses
+/// the input it updates for.
+void Engine::explainCounter(Operation *op, const Binding &b, const Failure &f, Violation &viol) {
+  std::string found = pool.str(planTrace.values[op->getResult(0)][f.rank].data[0], 80);
+  std::string want = pool.str(f.reference, 80);
+  viol.kind = "dataflow";
+  auto upd = spec.stateUpdates.find(b.refName);
+  if (upd != spec.stateUpdates.end())
+    for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
+      if (spec.refInputs[i] == upd->second)
+        for (Operation *user : spec.reference.getArgument(i).getUsers()) {
+          std::set<Operation *> seen{user};
+          std::vector<Operation *> work{user};
+          while (!work.empty()) {
+            Operation *u = work.back();
+            work.pop_back();
+            if (isa<ref::PowerOp>(u))
+              viol.kind = "optimizer";
+            else if (isa<ref::DropoutMaskOp>(u) && viol.kind == "dataflow")
+              viol.kind = "rng";
+            else if (u->getNumResults() == 1 && u->getResult(0).getType().isIndex())
+              for (Operation *next : u->getResult(0).getUsers())
+                if (seen.insert(next).second)
+                  work.push_back(next);
+          }
+        }
+  viol.message = "first wrong value is `" + opName(op) + "`: the plan's next `" +
+                 (upd != spec.stateUpdates.end() ? upd->second : b.refName) + "` is " + found +
+                 ", the reference's is " + want;
+  viol.hint = viol.kind == "optimizer"
+                  ? "advance the optimizer's step counter once per step, not per microbatch"
+                  : "advance the counter exactly as the reference does";
 }
 
 void Engine::explainOp(Operation *op, Violation &viol) {
@@ -518,6 +569,15 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                           "over the wrong set of tokens";
     viol.hint = "sum the token losses here (ref.cross_entropy_sum) and divide once by the "
                 "count of non-ignored tokens of the whole global batch";
+    return;
+  }
+  if (auto pw = dyn_cast<ref::PowerOp>(op)) {
+    viol.kind = "optimizer";
+    viol.message = head + "it raises " + std::to_string(pw.getBase().convertToDouble()) +
+                   " to a step count that no reference power uses: the optimizer's step "
+                   "counter (bias correction) is wrong";
+    viol.hint = "advance the step counter once per optimizer step (not per microbatch) and "
+                "use the advanced count in the bias corrections";
     return;
   }
   if (isa<ref::DropoutMaskOp>(op)) {
@@ -657,6 +717,17 @@ void Engine::localize(const std::vector<Failure> &failures) {
         if (viol.kind == "reduction" && res.related() && !res.scale.isOne() &&
             llvm::is_contained(refRoles, "loss-normalization"))
           viol.kind = "loss-normalization";
+        // Wrong values first seen in an updated parameter or optimizer state (the
+        // reference marks its update with ref.role = "optimizer") come from the update.
+        auto out = refIndexByName.find(b.refName);
+        if (role.empty() && (viol.kind == "sharding" || viol.kind == "reduction") &&
+            out != refIndexByName.end() && refRoles[out->second] == "optimizer") {
+          viol.kind = "optimizer";
+          viol.hint = "check the optimizer update here: which elements it applies to (decay "
+                      "masks, padding of the flat shard) and its coefficients";
+        }
+        if (culprit->getNumResults() == 1 && culprit->getResult(0).getType().isIndex())
+          explainCounter(culprit, b, f, viol);
       }
     }
     auto it = byCulprit.find(culprit);

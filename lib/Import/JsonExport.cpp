@@ -232,6 +232,8 @@ struct Exporter {
       json in = {{"name", nameOf(plan.getArgument(b.index))}, {"value", b.refName}};
       if (!plan.getArgument(b.index).getType().isIndex())
         in["layout"] = layout(plan.getArgAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr));
+      if (b.layout.padded)
+        in["padded"] = true;
       pIns.push_back(in);
     }
     for (Operation &o : plan.getBody().front()) {
@@ -245,6 +247,8 @@ struct Exporter {
       json out = {{"name", nameOf(pret.getOperand(b.index))}, {"value", b.refName}};
       if (!pret.getOperand(b.index).getType().isIndex())
         out["layout"] = layout(plan.getResultAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr));
+      if (b.layout.padded)
+        out["padded"] = true;
       pOuts.push_back(out);
     }
     json doc = {{"planproof", 1}};

@@ -172,6 +172,7 @@ private:
   std::map<std::string, int64_t> refInputBounds;
   std::set<std::string> refIndexInputs; // integer step inputs (seeds, counters, steps)
   std::set<std::string> refI64Inputs;   // token ids
+  std::set<size_t> paddedArgs;          // plan inputs with "padded": true
   std::map<std::string, int64_t> meshAxes;
   /// Dimension symbols of a parametric spec ("dims"), at the values this import uses.
   std::map<std::string, int64_t> dimValues;
@@ -697,18 +698,24 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
     }
     dist::LayoutAttr l = layout(inputs[i].contains("layout") ? inputs[i]["layout"] : json(),
                                 p + "/layout", it->second.size());
-    // The local shape follows from the reference shape and the layout.
+    // The local shape follows from the reference shape and the layout (rounded up
+    // when the layout is padded).
+    bool padded = inputs[i].contains("padded") && inputs[i]["padded"] == true;
     Shape local = it->second;
     for (size_t d = 0; d < local.size(); ++d) {
       int64_t parts = 1;
       for (Attribute a : cast<ArrayAttr>(l.getDims()[d]))
         parts *= meshAxes[cast<StringAttr>(a).getValue().str()];
       int64_t segs = l.getSegments() && !l.getSegments().empty() ? l.getSegments()[d] : 1;
+      if (padded && segs == 1) {
+        local[d] = (local[d] + parts - 1) / parts;
+        continue;
+      }
       if (local[d] % (parts * segs) != 0)
         fail(p + "/layout/dims/" + std::to_string(d),
              "dimension " + std::to_string(d) + " of '" + v + "' (size " +
                  std::to_string(local[d]) + ") does not divide by the " + std::to_string(parts) +
-                 " ranks splitting it");
+                 " ranks splitting it (if its shards are padded, say \"padded\": true)");
       local[d] /= parts;
     }
     if (inputs[i].contains("shape") && shape(inputs[i], p) != local)
@@ -720,6 +727,8 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
     argNames.push_back(n);
     argLayouts.push_back(l);
     argValues.push_back(v);
+    if (padded)
+      paddedArgs.insert(i);
   }
   auto func = func::FuncOp::create(loc(ptr), "plan", builder.getFunctionType(argTypes, {}));
   func->setAttr(dist::kMeshAttr, FlatSymbolRefAttr::get(&ctx, meshName));
@@ -738,6 +747,8 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
     func.setArgAttr(i, dist::kValueAttr, builder.getStringAttr(argValues[i]));
     if (argLayouts[i])
       func.setArgAttr(i, dist::kLayoutAttr, argLayouts[i]);
+    if (paddedArgs.count(i))
+      func.setArgAttr(i, dist::kPaddedAttr, builder.getUnitAttr());
   }
   return func; // ops and outputs are added by the caller once the function is in the module
 }
@@ -828,6 +839,8 @@ bool Importer::run(const std::string &text, std::string &errors) {
         continue;
       }
       auto rank = cast<RankedTensorType>(results[i].getType()).getRank();
+      if (outputs[i].contains("padded") && outputs[i]["padded"] == true)
+        planFunc.setResultAttr(i, dist::kPaddedAttr, builder.getUnitAttr());
       planFunc.setResultAttr(i, dist::kLayoutAttr,
                              layout(outputs[i].contains("layout") ? outputs[i]["layout"] : json(),
                                     p + "/layout", rank));

@@ -97,11 +97,15 @@ struct Layout {
   std::vector<std::pair<int, ReduceKind>> partial;
   /// Per dimension, the number of interleaved segments each split within (empty: 1).
   std::vector<int64_t> segments;
+  /// Split dimensions that do not divide are padded (ZeRO/FSDP flat buffers): every
+  /// rank's block has ceil(n / k) elements, and the last blocks end in padding, whose
+  /// global index is past the end (see inBounds). Not with segments.
+  bool padded = false;
 
   int64_t segmentsOf(size_t d) const { return d < segments.size() ? segments[d] : 1; }
   bool isPartial() const { return !partial.empty(); }
   bool operator==(const Layout &o) const {
-    if (dims != o.dims || partial != o.partial)
+    if (dims != o.dims || partial != o.partial || padded != o.padded)
       return false;
     for (size_t d = 0; d < dims.size(); ++d)
       if (segmentsOf(d) != o.segmentsOf(d))
@@ -122,10 +126,22 @@ struct Layout {
     local = global;
     for (size_t d = 0; d < dims.size() && d < global.size(); ++d) {
       int64_t n = mesh.groupSize(dims[d]) * segmentsOf(d);
+      if (padded && segmentsOf(d) == 1) {
+        local[d] = (global[d] + n - 1) / n;
+        continue;
+      }
       if (global[d] % n != 0)
         return false;
       local[d] = global[d] / mesh.groupSize(dims[d]);
     }
+    return true;
+  }
+
+  /// Whether a global index (from globalIndex) is an element rather than padding.
+  static bool inBounds(const std::vector<int64_t> &g, const Shape &global) {
+    for (size_t d = 0; d < g.size(); ++d)
+      if (g[d] >= global[d])
+        return false;
     return true;
   }
 
@@ -157,6 +173,8 @@ struct Layout {
         s += (k ? "*" : "") + mesh.axes[dims[d][k]];
       if (segmentsOf(d) != 1)
         s += " in " + std::to_string(segmentsOf(d)) + " interleaved segments";
+      if (padded)
+        s += " (padded)";
     }
     for (auto &[ax, kind] : partial)
       s += (s.empty() ? "" : ", ") + std::string("partial-") + reduceKindName(kind) +

@@ -206,6 +206,10 @@ struct Checker {
                             (isInput ? "inputs" : "outputs") + ": " + known + ")");
     }
     convertLayout(layout, b.layout);
+    b.layout.padded = attrs && attrs.get(dist::kPaddedAttr);
+    if (b.layout.padded && llvm::any_of(b.layout.segments, [](int64_t k) { return k != 1; }))
+      return error(loc, "plan " + what + " ('" + b.refName +
+                            "'): a padded layout cannot have interleaved segments");
     if (isInput && b.layout.isPartial())
       return error(loc, "plan " + what + " ('" + b.refName +
                             "'): an input layout cannot be partial; inputs are complete values");
@@ -234,7 +238,8 @@ struct Checker {
           return error(loc, "plan " + what + " ('" + b.refName + "'): dimension " +
                                 std::to_string(d) + " of size " + std::to_string(global[d]) +
                                 " does not divide into the " + std::to_string(parts) +
-                                " blocks of its layout");
+                                " blocks of its layout (if its shards are padded, as in ZeRO "
+                                "flat buffers, mark it with 'dist.padded')");
       }
     }
     if (expected != b.localShape)
