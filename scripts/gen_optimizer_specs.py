@@ -142,19 +142,25 @@ def reference(opt="adamw"):
     return "\n".join(lines) + "\n"
 
 
-def plan(stage, opt="adamw", bug=None):
+def plan(stage, opt="adamw", bug=None, dp=DP, resume=None, save=None):
+    """A ZeRO plan on `dp` data ranks. With `resume` (a mesh name), the plan is the
+    resuming function of a checkpoint spec: it loads p, m, v and t instead of taking
+    them as arguments. With `save` (a function of the lines), the plan saves its state."""
+    L = (N + dp - 1) // dp
+    PAD = L * dp - N
     shard = '{dist.value = "%s", dist.layout = #dist.layout<[dp]>, dist.padded}'
     ins = []
-    if stage == 3:
-        ins.append(f"%p: {t(L)} " + shard % "p")
-    else:
-        ins.append(f'%p: {t(N)} {{dist.value = "p", dist.layout = #dist.layout<[_]>}}')
-    ins.append(f"%m: {t(L)} " + shard % "m")
-    if opt == "adamw":
-        ins.append(f"%v: {t(L)} " + shard % "v")
-    rows = B // DP
-    ins += ['%t: index {dist.value = "t"}',
-            f'%x: {t(rows, D)} {{dist.value = "x", dist.layout = #dist.layout<[dp, _]>}}',
+    if not resume:
+        if stage == 3:
+            ins.append(f"%p: {t(L)} " + shard % "p")
+        else:
+            ins.append(f'%p: {t(N)} {{dist.value = "p", dist.layout = #dist.layout<[_]>}}')
+        ins.append(f"%m: {t(L)} " + shard % "m")
+        if opt == "adamw":
+            ins.append(f"%v: {t(L)} " + shard % "v")
+        ins.append('%t: index {dist.value = "t"}')
+    rows = B // dp
+    ins += [f'%x: {t(rows, D)} {{dist.value = "x", dist.layout = #dist.layout<[dp, _]>}}',
             f'%tgt: {t(rows, F)} {{dist.value = "tgt", dist.layout = #dist.layout<[dp, _]>}}']
     outs = [f'{t()} {{dist.value = "loss", dist.layout = #dist.layout<[]>}}']
     if stage == 3:
@@ -165,14 +171,27 @@ def plan(stage, opt="adamw", bug=None):
     if opt == "adamw":
         outs.append(f"{t(L)} " + shard % "v_next")
     outs.append('index {dist.value = "t_next"}')
-    lines = ["  func.func @plan(" + ",\n                  ".join(ins) + ")",
+    name = "resume" if resume else "plan"
+    attrs = f"dist.mesh = @{resume}, dist.resume" if resume else "dist.mesh = @mesh"
+    lines = [f"  func.func @{name}(" + ",\n                  ".join(ins) + ")",
              "      -> (" + ",\n          ".join(outs) + ")",
-             "      attributes {dist.mesh = @mesh} {"]
+             f"      attributes {{{attrs}}} {{"]
+    if resume:
+        lines += ["    // Resume: the state comes from the checkpoint, this rank's pieces.",
+                  "    %zero_i = arith.constant 0 : index",
+                  "    %rank_l = dist.axis_index \"dp\" : index",
+                  f"    %piece = arith.constant {L if bug != 'load_wrong_offset' else L - 1} : index",
+                  "    %off_l = arith.muli %rank_l, %piece : index",
+                  f"    %p = dist.load \"p\" shape [{N}] at [%zero_i] : {t(N)}",
+                  f"    %m = dist.load \"m\" shape [{N}] at [%off_l] : {t(L)}"]
+        if opt == "adamw":
+            lines.append(f"    %v = dist.load \"v\" shape [{N}] at [%off_l] : {t(L)}")
+        lines.append("    %t = dist.load \"t\" shape [] at [] : index")
     lines.append(f"    %pad = ref.constant 0.0 : {t(PAD)}")
     if stage == 3:
         lines += ["    // ZeRO-3 / FSDP: gather the parameters before use, drop the padding.",
-                  f"    %p_gathered = dist.all_gather %p over [\"dp\"] dim 0 : {t(L)} -> {t(L * DP)}",
-                  f"    %p_full = ref.slice %p_gathered offsets [0] sizes [{N}] : {t(L * DP)}"]
+                  f"    %p_gathered = dist.all_gather %p over [\"dp\"] dim 0 : {t(L)} -> {t(L * dp)}",
+                  f"    %p_full = ref.slice %p_gathered offsets [0] sizes [{N}] : {t(L * dp)}"]
         p_full = "%p_full"
     else:
         p_full = "%p"
@@ -188,16 +207,16 @@ def plan(stage, opt="adamw", bug=None):
         lines.append(f"    %grad_pad = ref.concat %grad, %pad dim 0 : {t(N)}, {t(PAD)}")
     if stage == 1:
         lines += ["    // ZeRO-1: gradients all-reduced; each rank keeps its shard.",
-                  f"    %grad_full = dist.all_reduce %grad_pad over [\"dp\"] \"avg\" : {t(L * DP)} -> {t(L * DP)}",
-                  f"    %grad_sh = dist.shard_slice %grad_full over [\"dp\"] dim 0 : {t(L * DP)} -> {t(L)}"]
+                  f"    %grad_full = dist.all_reduce %grad_pad over [\"dp\"] \"avg\" : {t(L * dp)} -> {t(L * dp)}",
+                  f"    %grad_sh = dist.shard_slice %grad_full over [\"dp\"] dim 0 : {t(L * dp)} -> {t(L)}"]
     else:
         lines += ["    // ZeRO-2/3: gradients reduce-scattered.",
-                  f"    %grad_sh = dist.reduce_scatter %grad_pad over [\"dp\"] dim 0 \"avg\" : {t(L * DP)} -> {t(L)}"]
+                  f"    %grad_sh = dist.reduce_scatter %grad_pad over [\"dp\"] dim 0 \"avg\" : {t(L * dp)} -> {t(L)}"]
     if stage == 3:
         p_sh = "%p"
     else:
         lines += [f"    %p_pad = ref.concat %p, %pad dim 0 : {t(N)}, {t(PAD)}",
-                  f"    %p_sh = dist.shard_slice %p_pad over [\"dp\"] dim 0 : {t(L * DP)} -> {t(L)}"]
+                  f"    %p_sh = dist.shard_slice %p_pad over [\"dp\"] dim 0 : {t(L * dp)} -> {t(L)}"]
         p_sh = "%p_sh"
     lines += ["    %c1 = arith.constant 1 : index"]
     if bug == "counter_per_microbatch":
@@ -211,8 +230,8 @@ def plan(stage, opt="adamw", bug=None):
             lines += ["    // BUG: weight decay on the whole flat shard, norm weight and bias included.",
                       f"    %mask_sh = ref.constant 1.0 : {t(L)}"]
         else:
-            mask_full(lines, "mask_pad", L * DP)
-            lines.append(f"    %mask_sh = dist.shard_slice %mask_pad over [\"dp\"] dim 0 : {t(L * DP)} -> {t(L)}")
+            mask_full(lines, "mask_pad", L * dp)
+            lines.append(f"    %mask_sh = dist.shard_slice %mask_pad over [\"dp\"] dim 0 : {t(L * dp)} -> {t(L)}")
         pn, mn, vn = adamw(lines, L, p_sh, "%grad_sh", "%m", "%v", "%t_next", "%mask_sh", False, bug)
     else:
         pn, mn, _ = sgd_momentum(lines, L, p_sh, "%grad_sh", "%m", False)
@@ -220,9 +239,11 @@ def plan(stage, opt="adamw", bug=None):
     if stage == 3:
         p_out = pn
     else:
-        lines += [f"    %p_gathered = dist.all_gather {pn} over [\"dp\"] dim 0 : {t(L)} -> {t(L * DP)}",
-                  f"    %p_out = ref.slice %p_gathered offsets [0] sizes [{N}] : {t(L * DP)}"]
+        lines += [f"    %p_gathered = dist.all_gather {pn} over [\"dp\"] dim 0 : {t(L)} -> {t(L * dp)}",
+                  f"    %p_out = ref.slice %p_gathered offsets [0] sizes [{N}] : {t(L * dp)}"]
         p_out = "%p_out"
+    if save:
+        save(lines, L, p_out, mn, vn)
     rets = ["%loss", p_out, mn] + ([vn] if vn else []) + ["%t_next"]
     types = [t(), t(L) if stage == 3 else t(N), t(L)] + ([t(L)] if vn else []) + ["index"]
     lines += [f"    return {', '.join(rets)} : {', '.join(types)}", "  }"]

@@ -369,11 +369,69 @@ LogicalResult AxisIndexOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+/// The checkpoint access rule shared by save and load: an index value is one element
+/// of a (possibly 0-D) entry; a tensor piece has the entry's rank and fits in it.
+static LogicalResult verifyPiece(Operation *op, Type type, ArrayRef<int64_t> shape,
+                                 size_t offsets) {
+  if (llvm::any_of(shape, [](int64_t d) { return d < 1 || d > (int64_t(1) << 40); }))
+    return op->emitOpError() << "entry shape sizes must be between 1 and 2^40";
+  if (offsets != shape.size())
+    return op->emitOpError() << "needs one offset per dimension of the entry (" << shape.size()
+                             << "), got " << offsets;
+  if (type.isIndex())
+    return success();
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.getElementType().isF32())
+    return op->emitOpError() << "reads or writes an f32 tensor or an index";
+  if (t.getRank() != (int64_t)shape.size())
+    return op->emitOpError() << "piece of rank " << t.getRank() << " in an entry of rank "
+                             << shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (t.getDimSize(d) > shape[d])
+      return op->emitOpError() << "piece dimension " << d << " (" << t.getDimSize(d)
+                               << ") is larger than the entry's (" << shape[d] << ")";
+  return success();
+}
+
+LogicalResult SaveOp::verify() {
+  if (failed(verifyPiece(*this, getValue().getType(), getShape(), getOffsets().size())))
+    return failure();
+  if (auto on = getOnAttr()) {
+    MeshOp mesh = lookupMesh(*this);
+    for (NamedAttribute a : on) {
+      auto v = dyn_cast<IntegerAttr>(a.getValue());
+      auto axes = mesh ? mesh.getAxes() : ArrayAttr();
+      auto it = axes ? llvm::find(axes, StringAttr(a.getName())) : nullptr;
+      if (!v || !mesh || it == axes.end())
+        return emitOpError() << "'on' maps mesh axes of the plan to coordinates, got '"
+                             << a.getName().getValue() << "'";
+      int64_t size = mesh.getShape()[it - axes.begin()];
+      if (v.getInt() < 0 || v.getInt() >= size)
+        return emitOpError() << "'on' coordinate " << v.getInt() << " is outside axis '"
+                             << a.getName().getValue() << "' of size " << size;
+    }
+  }
+  return success();
+}
+
+LogicalResult LoadOp::verify() {
+  return verifyPiece(*this, getType(), getShape(), getOffsets().size());
+}
+
+//===----------------------------------------------------------------------===//
 // Plan function attributes
 //===----------------------------------------------------------------------===//
 
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kResumeAttr) {
+    if (!isa<func::FuncOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kResumeAttr << "' is a unit attribute of a plan func.func";
+    return success();
+  }
   if (name == kRngAttr) {
     auto s = dyn_cast<StringAttr>(attr.getValue());
     if (!isa<func::FuncOp>(op) || !s || (s.getValue() != "exact" && s.getValue() != "independent"))

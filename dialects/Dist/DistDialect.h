@@ -40,6 +40,9 @@ constexpr const char *kRngAttr = "dist.rng";
 /// Argument/result attribute (unit): the layout's split dimensions are padded to a
 /// multiple of their ranks (ZeRO/FSDP flat buffers whose size does not divide).
 constexpr const char *kPaddedAttr = "dist.padded";
+/// Function attribute (unit): this plan function resumes from the checkpoint the other
+/// plan function saves.
+constexpr const char *kResumeAttr = "dist.resume";
 /// Attribute of a plan's ref.dropout_mask: the reference mask (SSA name) it draws a
 /// piece of, with `dist.layout` and optionally `dist.block_offset` (the position of
 /// this piece inside the rank's block, for a microbatch of the block).

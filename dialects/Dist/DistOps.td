@@ -205,3 +205,52 @@ def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
 }
 
 #endif // PLANPROOF_DIST_OPS
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+def Dist_SaveOp : Dist_Op<"save"> {
+  let summary = "writes this rank's piece of a checkpoint entry at its global offsets";
+  let description = [{
+    Like `torch.distributed.checkpoint`: the entry `key` of the checkpoint has the
+    global shape `shape`; this rank writes its local `value` at the global `offsets`
+    (one `index` per dimension, usually computed from `dist.axis_index`). Elements past
+    the end of the global shape are padding and are not written. An `index` value (a
+    step count, a random counter, a data position) is saved with shape `[]`, or as one
+    element of a per-rank entry (`shape [2] at [%dp_rank]`). With `on = {dp = 0}` only
+    the ranks with those mesh coordinates save. The saving plan's checkpoint is read by
+    the resuming plan's `dist.load` (docs/checkpoint.md).
+
+    ```mlir
+    dist.save %m_shard as "m" shape [25] at [%off] : tensor<13xf32>
+    dist.save %t as "t" shape [] at [] : index
+    ```
+  }];
+  let arguments = (ins AnyType:$value, StrAttr:$key, DenseI64ArrayAttr:$shape,
+                       Variadic<Index>:$offsets, OptionalAttr<DictionaryAttr>:$on);
+  let assemblyFormat = [{
+    $value `as` $key `shape` $shape `at` ` ` `[` $offsets `]` attr-dict `:` type($value)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_LoadOp : Dist_Op<"load"> {
+  let summary = "reads this rank's piece of a checkpoint entry from its global offsets";
+  let description = [{
+    The counterpart of `dist.save` in the resuming plan: reads the elements of entry
+    `key` (global shape `shape`) at `offsets`, in the shape of the result. Reading an
+    element nobody saved is a checkpoint violation.
+
+    ```mlir
+    %m = dist.load "m" shape [25] at [%zero] : tensor<25xf32>
+    %t = dist.load "t" shape [] at [] : index
+    ```
+  }];
+  let arguments = (ins StrAttr:$key, DenseI64ArrayAttr:$shape, Variadic<Index>:$offsets);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = [{
+    $key `shape` $shape `at` ` ` `[` $offsets `]` attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}

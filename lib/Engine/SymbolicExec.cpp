@@ -70,6 +70,108 @@ bool evalIndexOp(Operation &op, ExprPool &pool, Get get, PolyId &out) {
 const char *kIndexOpsHelp = "' on index values is not supported (use arith.constant, addi, "
                             "subi, muli on index arguments and dist.axis_index)";
 
+/// dist.save and dist.load on every rank. Offsets must be integers on each rank (rank
+/// coordinates and constants). Returns why not, or "".
+std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTrace &trace,
+                         Checkpoint *save, const Checkpoint *load) {
+  int64_t ranks = mesh.numRanks();
+  bool saving = isa<dist::SaveOp>(op);
+  auto shapeAttr = saving ? cast<dist::SaveOp>(op).getShape() : cast<dist::LoadOp>(op).getShape();
+  Shape shape(shapeAttr.begin(), shapeAttr.end());
+  std::string key = saving ? cast<dist::SaveOp>(op).getKey().str() : cast<dist::LoadOp>(op).getKey().str();
+  auto offsets = saving ? cast<dist::SaveOp>(op).getOffsets() : cast<dist::LoadOp>(op).getOffsets();
+  Type type = saving ? cast<dist::SaveOp>(op).getValue().getType() : op.getResult(0).getType();
+  Shape local;
+  if (auto t = dyn_cast<RankedTensorType>(type))
+    local.assign(t.getShape().begin(), t.getShape().end());
+  else
+    local.assign(shape.size(), 1); // an index value: one element
+  if (saving && !save)
+    return ""; // not collecting a checkpoint: saving has no effect on values
+  if (!saving && !load)
+    return "dist.load outside a resumed step: this spec has no saving plan";
+  std::vector<SymTensor> results(ranks);
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::vector<int64_t> off;
+    for (Value o : offsets) {
+      Rational c;
+      if (!pool.isConstant(trace.values[o][r].data[0], &c) || c.denominator() != 1)
+        return "checkpoint offsets must be integers on every rank (rank coordinates and "
+               "constants), not values of the step's inputs";
+      off.push_back(c.numerator());
+    }
+    if (saving) {
+      auto s = cast<dist::SaveOp>(op);
+      if (auto on = s.getOnAttr()) {
+        bool here = true;
+        for (NamedAttribute a : on)
+          here &= mesh.coords(r)[mesh.axisIndex(a.getName().str())] ==
+                  cast<IntegerAttr>(a.getValue()).getInt();
+        if (!here)
+          continue;
+      }
+      CheckpointEntry &e = save->entries[key];
+      if (e.values.empty()) {
+        e.shape = shape;
+        e.isIndex = type.isIndex();
+        e.values.assign(numElements(shape), pool.zero());
+        e.writer.assign(e.values.size(), -1);
+        e.writerOp.assign(e.values.size(), nullptr);
+      } else if (e.shape != shape) {
+        return "entry '" + key + "' is saved with two different shapes";
+      }
+      const SymTensor &v = trace.values[s.getValue()][r];
+      for (int64_t l = 0; l < numElements(local); ++l) {
+        std::vector<int64_t> g = unravelIndex(local, l);
+        for (size_t d = 0; d < g.size(); ++d)
+          g[d] += off[d];
+        if (!Layout::inBounds(g, shape)) {
+          // Past the end: padding, unless a whole piece starts outside the entry.
+          if (std::any_of(off.begin(), off.end(), [](int64_t x) { return x < 0; }))
+            save->events.push_back({CheckpointEvent::OutOfRange, &op, r, -1, key, off});
+          continue;
+        }
+        int64_t at = linearIndex(shape, g);
+        PolyId value = v.data[type.isIndex() ? 0 : l];
+        if (e.writer[at] >= 0 && e.values[at] != value)
+          save->events.push_back({CheckpointEvent::Conflict, &op, r, e.writer[at], key, g});
+        if (e.writer[at] < 0) {
+          e.values[at] = value;
+          e.writer[at] = r;
+          e.writerOp[at] = &op;
+        }
+      }
+    } else {
+      auto it = load->entries.find(key);
+      SymTensor t(type.isIndex() ? Shape{} : local, pool.zero());
+      for (int64_t l = 0; l < numElements(local); ++l) {
+        std::vector<int64_t> g = unravelIndex(local, l);
+        for (size_t d = 0; d < g.size(); ++d)
+          g[d] += off[d];
+        PolyId value;
+        bool inside = Layout::inBounds(g, shape);
+        bool ok = it != load->entries.end() && it->second.shape == shape && inside &&
+                  it->second.writer[linearIndex(shape, g)] >= 0;
+        if (ok) {
+          value = it->second.values[linearIndex(shape, g)];
+        } else if (!inside) {
+          // Past the end of the entry: the padding of a padded shard.
+          value = pool.inputPoly(pool.addInput({key + ".pad", {r, l}, 0}));
+        } else {
+          // Whatever the file holds there: an unknown, so what depends on it is caught.
+          value = pool.inputPoly(pool.addInput({"unsaved." + key, g, 0}));
+          const_cast<Checkpoint *>(load)->events.push_back({CheckpointEvent::Unsaved, &op, r, -1, key, g});
+        }
+        t.data[type.isIndex() ? 0 : l] = value;
+      }
+      results[r] = std::move(t);
+    }
+  }
+  if (!saving)
+    trace.values[op.getResult(0)] = std::move(results);
+  return "";
+}
+
 bool unsupported(Operation &op, const std::string &why, ExecFailure &failure) {
   failure = {why, op.getLoc()};
   return false;
@@ -77,7 +179,8 @@ bool unsupported(Operation &op, const std::string &why, ExecFailure &failure) {
 } // namespace
 
 bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace,
-                             ExecFailure &failure) {
+                             ExecFailure &failure, const std::map<std::string, SymTensor> *inputs,
+                             const std::string &suffix) {
   if (!checkBudget(spec.reference, 1, failure))
     return false;
   SymbolicDomain d{pool};
@@ -87,8 +190,12 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
     Shape shape = type ? Shape(type.getShape().begin(), type.getShape().end()) : Shape{};
     SymTensor t(shape, pool.zero());
     int64_t bound = i < spec.refInputBounds.size() ? spec.refInputBounds[i] : 0;
-    for (int64_t l = 0; l < (int64_t)t.data.size(); ++l)
-      t.data[l] = pool.inputPoly(pool.addInput({spec.refInputs[i], t.unravel(l), bound}));
+    auto given = inputs ? inputs->find(spec.refInputs[i]) : std::map<std::string, SymTensor>::const_iterator();
+    if (inputs && given != inputs->end())
+      t = given->second;
+    else
+      for (int64_t l = 0; l < (int64_t)t.data.size(); ++l)
+        t.data[l] = pool.inputPoly(pool.addInput({spec.refInputs[i] + suffix, t.unravel(l), bound}));
     trace.byName[spec.refInputs[i]] = t;
     trace.values[arg] = std::move(t);
   }
@@ -137,7 +244,8 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
 }
 
 bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref,
-                        PlanTrace &trace, ExecFailure &failure) {
+                        PlanTrace &trace, ExecFailure &failure, Checkpoint *save,
+                        const Checkpoint *load) {
   const Mesh &mesh = spec.mesh;
   int64_t ranks = mesh.numRanks();
   if (!checkBudget(spec.plan, ranks, failure))
@@ -176,6 +284,12 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
         for (int64_t r = 0; r < ranks; ++r)
           coord[r] = SymTensor(Shape{}, pool.constant(Rational(mesh.coords(r)[axis])));
         trace.values[ax.getResult()] = std::move(coord);
+        continue;
+      }
+      if (isa<dist::SaveOp, dist::LoadOp>(op)) {
+        std::string why = checkpointOp(op, spec.mesh, pool, trace, save, load);
+        if (!why.empty())
+          return unsupported(op, why, failure);
         continue;
       }
       if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {

@@ -40,6 +40,30 @@ struct ReferenceTrace {
   std::map<std::string, SymTensor> byName;       // inputs and outputs by ref.name
 };
 
+/// A checkpoint as the saving plan wrote it: per entry, every element's value and who
+/// wrote it (docs/checkpoint.md).
+struct CheckpointEntry {
+  Shape shape;
+  bool isIndex = false;
+  std::vector<PolyId> values;
+  std::vector<int64_t> writer;              // rank, or -1 when never written
+  std::vector<mlir::Operation *> writerOp;  // the dist.save that wrote it
+};
+
+/// Something wrong in how pieces were written or read, found while executing.
+struct CheckpointEvent {
+  enum Kind { Conflict, OutOfRange, Unsaved } kind;
+  mlir::Operation *op;
+  int64_t rank, otherRank = -1;
+  std::string key;
+  std::vector<int64_t> index;
+};
+
+struct Checkpoint {
+  std::map<std::string, CheckpointEntry> entries;
+  std::vector<CheckpointEvent> events;
+};
+
 struct PlanTrace {
   /// Per rank; `index` values are scalar tensors of integer polynomials.
   llvm::DenseMap<mlir::Value, std::vector<SymTensor>> values;
@@ -56,12 +80,18 @@ struct ExecFailure {
 /// what the bundled specs need (thousands), far below what would take minutes.
 constexpr int64_t kMaxSymbolicWork = 2'000'000;
 
-/// Executes the reference. Returns false and fills `failure` when it cannot.
-bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, ExecFailure &failure);
+/// Executes the reference. Returns false and fills `failure` when it cannot. With
+/// `inputs`, the reference inputs of those names take the given values (a second step
+/// continues from the first step's state) and the others are fresh symbols suffixed
+/// with `suffix`.
+bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, ExecFailure &failure,
+                  const std::map<std::string, SymTensor> *inputs = nullptr,
+                  const std::string &suffix = "");
 
-/// Executes the plan on every rank from the reference inputs' symbols.
+/// Executes the plan on every rank from the reference inputs' symbols. Its dist.save
+/// ops write into `save`, its dist.load ops read from `load` (when given).
 bool runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref, PlanTrace &trace,
-             ExecFailure &failure);
+             ExecFailure &failure, Checkpoint *save = nullptr, const Checkpoint *load = nullptr);
 
 } // namespace planproof
 

@@ -57,8 +57,17 @@ struct Failure {
 
 class Engine {
 public:
-  Engine(const Spec &spec, const VerifyOptions &options)
-      : spec(spec), options(options), mesh(spec.mesh) {}
+  Engine(const Spec &spec, const VerifyOptions &options, ExprPool *shared = nullptr)
+      : spec(spec), options(options), mesh(spec.mesh), pool(shared ? *shared : ownPool) {}
+
+  /// For a resumed step: the reference inputs it continues from (the others are fresh,
+  /// named with `suffix`), and the checkpoint its dist.load ops read.
+  void resumeFrom(const std::map<std::string, SymTensor> *inputs, std::string suffix,
+                  const Checkpoint *ckpt) {
+    stepInputs = inputs;
+    stepSuffix = std::move(suffix);
+    loadFrom = ckpt;
+  }
 
   VerifyResult run();
 
@@ -99,7 +108,13 @@ private:
   VerifyOptions options;
   const Mesh &mesh;
   VerifyResult result;
-  ExprPool pool;
+  ExprPool ownPool;
+  ExprPool &pool;
+  const std::map<std::string, SymTensor> *stepInputs = nullptr;
+  std::string stepSuffix;
+  const Checkpoint *loadFrom = nullptr;
+  Checkpoint saved;
+  void checkCheckpoint();
   ReferenceTrace refTrace;
   PlanTrace planTrace;
   std::vector<RefValue> refValues;
@@ -116,8 +131,8 @@ private:
 
 bool Engine::execute() {
   ExecFailure failure{"", spec.plan.getLoc()};
-  if (!runReference(spec, pool, refTrace, failure) ||
-      !runPlan(spec, pool, refTrace, planTrace, failure)) {
+  if (!runReference(spec, pool, refTrace, failure, stepInputs, stepSuffix) ||
+      !runPlan(spec, pool, refTrace, planTrace, failure, &saved, loadFrom)) {
     result.inconclusiveReasons.push_back({toSourceLoc(failure.loc), failure.reason});
     return false;
   }
@@ -571,6 +586,14 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                 "count of non-ignored tokens of the whole global batch";
     return;
   }
+  if (isa<dist::LoadOp>(op)) {
+    viol.kind = "checkpoint";
+    viol.message = head + "the values it reads are not the state the reference resumes "
+                          "from, for the elements this rank needs";
+    viol.hint = "check the entry and the offsets this rank reads, against where the saving "
+                "plan wrote them";
+    return;
+  }
   if (auto pw = dyn_cast<ref::PowerOp>(op)) {
     viol.kind = "optimizer";
     viol.message = head + "it raises " + std::to_string(pw.getBase().convertToDouble()) +
@@ -925,6 +948,8 @@ VerifyResult Engine::run() {
       attributeGradNorm();
       if (spec.rngIndependent)
         checkRandomStreams(spec, options.solverTimeoutMs, result);
+      if (spec.resume || !saved.entries.empty())
+        checkCheckpoint();
     }
   } catch (const NumericLimit &e) {
     result.inconclusiveReasons.push_back({toSourceLoc(spec.plan.getLoc()), e.what()});
@@ -946,6 +971,155 @@ VerifyResult Engine::run() {
 }
 
 } // namespace
+
+/// A checkpoint spec (docs/checkpoint.md): what the plan saved is the state the
+/// reference step returns (reshard identity), every element of every state is saved
+/// (completeness), and the resuming plan, on its own mesh, reading the checkpoint and
+/// the next batch, computes what a second reference step computes (resume equivalence).
+void Engine::checkCheckpoint() {
+  auto violation = [&](Operation *at, const std::string &message, const std::string &hint) {
+    Violation v;
+    v.kind = "checkpoint";
+    v.location = toSourceLoc(at->getLoc());
+    v.at = at->getNumResults() ? opName(at) : "";
+    v.message = message;
+    v.hint = hint;
+    result.violations.push_back(std::move(v));
+    return &result.violations.back();
+  };
+  auto elem = [](const std::string &key, const std::vector<int64_t> &idx) {
+    return key + (idx.empty() ? "" : indexStr(idx));
+  };
+  std::set<std::pair<Operation *, int>> reported;
+  for (const CheckpointEvent &e : saved.events) {
+    if (!reported.insert({e.op, (int)e.kind}).second)
+      continue;
+    if (e.kind == CheckpointEvent::Conflict)
+      violation(e.op, "ranks " + mesh.rankStr(e.otherRank) + " and " + mesh.rankStr(e.rank) +
+                          " write different values to checkpoint element " + elem(e.key, e.index),
+                "each element must be saved by the rank that owns it, at its global offset");
+    else
+      violation(e.op, "rank " + mesh.rankStr(e.rank) + " writes a piece of '" + e.key +
+                          "' outside the entry (offsets " + indexStr(e.index) + ")",
+                "compute the offsets from the rank's position in the unpadded global buffer");
+  }
+  // The state: every reference input that an output updates, plus the inputs saved as is.
+  std::map<std::string, std::string> updaterOf;
+  for (auto &[out, in] : spec.stateUpdates)
+    updaterOf[in] = out;
+  std::map<std::string, SymTensor> next;
+  for (const std::string &in : spec.refInputs) {
+    auto u = updaterOf.find(in);
+    if (u != updaterOf.end())
+      next[in] = refTrace.byName.at(u->second);
+  }
+  for (auto &[in, value] : next) {
+    auto it = saved.entries.find(in);
+    const std::string &out = updaterOf[in];
+    if (it == saved.entries.end()) {
+      violation(spec.plan, "the checkpoint does not contain '" + in + "' (the step's `" + out +
+                               "`), which the next step reads",
+                "save '" + in + "' with dist.save from every rank that owns a piece of it");
+      continue;
+    }
+    CheckpointEntry &e = it->second;
+    if (e.shape != value.shape) {
+      violation(e.writerOp[0] ? e.writerOp[0] : spec.plan.getOperation(),
+                "checkpoint entry '" + in + "' has shape " + indexStr(e.shape) + " but `" + out +
+                    "` has shape " + indexStr(value.shape),
+                "save the unpadded global value");
+      continue;
+    }
+    std::vector<int64_t> missing;
+    int64_t firstWrong = -1;
+    for (int64_t l = 0; l < (int64_t)e.values.size(); ++l) {
+      if (e.writer[l] < 0)
+        missing.push_back(l);
+      else if (firstWrong < 0 && e.values[l] != value.data[l] &&
+               decideEqual(pool, e.values[l], value.data[l], options.solverTimeoutMs).result !=
+                   Equality::Equal)
+        firstWrong = l;
+    }
+    if (!missing.empty()) {
+      // Which ranks hold the missing elements in the saving plan's own result.
+      std::string holders;
+      for (const Binding &b : spec.planOutputs)
+        if (b.refName == out && !b.localShape.empty()) {
+          std::set<int64_t> ranks;
+          for (int64_t r = 0; r < mesh.numRanks(); ++r)
+            for (int64_t l = 0; l < numElements(b.localShape); ++l) {
+              auto g = b.layout.globalIndex(mesh, r, b.localShape, unravelIndex(b.localShape, l));
+              if (Layout::inBounds(g, value.shape) &&
+                  linearIndex(value.shape, g) == missing[0])
+                ranks.insert(r);
+            }
+          for (int64_t r : ranks)
+            holders += (holders.empty() ? "" : ", ") + mesh.rankStr(r);
+        }
+      Operation *at = spec.plan;
+      for (Operation *w : e.writerOp)
+        if (w) {
+          at = w;
+          break;
+        }
+      Violation *v = violation(at, "checkpoint incomplete: " + std::to_string(missing.size()) +
+                                       " of " + std::to_string(e.values.size()) +
+                                       " elements of '" + in + "' are never saved, first " +
+                                       elem(in, unravelIndex(e.shape, missing[0])) +
+                                       (holders.empty() ? "" : " (held by " + holders + ")"),
+                               "every rank that owns a piece of '" + in + "' must save it "
+                               "(no rank-0-only saves of sharded state)");
+      if (!holders.empty())
+        v->ranks.push_back(holders);
+    }
+    if (firstWrong >= 0)
+      violation(e.writerOp[firstWrong],
+                "checkpoint element " + elem(in, unravelIndex(e.shape, firstWrong)) +
+                    " is not the step's `" + out + "`" +
+                    indexStr(unravelIndex(e.shape, firstWrong)) + " (saved by " +
+                    mesh.rankStr(e.writer[firstWrong]) + ")",
+                "save each rank's piece at the global offset of its first element");
+  }
+  if (!spec.resume)
+    return;
+  // Resume equivalence: the resuming plan on its mesh, from the checkpoint, against a
+  // second reference step from the first step's state and a fresh batch.
+  Spec view;
+  view.path = spec.path;
+  view.reference = spec.reference;
+  view.plan = spec.resume;
+  view.mesh = spec.resumeMesh;
+  view.refInputs = spec.refInputs;
+  view.refOutputs = spec.refOutputs;
+  view.refInputBounds = spec.refInputBounds;
+  view.planInputs = spec.resumeInputs;
+  view.planOutputs = spec.resumeOutputs;
+  view.names = spec.names;
+  view.sources = spec.sources;
+  view.stateUpdates = spec.stateUpdates;
+  Engine step2(view, options, &pool);
+  step2.resumeFrom(&next, "@2", &saved);
+  VerifyResult r2 = step2.run();
+  std::set<Operation *> unsavedReported;
+  for (const CheckpointEvent &e : saved.events)
+    if (e.kind == CheckpointEvent::Unsaved && unsavedReported.insert(e.op).second) {
+      Violation *v = violation(e.op, "rank " + spec.resumeMesh.rankStr(e.rank) + " of the "
+                                     "resuming plan reads " + elem(e.key, e.index) +
+                                     ", which the checkpoint does not contain",
+                               "save every piece the resuming plan reads");
+      v->at = opName(e.op);
+    }
+  for (Violation &v : r2.violations) {
+    v.notes.insert(v.notes.begin(), "in the resumed step (plan `@" + spec.resume.getName().str() +
+                                        "` on mesh " + spec.resumeMesh.name + ")");
+    result.violations.push_back(std::move(v));
+  }
+  for (auto &reason : r2.inconclusiveReasons)
+    result.inconclusiveReasons.push_back(reason);
+  result.stats.obligations += r2.stats.obligations;
+  result.stats.decidedCanonical += r2.stats.decidedCanonical;
+  result.stats.solverQueries += r2.stats.solverQueries;
+}
 
 VerifyResult planproof::verifySpec(const Spec &spec, const VerifyOptions &options) {
   return Engine(spec, options).run();

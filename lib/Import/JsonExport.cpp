@@ -164,6 +164,14 @@ struct Exporter {
 
   bool run(std::string &out) {
     func::FuncOp ref = spec.reference, plan = spec.plan;
+    bool checkpoints = static_cast<bool>(spec.resume);
+    plan.walk([&](dist::SaveOp) { checkpoints = true; });
+    if (checkpoints) {
+      error = toSourceLoc(plan.getLoc()).str() +
+              ": error: checkpoint specs (dist.save, dist.load and a resuming plan) are MLIR only; "
+              "the JSON format has no checkpoint ops yet";
+      return false;
+    }
     // Reference: outputs are known by their values' names, so values returned as
     // outputs take the output's name (a copy when one value is returned twice or is
     // an input).

@@ -315,14 +315,47 @@ struct Checker {
     return ok;
   }
 
+  /// The resuming plan: its own mesh, its arguments bound to reference inputs (the
+  /// next step's batch; its state comes from dist.load), its results to reference outputs.
+  bool bindResume(func::FuncOp f, const std::map<std::string, Shape> &refIn,
+                  const std::map<std::string, Shape> &refOut) {
+    if (f.getBody().getBlocks().size() != 1)
+      return error(f.getLoc(), "the resuming plan function must have exactly one block");
+    spec.resume = f;
+    dist::MeshOp mesh = dist::lookupMeshOfFunc(f);
+    Mesh m;
+    m.name = mesh.getSymName().str();
+    for (Attribute a : mesh.getAxes())
+      m.axes.push_back(cast<StringAttr>(a).getValue().str());
+    m.shape.assign(mesh.getShape().begin(), mesh.getShape().end());
+    spec.resumeMesh = m;
+    // Bindings are checked against the resuming plan's mesh.
+    std::swap(spec.mesh, spec.resumeMesh);
+    bool ok = true;
+    for (unsigned i = 0; i < f.getNumArguments() && ok; ++i) {
+      Binding b{0, "", {}, {}, f.getArgument(i).getLoc()};
+      ok = bind(f.getArgAttrDict(i), i, f.getArgument(i).getType(), b.loc, true, refIn, b);
+      spec.resumeInputs.push_back(b);
+    }
+    for (unsigned i = 0; i < f.getNumResults() && ok; ++i) {
+      Binding b{0, "", {}, {}, f.getLoc()};
+      ok = bind(f.getResultAttrDict(i), i, f.getResultTypes()[i], b.loc, false, refOut, b);
+      spec.resumeOutputs.push_back(b);
+    }
+    std::swap(spec.mesh, spec.resumeMesh);
+    return ok;
+  }
+
   bool run() {
-    std::vector<func::FuncOp> refs, plans;
+    std::vector<func::FuncOp> refs, plans, resumes;
     for (auto &m : spec.modules)
       m->walk([&](func::FuncOp f) {
         if (f->hasAttr(ref::kReferenceAttr))
           refs.push_back(f);
-        if (f->hasAttr(dist::kMeshAttr))
+        if (f->hasAttr(dist::kMeshAttr) && !f->hasAttr(dist::kResumeAttr))
           plans.push_back(f);
+        if (f->hasAttr(dist::kMeshAttr) && f->hasAttr(dist::kResumeAttr))
+          resumes.push_back(f);
       });
     Location fileLoc = spec.modules.empty() ? Location(UnknownLoc())
                                             : spec.modules.back()->getLoc();
@@ -333,7 +366,10 @@ struct Checker {
     if (plans.size() != 1)
       return error(fileLoc, "expected exactly one plan function (a func.func with a '" +
                                 std::string(dist::kMeshAttr) + "' attribute), found " +
-                                std::to_string(plans.size()));
+                                std::to_string(plans.size()) +
+                                (plans.size() > 1 ? " (a plan that resumes from the other's "
+                                                    "checkpoint is marked 'dist.resume')"
+                                                  : ""));
     spec.reference = refs[0];
     spec.plan = plans[0];
     if (spec.reference.getBody().getBlocks().size() != 1 || spec.plan.getBody().getBlocks().size() != 1)
@@ -457,6 +493,18 @@ struct Checker {
 
     if (!bindDraws())
       return false;
+    if (resumes.size() > 1)
+      return error(resumes[1].getLoc(), "at most one plan function may resume from a checkpoint");
+    if (!resumes.empty() && !bindResume(resumes[0], refIn, refOut))
+      return false;
+    if (resumes.empty()) {
+      bool loads = false;
+      spec.plan.walk([&](dist::LoadOp) { loads = true; });
+      if (loads)
+        return error(spec.plan.getLoc(), "the plan loads a checkpoint (dist.load) but no plan "
+                                         "function saves one: put dist.load in a second plan "
+                                         "function marked 'dist.resume'");
+    }
 
     for (auto &m : spec.modules) {
       Operation *found = nullptr;

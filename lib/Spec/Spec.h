@@ -89,6 +89,12 @@ struct Spec {
   std::vector<std::string> refInputs, refOutputs; // names by argument / result number
   std::vector<int64_t> refInputBounds; // per argument: 0 (real) or N (integer in [0, N))
   std::vector<Binding> planInputs, planOutputs;
+  /// A checkpoint spec: the plan saves its state (dist.save) and a second plan function
+  /// marked `dist.resume`, on a mesh of its own, loads it (dist.load) and runs the next
+  /// step (docs/checkpoint.md).
+  mutable mlir::func::FuncOp resume;
+  Mesh resumeMesh;
+  std::vector<Binding> resumeInputs, resumeOutputs;
   /// RNG checking mode (plan attribute dist.rng): exact (default) or independent.
   bool rngIndependent = false;
   std::vector<DrawBinding> draws;

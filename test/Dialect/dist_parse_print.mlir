@@ -46,3 +46,17 @@ func.func @independent_draws(%seed: index, %offset: index) attributes {dist.mesh
   %m = ref.dropout_mask %seed, %offset p 0.1 {dist.draws = "m", dist.layout = #dist.layout<[tp, _]>, dist.block_offset = array<i64: 2, 0>} : tensor<2x4xf32>
   return
 }
+
+// CHECK-LABEL: func.func @checkpoint_ops
+func.func @checkpoint_ops(%m: tensor<13xf32>, %t: index) attributes {dist.mesh = @mesh} {
+  %r = dist.axis_index "dp" : index
+  // CHECK: dist.save %{{.*}} as "m" shape [25] at [%{{.*}}] : tensor<13xf32>
+  dist.save %m as "m" shape [25] at [%r] : tensor<13xf32>
+  // CHECK: dist.save %{{.*}} as "t" shape [] at [] {on = {dp = 0 : i64}} : index
+  dist.save %t as "t" shape [] at [] {on = {dp = 0 : i64}} : index
+  // CHECK: dist.load "m" shape [25] at [%{{.*}}] : tensor<13xf32>
+  %l = dist.load "m" shape [25] at [%r] : tensor<13xf32>
+  // CHECK: dist.load "t" shape [] at [] : index
+  %lt = dist.load "t" shape [] at [] : index
+  return
+}

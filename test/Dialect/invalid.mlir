@@ -317,3 +317,30 @@ func.func @draw_layout_axis(%k: index, %c: index) attributes {dist.mesh = @mesh}
   %m = ref.dropout_mask %k, %c p 0.1 {dist.draws = "m", dist.layout = #dist.layout<[dp, _]>} : tensor<2x2xf32>
   return
 }
+
+// -----
+
+dist.mesh @mesh axes = ["dp"] shape = [2]
+func.func @save_offsets(%m: tensor<13xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{needs one offset per dimension of the entry (1), got 0}}
+  dist.save %m as "m" shape [25] at [] : tensor<13xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["dp"] shape = [2]
+func.func @load_too_big(%o: index) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{piece dimension 0 (30) is larger than the entry's (25)}}
+  %l = dist.load "m" shape [25] at [%o] : tensor<30xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["dp"] shape = [2]
+func.func @save_on_axis(%t: index) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{'on' maps mesh axes of the plan to coordinates, got 'tp'}}
+  dist.save %t as "t" shape [] at [] {on = {tp = 0 : i64}} : index
+  return
+}
