@@ -118,7 +118,20 @@ def clipping(grads, plan_sharded=None, axes=("tp",), bug=None):
                 ax = ", ".join(f'"{a}"' for a in (("dp",) + tuple(axes) if bug == "reduced_over_dp_too" else axes))
                 if bug == "reduced_over_dp_too":
                     L.append("// BUG: the sum of squares is all-reduced over the data axis as well.")
-                L.append(f"%ss_shards = dist.all_reduce {local} over [{ax}] \"sum\" : {scalar} -> {scalar}")
+                if bug == "sum_of_local_norms":
+                    L += ["// BUG: each rank takes the norm of its shards and the norms are summed",
+                          "// (the norm of the partial gradients is not the sum of their norms).",
+                          f"%norm_local = ref.sqrt {local} : {scalar}",
+                          f"%norm_sum = dist.all_reduce %norm_local over [{ax}] \"sum\" : {scalar} -> {scalar}",
+                          f"%ss_shards = ref.mul %norm_sum, %norm_sum : {scalar}"]
+                else:
+                    if bug == "eps_per_rank":
+                        L += ["// BUG: every rank adds epsilon to its partial sum of squares, so the",
+                              "// reduced sum carries it once per rank.",
+                              f"%eps_local = ref.constant 1.0e-6 : {scalar}",
+                              f"%ss_local_eps = ref.add {local}, %eps_local : {scalar}"]
+                        local = "%ss_local_eps"
+                    L.append(f"%ss_shards = dist.all_reduce {local} over [{ax}] \"sum\" : {scalar} -> {scalar}")
                 reduced = "%ss_shards"
             acc = reduced
             for i, n in enumerate(rep):
@@ -372,6 +385,17 @@ BUG: clipping with a rank-local norm: the squares of the sharded gradients are n
 all-reduced, so each rank clips with a different coefficient."""),
           {"verdict": "violated", "kind": "grad-norm", "at": "%total"}, ref_clip,
           with_clipping(tp_plan(2, 4, 4, 2), plan_grads, sharded, "rank_local_norm"))
+    write("mlp_tp2_grad_clip_sum_of_local_norms.mlir", comment("""
+BUG: the norm of the sharded gradients is taken as the sum of the ranks' local norms
+(sqrt of each rank's sum of squares, summed over tp) instead of the square root of the
+summed squares."""),
+          {"verdict": "violated", "kind": "grad-norm", "at": "%norm_local"}, ref_clip,
+          with_clipping(tp_plan(2, 4, 4, 2), plan_grads, sharded, "sum_of_local_norms"))
+    write("mlp_tp2_grad_clip_eps_per_rank.mlir", comment("""
+BUG: every rank adds epsilon to its partial sum of squares before the all_reduce, so the
+global sum carries epsilon tp times."""),
+          {"verdict": "violated", "kind": "grad-norm", "at": "%ss_local_eps"}, ref_clip,
+          with_clipping(tp_plan(2, 4, 4, 2), plan_grads, sharded, "eps_per_rank"))
     ref_clip_dp = with_clipping(reference_autodiff(4, 4, 4, False), ref_grads)
     write("mlp_dp2_tp2_grad_clip.mlir", comment("""
 Global-norm gradient clipping on a dp x tp mesh: after the data-parallel reduction the

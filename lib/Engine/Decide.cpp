@@ -51,6 +51,12 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
         return (double)std::min<int64_t>(bound - 1, 1);
       return (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
     }
+    // The last trials use small values (halves, then eighths), where saturating functions (a clip
+    // coefficient min(1, c / norm)) and small constants (an epsilon) are visible.
+    if (trial >= 18)
+      return dist(rng) / 8.0;
+    if (trial >= 12)
+      return dist(rng) / 2.0;
     return trial == 0 ? 1.0 : (double)dist(rng);
   };
   bool found = false;
@@ -155,12 +161,11 @@ struct Z3Encoder {
     }
     if (at.fn == Fn::Eq)
       return z3::ite(args[0] == args[1], ctx.real_val(1), ctx.real_val(0));
-    if (at.fn == Fn::Product) {
-      z3::expr p = args[0];
-      for (size_t i = 1; i < args.size(); ++i)
-        p = p * args[i];
-      return p;
-    }
+    // An unexpanded product stays opaque for the solver (an uninterpreted function of
+    // its factors, below): multiplying large sums out is what makes Z3's nonlinear
+    // preprocessing run away, past its timeout. Equalities it proves still hold for
+    // the product (a model of the function); a difference it finds is confirmed
+    // numerically before it is reported.
     z3::sort real = ctx.real_sort();
     z3::sort_vector domain(ctx);
     z3::expr_vector actuals(ctx);
@@ -201,13 +206,26 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
       return d;
     }
   }
-  // Max (or a polynomial difference the search could not witness): ask Z3.
+  // Max (or a polynomial difference the search could not witness): ask Z3, unless the
+  // terms are so large that Z3 could run past its timeout in preprocessing (it does not
+  // always check for cancellation there); that is inconclusive, never a hang.
+  constexpr size_t kSolverTermLimit = 20000;
+  size_t terms = pool.dagTerms(plan, kSolverTermLimit) + pool.dagTerms(reference, kSolverTermLimit);
+  if (terms > kSolverTermLimit) {
+    d.result = Equality::Unknown;
+    d.reason = "no concrete counterexample was found, and the expressions (more than " +
+               std::to_string(kSolverTermLimit) + " terms) are too large to hand to Z3";
+    return d;
+  }
   d.usedSolver = true;
   try {
     z3::context ctx;
     z3::solver solver(ctx);
     z3::params params(ctx);
     params.set("timeout", timeoutMs);
+    // A deterministic resource bound as well: Z3 checks it in places (rewriting,
+    // preprocessing) where it does not check the wall-clock timeout.
+    params.set("rlimit", (unsigned)std::min<uint64_t>(4000000000u, uint64_t(timeoutMs) * 200000));
     solver.set(params);
     Z3Encoder enc{pool, ctx, {}, {}, {}};
     solver.add(enc.poly(plan) != enc.poly(reference));

@@ -329,6 +329,24 @@ bool ExprPool::hasLatticeAtoms(PolyId p) { return atomFlags(p) & 2; }
 
 bool ExprPool::hasApplications(PolyId p) { return atomFlags(p) & 1; }
 
+size_t ExprPool::dagTerms(PolyId p, size_t limit) const {
+  size_t n = 0;
+  std::vector<PolyId> stack{p};
+  std::unordered_map<PolyId, bool> seen;
+  while (!stack.empty() && n <= limit) {
+    PolyId q = stack.back();
+    stack.pop_back();
+    if (!seen.emplace(q, true).second)
+      continue;
+    n += polys[q].terms.size();
+    for (auto &[m, c] : polys[q].terms)
+      for (auto &[a, e] : monos[m].factors)
+        if (!atoms[a].isInput)
+          stack.insert(stack.end(), atoms[a].args.begin(), atoms[a].args.end());
+  }
+  return n;
+}
+
 std::vector<uint32_t> ExprPool::support(PolyId p) {
   std::vector<uint32_t> out;
   std::vector<PolyId> stack{p};

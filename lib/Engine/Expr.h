@@ -110,6 +110,9 @@ public:
   bool hasApplications(PolyId p);
   /// The input symbols `p` depends on, sorted.
   std::vector<uint32_t> support(PolyId p);
+  /// The number of terms in the expression DAG of `p` (shared subexpressions once),
+  /// counting up to `limit`: the size of what a solver would be given.
+  size_t dagTerms(PolyId p, size_t limit) const;
 
   /// Human-readable rendering (for notes and tests), truncated past `maxChars`.
   std::string str(PolyId p, size_t maxChars = 200) const;
