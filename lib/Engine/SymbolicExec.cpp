@@ -103,12 +103,23 @@ std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTr
     if (saving) {
       auto s = cast<dist::SaveOp>(op);
       if (auto on = s.getOnAttr()) {
+        // Ranks outside `on` rely on the rank that saves for them (the one with the
+        // `on` coordinates and their own elsewhere) holding the same value.
+        std::vector<int64_t> c = mesh.coords(r);
         bool here = true;
-        for (NamedAttribute a : on)
-          here &= mesh.coords(r)[mesh.axisIndex(a.getName().str())] ==
-                  cast<IntegerAttr>(a.getValue()).getInt();
-        if (!here)
+        for (NamedAttribute a : on) {
+          int axis = mesh.axisIndex(a.getName().str());
+          here &= c[axis] == cast<IntegerAttr>(a.getValue()).getInt();
+          c[axis] = cast<IntegerAttr>(a.getValue()).getInt();
+        }
+        if (!here) {
+          int64_t saver = linearIndex(Shape(mesh.shape.begin(), mesh.shape.end()), c);
+          const SymTensor &mine = trace.values[s.getValue()][r];
+          const SymTensor &theirs = trace.values[s.getValue()][saver];
+          if (mine.data != theirs.data)
+            save->events.push_back({CheckpointEvent::DroppedReplica, &op, r, saver, key, off});
           continue;
+        }
       }
       CheckpointEntry &e = save->entries[key];
       if (e.values.empty()) {
@@ -117,6 +128,7 @@ std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTr
         e.values.assign(numElements(shape), pool.zero());
         e.writer.assign(e.values.size(), -1);
         e.writerOp.assign(e.values.size(), nullptr);
+        e.read.assign(e.values.size(), false);
       } else if (e.shape != shape) {
         return "entry '" + key + "' is saved with two different shapes";
       }
@@ -154,6 +166,7 @@ std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTr
                   it->second.writer[linearIndex(shape, g)] >= 0;
         if (ok) {
           value = it->second.values[linearIndex(shape, g)];
+          const_cast<CheckpointEntry &>(it->second).read[linearIndex(shape, g)] = true;
         } else if (!inside) {
           // Past the end of the entry: the padding of a padded shard.
           value = pool.inputPoly(pool.addInput({key + ".pad", {r, l}, 0}));

@@ -48,11 +48,12 @@ struct CheckpointEntry {
   std::vector<PolyId> values;
   std::vector<int64_t> writer;              // rank, or -1 when never written
   std::vector<mlir::Operation *> writerOp;  // the dist.save that wrote it
+  std::vector<bool> read;                   // read by the resuming plan
 };
 
 /// Something wrong in how pieces were written or read, found while executing.
 struct CheckpointEvent {
-  enum Kind { Conflict, OutOfRange, Unsaved } kind;
+  enum Kind { Conflict, OutOfRange, Unsaved, DroppedReplica } kind;
   mlir::Operation *op;
   int64_t rank, otherRank = -1;
   std::string key;

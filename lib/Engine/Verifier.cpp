@@ -998,6 +998,12 @@ void Engine::checkCheckpoint() {
       violation(e.op, "ranks " + mesh.rankStr(e.otherRank) + " and " + mesh.rankStr(e.rank) +
                           " write different values to checkpoint element " + elem(e.key, e.index),
                 "each element must be saved by the rank that owns it, at its global offset");
+    else if (e.kind == CheckpointEvent::DroppedReplica)
+      violation(e.op, "rank " + mesh.rankStr(e.rank) + " does not save its '" + e.key +
+                          "', relying on " + mesh.rankStr(e.otherRank) +
+                          ", which holds a different value: this rank's state is lost",
+                "state that differs between ranks (per-rank random streams, data positions) "
+                "must be saved by every rank, at its own place in the entry");
     else
       violation(e.op, "rank " + mesh.rankStr(e.rank) + " writes a piece of '" + e.key +
                           "' outside the entry (offsets " + indexStr(e.index) + ")",
