@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -330,12 +331,24 @@ std::string evalRefOp(D &d, mlir::Operation *op,
   return "";
 }
 
+/// Whether a domain sums a collective's group in its own order (`groupSum`: the numeric
+/// replay's rank, ring and tree orders) rather than like any other sum.
+template <class D, class = void> struct HasGroupSum : std::false_type {};
+template <class D>
+struct HasGroupSum<D, std::void_t<decltype(std::declval<D &>().groupSum(
+                          std::declval<const std::vector<typename D::Value> &>()))>>
+    : std::true_type {};
+
 /// Reduces `vals` (the group's values of one element, in group order) by `kind`.
 template <class D>
 typename D::Value reduceValues(D &d, ReduceKind kind, const std::vector<typename D::Value> &vals) {
   if (kind == ReduceKind::Max)
     return d.apply(Fn::Max, vals);
-  typename D::Value acc = d.sum(vals);
+  typename D::Value acc;
+  if constexpr (HasGroupSum<D>::value)
+    acc = d.groupSum(vals);
+  else
+    acc = d.sum(vals);
   if (kind == ReduceKind::Avg)
     acc = d.scale(acc, Rational(1, (int64_t)vals.size()));
   return acc;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "Engine/Verifier.h"
 #include "Import/JsonExport.h"
+#include "Replay/Replay.h"
 #include "Report/Report.h"
 #include "Spec/Spec.h"
 
@@ -23,6 +24,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <sstream>
+#include <nlohmann/json.hpp>
 
 using namespace planproof;
 namespace fs = std::filesystem;
@@ -40,6 +43,9 @@ Usage:
                                                verdict it states (planproof.expect)
   planproof import FILE.json                   print the MLIR of a JSON spec
   planproof export FILE.mlir                   print a spec in the JSON interchange format
+  planproof replay SPEC [replay options]       run the reference and the plan on numbers
+                                               and compare under an error model
+                                               (docs/replay.md)
   planproof --help | --version
 
 Options:
@@ -49,6 +55,14 @@ Options:
   --threads N                threads deciding obligations (default: the machine's cores)
   --full-shapes              decide parametric specs (JSON "dims") at their full sizes
                              instead of the reduced ones (docs/shape-reduction.md)
+
+Replay options:
+  --backend cpu|cuda         where to run (default cpu; cuda is not built yet)
+  --dtype fp32|bf16|fp64     storage precision (default fp32; bf16 accumulates in fp32)
+  --order rank|ring|tree     reduction order of collectives (default ring)
+  --seed N                   the seed of the generated inputs (default 1)
+  --format text|json         report format (default text)
+  Exit status: 0 within tolerance, 1 divergence, 2 bad input, 3 could not run.
 
 Exit status: 0 verified, 1 violated, 2 bad input or usage, 3 inconclusive.
 For check-specs: 0 every spec as expected, 1 some spec not as expected.
@@ -162,6 +176,111 @@ int cmdVerify(std::vector<std::string> args) {
   else
     std::cout << renderText(spec, r);
   return exitCode(r.verdict);
+}
+
+int cmdReplay(std::vector<std::string> args) {
+  ReplayOptions ro;
+  std::string format = "text", backend = "cpu";
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--dtype" || a == "--order" || a == "--seed" || a == "--format" || a == "--backend") {
+      if (i + 1 >= args.size())
+        return usage(a + " needs a value");
+      std::string v = args[++i];
+      if (a == "--dtype") {
+        if (v != "fp32" && v != "bf16" && v != "fp64")
+          return usage("unknown dtype '" + v + "' (expected fp32, bf16 or fp64)");
+        ro.dtype = v == "fp32" ? ReplayDtype::F32 : v == "bf16" ? ReplayDtype::BF16 : ReplayDtype::F64;
+      } else if (a == "--order") {
+        if (v != "rank" && v != "ring" && v != "tree")
+          return usage("unknown reduction order '" + v + "' (expected rank, ring or tree)");
+        ro.order = v == "rank" ? ReduceOrder::Rank : v == "ring" ? ReduceOrder::Ring : ReduceOrder::Tree;
+      } else if (a == "--seed") {
+        char *end = nullptr;
+        unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+        if (v.empty() || *end)
+          return usage("--seed needs a non-negative integer");
+        ro.seed = n;
+      } else if (a == "--format") {
+        if (v != "text" && v != "json")
+          return usage("unknown format '" + v + "' (expected text or json)");
+        format = v;
+      } else {
+        if (v != "cpu" && v != "cuda")
+          return usage("unknown backend '" + v + "' (expected cpu or cuda)");
+        backend = v;
+      }
+    } else if (a.rfind("--", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 1)
+    return usage("replay needs one SPEC file");
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  std::string errors;
+  if (!loadSpec(ctx, positional[0], spec, errors)) {
+    std::cerr << errors;
+    return 2;
+  }
+  if (backend == "cuda") {
+    std::cerr << positional[0] << ": could not run: the CUDA backend of the replay is not "
+                                  "built in this version of planproof (use --backend cpu)\n";
+    return 3;
+  }
+  ReplayResult r = replaySpec(spec, ro);
+  if (!r.ran) {
+    std::cerr << (r.failureAt.known() ? r.failureAt.str() : positional[0])
+              << ": could not run: " << r.failure << "\n";
+    return 3;
+  }
+  if (format == "json") {
+    nlohmann::ordered_json j = {{"spec", positional[0]},
+                        {"backend", backend},
+                        {"dtype", dtypeName(ro.dtype)},
+                        {"order", orderName(ro.order)},
+                        {"seed", ro.seed},
+                        {"verdict", r.diverged() ? "diverged" : "within-tolerance"}};
+    nlohmann::ordered_json outs = nlohmann::ordered_json::array();
+    for (const ReplayOutput &o : r.outputs)
+      outs.push_back({{"output", o.name},
+                      {"elements", o.elements},
+                      {"undefined", o.undefined},
+                      {"within", o.within},
+                      {"max_abs_error", o.maxAbsError},
+                      {"max_rel_error", o.maxRelError},
+                      {"worst", {{"element", o.worst},
+                                 {"rank", o.worstRank},
+                                 {"reference", o.worstReference},
+                                 {"plan", o.worstPlan},
+                                 {"error", o.worstError},
+                                 {"tolerance", o.worstTolerance}}}});
+    j["outputs"] = outs;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    for (const ReplayOutput &o : r.outputs) {
+      std::ostringstream line;
+      line.precision(3);
+      line << "  " << (o.within ? "ok      " : "DIVERGED") << " " << o.name << ": max abs error "
+           << o.maxAbsError << ", max rel error " << o.maxRelError << "; worst element "
+           << o.name << indexStr(o.worst) << " on " << o.worstRank << ": plan " << o.worstPlan
+           << " vs reference " << o.worstReference << " (error " << o.worstError
+           << ", tolerance " << o.worstTolerance << ")";
+      if (o.undefined)
+        line << "; " << o.undefined << " elements not compared (the reference is not finite "
+                                       "there at these inputs)";
+      std::cout << line.str() << "\n";
+    }
+    std::cout << positional[0] << ": " << (r.diverged() ? "diverged" : "within tolerance")
+              << " -- " << dtypeName(ro.dtype) << ", " << orderName(ro.order)
+              << "-order collectives, seed " << ro.seed << ", " << spec.mesh.numRanks()
+              << " ranks on the CPU\n";
+  }
+  return r.diverged() ? 1 : 0;
 }
 
 std::string normalizeAt(std::string s) {
@@ -315,6 +434,8 @@ int main(int argc, char **argv) {
       return cmdImport(args);
     if (cmd == "export")
       return cmdExport(args);
+    if (cmd == "replay")
+      return cmdReplay(args);
   } catch (const std::exception &e) {
     std::cerr << "planproof: internal error: " << e.what() << "\n";
     return 3;

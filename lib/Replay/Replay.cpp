@@ -1,0 +1,386 @@
+//===- Replay.cpp - numeric replay of a spec on the CPU ---------*- C++ -*-===//
+#include "Replay/Replay.h"
+
+#include "Semantics/OpSemantics.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+using namespace mlir;
+using namespace planproof;
+
+const char *planproof::dtypeName(ReplayDtype d) {
+  return d == ReplayDtype::F64 ? "fp64" : d == ReplayDtype::F32 ? "fp32" : "bf16";
+}
+const char *planproof::orderName(ReduceOrder o) {
+  return o == ReduceOrder::Rank ? "rank" : o == ReduceOrder::Ring ? "ring" : "tree";
+}
+
+namespace {
+
+/// Rounds a float to bfloat16 (round to nearest even), kept as a float.
+float roundBf16(float x) {
+  if (std::isnan(x))
+    return x;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  bits &= 0xffff0000u;
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+
+/// The numeric scalar domain: every result rounded to the storage precision, sums
+/// accumulated in the accumulation precision (fp32 for bf16), in a chosen order.
+struct NumericDomain {
+  using Value = double;
+  ReplayDtype dtype;
+  ReduceOrder order;
+  bool reverse = false; // sums in reverse order (the noise estimate of the error model)
+
+  double round(double x) const {
+    switch (dtype) {
+    case ReplayDtype::F64:
+      return x;
+    case ReplayDtype::F32:
+      return (double)(float)x;
+    case ReplayDtype::BF16:
+      return (double)roundBf16((float)x);
+    }
+    return x;
+  }
+  double accumulate(const std::vector<double> &v, bool backwards) const {
+    if (dtype == ReplayDtype::F64) {
+      double s = 0;
+      for (size_t i = 0; i < v.size(); ++i)
+        s += v[backwards ? v.size() - 1 - i : i];
+      return s;
+    }
+    float s = 0; // fp32 accumulation, for fp32 and for bf16 storage
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (float)v[backwards ? v.size() - 1 - i : i];
+    return s;
+  }
+  Value constant(const Rational &c) { return round(c.toDouble()); }
+  Value add(Value a, Value b) { return round(a + b); }
+  Value sub(Value a, Value b) { return round(a - b); }
+  Value mul(Value a, Value b) { return round(a * b); }
+  Value scale(Value a, const Rational &c) { return round(a * c.toDouble()); }
+  Value sum(const std::vector<Value> &v) { return round(accumulate(v, reverse)); }
+  Value apply(Fn f, std::vector<Value> args) { return round(evalFn(f, args)); }
+  /// A collective's reduction over its group: in rank order, in ring order (each
+  /// chunk's sum starts at the next rank, as NCCL's ring all-reduce does), or as a
+  /// binary tree.
+  Value groupSum(const std::vector<Value> &v) {
+    if (v.empty())
+      return 0;
+    std::vector<Value> w = v;
+    if (reverse)
+      std::reverse(w.begin(), w.end());
+    if (order == ReduceOrder::Ring)
+      std::rotate(w.begin(), w.begin() + (w.size() > 1 ? 1 : 0), w.end());
+    if (order == ReduceOrder::Tree) {
+      while (w.size() > 1) {
+        std::vector<Value> next;
+        for (size_t i = 0; i + 1 < w.size(); i += 2)
+          next.push_back(round(w[i] + w[i + 1]));
+        if (w.size() % 2)
+          next.push_back(w.back());
+        w = std::move(next);
+      }
+      return w[0];
+    }
+    return round(accumulate(w, false));
+  }
+};
+
+using NumTensor = Tensor<double>;
+
+struct Failure {
+  std::string why;
+  Location loc;
+};
+
+/// The reference inputs, drawn once from the seed (rounded to the storage precision,
+/// since that is what the data is).
+std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOptions &o,
+                                            const NumericDomain &d) {
+  std::mt19937_64 rng(o.seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::map<std::string, NumTensor> in;
+  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
+    Type t = spec.reference.getArgument(i).getType();
+    Shape shape;
+    if (auto r = dyn_cast<RankedTensorType>(t))
+      shape.assign(r.getShape().begin(), r.getShape().end());
+    NumTensor v(shape, 0.0);
+    int64_t bound = spec.refInputBounds[i];
+    for (double &x : v.data) {
+      if (t.isIndex())
+        x = (double)std::uniform_int_distribution<int64_t>(0, 999)(rng);
+      else if (bound > 0)
+        x = (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
+      else
+        x = d.round(normal(rng));
+    }
+    in[spec.refInputs[i]] = std::move(v);
+  }
+  return in;
+}
+
+bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
+  if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+    auto v = dyn_cast<IntegerAttr>(c.getValue());
+    if (!v)
+      return false;
+    out = (double)v.getInt();
+    return true;
+  }
+  if (args.size() != 2)
+    return false;
+  if (isa<arith::AddIOp>(op))
+    out = args[0] + args[1];
+  else if (isa<arith::SubIOp>(op))
+    out = args[0] - args[1];
+  else if (isa<arith::MulIOp>(op))
+    out = args[0] * args[1];
+  else
+    return false;
+  return true;
+}
+
+bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
+                  std::map<std::string, NumTensor> &outputs, Failure &f) {
+  llvm::DenseMap<Value, NumTensor> vals;
+  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
+    vals[spec.reference.getArgument(i)] = in.at(spec.refInputs[i]);
+  for (Operation &op : spec.reference.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+        outputs[spec.refOutputs[i]] = vals[v];
+      continue;
+    }
+    if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
+      std::vector<double> args;
+      for (Value v : op.getOperands())
+        args.push_back(vals[v].data[0]);
+      double r;
+      if (!indexOp(op, args, r)) {
+        f = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
+        return false;
+      }
+      vals[op.getResult(0)] = NumTensor({}, r);
+      continue;
+    }
+    std::vector<const NumTensor *> ins;
+    std::vector<double> idx;
+    for (Value v : op.getOperands()) {
+      if (v.getType().isIndex())
+        idx.push_back(vals[v].data[0]);
+      else
+        ins.push_back(&vals[v]);
+    }
+    NumTensor out;
+    std::string err = isa<ref::RefDialect>(op.getDialect())
+                          ? evalRefOp(d, &op, ins, out, idx)
+                          : "'" + op.getName().getStringRef().str() + "' in the reference";
+    if (!err.empty()) {
+      f = {err, op.getLoc()};
+      return false;
+    }
+    vals[op.getResult(0)] = std::move(out);
+  }
+  return true;
+}
+
+bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
+             uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f) {
+  const Mesh &mesh = spec.mesh;
+  int64_t ranks = mesh.numRanks();
+  llvm::DenseMap<Value, std::vector<NumTensor>> vals;
+  std::mt19937_64 garbage(seed ^ 0x5eed);
+  std::normal_distribution<double> normal(0.0, 0.5);
+  for (const Binding &b : spec.planInputs) {
+    const NumTensor &global = in.at(b.refName);
+    std::vector<NumTensor> per(ranks);
+    for (int64_t r = 0; r < ranks; ++r) {
+      NumTensor t(b.localShape, 0.0);
+      for (int64_t l = 0; l < (int64_t)t.data.size(); ++l) {
+        auto g = b.layout.globalIndex(mesh, r, b.localShape, t.unravel(l));
+        // Padding holds whatever the buffer held.
+        t.data[l] = Layout::inBounds(g, global.shape) ? global.at(g) : d.round(normal(garbage));
+      }
+      per[r] = std::move(t);
+    }
+    vals[spec.plan.getArgument(b.index)] = std::move(per);
+  }
+  std::set<Operation *> draws;
+  for (const DrawBinding &db : spec.draws)
+    draws.insert(db.op);
+  for (Operation &op : spec.plan.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (const Binding &b : spec.planOutputs)
+        outputs.push_back(vals[ret.getOperand(b.index)]);
+      continue;
+    }
+    std::vector<NumTensor> results(ranks);
+    if (draws.count(&op) || isa<dist::SaveOp, dist::LoadOp>(op)) {
+      f = {std::string(draws.count(&op) ? "independent-mode random draws"
+                                         : "checkpoint ops") +
+               " are not replayed yet",
+           op.getLoc()};
+      return false;
+    }
+    if (auto ax = dyn_cast<dist::AxisIndexOp>(op)) {
+      int axis = mesh.axisIndex(ax.getAxis().str());
+      for (int64_t r = 0; r < ranks; ++r)
+        results[r] = NumTensor({}, (double)mesh.coords(r)[axis]);
+    } else if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
+      for (int64_t r = 0; r < ranks; ++r) {
+        std::vector<double> args;
+        for (Value v : op.getOperands())
+          args.push_back(vals[v][r].data[0]);
+        double x;
+        if (!indexOp(op, args, x)) {
+          f = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
+          return false;
+        }
+        results[r] = NumTensor({}, x);
+      }
+    } else if (isa<ref::RefDialect>(op.getDialect())) {
+      for (int64_t r = 0; r < ranks; ++r) {
+        std::vector<const NumTensor *> ins;
+        std::vector<double> idx;
+        for (Value v : op.getOperands()) {
+          if (v.getType().isIndex())
+            idx.push_back(vals[v][r].data[0]);
+          else
+            ins.push_back(&vals[v][r]);
+        }
+        std::string err = evalRefOp(d, &op, ins, results[r], idx);
+        if (!err.empty()) {
+          f = {err, op.getLoc()};
+          return false;
+        }
+      }
+    } else if (isa<dist::DistDialect>(op.getDialect())) {
+      std::vector<const NumTensor *> ins;
+      for (int64_t r = 0; r < ranks; ++r)
+        ins.push_back(&vals[op.getOperand(0)][r]);
+      std::string err = evalCollective(d, &op, mesh, ins, results);
+      if (!err.empty()) {
+        f = {err, op.getLoc()};
+        return false;
+      }
+    } else {
+      f = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
+      return false;
+    }
+    vals[op.getResult(0)] = std::move(results);
+  }
+  return true;
+}
+
+double unitRoundoff(ReplayDtype d) {
+  return d == ReplayDtype::F64 ? std::ldexp(1.0, -53)
+         : d == ReplayDtype::F32 ? std::ldexp(1.0, -24)
+                                 : std::ldexp(1.0, -8);
+}
+
+} // namespace
+
+ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &options) {
+  ReplayResult result;
+  if (!spec.undecidable.empty()) {
+    result.failure = spec.undecidable;
+    result.failureAt = spec.undecidableAt;
+    return result;
+  }
+  NumericDomain exact{ReplayDtype::F64, ReduceOrder::Rank};
+  NumericDomain fwd{options.dtype, options.order};
+  NumericDomain rev{options.dtype, options.order, true};
+  std::map<std::string, NumTensor> inputs = drawInputs(spec, options, fwd);
+  std::map<std::string, NumTensor> truth, refFwd, refRev;
+  std::vector<std::vector<NumTensor>> plan;
+  Failure f{"", spec.plan.getLoc()};
+  try {
+    if (!runReference(spec, exact, inputs, truth, f) || !runReference(spec, fwd, inputs, refFwd, f) ||
+        !runReference(spec, rev, inputs, refRev, f) ||
+        !runPlan(spec, fwd, inputs, options.seed, plan, f)) {
+      result.failure = f.why;
+      result.failureAt = toSourceLoc(f.loc);
+      return result;
+    }
+  } catch (const std::exception &e) {
+    result.failure = std::string("internal error: ") + e.what();
+    return result;
+  }
+  result.ran = true;
+  double u = unitRoundoff(options.dtype);
+  const Mesh &mesh = spec.mesh;
+  for (size_t o = 0; o < spec.planOutputs.size(); ++o) {
+    const Binding &b = spec.planOutputs[o];
+    const NumTensor &want = truth.at(b.refName);
+    const NumTensor &a = refFwd.at(b.refName), &c = refRev.at(b.refName);
+    double scale = 0;
+    for (double x : want.data)
+      scale = std::max(scale, std::fabs(x));
+    ReplayOutput out;
+    out.name = b.refName;
+    out.elements = (int64_t)want.data.size();
+    double worstRatio = -1;
+    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+      bool leader = !b.layout.isPartial() || mesh.positionInGroup(r, b.layout.partialAxes()) == 0;
+      if (!leader)
+        continue;
+      for (int64_t l = 0; l < (int64_t)plan[o][r].data.size(); ++l) {
+        auto g = b.layout.globalIndex(mesh, r, b.localShape, plan[o][r].unravel(l));
+        if (!Layout::inBounds(g, want.shape))
+          continue;
+        double got = plan[o][r].data[l];
+        if (b.layout.isPartial()) {
+          std::vector<double> parts;
+          for (int64_t m : mesh.group(r, b.layout.partialAxes()))
+            parts.push_back(plan[o][m].data[l]);
+          got = reduceValues(fwd, b.layout.partial[0].second, parts);
+        }
+        int64_t at = want.linear(g);
+        double w = want.data[at];
+        // Where the reference itself leaves a function's domain at these inputs (the
+        // square root of a negative random moment), in fp64 or in the storage
+        // precision, there is nothing to compare.
+        if (!std::isfinite(w) || !std::isfinite(a.data[at]) || !std::isfinite(c.data[at])) {
+          ++out.undefined;
+          continue;
+        }
+        // The tolerance of this element: the rounding noise the reference itself shows
+        // when summed in two orders, with a margin, plus a few units of roundoff of
+        // the element and of the output's scale.
+        double noise = std::max(std::fabs(a.data[at] - w), std::fabs(c.data[at] - w));
+        double tol = 8 * noise + 32 * u * std::fabs(w) + 4 * u * scale + 1e-300;
+        double err = std::isfinite(got) ? std::fabs(got - w) : INFINITY;
+        out.maxAbsError = std::max(out.maxAbsError, err);
+        out.maxRelError = std::max(out.maxRelError, err / std::max(std::fabs(w), 1e-300));
+        double ratio = err / tol;
+        if (ratio > worstRatio) {
+          worstRatio = ratio;
+          out.worst = g;
+          out.worstRank = mesh.rankStr(r);
+          out.worstError = err;
+          out.worstTolerance = tol;
+          out.worstReference = w;
+          out.worstPlan = got;
+        }
+        if (!(err <= tol))
+          out.within = false;
+      }
+    }
+    result.outputs.push_back(std::move(out));
+  }
+  return result;
+}
