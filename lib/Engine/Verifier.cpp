@@ -118,6 +118,37 @@ private:
   ReferenceTrace refTrace;
   PlanTrace planTrace;
   std::vector<RefValue> refValues;
+  std::vector<Value> refValueOf; // the reference Value of each refValues entry (or null)
+public:
+  /// relatePlanValues, on this engine.
+  std::vector<PlanValueRelation> relateAll(std::string &why) {
+    std::vector<PlanValueRelation> out;
+    if (!spec.undecidable.empty()) {
+      why = spec.undecidable;
+      return out;
+    }
+    try {
+      if (!execute()) {
+        why = result.inconclusiveReasons.empty() ? "could not execute"
+                                                 : result.inconclusiveReasons[0].second;
+        return out;
+      }
+      buildRefValues();
+      for (Operation &op : spec.plan.getBody().front())
+        for (Value v : op.getResults()) {
+          if (!isa<RankedTensorType>(v.getType()))
+            continue;
+          Relation r = relationOf(v);
+          if (r.exact() && refValueOf[r.ref])
+            out.push_back({v, refValueOf[r.ref], r.layout, r.block, r.offset});
+        }
+    } catch (const std::exception &e) {
+      why = e.what();
+      out.clear();
+    }
+    return out;
+  }
+private:
   /// The semantic role a reference value is annotated with (`ref.role = "grad-norm"` on
   /// its op): a violation around such a value is reported with that kind.
   std::vector<std::string> refRoles;
@@ -147,6 +178,7 @@ void Engine::buildRefValues() {
       outputName[v] = spec.refOutputs[i];
   auto add = [&](Value v, std::string name) {
     refIndexByName[name] = refValues.size();
+    refValueOf.push_back(v);
     refValues.push_back({name, &refTrace.values[v]});
     std::string role;
     if (Operation *def = v.getDefiningOp())
@@ -165,6 +197,7 @@ void Engine::buildRefValues() {
   for (auto [i, v] : llvm::enumerate(ret.getOperands()))
     if (!refIndexByName.count(spec.refOutputs[i])) {
       refIndexByName[spec.refOutputs[i]] = refValues.size();
+      refValueOf.push_back(Value());
       refValues.push_back({spec.refOutputs[i], &refTrace.byName[spec.refOutputs[i]]});
       refRoles.push_back("");
     }
@@ -1125,6 +1158,10 @@ void Engine::checkCheckpoint() {
   result.stats.obligations += r2.stats.obligations;
   result.stats.decidedCanonical += r2.stats.decidedCanonical;
   result.stats.solverQueries += r2.stats.solverQueries;
+}
+
+std::vector<PlanValueRelation> planproof::relatePlanValues(const Spec &spec, std::string &why) {
+  return Engine(spec, VerifyOptions()).relateAll(why);
 }
 
 VerifyResult planproof::verifySpec(const Spec &spec, const VerifyOptions &options) {

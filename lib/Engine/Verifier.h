@@ -74,6 +74,21 @@ struct VerifyResult {
 /// Decides `spec`. Never throws.
 VerifyResult verifySpec(const Spec &spec, const VerifyOptions &options = {});
 
+/// A plan value (an op result) and the reference value it holds exactly, by the
+/// localization's relations: element l of rank r's value is element
+/// layout.globalIndex(r, block or its own shape, l + offset) of `refValue`.
+struct PlanValueRelation {
+  mlir::Value planValue, refValue;
+  Layout layout;
+  Shape block;
+  std::vector<int64_t> offset;
+};
+
+/// The exact relations of every plan op result, in program order (values relating to
+/// no reference value are left out). Runs the element engine; `why` says why not when
+/// it cannot (then the result is empty).
+std::vector<PlanValueRelation> relatePlanValues(const Spec &spec, std::string &why);
+
 } // namespace planproof
 
 #endif

@@ -1,6 +1,7 @@
 //===- Replay.cpp - numeric replay of a spec on the CPU ---------*- C++ -*-===//
 #include "Replay/Replay.h"
 
+#include "Engine/Verifier.h"
 #include "Semantics/OpSemantics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -155,8 +156,8 @@ bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
 }
 
 bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
-                  std::map<std::string, NumTensor> &outputs, Failure &f) {
-  llvm::DenseMap<Value, NumTensor> vals;
+                  std::map<std::string, NumTensor> &outputs, Failure &f,
+                  llvm::DenseMap<Value, NumTensor> &vals) {
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
     vals[spec.reference.getArgument(i)] = in.at(spec.refInputs[i]);
   for (Operation &op : spec.reference.getBody().front()) {
@@ -199,10 +200,10 @@ bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string
 }
 
 bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
-             uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f) {
+             uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f,
+             llvm::DenseMap<Value, std::vector<NumTensor>> &vals) {
   const Mesh &mesh = spec.mesh;
   int64_t ranks = mesh.numRanks();
-  llvm::DenseMap<Value, std::vector<NumTensor>> vals;
   std::mt19937_64 garbage(seed ^ 0x5eed);
   std::normal_distribution<double> normal(0.0, 0.5);
   for (const Binding &b : spec.planInputs) {
@@ -286,6 +287,94 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
   return true;
 }
 
+/// The tolerance of one reference element (see replaySpec).
+double elementTolerance(double w, double a, double c, double u, double scale) {
+  double noise = std::max(std::fabs(a - w), std::fabs(c - w));
+  return 8 * noise + 32 * u * std::fabs(w) + 4 * u * scale + 1e-300;
+}
+
+/// Walks the plan in program order and compares every op result that holds a reference
+/// value exactly (the verifier's relations) with that value, element by element.
+void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
+                         llvm::DenseMap<Value, NumTensor> &truth,
+                         llvm::DenseMap<Value, NumTensor> &fwd,
+                         llvm::DenseMap<Value, NumTensor> &rev,
+                         llvm::DenseMap<Value, std::vector<NumTensor>> &plan,
+                         ReplayDivergence &out) {
+  std::string why;
+  std::vector<PlanValueRelation> rels = relatePlanValues(spec, why);
+  if (rels.empty()) {
+    out.note = why.empty() ? "no plan intermediate holds a reference value exactly" : why;
+    return;
+  }
+  const Mesh &mesh = spec.mesh;
+  for (const PlanValueRelation &rel : rels) {
+    auto t = truth.find(rel.refValue);
+    auto pv = plan.find(rel.planValue);
+    if (t == truth.end() || pv == plan.end())
+      continue;
+    const NumTensor &w = t->second, &a = fwd[rel.refValue], &c = rev[rel.refValue];
+    double scale = 0;
+    for (double x : w.data)
+      scale = std::max(scale, std::isfinite(x) ? std::fabs(x) : 0.0);
+    const std::vector<NumTensor> &per = pv->second;
+    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+      if (rel.layout.isPartial() && mesh.positionInGroup(r, rel.layout.partialAxes()) != 0)
+        continue;
+      for (int64_t l = 0; l < (int64_t)per[r].data.size(); ++l) {
+        std::vector<int64_t> idx = per[r].unravel(l);
+        for (size_t k = 0; k < rel.offset.size(); ++k)
+          idx[k] += rel.offset[k];
+        auto g = rel.layout.globalIndex(mesh, r, rel.block.empty() ? per[r].shape : rel.block, idx);
+        if (!Layout::inBounds(g, w.shape))
+          continue;
+        int64_t at = w.linear(g);
+        if (!std::isfinite(w.data[at]) || !std::isfinite(a.data[at]) || !std::isfinite(c.data[at]))
+          continue;
+        double got = per[r].data[l];
+        if (rel.layout.isPartial()) {
+          std::vector<double> parts;
+          for (int64_t m : mesh.group(r, rel.layout.partialAxes()))
+            parts.push_back(per[m].data[l]);
+          got = reduceValues(d, rel.layout.partial[0].second, parts);
+        }
+        double tol = elementTolerance(w.data[at], a.data[at], c.data[at], u, scale);
+        double err = std::isfinite(got) ? std::fabs(got - w.data[at]) : INFINITY;
+        if (err <= tol)
+          continue;
+        Operation *op = rel.planValue.getDefiningOp();
+        out.found = true;
+        out.location = toSourceLoc(op->getLoc());
+        out.op = spec.nameOf(rel.planValue) + " = " + op->getName().getStringRef().str();
+        out.value = spec.nameOf(rel.refValue);
+        out.rank = mesh.rankStr(r);
+        out.local = per[r].unravel(l);
+        out.global = g;
+        out.plan = got;
+        out.reference = w.data[at];
+        out.tolerance = tol;
+        return;
+      }
+    }
+  }
+  // Every intermediate that holds a reference value is within tolerance: the numbers
+  // leave the reference where the plan computes something else. The verifier's first
+  // wrong op (operands that hold reference values, a result that holds none) is that
+  // point.
+  VerifyResult v = verifySpec(spec);
+  for (const Violation &viol : v.violations)
+    if (!viol.at.empty()) {
+      out.found = true;
+      out.location = viol.location;
+      out.op = viol.at;
+      out.value = "";
+      out.note = "[" + viol.kind + "] " + viol.message;
+      return;
+    }
+  out.note = "every plan intermediate that holds a reference value is within tolerance, "
+             "and the verifier names no wrong op";
+}
+
 double unitRoundoff(ReplayDtype d) {
   return d == ReplayDtype::F64 ? std::ldexp(1.0, -53)
          : d == ReplayDtype::F32 ? std::ldexp(1.0, -24)
@@ -307,11 +396,14 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   std::map<std::string, NumTensor> inputs = drawInputs(spec, options, fwd);
   std::map<std::string, NumTensor> truth, refFwd, refRev;
   std::vector<std::vector<NumTensor>> plan;
+  llvm::DenseMap<Value, NumTensor> truthVals, fwdVals, revVals;
+  llvm::DenseMap<Value, std::vector<NumTensor>> planVals;
   Failure f{"", spec.plan.getLoc()};
   try {
-    if (!runReference(spec, exact, inputs, truth, f) || !runReference(spec, fwd, inputs, refFwd, f) ||
-        !runReference(spec, rev, inputs, refRev, f) ||
-        !runPlan(spec, fwd, inputs, options.seed, plan, f)) {
+    if (!runReference(spec, exact, inputs, truth, f, truthVals) ||
+        !runReference(spec, fwd, inputs, refFwd, f, fwdVals) ||
+        !runReference(spec, rev, inputs, refRev, f, revVals) ||
+        !runPlan(spec, fwd, inputs, options.seed, plan, f, planVals)) {
       result.failure = f.why;
       result.failureAt = toSourceLoc(f.loc);
       return result;
@@ -361,8 +453,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
         // The tolerance of this element: the rounding noise the reference itself shows
         // when summed in two orders, with a margin, plus a few units of roundoff of
         // the element and of the output's scale.
-        double noise = std::max(std::fabs(a.data[at] - w), std::fabs(c.data[at] - w));
-        double tol = 8 * noise + 32 * u * std::fabs(w) + 4 * u * scale + 1e-300;
+        double tol = elementTolerance(w, a.data[at], c.data[at], u, scale);
         double err = std::isfinite(got) ? std::fabs(got - w) : INFINITY;
         out.maxAbsError = std::max(out.maxAbsError, err);
         out.maxRelError = std::max(out.maxRelError, err / std::max(std::fabs(w), 1e-300));
@@ -382,5 +473,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     }
     result.outputs.push_back(std::move(out));
   }
+  if (result.diverged())
+    findFirstDivergence(spec, fwd, u, truthVals, fwdVals, revVals, planVals, result.first);
   return result;
 }

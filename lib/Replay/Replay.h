@@ -13,6 +13,7 @@
 #define PLANPROOF_REPLAY_REPLAY_H
 
 #include "Spec/Spec.h"
+#include "Semantics/Layout.h"
 
 #include <cstdint>
 #include <string>
@@ -43,7 +44,21 @@ struct ReplayOutput {
   bool within = true;
 };
 
+/// The first plan op whose result leaves its tolerance, compared through the layout of
+/// the reference value it holds (the verifier's relations): where the numbers start to
+/// differ.
+struct ReplayDivergence {
+  bool found = false;
+  SourceLoc location;
+  std::string op, value; // the plan op's result name and the reference value it holds
+  std::string rank;
+  std::vector<int64_t> local, global;
+  double plan = 0, reference = 0, tolerance = 0;
+  std::string note; // when no op-level point was found, why
+};
+
 struct ReplayResult {
+  ReplayDivergence first;
   /// False when the spec could not be run (an op or feature the replay does not
   /// support yet), with the reason and where.
   bool ran = false;

@@ -260,6 +260,21 @@ int cmdReplay(std::vector<std::string> args) {
                                  {"error", o.worstError},
                                  {"tolerance", o.worstTolerance}}}});
     j["outputs"] = outs;
+    if (r.first.found)
+      j["first_divergence"] = {{"explanation", r.first.note},
+                               {"location", {{"file", r.first.location.file},
+                                             {"line", r.first.location.line},
+                                             {"col", r.first.location.col}}},
+                               {"op", r.first.op},
+                               {"holds", r.first.value},
+                               {"rank", r.first.rank},
+                               {"local", r.first.local},
+                               {"element", r.first.global},
+                               {"plan", r.first.plan},
+                               {"reference", r.first.reference},
+                               {"tolerance", r.first.tolerance}};
+    else if (r.diverged())
+      j["first_divergence"] = {{"note", r.first.note}};
     std::cout << j.dump(2) << "\n";
   } else {
     for (const ReplayOutput &o : r.outputs) {
@@ -274,6 +289,26 @@ int cmdReplay(std::vector<std::string> args) {
         line << "; " << o.undefined << " elements not compared (the reference is not finite "
                                        "there at these inputs)";
       std::cout << line.str() << "\n";
+    }
+    if (r.first.found) {
+      std::ostringstream d;
+      d.precision(6);
+      if (!r.first.value.empty())
+        d << r.first.location.str() << ": error: [numerics] first divergence: `" << r.first.op
+          << "` holds reference `" << r.first.value << "`, but on rank " << r.first.rank
+          << " its element " << indexStr(r.first.local) << " (" << r.first.value
+          << indexStr(r.first.global) << ") is " << r.first.plan << " against "
+          << r.first.reference << " (tolerance " << r.first.tolerance << ")";
+      else
+        d << r.first.location.str() << ": error: [numerics] first divergence at `" << r.first.op
+          << "`: every earlier value that holds a reference value is within tolerance, and "
+             "this op's result holds none; the verifier says: " << r.first.note;
+      std::cout << d.str() << "\n";
+      std::string line = spec.snippet(r.first.location);
+      if (!line.empty())
+        std::cout << line << "\n";
+    } else if (r.diverged()) {
+      std::cout << positional[0] << ": note: " << r.first.note << "\n";
     }
     std::cout << positional[0] << ": " << (r.diverged() ? "diverged" : "within tolerance")
               << " -- " << dtypeName(ro.dtype) << ", " << orderName(ro.order)
