@@ -79,6 +79,17 @@ const char *orderName(ReduceOrder o);
 /// Replays `spec` at its own shapes on inputs drawn from `options.seed`.
 ReplayResult replaySpec(const Spec &spec, const ReplayOptions &options);
 
+struct Counterexample;
+
+/// Runs a counterexample of the verifier concretely (fp64, its inputs, every other
+/// input 0): does the claimed output element differ between plan and reference, with
+/// the values the report gives? `status`: "confirmed", "refuted" (with why), or
+/// "not replayable" (inputs the replay cannot set: padding, a second step).
+struct CounterexampleCheck {
+  std::string status, detail;
+};
+CounterexampleCheck checkCounterexample(const Spec &spec, const Counterexample &cx);
+
 } // namespace planproof
 
 #endif

@@ -62,6 +62,8 @@ Replay options:
   --order rank|ring|tree     reduction order of collectives (default ring)
   --seed N                   the seed of the generated inputs (default 1)
   --format text|json         report format (default text)
+  --check-counterexamples    run each counterexample the verifier reports concretely
+                             and check that it shows the difference it claims
   Exit status: 0 within tolerance, 1 divergence, 2 bad input, 3 could not run.
 
 Exit status: 0 verified, 1 violated, 2 bad input or usage, 3 inconclusive.
@@ -182,8 +184,13 @@ int cmdReplay(std::vector<std::string> args) {
   ReplayOptions ro;
   std::string format = "text", backend = "cpu";
   std::vector<std::string> positional;
+  bool checkCx = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
+    if (a == "--check-counterexamples") {
+      checkCx = true;
+      continue;
+    }
     if (a == "--dtype" || a == "--order" || a == "--seed" || a == "--format" || a == "--backend") {
       if (i + 1 >= args.size())
         return usage(a + " needs a value");
@@ -226,6 +233,24 @@ int cmdReplay(std::vector<std::string> args) {
   if (!loadSpec(ctx, positional[0], spec, errors)) {
     std::cerr << errors;
     return 2;
+  }
+  if (checkCx) {
+    // Cross-check of the verifier: each reported counterexample, run concretely.
+    VerifyResult v = verifySpec(spec);
+    int refuted = 0, confirmed = 0;
+    for (const Violation &viol : v.violations) {
+      if (!viol.hasCounterexample)
+        continue;
+      CounterexampleCheck c = checkCounterexample(spec, viol.counterexample);
+      refuted += c.status == "refuted";
+      confirmed += c.status == "confirmed";
+      std::cout << positional[0] << ": counterexample for `" << viol.counterexample.element
+                << "` (" << viol.kind << " at " << (viol.at.empty() ? "-" : viol.at)
+                << "): " << c.status << " -- " << c.detail << "\n";
+    }
+    std::cout << positional[0] << ": " << confirmed << " counterexamples confirmed, " << refuted
+              << " refuted\n";
+    return refuted ? 1 : 0;
   }
   if (backend == "cuda") {
     std::cerr << positional[0] << ": could not run: the CUDA backend of the replay is not "
