@@ -7,7 +7,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -44,7 +46,8 @@ struct NumericDomain {
   using Value = double;
   ReplayDtype dtype;
   ReduceOrder order;
-  bool reverse = false; // sums in reverse order (the noise estimate of the error model)
+  bool reverse = false;  // sums in reverse order (the noise estimate of the error model)
+  bool pairwise = false; // sums as binary trees (likewise)
 
   double round(double x) const {
     switch (dtype) {
@@ -74,7 +77,21 @@ struct NumericDomain {
   Value sub(Value a, Value b) { return round(a - b); }
   Value mul(Value a, Value b) { return round(a * b); }
   Value scale(Value a, const Rational &c) { return round(a * c.toDouble()); }
-  Value sum(const std::vector<Value> &v) { return round(accumulate(v, reverse)); }
+  Value sum(const std::vector<Value> &v) {
+    if (!pairwise)
+      return round(accumulate(v, reverse));
+    std::vector<Value> w = v;
+    while (w.size() > 1) {
+      std::vector<Value> next;
+      for (size_t i = 0; i + 1 < w.size(); i += 2)
+        next.push_back(dtype == ReplayDtype::F64 ? w[i] + w[i + 1]
+                                                 : (double)((float)w[i] + (float)w[i + 1]));
+      if (w.size() % 2)
+        next.push_back(w.back());
+      w = std::move(next);
+    }
+    return round(w.empty() ? 0.0 : w[0]);
+  }
   Value apply(Fn f, std::vector<Value> args) { return round(evalFn(f, args)); }
   /// A collective's reduction over its group: in rank order, in ring order (each
   /// chunk's sum starts at the next rank, as NCCL's ring all-reduce does), or as a
@@ -103,6 +120,45 @@ struct NumericDomain {
 };
 
 using NumTensor = Tensor<double>;
+
+/// A progress line on stderr, shown once a replay has run for two seconds.
+struct Progress {
+  bool enabled = false;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last;
+  std::string phase;
+  size_t done = 0, total = 0;
+  bool shown = false;
+  void begin(std::string p, size_t n) {
+    phase = std::move(p);
+    done = 0;
+    total = n;
+  }
+  void tick() {
+    ++done;
+    if (!enabled)
+      return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - start < std::chrono::seconds(2) || now - last < std::chrono::milliseconds(250))
+      return;
+    last = now;
+    shown = true;
+    std::fprintf(stderr, "\rreplay: %-28s op %zu/%zu", phase.c_str(), done, total);
+    std::fflush(stderr);
+  }
+  ~Progress() {
+    if (shown)
+      std::fprintf(stderr, "\n");
+  }
+};
+thread_local Progress *progress = nullptr;
+void tick() {
+  if (progress)
+    progress->tick();
+}
+void phase(const std::string &p, func::FuncOp f) {
+  if (progress)
+    progress->begin(p, f.getBody().front().getOperations().size());
+}
 
 struct Failure {
   std::string why;
@@ -163,6 +219,7 @@ bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
     vals[spec.reference.getArgument(i)] = in.at(spec.refInputs[i]);
   for (Operation &op : spec.reference.getBody().front()) {
+    tick();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands()))
         outputs[spec.refOutputs[i]] = vals[v];
@@ -226,6 +283,7 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
   for (const DrawBinding &db : spec.draws)
     draws.insert(db.op);
   for (Operation &op : spec.plan.getBody().front()) {
+    tick();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (const Binding &b : spec.planOutputs)
         outputs.push_back(vals[ret.getOperand(b.index)]);
@@ -290,9 +348,9 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
 }
 
 /// The tolerance of one reference element (see replaySpec).
-double elementTolerance(double w, double a, double c, double u, double scale) {
-  double noise = std::max(std::fabs(a - w), std::fabs(c - w));
-  return 8 * noise + 32 * u * std::fabs(w) + 4 * u * scale + 1e-300;
+double elementTolerance(double w, double a, double c, double e, double u, double scale) {
+  double noise = std::max({std::fabs(a - w), std::fabs(c - w), std::fabs(e - w)});
+  return 16 * noise + 32 * u * std::fabs(w) + 4 * u * scale + 1e-300;
 }
 
 /// Walks the plan in program order and compares every op result that holds a reference
@@ -301,6 +359,7 @@ void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
                          llvm::DenseMap<Value, NumTensor> &truth,
                          llvm::DenseMap<Value, NumTensor> &fwd,
                          llvm::DenseMap<Value, NumTensor> &rev,
+                         llvm::DenseMap<Value, NumTensor> &tree,
                          llvm::DenseMap<Value, std::vector<NumTensor>> &plan,
                          ReplayDivergence &out) {
   std::string why;
@@ -315,7 +374,8 @@ void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
     auto pv = plan.find(rel.planValue);
     if (t == truth.end() || pv == plan.end())
       continue;
-    const NumTensor &w = t->second, &a = fwd[rel.refValue], &c = rev[rel.refValue];
+    const NumTensor &w = t->second, &a = fwd[rel.refValue], &c = rev[rel.refValue],
+                    &e = tree[rel.refValue];
     double scale = 0;
     for (double x : w.data)
       scale = std::max(scale, std::isfinite(x) ? std::fabs(x) : 0.0);
@@ -331,7 +391,8 @@ void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
         if (!Layout::inBounds(g, w.shape))
           continue;
         int64_t at = w.linear(g);
-        if (!std::isfinite(w.data[at]) || !std::isfinite(a.data[at]) || !std::isfinite(c.data[at]))
+        if (!std::isfinite(w.data[at]) || !std::isfinite(a.data[at]) ||
+            !std::isfinite(c.data[at]) || !std::isfinite(e.data[at]))
           continue;
         double got = per[r].data[l];
         if (rel.layout.isPartial()) {
@@ -340,7 +401,7 @@ void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
             parts.push_back(per[m].data[l]);
           got = reduceValues(d, rel.layout.partial[0].second, parts);
         }
-        double tol = elementTolerance(w.data[at], a.data[at], c.data[at], u, scale);
+        double tol = elementTolerance(w.data[at], a.data[at], c.data[at], e.data[at], u, scale);
         double err = std::isfinite(got) ? std::fabs(got - w.data[at]) : INFINITY;
         if (err <= tol)
           continue;
@@ -375,6 +436,27 @@ void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
     }
   out.note = "every plan intermediate that holds a reference value is within tolerance, "
              "and the verifier names no wrong op";
+}
+
+/// Scalar operations of one run of `f` on `ranks` ranks (a matmul counts I*J*K).
+double workOf(func::FuncOp f, int64_t ranks) {
+  auto elems = [](Type t) {
+    auto r = dyn_cast<RankedTensorType>(t);
+    return r ? (double)numElements(Shape(r.getShape().begin(), r.getShape().end())) : 1.0;
+  };
+  double total = 0;
+  f.walk([&](Operation *op) {
+    double w = 0;
+    if (auto mm = dyn_cast<ref::MatmulOp>(op))
+      w = elems(mm.getType()) * cast<RankedTensorType>(mm.getLhs().getType()).getDimSize(mm.getLhsDim());
+    else if (auto bm = dyn_cast<ref::BatchMatmulOp>(op))
+      w = elems(bm.getType()) * cast<RankedTensorType>(bm.getLhs().getType()).getDimSize(bm.getLhsDim());
+    else
+      for (Type t : op->getResultTypes())
+        w += elems(t);
+    total += w * ranks;
+  });
+  return total;
 }
 
 double unitRoundoff(ReplayDtype d) {
@@ -496,20 +578,43 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     result.failureAt = spec.undecidableAt;
     return result;
   }
+  double work = 4 * workOf(spec.reference, 1) + workOf(spec.plan, spec.mesh.numRanks());
+  if (work > options.maxWork) {
+    result.failure = "the replay would take about " + std::to_string((long long)work) +
+                     " scalar operations at these shapes (limit " +
+                     std::to_string((long long)options.maxWork) +
+                     "); replay at smaller shapes (--shape reduced, or NAME=SIZE)";
+    result.failureAt = toSourceLoc(spec.plan.getLoc());
+    return result;
+  }
   NumericDomain exact{ReplayDtype::F64, ReduceOrder::Rank};
   NumericDomain fwd{options.dtype, options.order};
   NumericDomain rev{options.dtype, options.order, true};
+  NumericDomain tree{options.dtype, options.order, false, true};
   std::map<std::string, NumTensor> inputs = drawInputs(spec, options, fwd);
-  std::map<std::string, NumTensor> truth, refFwd, refRev;
+  std::map<std::string, NumTensor> truth, refFwd, refRev, refTree;
   std::vector<std::vector<NumTensor>> plan;
-  llvm::DenseMap<Value, NumTensor> truthVals, fwdVals, revVals;
+  llvm::DenseMap<Value, NumTensor> truthVals, fwdVals, revVals, treeVals;
   llvm::DenseMap<Value, std::vector<NumTensor>> planVals;
   Failure f{"", spec.plan.getLoc()};
+  Progress bar;
+  bar.enabled = options.progress;
+  progress = &bar;
+  struct Reset {
+    ~Reset() { progress = nullptr; }
+  } reset;
   try {
-    if (!runReference(spec, exact, inputs, truth, f, truthVals) ||
-        !runReference(spec, fwd, inputs, refFwd, f, fwdVals) ||
-        !runReference(spec, rev, inputs, refRev, f, revVals) ||
-        !runPlan(spec, fwd, inputs, options.seed, plan, f, planVals)) {
+    bool ok = (phase("reference (fp64)", spec.reference),
+               runReference(spec, exact, inputs, truth, f, truthVals)) &&
+              (phase(std::string("reference (") + dtypeName(options.dtype) + ")", spec.reference),
+               runReference(spec, fwd, inputs, refFwd, f, fwdVals)) &&
+              (phase(std::string("reference (reversed sums)"), spec.reference),
+               runReference(spec, rev, inputs, refRev, f, revVals)) &&
+              (phase(std::string("reference (pairwise sums)"), spec.reference),
+               runReference(spec, tree, inputs, refTree, f, treeVals)) &&
+              (phase(std::string("plan on ") + std::to_string(spec.mesh.numRanks()) + " ranks", spec.plan),
+               runPlan(spec, fwd, inputs, options.seed, plan, f, planVals));
+    if (!ok) {
       result.failure = f.why;
       result.failureAt = toSourceLoc(f.loc);
       return result;
@@ -524,7 +629,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   for (size_t o = 0; o < spec.planOutputs.size(); ++o) {
     const Binding &b = spec.planOutputs[o];
     const NumTensor &want = truth.at(b.refName);
-    const NumTensor &a = refFwd.at(b.refName), &c = refRev.at(b.refName);
+    const NumTensor &a = refFwd.at(b.refName), &c = refRev.at(b.refName), &e = refTree.at(b.refName);
     double scale = 0;
     for (double x : want.data)
       scale = std::max(scale, std::fabs(x));
@@ -552,14 +657,15 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
         // Where the reference itself leaves a function's domain at these inputs (the
         // square root of a negative random moment), in fp64 or in the storage
         // precision, there is nothing to compare.
-        if (!std::isfinite(w) || !std::isfinite(a.data[at]) || !std::isfinite(c.data[at])) {
+        if (!std::isfinite(w) || !std::isfinite(a.data[at]) || !std::isfinite(c.data[at]) ||
+            !std::isfinite(e.data[at])) {
           ++out.undefined;
           continue;
         }
         // The tolerance of this element: the rounding noise the reference itself shows
         // when summed in two orders, with a margin, plus a few units of roundoff of
         // the element and of the output's scale.
-        double tol = elementTolerance(w, a.data[at], c.data[at], u, scale);
+        double tol = elementTolerance(w, a.data[at], c.data[at], e.data[at], u, scale);
         double err = std::isfinite(got) ? std::fabs(got - w) : INFINITY;
         out.maxAbsError = std::max(out.maxAbsError, err);
         out.maxRelError = std::max(out.maxRelError, err / std::max(std::fabs(w), 1e-300));
@@ -580,6 +686,6 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     result.outputs.push_back(std::move(out));
   }
   if (result.diverged())
-    findFirstDivergence(spec, fwd, u, truthVals, fwdVals, revVals, planVals, result.first);
+    findFirstDivergence(spec, fwd, u, truthVals, fwdVals, revVals, treeVals, planVals, result.first);
   return result;
 }

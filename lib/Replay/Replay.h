@@ -28,6 +28,10 @@ struct ReplayOptions {
   ReplayDtype dtype = ReplayDtype::F32;
   ReduceOrder order = ReduceOrder::Ring;
   uint64_t seed = 1;
+  /// Refuse runs past this many scalar operations (about a minute on one core).
+  double maxWork = 2e10;
+  /// Report progress on stderr for runs longer than a couple of seconds.
+  bool progress = false;
 };
 
 /// One plan output against the fp64 reference.

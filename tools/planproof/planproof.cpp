@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "Engine/Verifier.h"
 #include "Import/JsonExport.h"
+#include "Import/JsonImport.h"
 #include "Replay/Replay.h"
 #include "Report/Report.h"
 #include "Spec/Spec.h"
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -62,6 +64,9 @@ Replay options:
   --order rank|ring|tree     reduction order of collectives (default ring)
   --seed N                   the seed of the generated inputs (default 1)
   --format text|json         report format (default text)
+  --shape reduced|full|NAME=SIZE,...
+                             the shapes to replay: the verified ones (default), a
+                             parametric spec's full sizes, or chosen sizes
   --check-counterexamples    run each counterexample the verifier reports concretely
                              and check that it shows the difference it claims
   Exit status: 0 within tolerance, 1 divergence, 2 bad input, 3 could not run.
@@ -185,13 +190,15 @@ int cmdReplay(std::vector<std::string> args) {
   std::string format = "text", backend = "cpu";
   std::vector<std::string> positional;
   bool checkCx = false;
+  std::string shapeArg = "reduced";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     if (a == "--check-counterexamples") {
       checkCx = true;
       continue;
     }
-    if (a == "--dtype" || a == "--order" || a == "--seed" || a == "--format" || a == "--backend") {
+    if (a == "--dtype" || a == "--order" || a == "--seed" || a == "--format" || a == "--backend" ||
+        a == "--shape") {
       if (i + 1 >= args.size())
         return usage(a + " needs a value");
       std::string v = args[++i];
@@ -213,6 +220,8 @@ int cmdReplay(std::vector<std::string> args) {
         if (v != "text" && v != "json")
           return usage("unknown format '" + v + "' (expected text or json)");
         format = v;
+      } else if (a == "--shape") {
+        shapeArg = v;
       } else {
         if (v != "cpu" && v != "cuda")
           return usage("unknown backend '" + v + "' (expected cpu or cuda)");
@@ -230,10 +239,44 @@ int cmdReplay(std::vector<std::string> args) {
   registerDialects(ctx);
   Spec spec;
   std::string errors;
-  if (!loadSpec(ctx, positional[0], spec, errors)) {
+  // --shape reduced (the verified sizes), full (a parametric spec's declared sizes), or
+  // NAME=SIZE,... (a parametric spec's symbols at chosen sizes).
+  std::map<std::string, int64_t> dims;
+  if (shapeArg != "reduced" && shapeArg != "full") {
+    std::stringstream ss(shapeArg);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      auto eq = item.find('=');
+      char *end = nullptr;
+      long long n = eq == std::string::npos ? 0 : std::strtoll(item.c_str() + eq + 1, &end, 10);
+      if (eq == std::string::npos || eq == 0 || !end || *end || n < 1 || n > (1ll << 31))
+        return usage("--shape takes reduced, full, or NAME=SIZE,... (got '" + item + "')");
+      dims[item.substr(0, eq)] = n;
+    }
+  }
+  spec.reduceShapes = shapeArg == "reduced";
+  bool loaded;
+  if (dims.empty()) {
+    loaded = loadSpec(ctx, positional[0], spec, errors);
+  } else {
+    std::ifstream in(positional[0]);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in || positional[0].size() < 5 || positional[0].substr(positional[0].size() - 5) != ".json")
+      return usage("--shape NAME=SIZE applies to parametric JSON specs (\"dims\")");
+    spec.path = positional[0];
+    loaded = importJsonText(ctx, positional[0], text.str(), spec, &dims, errors) &&
+             analyzeSpec(spec, errors);
+    if (loaded)
+      for (auto &[n, v] : dims)
+        if (!llvm::any_of(spec.reducedDims, [&](const ReducedDim &d) { return d.name == n; }))
+          return usage("--shape: the spec has no dimension '" + n + "'");
+  }
+  if (!loaded) {
     std::cerr << errors;
     return 2;
   }
+  ro.progress = true;
   if (checkCx) {
     // Cross-check of the verifier: each reported counterexample, run concretely.
     VerifyResult v = verifySpec(spec);
