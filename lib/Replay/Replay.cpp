@@ -7,7 +7,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -314,21 +316,37 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
         results[r] = NumTensor({}, x);
       }
     } else if (isa<ref::RefDialect>(op.getDialect())) {
-      for (int64_t r = 0; r < ranks; ++r) {
-        std::vector<const NumTensor *> ins;
-        std::vector<double> idx;
+      // Ranks are independent here: a pool of threads over them (the domain is
+      // stateless and the ops are only read).
+      std::vector<std::vector<const NumTensor *>> ins(ranks);
+      std::vector<std::vector<double>> idx(ranks);
+      for (int64_t r = 0; r < ranks; ++r)
         for (Value v : op.getOperands()) {
+          auto &per = vals[v];
           if (v.getType().isIndex())
-            idx.push_back(vals[v][r].data[0]);
+            idx[r].push_back(per[r].data[0]);
           else
-            ins.push_back(&vals[v][r]);
+            ins[r].push_back(&per[r]);
         }
-        std::string err = evalRefOp(d, &op, ins, results[r], idx);
-        if (!err.empty()) {
-          f = {err, op.getLoc()};
+      std::vector<std::string> errs(ranks);
+      std::atomic<int64_t> next{0};
+      auto work = [&] {
+        for (int64_t r; (r = next++) < ranks;)
+          errs[r] = evalRefOp(d, &op, ins[r], results[r], idx[r]);
+      };
+      unsigned threads = std::min<int64_t>(ranks, std::max(1u, std::thread::hardware_concurrency()));
+      std::vector<std::thread> pool;
+      if (results.size() > 1 && numElements(resultShape(&op)) >= 4096)
+        for (unsigned t = 1; t < threads; ++t)
+          pool.emplace_back(work);
+      work();
+      for (std::thread &t : pool)
+        t.join();
+      for (int64_t r = 0; r < ranks; ++r)
+        if (!errs[r].empty()) {
+          f = {errs[r], op.getLoc()};
           return false;
         }
-      }
     } else if (isa<dist::DistDialect>(op.getDialect())) {
       std::vector<const NumTensor *> ins;
       for (int64_t r = 0; r < ranks; ++r)
@@ -604,16 +622,31 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     ~Reset() { progress = nullptr; }
   } reset;
   try {
-    bool ok = (phase("reference (fp64)", spec.reference),
-               runReference(spec, exact, inputs, truth, f, truthVals)) &&
-              (phase(std::string("reference (") + dtypeName(options.dtype) + ")", spec.reference),
-               runReference(spec, fwd, inputs, refFwd, f, fwdVals)) &&
-              (phase(std::string("reference (reversed sums)"), spec.reference),
-               runReference(spec, rev, inputs, refRev, f, revVals)) &&
-              (phase(std::string("reference (pairwise sums)"), spec.reference),
-               runReference(spec, tree, inputs, refTree, f, treeVals)) &&
-              (phase(std::string("plan on ") + std::to_string(spec.mesh.numRanks()) + " ranks", spec.plan),
-               runPlan(spec, fwd, inputs, options.seed, plan, f, planVals));
+    // The four reference runs are independent of each other and of the plan: they run
+    // on their own threads while this one runs the plan (with the progress line).
+    Failure fs[4] = {f, f, f, f};
+    bool oks[4] = {false, false, false, false};
+    std::vector<std::thread> refs;
+    NumericDomain *domains[4] = {&exact, &fwd, &rev, &tree};
+    std::map<std::string, NumTensor> *outs[4] = {&truth, &refFwd, &refRev, &refTree};
+    llvm::DenseMap<Value, NumTensor> *valsOf[4] = {&truthVals, &fwdVals, &revVals, &treeVals};
+    for (int k = 0; k < 4; ++k)
+      refs.emplace_back([&, k] {
+        try {
+          oks[k] = runReference(spec, *domains[k], inputs, *outs[k], fs[k], *valsOf[k]);
+        } catch (const std::exception &e) {
+          fs[k].why = std::string("internal error: ") + e.what();
+        }
+      });
+    phase(std::string("plan on ") + std::to_string(spec.mesh.numRanks()) + " ranks", spec.plan);
+    bool ok = runPlan(spec, fwd, inputs, options.seed, plan, f, planVals);
+    for (std::thread &t : refs)
+      t.join();
+    for (int k = 0; k < 4 && ok; ++k)
+      if (!oks[k]) {
+        ok = false;
+        f = fs[k];
+      }
     if (!ok) {
       result.failure = f.why;
       result.failureAt = toSourceLoc(f.loc);
