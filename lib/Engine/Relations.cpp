@@ -17,27 +17,8 @@ bool planproof::isGroupLeader(const Mesh &mesh, const Layout &layout, int64_t ra
 bool planproof::gatherElement(ExprPool &pool, const Mesh &mesh, const Layout &layout,
                               const std::vector<SymTensor> &perRank, int64_t rank, int64_t l,
                               PolyId &out) {
-  if (!layout.isPartial()) {
-    out = perRank[rank].data[l];
-    return true;
-  }
-  bool anyMax = false, allMax = true;
-  Rational scale(1);
-  for (auto &[axis, kind] : layout.partial) {
-    anyMax |= kind == ReduceKind::Max;
-    allMax &= kind == ReduceKind::Max;
-    if (kind == ReduceKind::Avg)
-      scale = scale * Rational(1, mesh.shape[axis]);
-  }
-  if (anyMax && !allMax)
-    return false;
-  std::vector<PolyId> vals;
-  for (int64_t member : mesh.group(rank, layout.partialAxes()))
-    vals.push_back(perRank[member].data[l]);
   SymbolicDomain d{pool};
-  out = allMax ? reduceValues(d, ReduceKind::Max, vals)
-               : pool.scale(reduceValues(d, ReduceKind::Sum, vals), scale);
-  return true;
+  return gatherPartial(d, mesh, layout, perRank, rank, l, out);
 }
 
 namespace {

@@ -412,13 +412,9 @@ void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
         if (!std::isfinite(w.data[at]) || !std::isfinite(a.data[at]) ||
             !std::isfinite(c.data[at]) || !std::isfinite(e.data[at]))
           continue;
-        double got = per[r].data[l];
-        if (rel.layout.isPartial()) {
-          std::vector<double> parts;
-          for (int64_t m : mesh.group(r, rel.layout.partialAxes()))
-            parts.push_back(per[m].data[l]);
-          got = reduceValues(d, rel.layout.partial[0].second, parts);
-        }
+        double got;
+        if (!gatherPartial(d, mesh, rel.layout, per, r, l, got))
+          continue; // max mixed with sum: not a layout values are gathered through
         double tol = elementTolerance(w.data[at], a.data[at], c.data[at], e.data[at], u, scale);
         double err = std::isfinite(got) ? std::fabs(got - w.data[at]) : INFINITY;
         if (err <= tol)
@@ -564,13 +560,9 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
       for (int64_t l = 0; l < (int64_t)plan[o][r].data.size(); ++l) {
         if (b.layout.globalIndex(mesh, r, b.localShape, plan[o][r].unravel(l)) != at)
           continue;
-        double got = plan[o][r].data[l];
-        if (b.layout.isPartial()) {
-          std::vector<double> parts;
-          for (int64_t m : mesh.group(r, b.layout.partialAxes()))
-            parts.push_back(plan[o][m].data[l]);
-          got = reduceValues(exact, b.layout.partial[0].second, parts);
-        }
+        double got;
+        if (!gatherPartial(exact, mesh, b.layout, plan[o], r, l, got))
+          continue; // max mixed with sum: not a layout values are gathered through
         double w = want->second.at(at);
         auto close = [](double x, double y) {
           return std::fabs(x - y) <= 1e-12 * std::max({1.0, std::fabs(x), std::fabs(y)});
@@ -678,13 +670,9 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
         auto g = b.layout.globalIndex(mesh, r, b.localShape, plan[o][r].unravel(l));
         if (!Layout::inBounds(g, want.shape))
           continue;
-        double got = plan[o][r].data[l];
-        if (b.layout.isPartial()) {
-          std::vector<double> parts;
-          for (int64_t m : mesh.group(r, b.layout.partialAxes()))
-            parts.push_back(plan[o][m].data[l]);
-          got = reduceValues(fwd, b.layout.partial[0].second, parts);
-        }
+        double got;
+        if (!gatherPartial(fwd, mesh, b.layout, plan[o], r, l, got))
+          continue; // max mixed with sum: not a layout values are gathered through
         int64_t at = want.linear(g);
         double w = want.data[at];
         // Where the reference itself leaves a function's domain at these inputs (the

@@ -354,6 +354,37 @@ typename D::Value reduceValues(D &d, ReduceKind kind, const std::vector<typename
   return acc;
 }
 
+/// The global value of element `l` of rank `rank`'s block under `layout`: the element
+/// itself, or for partial layouts the reduction over the rank's partial group (sums
+/// and averages combined, or maxima). Returns false for layouts that mix max with
+/// sum/avg. One definition for the proofs (gathering outputs, localization) and the
+/// numeric replay.
+template <class D>
+bool gatherPartial(D &d, const Mesh &mesh, const Layout &layout,
+                   const std::vector<Tensor<typename D::Value>> &perRank, int64_t rank,
+                   int64_t l, typename D::Value &out) {
+  if (!layout.isPartial()) {
+    out = perRank[rank].data[l];
+    return true;
+  }
+  bool anyMax = false, allMax = true;
+  Rational scale(1);
+  for (auto &[axis, kind] : layout.partial) {
+    anyMax |= kind == ReduceKind::Max;
+    allMax &= kind == ReduceKind::Max;
+    if (kind == ReduceKind::Avg)
+      scale = scale * Rational(1, mesh.shape[axis]);
+  }
+  if (anyMax && !allMax)
+    return false;
+  std::vector<typename D::Value> vals;
+  for (int64_t member : mesh.group(rank, layout.partialAxes()))
+    vals.push_back(perRank[member].data[l]);
+  out = allMax ? reduceValues(d, ReduceKind::Max, vals)
+               : d.scale(reduceValues(d, ReduceKind::Sum, vals), scale);
+  return true;
+}
+
 /// The block of dimension `dim` of `t` at `position` out of `parts` equal blocks.
 template <class V> Tensor<V> takeBlock(const Tensor<V> &t, int64_t dim, int64_t position, int64_t parts) {
   Tensor<V> out;
