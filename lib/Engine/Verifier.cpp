@@ -1074,10 +1074,15 @@ void Engine::checkCheckpoint() {
     for (int64_t l = 0; l < (int64_t)e.values.size(); ++l) {
       if (e.writer[l] < 0)
         missing.push_back(l);
-      else if (firstWrong < 0 && e.values[l] != value.data[l] &&
-               decideEqual(pool, e.values[l], value.data[l], options.solverTimeoutMs).result !=
-                   Equality::Equal)
-        firstWrong = l;
+      else if (firstWrong < 0 && e.values[l] != value.data[l]) {
+        Decision dec = decideEqual(pool, e.values[l], value.data[l], options.solverTimeoutMs);
+        if (dec.result == Equality::Unequal)
+          firstWrong = l;
+        else if (dec.result == Equality::Unknown)
+          result.inconclusiveReasons.push_back(
+              {toSourceLoc(e.writerOp[l]->getLoc()),
+               "checkpoint element " + elem(in, unravelIndex(e.shape, l)) + ": " + dec.reason});
+      }
     }
     if (!missing.empty()) {
       // Which ranks hold the missing elements in the saving plan's own result.
