@@ -1,5 +1,6 @@
 //===- Replay.cpp - numeric replay of a spec on the CPU ---------*- C++ -*-===//
 #include "Replay/Replay.h"
+#include "Replay/ReplayInternal.h"
 
 #include "Engine/Decide.h"
 #include "Engine/Verifier.h"
@@ -19,9 +20,13 @@
 
 using namespace mlir;
 using namespace planproof;
+using namespace planproof::replay;
 
 const char *planproof::dtypeName(ReplayDtype d) {
   return d == ReplayDtype::F64 ? "fp64" : d == ReplayDtype::F32 ? "fp32" : "bf16";
+}
+const char *planproof::backendName(ReplayBackend b) {
+  return b == ReplayBackend::Cpu ? "cpu" : b == ReplayBackend::Cuda ? "cuda" : "emulated";
 }
 const char *planproof::orderName(ReduceOrder o) {
   return o == ReduceOrder::Rank ? "rank" : o == ReduceOrder::Ring ? "ring" : "tree";
@@ -29,18 +34,7 @@ const char *planproof::orderName(ReduceOrder o) {
 
 namespace {
 
-/// Rounds a float to bfloat16 (round to nearest even), kept as a float.
-float roundBf16(float x) {
-  if (std::isnan(x))
-    return x;
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  bits += 0x7fff + ((bits >> 16) & 1);
-  bits &= 0xffff0000u;
-  float y;
-  std::memcpy(&y, &bits, 4);
-  return y;
-}
+using scalar::roundBf16;
 
 /// The numeric scalar domain: every result rounded to the storage precision, sums
 /// accumulated in the accumulation precision (fp32 for bf16), in a chosen order.
@@ -121,7 +115,6 @@ struct NumericDomain {
   }
 };
 
-using NumTensor = Tensor<double>;
 
 /// A progress line on stderr, shown once a replay has run for two seconds.
 struct Progress {
@@ -157,6 +150,13 @@ void tick() {
   if (progress)
     progress->tick();
 }
+} // namespace
+void replay::progressBegin(const std::string &p, size_t ops) {
+  if (progress)
+    progress->begin(p, ops);
+}
+void replay::progressTick() { tick(); }
+namespace {
 void phase(const std::string &p, func::FuncOp f) {
   if (progress)
     progress->begin(p, f.getBody().front().getOperations().size());
@@ -171,8 +171,6 @@ struct Failure {
 /// since that is what the data is).
 std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOptions &o,
                                             const NumericDomain &d) {
-  std::mt19937_64 rng(o.seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
   std::map<std::string, NumTensor> in;
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
     Type t = spec.reference.getArgument(i).getType();
@@ -180,15 +178,18 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
     if (auto r = dyn_cast<RankedTensorType>(t))
       shape.assign(r.getShape().begin(), r.getShape().end());
     NumTensor v(shape, 0.0);
-    int64_t bound = spec.refInputBounds[i];
-    for (double &x : v.data) {
-      if (t.isIndex())
-        x = (double)std::uniform_int_distribution<int64_t>(0, 999)(rng);
-      else if (bound > 0)
-        x = (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
-      else
-        x = d.round(normal(rng));
+    int64_t bound = t.isIndex() ? 1000 : spec.refInputBounds[i];
+    auto given = o.given.find(spec.refInputs[i]);
+    if (given != o.given.end()) {
+      for (size_t l = 0; l < v.data.size(); ++l)
+        v.data[l] = bound > 0 ? given->second[l] : d.round(given->second[l]);
+      in[spec.refInputs[i]] = std::move(v);
+      continue;
     }
+    // Integer inputs (ids, masks, counters) are exact in any storage.
+    for (size_t l = 0; l < v.data.size(); ++l)
+      v.data[l] = bound > 0 ? scalar::inputValue(o.seed, i, l, bound)
+                            : d.round(scalar::inputValue(o.seed, i, l, bound));
     in[spec.refInputs[i]] = std::move(v);
   }
   return in;
@@ -265,17 +266,18 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
              llvm::DenseMap<Value, std::vector<NumTensor>> &vals) {
   const Mesh &mesh = spec.mesh;
   int64_t ranks = mesh.numRanks();
-  std::mt19937_64 garbage(seed ^ 0x5eed);
-  std::normal_distribution<double> normal(0.0, 0.5);
   for (const Binding &b : spec.planInputs) {
     const NumTensor &global = in.at(b.refName);
+    uint64_t stream = 0x9add000 + b.index;
     std::vector<NumTensor> per(ranks);
     for (int64_t r = 0; r < ranks; ++r) {
       NumTensor t(b.localShape, 0.0);
       for (int64_t l = 0; l < (int64_t)t.data.size(); ++l) {
         auto g = b.layout.globalIndex(mesh, r, b.localShape, t.unravel(l));
         // Padding holds whatever the buffer held.
-        t.data[l] = Layout::inBounds(g, global.shape) ? global.at(g) : d.round(normal(garbage));
+        t.data[l] = Layout::inBounds(g, global.shape)
+                          ? global.at(g)
+                          : d.round(0.5 * scalar::inputValue(seed, stream, r * t.data.size() + l, 0));
       }
       per[r] = std::move(t);
     }
@@ -371,33 +373,34 @@ double elementTolerance(double w, double a, double c, double e, double u, double
   return 16 * noise + 32 * u * std::fabs(w) + 4 * u * scale + 1e-300;
 }
 
-/// Walks the plan in program order and compares every op result that holds a reference
-/// value exactly (the verifier's relations) with that value, element by element.
-void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
-                         llvm::DenseMap<Value, NumTensor> &truth,
-                         llvm::DenseMap<Value, NumTensor> &fwd,
-                         llvm::DenseMap<Value, NumTensor> &rev,
-                         llvm::DenseMap<Value, NumTensor> &tree,
-                         llvm::DenseMap<Value, std::vector<NumTensor>> &plan,
-                         ReplayDivergence &out) {
+} // namespace
+
+void replay::findFirstDivergence(
+    const Spec &spec, const ReplayOptions &options,
+    const std::function<const NumTensor *(int, Value)> &ref,
+    const std::function<const std::vector<NumTensor> *(Value)> &plan, ReplayDivergence &out) {
+  // Walks the plan in program order and compares every op result that holds a reference
+  // value exactly (the verifier's relations) with that value, element by element.
   std::string why;
   std::vector<PlanValueRelation> rels = relatePlanValues(spec, why);
   if (rels.empty()) {
     out.note = why.empty() ? "no plan intermediate holds a reference value exactly" : why;
     return;
   }
+  NumericDomain d{options.dtype, options.order};
+  double u = unitRoundoff(options.dtype);
   const Mesh &mesh = spec.mesh;
   for (const PlanValueRelation &rel : rels) {
-    auto t = truth.find(rel.refValue);
-    auto pv = plan.find(rel.planValue);
-    if (t == truth.end() || pv == plan.end())
+    const NumTensor *tw = ref(Truth, rel.refValue), *ta = ref(Forward, rel.refValue),
+                    *tc = ref(Reverse, rel.refValue), *te = ref(Pairwise, rel.refValue);
+    const std::vector<NumTensor> *pv = plan(rel.planValue);
+    if (!tw || !ta || !tc || !te || !pv)
       continue;
-    const NumTensor &w = t->second, &a = fwd[rel.refValue], &c = rev[rel.refValue],
-                    &e = tree[rel.refValue];
+    const NumTensor &w = *tw, &a = *ta, &c = *tc, &e = *te;
     double scale = 0;
     for (double x : w.data)
       scale = std::max(scale, std::isfinite(x) ? std::fabs(x) : 0.0);
-    const std::vector<NumTensor> &per = pv->second;
+    const std::vector<NumTensor> &per = *pv;
     for (int64_t r = 0; r < mesh.numRanks(); ++r) {
       if (rel.layout.isPartial() && mesh.positionInGroup(r, rel.layout.partialAxes()) != 0)
         continue;
@@ -452,8 +455,7 @@ void findFirstDivergence(const Spec &spec, NumericDomain &d, double u,
              "and the verifier names no wrong op";
 }
 
-/// Scalar operations of one run of `f` on `ranks` ranks (a matmul counts I*J*K).
-double workOf(func::FuncOp f, int64_t ranks) {
+double replay::workOf(func::FuncOp f, int64_t ranks) {
   auto elems = [](Type t) {
     auto r = dyn_cast<RankedTensorType>(t);
     return r ? (double)numElements(Shape(r.getShape().begin(), r.getShape().end())) : 1.0;
@@ -473,13 +475,11 @@ double workOf(func::FuncOp f, int64_t ranks) {
   return total;
 }
 
-double unitRoundoff(ReplayDtype d) {
+double replay::unitRoundoff(ReplayDtype d) {
   return d == ReplayDtype::F64 ? std::ldexp(1.0, -53)
          : d == ReplayDtype::F32 ? std::ldexp(1.0, -24)
                                  : std::ldexp(1.0, -8);
 }
-
-} // namespace
 
 namespace {
 /// "x[1,0]" -> ("x", {1, 0}); "seed" -> ("seed", {}).
@@ -581,80 +581,17 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
   return {"not replayable", "no plan output holds " + cx.element};
 }
 
-ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &options) {
-  ReplayResult result;
-  if (!spec.undecidable.empty()) {
-    result.failure = spec.undecidable;
-    result.failureAt = spec.undecidableAt;
-    return result;
-  }
-  double work = 4 * workOf(spec.reference, 1) + workOf(spec.plan, spec.mesh.numRanks());
-  if (work > options.maxWork) {
-    result.failure = "the replay would take about " + std::to_string((long long)work) +
-                     " scalar operations at these shapes (limit " +
-                     std::to_string((long long)options.maxWork) +
-                     "); replay at smaller shapes (--shape reduced, or NAME=SIZE)";
-    result.failureAt = toSourceLoc(spec.plan.getLoc());
-    return result;
-  }
-  NumericDomain exact{ReplayDtype::F64, ReduceOrder::Rank};
+void replay::compareOutputs(const Spec &spec, const ReplayOptions &options,
+                            const std::map<std::string, NumTensor> *refs[4],
+                            const std::vector<std::vector<NumTensor>> &plan, ReplayResult &result) {
   NumericDomain fwd{options.dtype, options.order};
-  NumericDomain rev{options.dtype, options.order, true};
-  NumericDomain tree{options.dtype, options.order, false, true};
-  std::map<std::string, NumTensor> inputs = drawInputs(spec, options, fwd);
-  std::map<std::string, NumTensor> truth, refFwd, refRev, refTree;
-  std::vector<std::vector<NumTensor>> plan;
-  llvm::DenseMap<Value, NumTensor> truthVals, fwdVals, revVals, treeVals;
-  llvm::DenseMap<Value, std::vector<NumTensor>> planVals;
-  Failure f{"", spec.plan.getLoc()};
-  Progress bar;
-  bar.enabled = options.progress;
-  progress = &bar;
-  struct Reset {
-    ~Reset() { progress = nullptr; }
-  } reset;
-  try {
-    // The four reference runs are independent of each other and of the plan: they run
-    // on their own threads while this one runs the plan (with the progress line).
-    Failure fs[4] = {f, f, f, f};
-    bool oks[4] = {false, false, false, false};
-    std::vector<std::thread> refs;
-    NumericDomain *domains[4] = {&exact, &fwd, &rev, &tree};
-    std::map<std::string, NumTensor> *outs[4] = {&truth, &refFwd, &refRev, &refTree};
-    llvm::DenseMap<Value, NumTensor> *valsOf[4] = {&truthVals, &fwdVals, &revVals, &treeVals};
-    for (int k = 0; k < 4; ++k)
-      refs.emplace_back([&, k] {
-        try {
-          oks[k] = runReference(spec, *domains[k], inputs, *outs[k], fs[k], *valsOf[k]);
-        } catch (const std::exception &e) {
-          fs[k].why = std::string("internal error: ") + e.what();
-        }
-      });
-    phase(std::string("plan on ") + std::to_string(spec.mesh.numRanks()) + " ranks", spec.plan);
-    bool ok = runPlan(spec, fwd, inputs, options.seed, plan, f, planVals);
-    for (std::thread &t : refs)
-      t.join();
-    for (int k = 0; k < 4 && ok; ++k)
-      if (!oks[k]) {
-        ok = false;
-        f = fs[k];
-      }
-    if (!ok) {
-      result.failure = f.why;
-      result.failureAt = toSourceLoc(f.loc);
-      return result;
-    }
-  } catch (const std::exception &e) {
-    result.failure = std::string("internal error: ") + e.what();
-    return result;
-  }
-  result.ran = true;
   double u = unitRoundoff(options.dtype);
   const Mesh &mesh = spec.mesh;
   for (size_t o = 0; o < spec.planOutputs.size(); ++o) {
     const Binding &b = spec.planOutputs[o];
-    const NumTensor &want = truth.at(b.refName);
-    const NumTensor &a = refFwd.at(b.refName), &c = refRev.at(b.refName), &e = refTree.at(b.refName);
+    const NumTensor &want = refs[Truth]->at(b.refName);
+    const NumTensor &a = refs[Forward]->at(b.refName), &c = refs[Reverse]->at(b.refName),
+                    &e = refs[Pairwise]->at(b.refName);
     double scale = 0;
     for (double x : want.data)
       scale = std::max(scale, std::fabs(x));
@@ -706,7 +643,103 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     }
     result.outputs.push_back(std::move(out));
   }
-  if (result.diverged())
-    findFirstDivergence(spec, fwd, u, truthVals, fwdVals, revVals, treeVals, planVals, result.first);
+}
+
+ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &options) {
+  if (options.backend != ReplayBackend::Cpu)
+    return replaySpecOnKernels(spec, options);
+  ReplayResult result;
+  result.device = std::to_string(spec.mesh.numRanks()) + " ranks on the CPU";
+  for (auto &[name, v] : options.given)
+    result.loadedInputs.push_back(name);
+  if (!spec.undecidable.empty()) {
+    result.failure = spec.undecidable;
+    result.failureAt = spec.undecidableAt;
+    return result;
+  }
+  double work = 4 * workOf(spec.reference, 1) + workOf(spec.plan, spec.mesh.numRanks());
+  if (work > options.maxWork) {
+    result.failure = "the replay would take about " + std::to_string((long long)work) +
+                     " scalar operations at these shapes (limit " +
+                     std::to_string((long long)options.maxWork) +
+                     "); replay at smaller shapes (--shape reduced, or NAME=SIZE)";
+    result.failureAt = toSourceLoc(spec.plan.getLoc());
+    return result;
+  }
+  NumericDomain exact{ReplayDtype::F64, ReduceOrder::Rank};
+  NumericDomain fwd{options.dtype, options.order};
+  NumericDomain rev{options.dtype, options.order, true};
+  NumericDomain tree{options.dtype, options.order, false, true};
+  std::map<std::string, NumTensor> inputs = drawInputs(spec, options, fwd);
+  std::map<std::string, NumTensor> truth, refFwd, refRev, refTree;
+  std::vector<std::vector<NumTensor>> plan;
+  llvm::DenseMap<Value, NumTensor> truthVals, fwdVals, revVals, treeVals;
+  llvm::DenseMap<Value, std::vector<NumTensor>> planVals;
+  Failure f{"", spec.plan.getLoc()};
+  Progress bar;
+  bar.enabled = options.progress;
+  progress = &bar;
+  struct Reset {
+    ~Reset() { progress = nullptr; }
+  } reset;
+  try {
+    // The four reference runs are independent of each other and of the plan: they run
+    // on their own threads while this one runs the plan (with the progress line).
+    Failure fs[4] = {f, f, f, f};
+    bool oks[4] = {false, false, false, false};
+    std::vector<std::thread> refs;
+    NumericDomain *domains[4] = {&exact, &fwd, &rev, &tree};
+    std::map<std::string, NumTensor> *outs[4] = {&truth, &refFwd, &refRev, &refTree};
+    llvm::DenseMap<Value, NumTensor> *valsOf[4] = {&truthVals, &fwdVals, &revVals, &treeVals};
+    for (int k = 0; k < 4; ++k)
+      refs.emplace_back([&, k] {
+        try {
+          oks[k] = runReference(spec, *domains[k], inputs, *outs[k], fs[k], *valsOf[k]);
+        } catch (const std::exception &e) {
+          fs[k].why = std::string("internal error: ") + e.what();
+        }
+      });
+    phase(std::string("plan on ") + std::to_string(spec.mesh.numRanks()) + " ranks", spec.plan);
+    auto t0 = std::chrono::steady_clock::now();
+    bool ok = runPlan(spec, fwd, inputs, options.seed, plan, f, planVals);
+    auto t1 = std::chrono::steady_clock::now();
+    for (std::thread &t : refs)
+      t.join();
+    // The reference runs overlap the plan: their time is the wall time until the last
+    // of them ends.
+    result.planSeconds = std::chrono::duration<double>(t1 - t0).count();
+    result.referenceSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (int k = 0; k < 4 && ok; ++k)
+      if (!oks[k]) {
+        ok = false;
+        f = fs[k];
+      }
+    if (!ok) {
+      result.failure = f.why;
+      result.failureAt = toSourceLoc(f.loc);
+      return result;
+    }
+  } catch (const std::exception &e) {
+    result.failure = std::string("internal error: ") + e.what();
+    return result;
+  }
+  result.ran = true;
+  const std::map<std::string, NumTensor> *refs[4] = {&truth, &refFwd, &refRev, &refTree};
+  compareOutputs(spec, options, refs, plan, result);
+  if (result.diverged()) {
+    llvm::DenseMap<Value, NumTensor> *runs[4] = {&truthVals, &fwdVals, &revVals, &treeVals};
+    findFirstDivergence(
+        spec, options,
+        [&](int k, Value v) -> const NumTensor * {
+          auto it = runs[k]->find(v);
+          return it == runs[k]->end() ? nullptr : &it->second;
+        },
+        [&](Value v) -> const std::vector<NumTensor> * {
+          auto it = planVals.find(v);
+          return it == planVals.end() ? nullptr : &it->second;
+        },
+        result.first);
+  }
   return result;
 }

@@ -12,17 +12,24 @@
 #ifndef PLANPROOF_REPLAY_REPLAY_H
 #define PLANPROOF_REPLAY_REPLAY_H
 
+#include "Replay/Numerics.h"
 #include "Spec/Spec.h"
 #include "Semantics/Layout.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace planproof {
 
-enum class ReplayDtype { F64, F32, BF16 };
-enum class ReduceOrder { Rank, Ring, Tree };
+/// Where the replay runs: the CPU interpreter of OpSemantics.h, the kernel backend on a
+/// CUDA GPU, or the kernel backend on the host (its primitives as loops: the GPU path's
+/// lowering and error model, testable without a GPU).
+enum class ReplayBackend { Cpu, Cuda, Emulated };
+/// Ranks of the kernel backend: virtual (all on one device, collectives as device
+/// copies and reduction kernels) or real (one GPU per rank, NCCL collectives).
+enum class ReplayRanks { Virtual, Nccl };
 
 struct ReplayOptions {
   ReplayDtype dtype = ReplayDtype::F32;
@@ -32,6 +39,11 @@ struct ReplayOptions {
   double maxWork = 2e10;
   /// Report progress on stderr for runs longer than a couple of seconds.
   bool progress = false;
+  ReplayBackend backend = ReplayBackend::Cpu;
+  ReplayRanks ranks = ReplayRanks::Virtual;
+  /// Reference inputs given as values (from .npy files, see loadNpyInputs), by name,
+  /// row-major; the others are drawn from the seed.
+  std::map<std::string, std::vector<double>> given;
 };
 
 /// One plan output against the fp64 reference.
@@ -69,6 +81,12 @@ struct ReplayResult {
   std::string failure;
   SourceLoc failureAt;
   std::vector<ReplayOutput> outputs;
+  /// What ran it ("4 ranks on the CPU", "NVIDIA H200, 16 virtual ranks") and how long
+  /// the runs took (seconds: reference runs, plan).
+  std::string device;
+  double referenceSeconds = 0, planSeconds = 0;
+  /// Inputs read from .npy files.
+  std::vector<std::string> loadedInputs;
   bool diverged() const {
     for (const ReplayOutput &o : outputs)
       if (!o.within)
@@ -79,9 +97,25 @@ struct ReplayResult {
 
 const char *dtypeName(ReplayDtype d);
 const char *orderName(ReduceOrder o);
+const char *backendName(ReplayBackend b);
 
-/// Replays `spec` at its own shapes on inputs drawn from `options.seed`.
+/// Replays `spec` at its own shapes on inputs drawn from `options.seed` (or read from
+/// `options.inputsDir`), on `options.backend`.
 ReplayResult replaySpec(const Spec &spec, const ReplayOptions &options);
+/// The kernel backend (KernelReplay.cpp); replaySpec dispatches to it.
+ReplayResult replaySpecOnKernels(const Spec &spec, const ReplayOptions &options);
+
+/// Reads NAME.npy for every reference input NAME that has one in `dir` into
+/// options.given. False with "FILE: why" for a file that is not a little-endian,
+/// C-ordered .npy array of f2/f4/f8/i1-i8/u1-u8/bool, or whose shape is not the input's
+/// (or for an .npy file in `dir` that names no input).
+bool loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOptions &options,
+                   std::string &error);
+
+/// Reads one .npy array; false with the reason.
+bool readNpy(const std::string &path, Shape &shape, std::vector<double> &data, std::string &error);
+/// Writes a little-endian f8 .npy array.
+bool writeNpy(const std::string &path, const Shape &shape, const std::vector<double> &data);
 
 struct Counterexample;
 

@@ -10,6 +10,8 @@
 #ifndef PLANPROOF_SEMANTICS_FUNCTIONS_H
 #define PLANPROOF_SEMANTICS_FUNCTIONS_H
 
+#include "Semantics/Scalar.h"
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -63,60 +65,29 @@ inline const FnInfo &fnInfo(Fn f) {
   return infos[(int)f];
 }
 
-/// The uniform number in [0, 1) a counter-based generator draws for (key, counter):
-/// a stand-in for Philox (two rounds of the splitmix64 finalizer over the pair). The
-/// proofs never depend on it -- they only use which pairs are drawn -- but the numeric
-/// engines (counterexamples, replay) need one fixed definition.
+/// The uniform number in [0, 1) a counter-based generator draws for (key, counter)
+/// (Scalar.h). The proofs never depend on it -- they only use which pairs are drawn --
+/// but the numeric engines (counterexamples, replay) need one fixed definition.
 inline double counterUniform(uint64_t key, uint64_t counter) {
-  auto mix = [](uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  };
-  uint64_t h = mix(mix(key) ^ counter);
-  return double(h >> 11) * (1.0 / 9007199254740992.0);
+  return scalar::counterUniform(key, counter);
 }
 
-/// The numeric value of `f` at `args`.
+/// The numeric value of `f` at `args` (the scalar definitions live in Scalar.h, shared
+/// with device code).
 inline double evalFn(Fn f, const std::vector<double> &args) {
   switch (f) {
-  case Fn::Gelu: {
-    double x = args[0];
-    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-  }
-  case Fn::GeluDeriv: {
-    double x = args[0];
-    double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0)));
-    double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
-    return cdf + x * pdf;
-  }
-  case Fn::Exp:
-    return std::exp(args[0]);
-  case Fn::Log:
-    return std::log(args[0]);
-  case Fn::Rsqrt:
-    return 1.0 / std::sqrt(args[0]);
-  case Fn::Recip:
-    return 1.0 / args[0];
-  case Fn::Silu:
-    return args[0] / (1.0 + std::exp(-args[0]));
-  case Fn::SiluDeriv: {
-    double sig = 1.0 / (1.0 + std::exp(-args[0]));
-    return sig * (1.0 + args[0] * (1.0 - sig));
-  }
-  case Fn::Sqrt:
-    return std::sqrt(args[0]);
-  case Fn::Eq:
-    return args[0] == args[1] ? 1.0 : 0.0;
-  case Fn::Pow:
-    return std::pow(args[0], args[1]);
-  case Fn::DropMask: {
-    double p = args[2];
-    double u = counterUniform((uint64_t)(int64_t)std::llround(args[0]),
-                              (uint64_t)(int64_t)std::llround(args[1]));
-    return u >= p ? 1.0 / (1.0 - p) : 0.0;
-  }
+  case Fn::Gelu: return scalar::gelu(args[0]);
+  case Fn::GeluDeriv: return scalar::geluDeriv(args[0]);
+  case Fn::Exp: return std::exp(args[0]);
+  case Fn::Log: return std::log(args[0]);
+  case Fn::Rsqrt: return scalar::rsqrt(args[0]);
+  case Fn::Recip: return scalar::recip(args[0]);
+  case Fn::Silu: return scalar::silu(args[0]);
+  case Fn::SiluDeriv: return scalar::siluDeriv(args[0]);
+  case Fn::Sqrt: return std::sqrt(args[0]);
+  case Fn::Eq: return args[0] == args[1] ? 1.0 : 0.0;
+  case Fn::Pow: return std::pow(args[0], args[1]);
+  case Fn::DropMask: return scalar::dropMask(args[0], args[1], args[2]);
   case Fn::Product: {
     double p = 1;
     for (double a : args)

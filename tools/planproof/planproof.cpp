@@ -11,6 +11,7 @@
 #include "Engine/Verifier.h"
 #include "Import/JsonExport.h"
 #include "Import/JsonImport.h"
+#include "Replay/Device.h"
 #include "Replay/Replay.h"
 #include "Report/Report.h"
 #include "Spec/Spec.h"
@@ -59,7 +60,14 @@ Options:
                              instead of the reduced ones (docs/shape-reduction.md)
 
 Replay options:
-  --backend cpu|cuda         where to run (default cpu; cuda is not built yet)
+  --backend cpu|cuda|emulated
+                             where to run (default cpu): the CPU interpreter, the CUDA
+                             kernel backend, or that backend's kernels run on the host
+  --ranks virtual|nccl       kernel backend ranks: all on one GPU (default), or one GPU
+                             per rank with NCCL collectives
+  --inputs DIR               read reference inputs from DIR/NAME.npy (others are drawn)
+  --nccl-smoke               the NCCL smoke test: a communicator over every GPU, checked
+                             collectives (no SPEC)
   --dtype fp32|bf16|fp64     storage precision (default fp32; bf16 accumulates in fp32)
   --order rank|ring|tree     reduction order of collectives (default ring)
   --seed N                   the seed of the generated inputs (default 1)
@@ -189,16 +197,20 @@ int cmdReplay(std::vector<std::string> args) {
   ReplayOptions ro;
   std::string format = "text", backend = "cpu";
   std::vector<std::string> positional;
-  bool checkCx = false;
-  std::string shapeArg = "reduced";
+  bool checkCx = false, ncclSmoke = false;
+  std::string shapeArg = "reduced", inputsDir, ranks = "virtual";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     if (a == "--check-counterexamples") {
       checkCx = true;
       continue;
     }
+    if (a == "--nccl-smoke") {
+      ncclSmoke = true;
+      continue;
+    }
     if (a == "--dtype" || a == "--order" || a == "--seed" || a == "--format" || a == "--backend" ||
-        a == "--shape") {
+        a == "--shape" || a == "--inputs" || a == "--ranks") {
       if (i + 1 >= args.size())
         return usage(a + " needs a value");
       std::string v = args[++i];
@@ -222,9 +234,15 @@ int cmdReplay(std::vector<std::string> args) {
         format = v;
       } else if (a == "--shape") {
         shapeArg = v;
+      } else if (a == "--inputs") {
+        inputsDir = v;
+      } else if (a == "--ranks") {
+        if (v != "virtual" && v != "nccl")
+          return usage("unknown ranks '" + v + "' (expected virtual or nccl)");
+        ranks = v;
       } else {
-        if (v != "cpu" && v != "cuda")
-          return usage("unknown backend '" + v + "' (expected cpu or cuda)");
+        if (v != "cpu" && v != "cuda" && v != "emulated")
+          return usage("unknown backend '" + v + "' (expected cpu, cuda or emulated)");
         backend = v;
       }
     } else if (a.rfind("--", 0) == 0) {
@@ -233,8 +251,25 @@ int cmdReplay(std::vector<std::string> args) {
       positional.push_back(a);
     }
   }
+  if (ncclSmoke) {
+    if (!positional.empty())
+      return usage("--nccl-smoke takes no SPEC");
+    std::string report, err = kernels::ncclSmokeTest(report);
+    std::cout << "nccl smoke test: " << report << "\n";
+    if (!err.empty()) {
+      std::cerr << "planproof: could not run: " << err << "\n";
+      return 3;
+    }
+    return 0;
+  }
   if (positional.size() != 1)
     return usage("replay needs one SPEC file");
+  ro.backend = backend == "cpu" ? ReplayBackend::Cpu
+               : backend == "cuda" ? ReplayBackend::Cuda
+                                   : ReplayBackend::Emulated;
+  ro.ranks = ranks == "nccl" ? ReplayRanks::Nccl : ReplayRanks::Virtual;
+  if (ro.ranks == ReplayRanks::Nccl && ro.backend != ReplayBackend::Cuda)
+    return usage("--ranks nccl needs --backend cuda");
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
@@ -295,10 +330,12 @@ int cmdReplay(std::vector<std::string> args) {
               << " refuted\n";
     return refuted ? 1 : 0;
   }
-  if (backend == "cuda") {
-    std::cerr << positional[0] << ": could not run: the CUDA backend of the replay is not "
-                                  "built in this version of planproof (use --backend cpu)\n";
-    return 3;
+  if (!inputsDir.empty()) {
+    std::string err;
+    if (!loadNpyInputs(spec, inputsDir, ro, err)) {
+      std::cerr << err << "\n";
+      return 2;
+    }
   }
   ReplayResult r = replaySpec(spec, ro);
   if (!r.ran) {
@@ -310,8 +347,12 @@ int cmdReplay(std::vector<std::string> args) {
     nlohmann::ordered_json j = {{"spec", positional[0]},
                         {"backend", backend},
                         {"dtype", dtypeName(ro.dtype)},
-                        {"order", orderName(ro.order)},
+                        {"order", ro.ranks == ReplayRanks::Nccl ? "nccl" : orderName(ro.order)},
                         {"seed", ro.seed},
+                        {"device", r.device},
+                        {"inputs_from_files", r.loadedInputs},
+                        {"reference_seconds", r.referenceSeconds},
+                        {"plan_seconds", r.planSeconds},
                         {"verdict", r.diverged() ? "diverged" : "within-tolerance"}};
     nlohmann::ordered_json outs = nlohmann::ordered_json::array();
     for (const ReplayOutput &o : r.outputs)
@@ -379,9 +420,15 @@ int cmdReplay(std::vector<std::string> args) {
       std::cout << positional[0] << ": note: " << r.first.note << "\n";
     }
     std::cout << positional[0] << ": " << (r.diverged() ? "diverged" : "within tolerance")
-              << " -- " << dtypeName(ro.dtype) << ", " << orderName(ro.order)
-              << "-order collectives, seed " << ro.seed << ", " << spec.mesh.numRanks()
-              << " ranks on the CPU\n";
+              << " -- " << dtypeName(ro.dtype) << ", "
+              << (ro.ranks == ReplayRanks::Nccl ? std::string("NCCL") : orderName(ro.order))
+              << "-order collectives, seed " << ro.seed << ", " << r.device;
+    if (!r.loadedInputs.empty()) {
+      std::cout << "; inputs from files:";
+      for (const std::string &n : r.loadedInputs)
+        std::cout << " " << n;
+    }
+    std::cout << "\n";
   }
   return r.diverged() ? 1 : 0;
 }

@@ -1,0 +1,260 @@
+//===- Npy.cpp - NumPy .npy arrays for replay inputs ---------------------===//
+//
+// The .npy format (version 1.0-3.0): the magic "\x93NUMPY", a version, a header length,
+// and an ASCII dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+// padded with spaces, followed by the raw row-major data. Only what a dict literal of
+// that form needs is parsed; anything else is refused with the reason.
+//
+//===----------------------------------------------------------------------===//
+#include "Replay/Replay.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+
+using namespace planproof;
+
+namespace {
+
+/// The value text of `key` in the header dict, or "" when absent.
+std::string dictValue(const std::string &h, const std::string &key) {
+  for (char q : {'\'', '"'}) {
+    std::string k = std::string(1, q) + key + q;
+    auto at = h.find(k);
+    if (at == std::string::npos)
+      continue;
+    auto colon = h.find(':', at + k.size());
+    if (colon == std::string::npos)
+      return "";
+    size_t b = colon + 1;
+    while (b < h.size() && h[b] == ' ')
+      ++b;
+    size_t e = b;
+    if (b < h.size() && h[b] == '(') {
+      e = h.find(')', b);
+      return e == std::string::npos ? "" : h.substr(b, e - b + 1);
+    }
+    if (b < h.size() && (h[b] == '\'' || h[b] == '"')) {
+      e = h.find(h[b], b + 1);
+      return e == std::string::npos ? "" : h.substr(b + 1, e - b - 1);
+    }
+    while (e < h.size() && h[e] != ',' && h[e] != '}')
+      ++e;
+    std::string v = h.substr(b, e - b);
+    while (!v.empty() && v.back() == ' ')
+      v.pop_back();
+    return v;
+  }
+  return "";
+}
+
+} // namespace
+
+bool planproof::readNpy(const std::string &path, Shape &shape, std::vector<double> &data,
+                        std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open";
+    return false;
+  }
+  char magic[8];
+  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
+    error = "not an .npy file (no \\x93NUMPY magic)";
+    return false;
+  }
+  int major = (unsigned char)magic[6];
+  uint32_t hlen = 0;
+  unsigned char len[4] = {0, 0, 0, 0};
+  if (major == 1) {
+    if (!in.read((char *)len, 2)) {
+      error = "truncated header";
+      return false;
+    }
+    hlen = len[0] | (len[1] << 8);
+  } else if (major == 2 || major == 3) {
+    if (!in.read((char *)len, 4)) {
+      error = "truncated header";
+      return false;
+    }
+    hlen = len[0] | (len[1] << 8) | (len[2] << 16) | ((uint32_t)len[3] << 24);
+  } else {
+    error = "unsupported .npy version " + std::to_string(major);
+    return false;
+  }
+  if (hlen > (1u << 20)) {
+    error = "header of " + std::to_string(hlen) + " bytes is too long";
+    return false;
+  }
+  std::string h(hlen, '\0');
+  if (!in.read(&h[0], hlen)) {
+    error = "truncated header";
+    return false;
+  }
+  std::string descr = dictValue(h, "descr"), fortran = dictValue(h, "fortran_order"),
+              shapeText = dictValue(h, "shape");
+  if (descr.size() < 3 || shapeText.empty() || fortran.empty()) {
+    error = "header has no descr, fortran_order or shape: " + h;
+    return false;
+  }
+  if (fortran != "False") {
+    error = "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)";
+    return false;
+  }
+  char endian = descr[0], kind = descr[1];
+  int size = std::atoi(descr.c_str() + 2);
+  bool little = endian == '<' || endian == '|' || (endian == '=' && size == 1);
+  if (!little) {
+    error = "dtype '" + descr + "' is not little-endian";
+    return false;
+  }
+  bool ok = (kind == 'f' && (size == 2 || size == 4 || size == 8)) ||
+            ((kind == 'i' || kind == 'u') && (size == 1 || size == 2 || size == 4 || size == 8)) ||
+            (kind == 'b' && size == 1);
+  if (!ok) {
+    error = "unsupported dtype '" + descr + "' (f2, f4, f8, i1-i8, u1-u8 or bool)";
+    return false;
+  }
+  shape.clear();
+  std::string inner = shapeText.substr(1, shapeText.size() - 2);
+  std::stringstream ss(inner);
+  std::string item;
+  int64_t total = 1;
+  while (std::getline(ss, item, ',')) {
+    size_t b = item.find_first_not_of(' ');
+    if (b == std::string::npos)
+      continue;
+    char *end = nullptr;
+    long long v = std::strtoll(item.c_str() + b, &end, 10);
+    while (end && *end == ' ')
+      ++end;
+    if (!end || (*end && *end != 'L') || v < 0 || v > (1ll << 40)) {
+      error = "bad shape " + shapeText;
+      return false;
+    }
+    shape.push_back(v);
+    total *= v;
+    if (total > (1ll << 36)) {
+      error = "array of shape " + shapeText + " is too large";
+      return false;
+    }
+  }
+  std::vector<unsigned char> raw((size_t)total * size);
+  if (!in.read((char *)raw.data(), raw.size())) {
+    error = "data ends before " + std::to_string(total) + " elements of '" + descr + "'";
+    return false;
+  }
+  data.resize(total);
+  for (int64_t i = 0; i < total; ++i) {
+    const unsigned char *p = raw.data() + i * size;
+    double v = 0;
+    if (kind == 'f' && size == 8) {
+      std::memcpy(&v, p, 8);
+    } else if (kind == 'f' && size == 4) {
+      float f;
+      std::memcpy(&f, p, 4);
+      v = f;
+    } else if (kind == 'f') { // IEEE half
+      uint16_t hb = p[0] | (p[1] << 8);
+      int e = (hb >> 10) & 31, m = hb & 1023;
+      double mag = e == 0 ? std::ldexp((double)m, -24)
+                   : e == 31 ? (m ? NAN : INFINITY)
+                             : std::ldexp(1024.0 + m, e - 25);
+      v = (hb & 0x8000) ? -mag : mag;
+    } else {
+      uint64_t u = 0;
+      for (int k = 0; k < size; ++k)
+        u |= (uint64_t)p[k] << (8 * k);
+      if (kind == 'i' && size < 8 && (u >> (8 * size - 1)) & 1)
+        u |= ~0ull << (8 * size);
+      v = kind == 'i' ? (double)(int64_t)u : (double)u;
+    }
+    data[i] = v;
+  }
+  return true;
+}
+
+bool planproof::writeNpy(const std::string &path, const Shape &shape,
+                         const std::vector<double> &data) {
+  std::string dims;
+  for (int64_t d : shape)
+    dims += std::to_string(d) + ", ";
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 1); // (2, 3) but (4,)
+  std::string h = "{'descr': '<f8', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + h.size() + 1) % 64)
+    h += ' ';
+  h += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  unsigned char len[2] = {(unsigned char)(h.size() & 255), (unsigned char)(h.size() >> 8)};
+  out.write((const char *)len, 2);
+  out.write(h.data(), h.size());
+  out.write((const char *)data.data(), data.size() * 8);
+  return (bool)out;
+}
+
+bool planproof::loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOptions &options,
+                              std::string &error) {
+  DIR *d = opendir(dir.c_str());
+  if (!d) {
+    error = dir + ": cannot open the folder of inputs";
+    return false;
+  }
+  std::vector<std::string> files;
+  while (dirent *e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 4 && n.substr(n.size() - 4) == ".npy")
+      files.push_back(n);
+  }
+  closedir(d);
+  for (const std::string &f : files) {
+    std::string name = f.substr(0, f.size() - 4), path = dir + "/" + f;
+    int at = -1;
+    for (size_t i = 0; i < spec.refInputs.size(); ++i)
+      if (spec.refInputs[i] == name)
+        at = (int)i;
+    if (at < 0) {
+      std::string names;
+      for (const std::string &n : spec.refInputs)
+        names += (names.empty() ? "" : ", ") + n;
+      error = path + ": no reference input is named '" + name + "' (inputs: " + names + ")";
+      return false;
+    }
+    Shape shape, want;
+    std::vector<double> data;
+    std::string why;
+    if (!readNpy(path, shape, data, why)) {
+      error = path + ": " + why;
+      return false;
+    }
+    if (auto r = mlir::dyn_cast<mlir::RankedTensorType>(spec.reference.getArgument(at).getType()))
+      want.assign(r.getShape().begin(), r.getShape().end());
+    if (shape != want) {
+      error = path + ": shape " + shapeStr(shape) + " but input '" + name + "' has shape " +
+              shapeStr(want);
+      return false;
+    }
+    int64_t bound = spec.refInputBounds[at];
+    bool index = spec.reference.getArgument(at).getType().isIndex();
+    for (size_t i = 0; i < data.size(); ++i) {
+      double v = data[i];
+      bool integral = v == std::floor(v);
+      if ((index || bound > 0) && (!integral || v < 0 || (bound > 0 && v >= bound) ||
+                                   (index && v >= (double)(1ll << 30)))) {
+        error = path + ": element " + std::to_string(i) + " is " + std::to_string(v) + ", but '" +
+                name + "' takes " +
+                (index ? "integers in [0, 2^30)" : "integers in [0, " + std::to_string(bound) + ")");
+        return false;
+      }
+      if (!std::isfinite(v)) {
+        error = path + ": element " + std::to_string(i) + " is not finite";
+        return false;
+      }
+    }
+    options.given[name] = std::move(data);
+  }
+  return true;
+}

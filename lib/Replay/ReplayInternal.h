@@ -1,0 +1,58 @@
+//===- ReplayInternal.h - what the CPU and kernel replay backends share -*- C++ -*-===//
+//
+// The error model (per-element tolerances from the reference's rounding noise), the
+// comparison of plan outputs with the reference, and first-divergence localization,
+// written once for both backends: each backend produces the reference values in fp64
+// and in the storage precision summed three ways, and the plan's per-rank values.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_REPLAY_REPLAYINTERNAL_H
+#define PLANPROOF_REPLAY_REPLAYINTERNAL_H
+
+#include "Engine/Verifier.h"
+#include "Replay/Replay.h"
+#include "Semantics/Tensor.h"
+
+#include "mlir/IR/Value.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace planproof {
+namespace replay {
+
+using NumTensor = Tensor<double>;
+
+/// The four reference runs of the error model: fp64 (the truth), and the storage
+/// precision summed forward, reversed and pairwise (the rounding noise).
+enum RefRun { Truth = 0, Forward = 1, Reverse = 2, Pairwise = 3 };
+
+double unitRoundoff(ReplayDtype d);
+
+/// Scalar operations of one run of `f` on `ranks` ranks (a matmul counts I*J*K).
+double workOf(mlir::func::FuncOp f, int64_t ranks);
+
+/// Compares every plan output (per rank, through its layout) with the truth, against
+/// each element's tolerance; fills result.outputs.
+void compareOutputs(const Spec &spec, const ReplayOptions &options,
+                    const std::map<std::string, NumTensor> *refs[4],
+                    const std::vector<std::vector<NumTensor>> &plan, ReplayResult &result);
+
+/// First-divergence localization: the first plan intermediate that holds a reference
+/// value and leaves its tolerance. `ref(run, v)` and `plan(v)` give the values (null
+/// when not kept).
+void findFirstDivergence(const Spec &spec, const ReplayOptions &options,
+                         const std::function<const NumTensor *(int, mlir::Value)> &ref,
+                         const std::function<const std::vector<NumTensor> *(mlir::Value)> &plan,
+                         ReplayDivergence &out);
+
+/// A progress line on stderr for long runs (thread-local; see Replay.cpp).
+void progressBegin(const std::string &phase, size_t ops);
+void progressTick();
+
+} // namespace replay
+} // namespace planproof
+
+#endif
