@@ -86,6 +86,8 @@ def to_adamw(text, is_plan, bug=None):
         attrs = am.group(2)
         for s in ("m", "v"):
             a = re.sub(r'(ref\.name|dist\.value) = "\w+"', rf'\1 = "{s}_{p}"', attrs)
+            if s == "v" and not is_plan:
+                a += ", ref.nonnegative"  # a second moment: the replay draws it >= 0
             args.append(f"%{s}_{p}: {ty} {{{a}}}")
     args.append('%step: index {dist.value = "step"}' if is_plan else '%step: index {ref.name = "step"}')
     head_end = text.index(")\n      -> (")

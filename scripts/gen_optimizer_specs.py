@@ -116,7 +116,7 @@ def mask_full(lines, name, n_total):
 def reference(opt="adamw"):
     ins = [f'%p: {t(N)} {{ref.name = "p"}}', f'%m: {t(N)} {{ref.name = "m"}}']
     if opt == "adamw":
-        ins.append(f'%v: {t(N)} {{ref.name = "v"}}')
+        ins.append(f'%v: {t(N)} {{ref.name = "v", ref.nonnegative}}')
     ins += ['%t: index {ref.name = "t"}', f'%x: {t(B, D)} {{ref.name = "x"}}',
             f'%tgt: {t(B, F)} {{ref.name = "tgt"}}']
     outs = [f'{t()} {{ref.name = "loss"}}', f'{t(N)} {{ref.name = "p_next", ref.updates = "p"}}',

@@ -20,6 +20,24 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "C
 
 # Python with the test tools from PyPI (jsonschema, the SARIF schema), set up by
 # `make pytools` (a dependency of `make test`) in the build folder.
+import sys
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%pytools", os.path.join(config.planproof_obj_root, "pytools", "bin", "python")))
 config.substitutions.append(("%docs", os.path.join(config.planproof_src_root, "docs")))
 config.substitutions.append(("%planproof_bin", os.path.join(config.planproof_tools_dir, "planproof")))
+
+# The CUDA replay backend: `cuda-built` when this build has it, `cuda-gpu` when a GPU
+# answers (the NCCL smoke test passes). Tests that need one say `REQUIRES: cuda-gpu`
+# and are reported UNSUPPORTED (skipped) elsewhere, with the reason printed here.
+import subprocess
+if config.planproof_cuda == "ON":
+    config.available_features.add("cuda-built")
+try:
+    smoke = subprocess.run([os.path.join(config.planproof_tools_dir, "planproof"), "replay",
+                            "--nccl-smoke"], capture_output=True, text=True, timeout=120)
+    if smoke.returncode == 0:
+        config.available_features.add("cuda-gpu")
+    else:
+        lit_config.note("CUDA tests are skipped: " + (smoke.stdout + smoke.stderr).strip().splitlines()[-1])
+except (OSError, subprocess.TimeoutExpired) as e:
+    lit_config.note("CUDA tests are skipped: " + str(e))

@@ -1136,6 +1136,7 @@ void Engine::checkCheckpoint() {
   view.refInputs = spec.refInputs;
   view.refOutputs = spec.refOutputs;
   view.refInputBounds = spec.refInputBounds;
+  view.refInputNonnegative = spec.refInputNonnegative;
   view.planInputs = spec.resumeInputs;
   view.planOutputs = spec.resumeOutputs;
   view.names = spec.names;

@@ -191,6 +191,8 @@ struct Exporter {
           in["dtype"] = "i64";
         in["bound"] = spec.refInputBounds[i];
       }
+      if (spec.refInputNonnegative[i])
+        in["nonnegative"] = true;
       inputs.push_back(in);
     }
     auto ret = cast<func::ReturnOp>(ref.getBody().front().getTerminator());

@@ -170,6 +170,7 @@ private:
   std::map<std::string, std::pair<unsigned, unsigned>> positions;
   std::map<std::string, Shape> refInputShapes;
   std::map<std::string, int64_t> refInputBounds;
+  std::set<std::string> refNonnegative;
   std::set<std::string> refIndexInputs; // integer step inputs (seeds, counters, steps)
   std::set<std::string> refI64Inputs;   // token ids
   std::set<size_t> paddedArgs;          // plan inputs with "padded": true
@@ -587,6 +588,15 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
         fail(p + "/bound", "'bound' must be a positive integer");
       refInputBounds[n] = bound;
     }
+    if (inputs[i].contains("nonnegative")) {
+      if (!inputs[i]["nonnegative"].is_boolean())
+        fail(p + "/nonnegative", "'nonnegative' must be true or false");
+      if (inputs[i]["nonnegative"].get<bool>()) {
+        if (dtype != "f32" || inputs[i].contains("bound"))
+          fail(p + "/nonnegative", "'nonnegative' applies to real (f32) inputs without a 'bound'");
+        refNonnegative.insert(n);
+      }
+    }
     if (dtype == "i64")
       refI64Inputs.insert(n);
     argTypes.push_back(RankedTensorType::get(
@@ -605,6 +615,8 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
     func.setArgAttr(i, ref::kNameAttr, builder.getStringAttr(argNames[i]));
     if (refInputBounds.count(argNames[i]))
       func.setArgAttr(i, "ref.bound", builder.getI64IntegerAttr(refInputBounds[argNames[i]]));
+    if (refNonnegative.count(argNames[i]))
+      func.setArgAttr(i, "ref.nonnegative", builder.getUnitAttr());
   }
   builder.setInsertionPointToEnd(body);
   buildOps(ops, ptr + "/ops", values, false);

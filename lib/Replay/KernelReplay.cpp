@@ -384,7 +384,7 @@ public:
         v[l] = integral ? given->second[l] : roundStorage(given->second[l]);
       dev.upload(out.buf, v);
     } else {
-      int64_t bound = t.isIndex() ? 1000 : spec.refInputBounds[i];
+      int64_t bound = t.isIndex() ? 1000 : spec.refInputNonnegative[i] ? -1 : spec.refInputBounds[i];
       // Integer inputs (ids, masks, counters) are exact in any storage.
       Arith ar = storage();
       if (bound > 0 && ar.dtype == ReplayDtype::BF16)
@@ -803,6 +803,33 @@ public:
 };
 
 } // namespace
+
+std::string replay::evalRefOnDevice(Device &dev, ReplayDtype dtype, Operation *op,
+                                    const std::vector<NumTensor> &ins,
+                                    const std::vector<double> &idx, NumTensor &out) {
+  Lowering low{dev, Arith{dtype, SumOrder::Forward}};
+  std::vector<DevTensor> held;
+  for (const NumTensor &t : ins) {
+    DevTensor d = low.make(t.shape);
+    dev.upload(d.buf, t.data);
+    held.push_back(d);
+  }
+  std::vector<const DevTensor *> ptrs;
+  for (const DevTensor &d : held)
+    ptrs.push_back(&d);
+  std::string err;
+  try {
+    DevTensor r = low.evalRef(op, ptrs, idx);
+    out.shape = r.shape;
+    out.data = dev.download(r.buf);
+    low.release(r);
+  } catch (const Unsupported &u) {
+    err = u.why;
+  }
+  for (DevTensor &d : held)
+    low.release(d);
+  return err;
+}
 
 ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOptions &options) {
   ReplayResult result;

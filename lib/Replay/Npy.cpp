@@ -249,6 +249,11 @@ bool planproof::loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOp
                 (index ? "integers in [0, 2^30)" : "integers in [0, " + std::to_string(bound) + ")");
         return false;
       }
+      if (spec.refInputNonnegative[at] && v < 0) {
+        error = path + ": element " + std::to_string(i) + " is " + std::to_string(v) + ", but '" +
+                name + "' is declared nonnegative";
+        return false;
+      }
       if (!std::isfinite(v)) {
         error = path + ": element " + std::to_string(i) + " is not finite";
         return false;

@@ -178,7 +178,7 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
     if (auto r = dyn_cast<RankedTensorType>(t))
       shape.assign(r.getShape().begin(), r.getShape().end());
     NumTensor v(shape, 0.0);
-    int64_t bound = t.isIndex() ? 1000 : spec.refInputBounds[i];
+    int64_t bound = t.isIndex() ? 1000 : spec.refInputNonnegative[i] ? -1 : spec.refInputBounds[i];
     auto given = o.given.find(spec.refInputs[i]);
     if (given != o.given.end()) {
       for (size_t l = 0; l < v.data.size(); ++l)

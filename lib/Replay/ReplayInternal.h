@@ -21,6 +21,9 @@
 #include <vector>
 
 namespace planproof {
+namespace kernels {
+class Device;
+}
 namespace replay {
 
 using NumTensor = Tensor<double>;
@@ -47,6 +50,13 @@ void findFirstDivergence(const Spec &spec, const ReplayOptions &options,
                          const std::function<const NumTensor *(int, mlir::Value)> &ref,
                          const std::function<const std::vector<NumTensor> *(mlir::Value)> &plan,
                          ReplayDivergence &out);
+
+/// Evaluates one ref op on `dev` through the kernel backend's lowering, from host
+/// operands (uploaded in `dtype`'s storage) to a host result: the unit tests compare it
+/// with evalRefOp (OpSemantics.h), op by op. Returns "" or why the op has no lowering.
+std::string evalRefOnDevice(kernels::Device &dev, ReplayDtype dtype, mlir::Operation *op,
+                            const std::vector<NumTensor> &ins, const std::vector<double> &idx,
+                            NumTensor &out);
 
 /// A progress line on stderr for long runs (thread-local; see Replay.cpp).
 void progressBegin(const std::string &phase, size_t ops);

@@ -43,8 +43,8 @@ PLANPROOF_HD inline double counterUniform(uint64_t key, uint64_t counter) {
 }
 
 /// Element `i` of replay input number `stream` drawn from `seed`: a standard normal
-/// (Box-Muller over two counter draws), or for `bound > 0` a uniform integer in
-/// [0, bound). Counter-based, so any element can be drawn on its own, on any device.
+/// (Box-Muller over two counter draws), for `bound > 0` a uniform integer in [0, bound),
+/// and for `bound < 0` the magnitude of a standard normal (nonnegative inputs). Counter-based, so any element can be drawn on its own, on any device.
 PLANPROOF_HD inline double inputValue(uint64_t seed, uint64_t stream, uint64_t i, int64_t bound) {
   uint64_t key = mix64(seed * 0x100000001b3ull + stream);
   double u1 = counterUniform(key, 2 * i), u2 = counterUniform(key, 2 * i + 1);
@@ -53,7 +53,8 @@ PLANPROOF_HD inline double inputValue(uint64_t seed, uint64_t stream, uint64_t i
     return (double)(v < bound ? v : bound - 1);
   }
   double r = sqrt(-2.0 * log(1.0 - u1)); // 1 - u1 is in (0, 1]
-  return r * cos(6.283185307179586 * u2);
+  double z = r * cos(6.283185307179586 * u2);
+  return bound < 0 ? fabs(z) : z;
 }
 
 /// Rounds a float to bfloat16 (round to nearest even), kept as a float.

@@ -412,6 +412,7 @@ struct Checker {
         refIndex.insert(n);
         refIn[n] = {};
         spec.refInputBounds.push_back(kIndexBound);
+        spec.refInputNonnegative.push_back(false);
         continue;
       }
       refIn[n] = shapeOf(spec.reference.getArgument(i).getType());
@@ -439,6 +440,13 @@ struct Checker {
                      "reference argument #" + std::to_string(i) + " must hold f32 or integers");
       }
       spec.refInputBounds.push_back(bound);
+      DictionaryAttr argAttrs = spec.reference.getArgAttrDict(i);
+      bool nonneg = argAttrs && argAttrs.get("ref.nonnegative");
+      if (nonneg && (!isa<UnitAttr>(argAttrs.get("ref.nonnegative")) || bound != 0))
+        return error(spec.reference.getArgument(i).getLoc(),
+                     "reference argument #" + std::to_string(i) + " ('" + n +
+                         "'): 'ref.nonnegative' is a unit attribute of real (f32) inputs");
+      spec.refInputNonnegative.push_back(nonneg);
     }
     for (unsigned i = 0; i < spec.reference.getNumResults(); ++i) {
       std::string n;

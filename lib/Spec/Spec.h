@@ -88,6 +88,10 @@ struct Spec {
   Mesh mesh;
   std::vector<std::string> refInputs, refOutputs; // names by argument / result number
   std::vector<int64_t> refInputBounds; // per argument: 0 (real) or N (integer in [0, N))
+  /// Per argument: a real input declared nonnegative (`ref.nonnegative`: second moments,
+  /// variances). Proofs hold for all reals regardless; the replay draws such inputs
+  /// from |N(0, 1)| so that the reference is defined where the step's state can be.
+  std::vector<bool> refInputNonnegative;
   std::vector<Binding> planInputs, planOutputs;
   /// A checkpoint spec: the plan saves its state (dist.save) and a second plan function
   /// marked `dist.resume`, on a mesh of its own, loads it (dist.load) and runs the next

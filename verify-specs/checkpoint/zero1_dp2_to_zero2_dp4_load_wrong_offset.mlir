@@ -5,7 +5,7 @@
 module attributes {planproof.expect = {verdict = "violated", kind = "checkpoint", at = "%m"}} {
   func.func @reference(%p: tensor<25xf32> {ref.name = "p"},
                        %m: tensor<25xf32> {ref.name = "m"},
-                       %v: tensor<25xf32> {ref.name = "v"},
+                       %v: tensor<25xf32> {ref.name = "v", ref.nonnegative},
                        %t: index {ref.name = "t"},
                        %x: tensor<4x3xf32> {ref.name = "x"},
                        %tgt: tensor<4x5xf32> {ref.name = "tgt"})
