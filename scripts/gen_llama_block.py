@@ -18,6 +18,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from irbuilder import Func, module, plan_func, reference_func, ttype  # noqa: E402
 
 
+# The attention score scale (1/sqrt(head width) in real models; 0.5 in the catalogue).
+SCORE_SCALE = [0.5]
+
+
 def lay(*dims):
     return f"#dist.layout<[{', '.join(dims)}]>"
 
@@ -50,7 +54,7 @@ def attention(f, l, x_norm, Bl, S, n_q, n_kv, d, kv_split):
             f.reshape(p + name, p + name + "b", [Bl * n_q, S, d])
         k, v = p + "kf", p + "vf"
     f.batch_matmul(p + "scores", p + "q_rot", k, 2, 2)
-    f.scale(p + "scores_s", p + "scores", 0.5)
+    f.scale(p + "scores_s", p + "scores", SCORE_SCALE[0])
     f.unary("causal_softmax", p + "probs", p + "scores_s")
     f.batch_matmul(p + "ctx", p + "probs", v, 2, 1)
     f.reshape(p + "ctx4", p + "ctx", [Bl, n_q, S, d])
@@ -189,10 +193,23 @@ def main():
     ap.add_argument("--dp", type=int, default=2)
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--sp", action="store_true")
+    # Model sizes (defaults: the small block of the catalogue). A Llama-3-8B-shaped block:
+    # --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 14336 --vocab 32000.
+    ap.add_argument("--hidden", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=2)
+    ap.add_argument("--ffn", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=4)
+    ap.add_argument("--score-scale", type=float, default=None,
+                    help="attention score scale (default 0.5 at head width 2, else 1/sqrt(width))")
     ap.add_argument("--catalogue", action="store_true",
                     help="write the block specs of verify-specs/transformer/ into OUT (a folder)")
     a = ap.parse_args()
-    c = dict(L=a.layers, B=a.batch, S=a.seq, H=4, nh=2, nkv=2, d=2, F=4, V=4)
+    c = dict(L=a.layers, B=a.batch, S=a.seq, H=a.hidden, nh=a.heads, nkv=a.kv_heads, d=a.head_dim,
+             F=a.ffn, V=a.vocab)
+    SCORE_SCALE[0] = a.score_scale if a.score_scale is not None else (
+        0.5 if a.head_dim == 2 else 1.0 / a.head_dim ** 0.5)
     if a.catalogue:
         c2 = dict(c, L=2, B=2, S=2)
         with open(os.path.join(a.out, "llama2_dp2_tp2_sp.mlir"), "w") as fh:
