@@ -1128,20 +1128,7 @@ void Engine::checkCheckpoint() {
     return;
   // Resume equivalence: the resuming plan on its mesh, from the checkpoint, against a
   // second reference step from the first step's state and a fresh batch.
-  Spec view;
-  view.path = spec.path;
-  view.reference = spec.reference;
-  view.plan = spec.resume;
-  view.mesh = spec.resumeMesh;
-  view.refInputs = spec.refInputs;
-  view.refOutputs = spec.refOutputs;
-  view.refInputBounds = spec.refInputBounds;
-  view.refInputNonnegative = spec.refInputNonnegative;
-  view.planInputs = spec.resumeInputs;
-  view.planOutputs = spec.resumeOutputs;
-  view.names = spec.names;
-  view.sources = spec.sources;
-  view.stateUpdates = spec.stateUpdates;
+  Spec view = spec.resumeStep();
   Engine step2(view, options, &pool);
   step2.resumeFrom(&next, "@2", &saved);
   VerifyResult r2 = step2.run();

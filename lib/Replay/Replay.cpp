@@ -170,7 +170,7 @@ struct Failure {
 /// The reference inputs, drawn once from the seed (rounded to the storage precision,
 /// since that is what the data is).
 std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOptions &o,
-                                            const NumericDomain &d) {
+                                            const NumericDomain &d, uint64_t streamBase = 0) {
   std::map<std::string, NumTensor> in;
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
     Type t = spec.reference.getArgument(i).getType();
@@ -180,7 +180,7 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
     NumTensor v(shape, 0.0);
     int64_t bound = t.isIndex() ? 1000 : spec.refInputNonnegative[i] ? -1 : spec.refInputBounds[i];
     auto given = o.given.find(spec.refInputs[i]);
-    if (given != o.given.end()) {
+    if (given != o.given.end() && streamBase == 0) {
       for (size_t l = 0; l < v.data.size(); ++l)
         v.data[l] = bound > 0 ? given->second[l] : d.round(given->second[l]);
       in[spec.refInputs[i]] = std::move(v);
@@ -188,8 +188,8 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
     }
     // Integer inputs (ids, masks, counters) are exact in any storage.
     for (size_t l = 0; l < v.data.size(); ++l)
-      v.data[l] = bound > 0 ? scalar::inputValue(o.seed, i, l, bound)
-                            : d.round(scalar::inputValue(o.seed, i, l, bound));
+      v.data[l] = bound > 0 ? scalar::inputValue(o.seed, streamBase + i, l, bound)
+                            : d.round(scalar::inputValue(o.seed, streamBase + i, l, bound));
     in[spec.refInputs[i]] = std::move(v);
   }
   return in;
@@ -261,9 +261,194 @@ bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string
   return true;
 }
 
+/// The checkpoint a saving plan writes and a resuming plan reads, on numbers.
+struct NumCheckpoint {
+  struct Entry {
+    Shape shape;
+    std::vector<double> values;
+    std::vector<int64_t> writer; // rank, or -1 when never written
+  };
+  std::map<std::string, Entry> entries;
+  /// What went wrong while saving or loading (conflicting writes, dropped replicas,
+  /// reads of unsaved elements), with where: reported as a divergence.
+  std::vector<std::pair<std::string, Location>> problems;
+};
+
+/// dist.save / dist.load on every rank (the symbolic engine's checkpointOp, on numbers).
+bool checkpointOp(Operation &op, const Mesh &mesh, llvm::DenseMap<Value, std::vector<NumTensor>> &vals,
+                  NumCheckpoint *ckpt, std::vector<NumTensor> &results, Failure &f) {
+  int64_t ranks = mesh.numRanks();
+  bool saving = isa<dist::SaveOp>(op);
+  auto shapeAttr = saving ? cast<dist::SaveOp>(op).getShape() : cast<dist::LoadOp>(op).getShape();
+  Shape shape(shapeAttr.begin(), shapeAttr.end());
+  std::string key = saving ? cast<dist::SaveOp>(op).getKey().str() : cast<dist::LoadOp>(op).getKey().str();
+  auto offsets = saving ? cast<dist::SaveOp>(op).getOffsets() : cast<dist::LoadOp>(op).getOffsets();
+  Type type = saving ? cast<dist::SaveOp>(op).getValue().getType() : op.getResult(0).getType();
+  Shape local;
+  if (auto t = dyn_cast<RankedTensorType>(type))
+    local.assign(t.getShape().begin(), t.getShape().end());
+  else
+    local.assign(shape.size(), 1); // an index value: one element
+  if (!ckpt) {
+    f = {"dist.load outside a resumed step", op.getLoc()};
+    return false;
+  }
+  auto problem = [&](const std::string &what) {
+    if (ckpt->problems.size() < 16)
+      ckpt->problems.push_back({what, op.getLoc()});
+  };
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::vector<int64_t> off;
+    for (Value o : offsets)
+      off.push_back((int64_t)std::llround(vals[o][r].data[0]));
+    if (saving) {
+      auto s = cast<dist::SaveOp>(op);
+      const NumTensor &mine = vals[s.getValue()][r];
+      if (auto on = s.getOnAttr()) {
+        std::vector<int64_t> c = mesh.coords(r);
+        bool here = true;
+        for (NamedAttribute a : on) {
+          int axis = mesh.axisIndex(a.getName().str());
+          here &= c[axis] == cast<IntegerAttr>(a.getValue()).getInt();
+          c[axis] = cast<IntegerAttr>(a.getValue()).getInt();
+        }
+        if (!here) {
+          int64_t saver = mesh.rankOf(c);
+          if (mine.data != vals[s.getValue()][saver].data)
+            problem("rank " + mesh.rankStr(r) + " does not save its '" + key + "', relying on " +
+                    mesh.rankStr(saver) + ", which holds different numbers: this rank's state is lost");
+          continue;
+        }
+      }
+      NumCheckpoint::Entry &e = ckpt->entries[key];
+      if (e.values.empty()) {
+        e.shape = shape;
+        e.values.assign(numElements(shape), NAN);
+        e.writer.assign(e.values.size(), -1);
+      }
+      for (int64_t l = 0; l < numElements(local); ++l) {
+        std::vector<int64_t> g = unravelIndex(local, l);
+        for (size_t k = 0; k < g.size(); ++k)
+          g[k] += off[k];
+        if (!Layout::inBounds(g, shape) || std::any_of(g.begin(), g.end(), [](int64_t x) { return x < 0; }))
+          continue; // padding past the end
+        int64_t at = linearIndex(shape, g);
+        double v = mine.data[type.isIndex() ? 0 : l];
+        if (e.writer[at] >= 0 && e.values[at] != v)
+          problem("ranks " + mesh.rankStr(e.writer[at]) + " and " + mesh.rankStr(r) +
+                  " write different numbers to checkpoint element " + key + indexStr(g));
+        if (e.writer[at] < 0) {
+          e.values[at] = v;
+          e.writer[at] = r;
+        }
+      }
+    } else {
+      auto it = ckpt->entries.find(key);
+      NumTensor t(type.isIndex() ? Shape{} : local, NAN);
+      for (int64_t l = 0; l < numElements(local); ++l) {
+        std::vector<int64_t> g = unravelIndex(local, l);
+        for (size_t k = 0; k < g.size(); ++k)
+          g[k] += off[k];
+        if (!Layout::inBounds(g, shape) || std::any_of(g.begin(), g.end(), [](int64_t x) { return x < 0; }))
+          continue; // padding: whatever the buffer holds (NaN here, never compared)
+        int64_t at = linearIndex(shape, g);
+        if (it == ckpt->entries.end() || it->second.shape != shape || it->second.writer[at] < 0) {
+          problem("rank " + mesh.rankStr(r) + " reads checkpoint element " + key + indexStr(g) +
+                  ", which the saving plan never wrote");
+          continue;
+        }
+        t.data[type.isIndex() ? 0 : l] = it->second.values[at];
+      }
+      results[r] = std::move(t);
+    }
+  }
+  return true;
+}
+
+/// Independent-mode random streams on numbers: the (key, counter) pairs the plan's
+/// masks draw, by the reference element each stands for, checked for properties
+/// (1)-(3) of RngCheck.h at this seed, and the reference's mask values to substitute
+/// (so the step is compared like any other once its streams are sound).
+struct RngRecord {
+  const llvm::DenseMap<Value, NumTensor> *reference = nullptr; // null: collect pairs only
+  int step = 1;
+  struct Draw {
+    std::string refName;
+    int64_t element;
+    int64_t rank;
+    int step;
+  };
+  std::map<std::pair<int64_t, int64_t>, Draw> pairs;
+  std::map<std::pair<std::string, int64_t>, std::pair<int64_t, int64_t>> pairOf; // step 1
+  std::vector<std::pair<std::string, Location>> problems;
+};
+
+/// A plan mask op of independent mode on every rank: records its pairs and yields the
+/// reference's values.
+void independentDraw(const Spec &spec, const DrawBinding &db, Operation &op,
+                     llvm::DenseMap<Value, std::vector<NumTensor>> &vals, RngRecord &rng,
+                     NumericDomain &d, std::vector<NumTensor> &results) {
+  const Mesh &mesh = spec.mesh;
+  Shape shape = resultShape(&op);
+  auto problem = [&](const std::string &what) {
+    if (rng.problems.size() < 8)
+      rng.problems.push_back({what, op.getLoc()});
+  };
+  Shape refShape = cast<RankedTensorType>(db.refMask.getType()).getShape().vec();
+  for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+    int64_t key = std::llround(vals[op.getOperand(0)][r].data[0]);
+    int64_t counter = std::llround(vals[op.getOperand(1)][r].data[0]);
+    NumTensor t(shape, 0.0);
+    for (int64_t l = 0; l < numElements(shape); ++l) {
+      std::vector<int64_t> local = unravelIndex(shape, l);
+      for (size_t k = 0; k < local.size() && k < db.blockOffset.size(); ++k)
+        local[k] += db.blockOffset[k];
+      std::vector<int64_t> g = db.layout.globalIndex(mesh, r, db.blockShape, local);
+      int64_t at = linearIndex(refShape, g);
+      std::pair<int64_t, int64_t> pair{key, counter + l};
+      std::string elem = db.refName + indexStr(g);
+      auto it = rng.pairs.find(pair);
+      if (it != rng.pairs.end()) {
+        const RngRecord::Draw &o = it->second;
+        bool same = o.refName == db.refName && o.element == at;
+        if (o.step != rng.step)
+          problem("step " + std::to_string(rng.step) + " draws (key " + std::to_string(key) +
+                  ", counter " + std::to_string(counter + l) + ") for " + elem + " on rank " +
+                  mesh.rankStr(r) + ", already drawn in step " + std::to_string(o.step) +
+                  ": the next step repeats this step's random numbers");
+        else if (!same)
+          problem((o.rank == r ? "rank " + mesh.rankStr(r) + " draws"
+                               : "ranks " + mesh.rankStr(o.rank) + " and " + mesh.rankStr(r) + " draw") +
+                  " the same (key " +
+                  std::to_string(key) + ", counter " + std::to_string(counter + l) + ") for " +
+                  o.refName + indexStr(unravelIndex(refShape, o.element)) + " and " + elem +
+                  ": distinct elements get identical random numbers");
+      } else {
+        rng.pairs[pair] = {db.refName, at, r, rng.step};
+      }
+      if (rng.step == 1) {
+        auto mine = rng.pairOf.find({db.refName, at});
+        if (mine == rng.pairOf.end())
+          rng.pairOf[{db.refName, at}] = pair;
+        else if (mine->second != pair)
+          problem("replicas of " + elem + " draw different (key, counter) pairs (rank " +
+                  mesh.rankStr(r) + " draws (" + std::to_string(key) + ", " +
+                  std::to_string(counter + l) + ")): replicated activations diverge");
+      }
+      if (rng.reference)
+        t.data[l] = rng.reference->lookup(db.refMask).data[at];
+      else
+        t.data[l] = d.round(evalFn(Fn::DropMask, {(double)key, (double)(counter + l),
+                                                  attrRational(cast<ref::DropoutMaskOp>(op).getPAttr()).toDouble()}));
+    }
+    results[r] = std::move(t);
+  }
+}
+
 bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
              uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f,
-             llvm::DenseMap<Value, std::vector<NumTensor>> &vals) {
+             llvm::DenseMap<Value, std::vector<NumTensor>> &vals, NumCheckpoint *ckpt = nullptr,
+             RngRecord *rng = nullptr) {
   const Mesh &mesh = spec.mesh;
   int64_t ranks = mesh.numRanks();
   for (const Binding &b : spec.planInputs) {
@@ -283,9 +468,9 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
     }
     vals[spec.plan.getArgument(b.index)] = std::move(per);
   }
-  std::set<Operation *> draws;
+  std::map<Operation *, const DrawBinding *> draws;
   for (const DrawBinding &db : spec.draws)
-    draws.insert(db.op);
+    draws[db.op] = &db;
   for (Operation &op : spec.plan.getBody().front()) {
     tick();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -294,12 +479,21 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
       continue;
     }
     std::vector<NumTensor> results(ranks);
-    if (draws.count(&op) || isa<dist::SaveOp, dist::LoadOp>(op)) {
-      f = {std::string(draws.count(&op) ? "independent-mode random draws"
-                                         : "checkpoint ops") +
-               " are not replayed yet",
-           op.getLoc()};
-      return false;
+    if (draws.count(&op)) {
+      if (!rng) {
+        f = {"independent-mode random draws need the reference's masks", op.getLoc()};
+        return false;
+      }
+      independentDraw(spec, *draws[&op], op, vals, *rng, d, results);
+      vals[op.getResult(0)] = std::move(results);
+      continue;
+    }
+    if (isa<dist::SaveOp, dist::LoadOp>(op)) {
+      if (!checkpointOp(op, mesh, vals, ckpt, results, f))
+        return false;
+      if (isa<dist::LoadOp>(op))
+        vals[op.getResult(0)] = std::move(results);
+      continue;
     }
     if (auto ax = dyn_cast<dist::AxisIndexOp>(op)) {
       int axis = mesh.axisIndex(ax.getAxis().str());
@@ -645,6 +839,84 @@ void replay::compareOutputs(const Spec &spec, const ReplayOptions &options,
   }
 }
 
+namespace {
+/// One step's runs: the reference in the four arithmetics of the error model, and the
+/// plan on its ranks.
+struct StepRun {
+  std::map<std::string, NumTensor> out[4];
+  llvm::DenseMap<Value, NumTensor> vals[4];
+  std::vector<std::vector<NumTensor>> plan;
+  llvm::DenseMap<Value, std::vector<NumTensor>> planVals;
+};
+
+bool runStep(const Spec &spec, NumericDomain *domains[4],
+             const std::map<std::string, NumTensor> *inputs[4], uint64_t seed, NumCheckpoint *ckpt,
+             StepRun &run, Failure &f, ReplayResult &result, RngRecord *rng = nullptr) {
+  try {
+    // The four reference runs are independent of each other and of the plan: they run
+    // on their own threads while this one runs the plan (with the progress line).
+    Failure fs[4] = {f, f, f, f};
+    bool oks[4] = {false, false, false, false};
+    std::vector<std::thread> refs;
+    for (int k = 0; k < 4; ++k)
+      refs.emplace_back([&, k] {
+        try {
+          oks[k] = runReference(spec, *domains[k], *inputs[k], run.out[k], fs[k], run.vals[k]);
+        } catch (const std::exception &e) {
+          fs[k].why = std::string("internal error: ") + e.what();
+        }
+      });
+    if (rng) {
+      // Independent draws take the reference's mask values: the plan waits for the
+      // reference run in its own precision.
+      refs[Forward].join();
+      rng->reference = &run.vals[Forward];
+    }
+    phase(std::string("plan on ") + std::to_string(spec.mesh.numRanks()) + " ranks", spec.plan);
+    auto t0 = std::chrono::steady_clock::now();
+    bool ok = runPlan(spec, *domains[Forward], *inputs[Forward], seed, run.plan, f, run.planVals, ckpt,
+                      rng);
+    auto t1 = std::chrono::steady_clock::now();
+    for (std::thread &t : refs)
+      if (t.joinable())
+        t.join();
+    // The reference runs overlap the plan: their time is the wall time until the last
+    // of them ends.
+    result.planSeconds = std::chrono::duration<double>(t1 - t0).count();
+    result.referenceSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (int k = 0; k < 4 && ok; ++k)
+      if (!oks[k]) {
+        ok = false;
+        f = fs[k];
+      }
+    if (!ok) {
+      result.failure = f.why;
+      result.failureAt = toSourceLoc(f.loc);
+      return false;
+    }
+  } catch (const std::exception &e) {
+    result.failure = std::string("internal error: ") + e.what();
+    return false;
+  }
+  return true;
+}
+
+void localize(const Spec &spec, const ReplayOptions &options, StepRun &run, ReplayDivergence &out) {
+  findFirstDivergence(
+      spec, options,
+      [&](int k, Value v) -> const NumTensor * {
+        auto it = run.vals[k].find(v);
+        return it == run.vals[k].end() ? nullptr : &it->second;
+      },
+      [&](Value v) -> const std::vector<NumTensor> * {
+        auto it = run.planVals.find(v);
+        return it == run.planVals.end() ? nullptr : &it->second;
+      },
+      out);
+}
+} // namespace
+
 ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &options) {
   if (options.backend != ReplayBackend::Cpu)
     return replaySpecOnKernels(spec, options);
@@ -670,76 +942,140 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   NumericDomain fwd{options.dtype, options.order};
   NumericDomain rev{options.dtype, options.order, true};
   NumericDomain tree{options.dtype, options.order, false, true};
-  std::map<std::string, NumTensor> inputs = drawInputs(spec, options, fwd);
-  std::map<std::string, NumTensor> truth, refFwd, refRev, refTree;
-  std::vector<std::vector<NumTensor>> plan;
-  llvm::DenseMap<Value, NumTensor> truthVals, fwdVals, revVals, treeVals;
-  llvm::DenseMap<Value, std::vector<NumTensor>> planVals;
-  Failure f{"", spec.plan.getLoc()};
+  NumericDomain *domains[4] = {&exact, &fwd, &rev, &tree};
   Progress bar;
   bar.enabled = options.progress;
   progress = &bar;
   struct Reset {
     ~Reset() { progress = nullptr; }
   } reset;
-  try {
-    // The four reference runs are independent of each other and of the plan: they run
-    // on their own threads while this one runs the plan (with the progress line).
-    Failure fs[4] = {f, f, f, f};
-    bool oks[4] = {false, false, false, false};
-    std::vector<std::thread> refs;
-    NumericDomain *domains[4] = {&exact, &fwd, &rev, &tree};
-    std::map<std::string, NumTensor> *outs[4] = {&truth, &refFwd, &refRev, &refTree};
-    llvm::DenseMap<Value, NumTensor> *valsOf[4] = {&truthVals, &fwdVals, &revVals, &treeVals};
-    for (int k = 0; k < 4; ++k)
-      refs.emplace_back([&, k] {
-        try {
-          oks[k] = runReference(spec, *domains[k], inputs, *outs[k], fs[k], *valsOf[k]);
-        } catch (const std::exception &e) {
-          fs[k].why = std::string("internal error: ") + e.what();
-        }
-      });
-    phase(std::string("plan on ") + std::to_string(spec.mesh.numRanks()) + " ranks", spec.plan);
-    auto t0 = std::chrono::steady_clock::now();
-    bool ok = runPlan(spec, fwd, inputs, options.seed, plan, f, planVals);
-    auto t1 = std::chrono::steady_clock::now();
-    for (std::thread &t : refs)
-      t.join();
-    // The reference runs overlap the plan: their time is the wall time until the last
-    // of them ends.
-    result.planSeconds = std::chrono::duration<double>(t1 - t0).count();
-    result.referenceSeconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (int k = 0; k < 4 && ok; ++k)
-      if (!oks[k]) {
-        ok = false;
-        f = fs[k];
-      }
-    if (!ok) {
+  std::map<std::string, NumTensor> drawn = drawInputs(spec, options, fwd);
+  const std::map<std::string, NumTensor> *inputs[4] = {&drawn, &drawn, &drawn, &drawn};
+  NumCheckpoint ckpt;
+  StepRun one;
+  Failure f{"", spec.plan.getLoc()};
+  RngRecord rng;
+  if (!runStep(spec, domains, inputs, options.seed, spec.resume ? &ckpt : nullptr, one, f, result,
+               spec.draws.empty() ? nullptr : &rng))
+    return result;
+  if (!spec.draws.empty()) {
+    // Property (3): the plan's next step, from the state the reference returns, must
+    // draw pairs this step did not. Its draws are collected, not compared.
+    if (spec.resume) {
+      result.failure = "a checkpoint spec with independent-mode random draws";
+      result.failureAt = toSourceLoc(spec.plan.getLoc());
+      return result;
+    }
+    if (spec.stateUpdates.empty()) {
+      result.failure = "independent-mode draws whose next step is unknown: the reference declares "
+                       "no state update (ref.updates), so stream reuse across steps cannot be "
+                       "checked";
+      result.failureAt = toSourceLoc(spec.plan.getLoc());
+      return result;
+    }
+    // Inputs the step does not update (the seed) stay as they are.
+    std::map<std::string, NumTensor> nextIn = drawn;
+    for (auto &[out, in] : spec.stateUpdates)
+      nextIn[in] = one.out[Forward].at(out);
+    RngRecord collect = rng;
+    collect.reference = nullptr;
+    collect.step = 2;
+    std::vector<std::vector<NumTensor>> plan2;
+    llvm::DenseMap<Value, std::vector<NumTensor>> vals2;
+    if (!runPlan(spec, fwd, nextIn, options.seed + 1, plan2, f, vals2, nullptr, &collect)) {
       result.failure = f.why;
       result.failureAt = toSourceLoc(f.loc);
       return result;
     }
-  } catch (const std::exception &e) {
-    result.failure = std::string("internal error: ") + e.what();
-    return result;
+    rng.problems.insert(rng.problems.end(), collect.problems.begin(), collect.problems.end());
   }
   result.ran = true;
-  const std::map<std::string, NumTensor> *refs[4] = {&truth, &refFwd, &refRev, &refTree};
-  compareOutputs(spec, options, refs, plan, result);
+  const std::map<std::string, NumTensor> *refs[4] = {&one.out[0], &one.out[1], &one.out[2], &one.out[3]};
+  compareOutputs(spec, options, refs, one.plan, result);
+  if (!rng.problems.empty()) {
+    ReplayOutput bad;
+    bad.name = "random streams";
+    bad.within = false;
+    bad.note = rng.problems[0].first;
+    result.outputs.push_back(bad);
+    result.first.found = true;
+    result.first.location = toSourceLoc(rng.problems[0].second);
+    result.first.note = "[rng] " + rng.problems[0].first;
+    return result;
+  }
   if (result.diverged()) {
-    llvm::DenseMap<Value, NumTensor> *runs[4] = {&truthVals, &fwdVals, &revVals, &treeVals};
-    findFirstDivergence(
-        spec, options,
-        [&](int k, Value v) -> const NumTensor * {
-          auto it = runs[k]->find(v);
-          return it == runs[k]->end() ? nullptr : &it->second;
-        },
-        [&](Value v) -> const std::vector<NumTensor> * {
-          auto it = planVals.find(v);
-          return it == planVals.end() ? nullptr : &it->second;
-        },
-        result.first);
+    localize(spec, options, one, result.first);
+    return result;
+  }
+  if (!spec.resume)
+    return result;
+  // A checkpoint spec: the saving plan's checkpoint must be consistent, and the
+  // resuming plan, on its mesh, from the checkpoint, must compute the reference's second
+  // step -- which continues from each reference run's own state, with a fresh batch.
+  if (!ckpt.problems.empty()) {
+    ReplayOutput bad;
+    bad.name = "checkpoint";
+    bad.within = false;
+    bad.note = ckpt.problems[0].first;
+    result.outputs.push_back(bad);
+    result.first.found = true;
+    result.first.location = toSourceLoc(ckpt.problems[0].second);
+    result.first.note = "[checkpoint] " + ckpt.problems[0].first;
+    return result;
+  }
+  Spec view = spec.resumeStep();
+  std::map<std::string, std::string> updaterOf;
+  for (auto &[out, in] : spec.stateUpdates)
+    updaterOf[in] = out;
+  std::map<std::string, NumTensor> fresh = drawInputs(spec, options, fwd, 0x2000), next[4];
+  for (int k = 0; k < 4; ++k) {
+    next[k] = fresh;
+    for (auto &[in, out] : updaterOf)
+      next[k][in] = one.out[k].at(out);
+    inputs[k] = &next[k];
+  }
+  StepRun two;
+  double firstRef = result.referenceSeconds, firstPlan = result.planSeconds;
+  if (!runStep(view, domains, inputs, options.seed + 1, &ckpt, two, f, result)) {
+    result.ran = false;
+    return result;
+  }
+  result.referenceSeconds += firstRef;
+  result.planSeconds += firstPlan;
+  ReplayResult second;
+  const std::map<std::string, NumTensor> *refs2[4] = {&two.out[0], &two.out[1], &two.out[2], &two.out[3]};
+  compareOutputs(view, options, refs2, two.plan, second);
+  for (ReplayOutput &o : second.outputs) {
+    o.name += "@2";
+    result.outputs.push_back(o);
+  }
+  if (!ckpt.problems.empty()) {
+    ReplayOutput bad;
+    bad.name = "checkpoint";
+    bad.within = false;
+    bad.note = ckpt.problems[0].first;
+    result.outputs.push_back(bad);
+    result.first.found = true;
+    result.first.location = toSourceLoc(ckpt.problems[0].second);
+    result.first.note = "[checkpoint] " + ckpt.problems[0].first;
+    return result;
+  }
+  if (second.diverged()) {
+    localize(view, options, two, result.first);
+    if (!result.first.found) {
+      // The resumed step's values come from the checkpoint, which the relations of a
+      // single step do not see: the verifier's first wrong op of the whole spec is
+      // where the numbers leave the reference.
+      VerifyResult v = verifySpec(spec);
+      for (const Violation &viol : v.violations)
+        if (!viol.at.empty() || viol.location.known()) {
+          result.first.found = true;
+          result.first.location = viol.location;
+          result.first.op = viol.at;
+          result.first.note = "[" + viol.kind + "] " + viol.message;
+          break;
+        }
+    }
   }
   return result;
 }

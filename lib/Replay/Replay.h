@@ -58,6 +58,9 @@ struct ReplayOutput {
   std::string worstRank;
   double worstError = 0, worstTolerance = 0, worstReference = 0, worstPlan = 0;
   bool within = true;
+  /// Set for what is not an output compared element by element (a checkpoint that is
+  /// inconsistent): what is wrong.
+  std::string note;
 };
 
 /// The first plan op whose result leaves its tolerance, compared through the layout of

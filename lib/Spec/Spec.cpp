@@ -570,3 +570,21 @@ bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
   }
   return Checker{spec, errors}.run();
 }
+
+Spec Spec::resumeStep() const {
+  Spec view;
+  view.path = path;
+  view.reference = reference;
+  view.plan = resume;
+  view.mesh = resumeMesh;
+  view.refInputs = refInputs;
+  view.refOutputs = refOutputs;
+  view.refInputBounds = refInputBounds;
+  view.refInputNonnegative = refInputNonnegative;
+  view.planInputs = resumeInputs;
+  view.planOutputs = resumeOutputs;
+  view.names = names;
+  view.sources = sources;
+  view.stateUpdates = stateUpdates;
+  return view;
+}

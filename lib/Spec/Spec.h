@@ -124,6 +124,9 @@ struct Spec {
 
   std::string nameOf(mlir::Value v) const;
   std::string snippet(const SourceLoc &loc) const;
+  /// A checkpoint spec's second step as a spec of its own: the same reference, the
+  /// resuming plan on its mesh with its bindings (no modules owned).
+  Spec resumeStep() const;
 };
 
 /// The context every spec is loaded into: planproof's dialects plus func.

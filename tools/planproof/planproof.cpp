@@ -360,6 +360,7 @@ int cmdReplay(std::vector<std::string> args) {
                       {"elements", o.elements},
                       {"undefined", o.undefined},
                       {"within", o.within},
+                      {"note", o.note},
                       {"max_abs_error", o.maxAbsError},
                       {"max_rel_error", o.maxRelError},
                       {"worst", {{"element", o.worst},
@@ -387,6 +388,10 @@ int cmdReplay(std::vector<std::string> args) {
     std::cout << j.dump(2) << "\n";
   } else {
     for (const ReplayOutput &o : r.outputs) {
+      if (!o.note.empty()) {
+        std::cout << "  " << (o.within ? "ok      " : "DIVERGED") << " " << o.name << ": " << o.note << "\n";
+        continue;
+      }
       std::ostringstream line;
       line.precision(3);
       line << "  " << (o.within ? "ok      " : "DIVERGED") << " " << o.name << ": max abs error "
@@ -402,7 +407,9 @@ int cmdReplay(std::vector<std::string> args) {
     if (r.first.found) {
       std::ostringstream d;
       d.precision(6);
-      if (!r.first.value.empty())
+      if (r.first.op.empty())
+        d << r.first.location.str() << ": error: " << r.first.note;
+      else if (!r.first.value.empty())
         d << r.first.location.str() << ": error: [numerics] first divergence: `" << r.first.op
           << "` holds reference `" << r.first.value << "`, but on rank " << r.first.rank
           << " its element " << indexStr(r.first.local) << " (" << r.first.value
