@@ -285,27 +285,6 @@ struct Lowering {
   }
 };
 
-bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
-  if (auto c = dyn_cast<arith::ConstantOp>(op)) {
-    auto v = dyn_cast<IntegerAttr>(c.getValue());
-    if (!v)
-      return false;
-    out = (double)v.getInt();
-    return true;
-  }
-  if (args.size() != 2)
-    return false;
-  if (isa<arith::AddIOp>(op))
-    out = args[0] + args[1];
-  else if (isa<arith::SubIOp>(op))
-    out = args[0] - args[1];
-  else if (isa<arith::MulIOp>(op))
-    out = args[0] * args[1];
-  else
-    return false;
-  return true;
-}
-
 /// Per value, the position of the op that uses it last (values used by the return or
 /// never: the end).
 llvm::DenseMap<Value, size_t> lastUses(func::FuncOp f) {
@@ -334,10 +313,6 @@ double bytesOf(func::FuncOp f, int64_t ranks, int width) {
   return total;
 }
 
-struct Failure {
-  std::string why;
-  Location loc;
-};
 
 /// The kernel-backend replay of one spec.
 class KernelRun {

@@ -162,10 +162,6 @@ void phase(const std::string &p, func::FuncOp f) {
     progress->begin(p, f.getBody().front().getOperations().size());
 }
 
-struct Failure {
-  std::string why;
-  Location loc;
-};
 
 /// The reference inputs, drawn once from the seed (rounded to the storage precision,
 /// since that is what the data is).
@@ -193,27 +189,6 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
     in[spec.refInputs[i]] = std::move(v);
   }
   return in;
-}
-
-bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
-  if (auto c = dyn_cast<arith::ConstantOp>(op)) {
-    auto v = dyn_cast<IntegerAttr>(c.getValue());
-    if (!v)
-      return false;
-    out = (double)v.getInt();
-    return true;
-  }
-  if (args.size() != 2)
-    return false;
-  if (isa<arith::AddIOp>(op))
-    out = args[0] + args[1];
-  else if (isa<arith::SubIOp>(op))
-    out = args[0] - args[1];
-  else if (isa<arith::MulIOp>(op))
-    out = args[0] * args[1];
-  else
-    return false;
-  return true;
 }
 
 bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
@@ -647,6 +622,27 @@ void replay::findFirstDivergence(
     }
   out.note = "every plan intermediate that holds a reference value is within tolerance, "
              "and the verifier names no wrong op";
+}
+
+bool replay::indexOp(Operation &op, const std::vector<double> &args, double &out) {
+  if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+    auto v = dyn_cast<IntegerAttr>(c.getValue());
+    if (!v)
+      return false;
+    out = (double)v.getInt();
+    return true;
+  }
+  if (args.size() != 2)
+    return false;
+  if (isa<arith::AddIOp>(op))
+    out = args[0] + args[1];
+  else if (isa<arith::SubIOp>(op))
+    out = args[0] - args[1];
+  else if (isa<arith::MulIOp>(op))
+    out = args[0] * args[1];
+  else
+    return false;
+  return true;
 }
 
 double replay::workOf(func::FuncOp f, int64_t ranks) {

@@ -13,6 +13,8 @@
 #include "Replay/Replay.h"
 #include "Semantics/Tensor.h"
 
+#include "mlir/IR/Location.h"
+#include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 
 #include <functional>
@@ -33,6 +35,16 @@ using NumTensor = Tensor<double>;
 enum RefRun { Truth = 0, Forward = 1, Reverse = 2, Pairwise = 3 };
 
 double unitRoundoff(ReplayDtype d);
+
+/// Why a run stopped (an op or feature a backend does not support), and where.
+struct Failure {
+  std::string why;
+  mlir::Location loc;
+};
+
+/// The value of an `index` op (arith constant, addi, subi, muli) from its operands'
+/// values; false for any other op.
+bool indexOp(mlir::Operation &op, const std::vector<double> &args, double &out);
 
 /// Scalar operations of one run of `f` on `ranks` ranks (a matmul counts I*J*K).
 double workOf(mlir::func::FuncOp f, int64_t ranks);
