@@ -75,17 +75,12 @@ const char *kIndexOpsHelp = "' on index values is not supported (use arith.const
 std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTrace &trace,
                          Checkpoint *save, const Checkpoint *load) {
   int64_t ranks = mesh.numRanks();
-  bool saving = isa<dist::SaveOp>(op);
-  auto shapeAttr = saving ? cast<dist::SaveOp>(op).getShape() : cast<dist::LoadOp>(op).getShape();
-  Shape shape(shapeAttr.begin(), shapeAttr.end());
-  std::string key = saving ? cast<dist::SaveOp>(op).getKey().str() : cast<dist::LoadOp>(op).getKey().str();
-  auto offsets = saving ? cast<dist::SaveOp>(op).getOffsets() : cast<dist::LoadOp>(op).getOffsets();
-  Type type = saving ? cast<dist::SaveOp>(op).getValue().getType() : op.getResult(0).getType();
-  Shape local;
-  if (auto t = dyn_cast<RankedTensorType>(type))
-    local.assign(t.getShape().begin(), t.getShape().end());
-  else
-    local.assign(shape.size(), 1); // an index value: one element
+  CheckpointAccess access = checkpointAccess(op);
+  bool saving = access.saving;
+  const Shape &shape = access.shape, &local = access.local;
+  const std::string &key = access.key;
+  ValueRange offsets = access.offsets;
+  Type type = access.type;
   if (saving && !save)
     return ""; // not collecting a checkpoint: saving has no effect on values
   if (!saving && !load)
@@ -102,18 +97,10 @@ std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTr
     }
     if (saving) {
       auto s = cast<dist::SaveOp>(op);
-      if (auto on = s.getOnAttr()) {
-        // Ranks outside `on` rely on the rank that saves for them (the one with the
-        // `on` coordinates and their own elsewhere) holding the same value.
-        std::vector<int64_t> c = mesh.coords(r);
-        bool here = true;
-        for (NamedAttribute a : on) {
-          int axis = mesh.axisIndex(a.getName().str());
-          here &= c[axis] == cast<IntegerAttr>(a.getValue()).getInt();
-          c[axis] = cast<IntegerAttr>(a.getValue()).getInt();
-        }
-        if (!here) {
-          int64_t saver = linearIndex(Shape(mesh.shape.begin(), mesh.shape.end()), c);
+      {
+        // Ranks outside `on` rely on the rank that saves for them holding the same value.
+        int64_t saver = checkpointSaver(mesh, r, s);
+        if (saver != r) {
           const SymTensor &mine = trace.values[s.getValue()][r];
           const SymTensor &theirs = trace.values[s.getValue()][saver];
           if (mine.data != theirs.data)

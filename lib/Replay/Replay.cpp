@@ -253,17 +253,12 @@ struct NumCheckpoint {
 bool checkpointOp(Operation &op, const Mesh &mesh, llvm::DenseMap<Value, std::vector<NumTensor>> &vals,
                   NumCheckpoint *ckpt, std::vector<NumTensor> &results, Failure &f) {
   int64_t ranks = mesh.numRanks();
-  bool saving = isa<dist::SaveOp>(op);
-  auto shapeAttr = saving ? cast<dist::SaveOp>(op).getShape() : cast<dist::LoadOp>(op).getShape();
-  Shape shape(shapeAttr.begin(), shapeAttr.end());
-  std::string key = saving ? cast<dist::SaveOp>(op).getKey().str() : cast<dist::LoadOp>(op).getKey().str();
-  auto offsets = saving ? cast<dist::SaveOp>(op).getOffsets() : cast<dist::LoadOp>(op).getOffsets();
-  Type type = saving ? cast<dist::SaveOp>(op).getValue().getType() : op.getResult(0).getType();
-  Shape local;
-  if (auto t = dyn_cast<RankedTensorType>(type))
-    local.assign(t.getShape().begin(), t.getShape().end());
-  else
-    local.assign(shape.size(), 1); // an index value: one element
+  CheckpointAccess access = checkpointAccess(op);
+  bool saving = access.saving;
+  const Shape &shape = access.shape, &local = access.local;
+  const std::string &key = access.key;
+  ValueRange offsets = access.offsets;
+  Type type = access.type;
   if (!ckpt) {
     f = {"dist.load outside a resumed step", op.getLoc()};
     return false;
@@ -279,16 +274,9 @@ bool checkpointOp(Operation &op, const Mesh &mesh, llvm::DenseMap<Value, std::ve
     if (saving) {
       auto s = cast<dist::SaveOp>(op);
       const NumTensor &mine = vals[s.getValue()][r];
-      if (auto on = s.getOnAttr()) {
-        std::vector<int64_t> c = mesh.coords(r);
-        bool here = true;
-        for (NamedAttribute a : on) {
-          int axis = mesh.axisIndex(a.getName().str());
-          here &= c[axis] == cast<IntegerAttr>(a.getValue()).getInt();
-          c[axis] = cast<IntegerAttr>(a.getValue()).getInt();
-        }
-        if (!here) {
-          int64_t saver = mesh.rankOf(c);
+      {
+        int64_t saver = checkpointSaver(mesh, r, s);
+        if (saver != r) {
           if (mine.data != vals[s.getValue()][saver].data)
             problem("rank " + mesh.rankStr(r) + " does not save its '" + key + "', relying on " +
                     mesh.rankStr(saver) + ", which holds different numbers: this rank's state is lost");
@@ -898,6 +886,22 @@ bool runStep(const Spec &spec, NumericDomain *domains[4],
   return true;
 }
 
+/// A problem of a two-step spec (an inconsistent checkpoint, unsound random streams) as
+/// a divergence: a pseudo-output that says what is wrong, and the first divergence at
+/// the op where it was found.
+ReplayResult &reportProblem(ReplayResult &result, const std::string &what, const std::string &kind,
+                            const std::pair<std::string, Location> &problem) {
+  ReplayOutput bad;
+  bad.name = what;
+  bad.within = false;
+  bad.note = problem.first;
+  result.outputs.push_back(bad);
+  result.first.found = true;
+  result.first.location = toSourceLoc(problem.second);
+  result.first.note = "[" + kind + "] " + problem.first;
+  return result;
+}
+
 void localize(const Spec &spec, const ReplayOptions &options, StepRun &run, ReplayDivergence &out) {
   findFirstDivergence(
       spec, options,
@@ -989,15 +993,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   const std::map<std::string, NumTensor> *refs[4] = {&one.out[0], &one.out[1], &one.out[2], &one.out[3]};
   compareOutputs(spec, options, refs, one.plan, result);
   if (!rng.problems.empty()) {
-    ReplayOutput bad;
-    bad.name = "random streams";
-    bad.within = false;
-    bad.note = rng.problems[0].first;
-    result.outputs.push_back(bad);
-    result.first.found = true;
-    result.first.location = toSourceLoc(rng.problems[0].second);
-    result.first.note = "[rng] " + rng.problems[0].first;
-    return result;
+    return reportProblem(result, "random streams", "rng", rng.problems[0]);
   }
   if (result.diverged()) {
     localize(spec, options, one, result.first);
@@ -1009,15 +1005,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   // resuming plan, on its mesh, from the checkpoint, must compute the reference's second
   // step -- which continues from each reference run's own state, with a fresh batch.
   if (!ckpt.problems.empty()) {
-    ReplayOutput bad;
-    bad.name = "checkpoint";
-    bad.within = false;
-    bad.note = ckpt.problems[0].first;
-    result.outputs.push_back(bad);
-    result.first.found = true;
-    result.first.location = toSourceLoc(ckpt.problems[0].second);
-    result.first.note = "[checkpoint] " + ckpt.problems[0].first;
-    return result;
+    return reportProblem(result, "checkpoint", "checkpoint", ckpt.problems[0]);
   }
   Spec view = spec.resumeStep();
   std::map<std::string, std::string> updaterOf;
@@ -1046,15 +1034,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     result.outputs.push_back(o);
   }
   if (!ckpt.problems.empty()) {
-    ReplayOutput bad;
-    bad.name = "checkpoint";
-    bad.within = false;
-    bad.note = ckpt.problems[0].first;
-    result.outputs.push_back(bad);
-    result.first.found = true;
-    result.first.location = toSourceLoc(ckpt.problems[0].second);
-    result.first.note = "[checkpoint] " + ckpt.problems[0].first;
-    return result;
+    return reportProblem(result, "checkpoint", "checkpoint", ckpt.problems[0]);
   }
   if (second.diverged()) {
     localize(view, options, two, result.first);

@@ -399,6 +399,44 @@ template <class V> Tensor<V> takeBlock(const Tensor<V> &t, int64_t dim, int64_t 
   return out;
 }
 
+/// What a dist.save or dist.load touches: the checkpoint entry `key` of global `shape`,
+/// at `offsets` (index values), with a piece of type `type` whose elements form the
+/// `local` block (an index value is one element).
+struct CheckpointAccess {
+  bool saving;
+  std::string key;
+  Shape shape, local;
+  mlir::ValueRange offsets;
+  mlir::Type type;
+};
+inline CheckpointAccess checkpointAccess(mlir::Operation &op) {
+  CheckpointAccess a{mlir::isa<dist::SaveOp>(op), "", {}, {}, {}, {}};
+  auto shapeAttr = a.saving ? mlir::cast<dist::SaveOp>(op).getShape() : mlir::cast<dist::LoadOp>(op).getShape();
+  a.shape.assign(shapeAttr.begin(), shapeAttr.end());
+  a.key = a.saving ? mlir::cast<dist::SaveOp>(op).getKey().str() : mlir::cast<dist::LoadOp>(op).getKey().str();
+  a.offsets = a.saving ? mlir::ValueRange(mlir::cast<dist::SaveOp>(op).getOffsets())
+                       : mlir::ValueRange(mlir::cast<dist::LoadOp>(op).getOffsets());
+  a.type = a.saving ? mlir::cast<dist::SaveOp>(op).getValue().getType() : op.getResult(0).getType();
+  if (auto t = mlir::dyn_cast<mlir::RankedTensorType>(a.type))
+    a.local.assign(t.getShape().begin(), t.getShape().end());
+  else
+    a.local.assign(a.shape.size(), 1);
+  return a;
+}
+
+/// The rank that saves rank `r`'s piece under a dist.save `on = {axis = k, ...}`
+/// filter: `r` itself when its coordinates match, else the rank with the `on`
+/// coordinates and `r`'s own elsewhere (which `r` relies on holding the same value).
+inline int64_t checkpointSaver(const Mesh &mesh, int64_t r, dist::SaveOp save) {
+  auto on = save.getOnAttr();
+  if (!on)
+    return r;
+  std::vector<int64_t> c = mesh.coords(r);
+  for (mlir::NamedAttribute a : on)
+    c[mesh.axisIndex(a.getName().str())] = mlir::cast<mlir::IntegerAttr>(a.getValue()).getInt();
+  return mesh.rankOf(c);
+}
+
 /// Mesh axis indices named by a collective's `axes` attribute.
 inline std::vector<int> collectiveAxes(mlir::Operation *op, const Mesh &mesh) {
   std::vector<int> axes;
