@@ -425,8 +425,80 @@ LogicalResult LoadOp::verify() {
 // Plan function attributes
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Pipeline ops
+//===----------------------------------------------------------------------===//
+
+/// The stage count of the pipeline of the plan containing `op`, or -1 with a diagnostic.
+static int64_t pipelineStages(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  auto axis = func ? func->getAttrOfType<StringAttr>(kPipelineAttr) : StringAttr();
+  MeshOp mesh = func ? lookupMeshOfFunc(func) : MeshOp();
+  if (!axis || !mesh) {
+    op->emitOpError() << "needs a plan function with '" << kPipelineAttr
+                      << "' naming the mesh axis of the stages";
+    return -1;
+  }
+  int64_t a = mesh.axisIndex(axis.getValue());
+  if (a < 0) {
+    op->emitOpError() << "'" << kPipelineAttr << "' names '" << axis.getValue()
+                      << "', which is not an axis of the mesh";
+    return -1;
+  }
+  return mesh.getShape()[a];
+}
+
+static LogicalResult verifyStages(Operation *op, int64_t from, int64_t to) {
+  int64_t n = pipelineStages(op);
+  if (n < 0)
+    return failure();
+  if (from < 0 || to < 0 || from >= n || to >= n)
+    return op->emitOpError() << "stages must be in [0, " << n << "): from " << from << " to " << to;
+  if (from == to)
+    return op->emitOpError() << "sends from stage " << from << " to itself";
+  return success();
+}
+
+LogicalResult SendOp::verify() { return verifyStages(*this, getFrom(), getTo()); }
+LogicalResult RecvOp::verify() { return verifyStages(*this, getFrom(), getTo()); }
+
+LogicalResult StageSelectOp::verify() {
+  int64_t n = pipelineStages(*this);
+  if (n < 0)
+    return failure();
+  if ((int64_t)getValues().size() != n)
+    return emitOpError() << "takes one value per stage: " << n << ", not " << getValues().size();
+  for (Value v : getValues())
+    if (v.getType() != getType())
+      return emitOpError() << "operands must all have the result type " << getType();
+  return success();
+}
+
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kPipelineAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !s)
+      return op->emitError() << "'" << kPipelineAttr
+                             << "' belongs on a plan func.func and names a mesh axis";
+    MeshOp mesh = lookupMeshOfFunc(op);
+    if (mesh && mesh.axisIndex(s.getValue()) < 0)
+      return op->emitError() << "'" << kPipelineAttr << "' names '" << s.getValue()
+                             << "', which is not an axis of the mesh";
+    return success();
+  }
+  if (name == kStageAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!i || isa<func::FuncOp>(op))
+      return op->emitError() << "'" << kStageAttr << "' is an integer attribute of plan ops";
+    int64_t n = pipelineStages(op);
+    if (n < 0)
+      return failure();
+    if (i.getInt() < 0 || i.getInt() >= n)
+      return op->emitError() << "'" << kStageAttr << "' = " << i.getInt() << " is not a stage in [0, "
+                             << n << ")";
+    return success();
+  }
   if (name == kResumeAttr) {
     if (!isa<func::FuncOp>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << kResumeAttr << "' is a unit attribute of a plan func.func";
@@ -489,6 +561,19 @@ static LogicalResult verifyValueAttr(Operation *op, Type type, NamedAttribute at
   if (attr.getName() == kPaddedAttr) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << what << ": '" << kPaddedAttr << "' is a unit attribute";
+    return success();
+  }
+  if (attr.getName() == kStageAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    auto axis = op->getAttrOfType<StringAttr>(kPipelineAttr);
+    MeshOp mesh = lookupMeshOfFunc(op);
+    if (!i || !axis || !mesh || mesh.axisIndex(axis.getValue()) < 0)
+      return op->emitError() << what << ": '" << kStageAttr
+                             << "' is an integer stage of a function with '" << kPipelineAttr << "'";
+    int64_t n = mesh.getShape()[mesh.axisIndex(axis.getValue())];
+    if (i.getInt() < 0 || i.getInt() >= n)
+      return op->emitError() << what << ": '" << kStageAttr << "' = " << i.getInt()
+                             << " is not a stage in [0, " << n << ")";
     return success();
   }
   if (attr.getName() != kLayoutAttr)

@@ -47,6 +47,11 @@ constexpr const char *kResumeAttr = "dist.resume";
 /// piece of, with `dist.layout` and optionally `dist.block_offset` (the position of
 /// this piece inside the rank's block, for a microbatch of the block).
 constexpr const char *kDrawsAttr = "dist.draws";
+/// Plan function attribute: the mesh axis whose coordinate is the pipeline stage.
+constexpr const char *kPipelineAttr = "dist.pipeline";
+/// Op, argument and result attribute (i64): the pipeline stage that executes the op,
+/// or holds the argument or result.
+constexpr const char *kStageAttr = "dist.stage";
 constexpr const char *kBlockOffsetAttr = "dist.block_offset";
 
 /// The mesh of the plan function that (transitively) contains `op`, or null with no

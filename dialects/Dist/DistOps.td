@@ -204,7 +204,6 @@ def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
   let assemblyFormat = "$input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)";
 }
 
-#endif // PLANPROOF_DIST_OPS
 
 //===----------------------------------------------------------------------===//
 // Checkpoints
@@ -254,3 +253,71 @@ def Dist_LoadOp : Dist_Op<"load"> {
   }];
   let hasVerifier = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// Pipeline parallelism: stages, point-to-point messages
+//===----------------------------------------------------------------------===//
+
+def Dist_SendOp : Dist_Op<"send"> {
+  let summary = "sends a value from one pipeline stage to another (blocking)";
+  let description = [{
+    In a pipelined plan (function attribute `dist.pipeline = "pp"` naming the mesh
+    axis of the stages), every rank of stage `from` sends `value` to the rank of stage
+    `to` with the same coordinates on the other axes. The message is identified by
+    `tag` (a microbatch's activation, a gradient): it matches the `dist.recv` with the
+    same stages and tag (the n-th send with the n-th recv). Sends and receives are
+    blocking (rendezvous): a stage waits at a send until the receiving stage reaches
+    the matching recv, and at a recv until the sending stage reaches the send. Each
+    stage executes its own ops (`dist.stage = k`, and its sends and receives) in the
+    order written: the schedule (docs/pipeline.md). Consecutive sends and receives of
+    a stage with the same `batch` number are posted together and complete together
+    (`torch.distributed.batch_isend_irecv`, Megatron's `send_forward_recv_backward`).
+
+    ```mlir
+    dist.send %h from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+    dist.send %a from 0 to 1 tag "act/mb1" {batch = 3} : tensor<2x4xf32>
+    %g = dist.recv from 1 to 0 tag "grad/mb0" {batch = 3} : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyType:$value, I64Attr:$from, I64Attr:$to, StrAttr:$tag,
+                       OptionalAttr<I64Attr>:$batch);
+  let assemblyFormat = "$value `from` $from `to` $to `tag` $tag attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Dist_RecvOp : Dist_Op<"recv"> {
+  let summary = "receives a value sent from another pipeline stage (blocking)";
+  let description = [{
+    The counterpart of `dist.send`: every rank of stage `to` receives the value the
+    rank of stage `from` with the same other coordinates sends with the same `tag`.
+
+    ```mlir
+    %h = dist.recv from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$from, I64Attr:$to, StrAttr:$tag, OptionalAttr<I64Attr>:$batch);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "`from` $from `to` $to `tag` $tag attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dist_StageSelectOp : Dist_Op<"stage_select", [Pure]> {
+  let summary = "the value of this rank's stage, among one value per stage";
+  let description = [{
+    On a rank of pipeline stage k, the k-th operand (a value of stage k). It joins what
+    each stage holds into one value that a collective over the pipeline axis (or a
+    result held by every stage) can take -- the per-stage sums of squares of a global
+    gradient norm, say.
+
+    ```mlir
+    %ss = dist.stage_select %ss0, %ss1 : tensor<f32>, tensor<f32> -> tensor<f32>
+    %total = dist.all_reduce %ss over ["pp"] "sum" : tensor<f32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$values attr-dict `:` type($values) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // PLANPROOF_DIST_OPS

@@ -169,7 +169,7 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
         for (size_t d = 0; d < rank; ++d)
           if (s[d] != local[d]) {
             ++differ;
-            tiles &= local[d] > 0 && s[d] % local[d] == 0 && !l.dims[d].empty();
+            tiles &= local[d] > 0 && s[d] % local[d] == 0 && (!l.dims[d].empty() || replicatedTiles);
           }
         if (differ == 1 && tiles)
           sub.push_back({std::move(l), s});

@@ -65,6 +65,9 @@ public:
                const std::vector<int64_t> &offset = {});
 
   const RefValue &ref(int i) const { return refs[i]; }
+  /// Microbatches of an unsplit dimension count as tiles too (pipelined plans, whose
+  /// microbatches slice the whole batch on every stage).
+  bool replicatedTiles = false;
   std::string describe(const Relation &r) const;
 
 private:

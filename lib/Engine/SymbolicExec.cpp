@@ -275,9 +275,33 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
   for (const DrawBinding &db : spec.draws)
     draws[db.op] = &db;
   try {
-    for (Operation &op : spec.plan.getBody().front()) {
-      if (isa<func::ReturnOp>(op))
+    for (Operation *opp : spec.planOps()) {
+      Operation &op = *opp;
+      if (isa<func::ReturnOp, dist::SendOp>(op))
         continue;
+      if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
+        // Pipeline messages (docs/pipeline.md): every rank computes every stage's ops
+        // on the same data, so a message only moves values between the ranks of two
+        // stages; an unmatched recv (a schedule violation) receives fresh unknowns.
+        std::vector<SymTensor> out(ranks);
+        auto match = spec.recvFrom.find(&op);
+        for (int64_t r = 0; r < ranks; ++r) {
+          if (auto sel = dyn_cast<dist::StageSelectOp>(op)) {
+            out[r] = trace.values[sel.getValues()[spec.mesh.coords(r)[spec.pipelineAxis]]][r];
+          } else if (match != spec.recvFrom.end()) {
+            auto recv = cast<dist::RecvOp>(op);
+            out[r] = trace.values[match->second->getOperand(0)][spec.rankOnStage(r, recv.getFrom())];
+          } else {
+            Type t = op.getResult(0).getType();
+            Shape s = t.isIndex() ? Shape{} : Shape(cast<RankedTensorType>(t).getShape().vec());
+            out[r] = SymTensor(s, pool.zero());
+            for (int64_t l = 0; l < (int64_t)out[r].data.size(); ++l)
+              out[r].data[l] = pool.inputPoly(pool.addInput({"unmatched." + spec.nameOf(op.getResult(0)), {r, l}, 0}));
+          }
+        }
+        trace.values[op.getResult(0)] = std::move(out);
+        continue;
+      }
       if (auto ax = dyn_cast<dist::AxisIndexOp>(op)) {
         int axis = mesh.axisIndex(ax.getAxis().str());
         std::vector<SymTensor> coord(ranks);

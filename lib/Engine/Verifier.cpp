@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "Engine/Verifier.h"
 #include "Engine/RngCheck.h"
+#include "Engine/Schedule.h"
 
 #include "Engine/Decide.h"
 #include "Engine/Relations.h"
@@ -80,6 +81,10 @@ private:
   Relation relationOf(Value v);
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
   bool isMicrobatchPartial(Value v);
+  /// A value that is a combination sum_m c_m * (microbatch m's contribution), where a
+  /// contribution is a sum (a reduction, a loss, a contracting matmul) over one tile of
+  /// a reference value: the coefficients, by tile, or nothing.
+  std::optional<std::map<std::string, Rational>> microbatchTerms(Value v);
   bool constantDerived(Value v);
   void explainOp(Operation *op, Violation &viol);
   void explainCounter(Operation *op, const Binding &b, const Failure &f, Violation &viol);
@@ -202,6 +207,7 @@ void Engine::buildRefValues() {
       refRoles.push_back("");
     }
   finder = std::make_unique<RelationFinder>(pool, mesh, refValues);
+  finder->replicatedTiles = spec.pipelineAxis >= 0;
 }
 
 /// Gathers every output element and compares it with the reference. Equal canonical
@@ -223,7 +229,7 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
     std::vector<Pending> todo;
     bool supported = true;
     for (int64_t r = 0; r < mesh.numRanks() && supported; ++r) {
-      if (!isGroupLeader(mesh, b.layout, r))
+      if (!isGroupLeader(mesh, b.layout, r) || !spec.onStage(r, b.stage))
         continue;
       for (int64_t l = 0; l < (int64_t)perRank[r].data.size(); ++l) {
         PolyId got;
@@ -367,17 +373,65 @@ bool Engine::constantDerived(Value v) {
 /// intermediate that no single reference value describes (the reference sums over the
 /// whole batch at once), so it is not where a plan goes wrong.
 bool Engine::isMicrobatchPartial(Value v) {
-  Operation *def = v.getDefiningOp();
-  if (!isa_and_nonnull<ref::ReduceSumOp, ref::CrossEntropySumOp>(def))
+  // Some microbatches, all with one weight (the same scaling for each, as a loss
+  // scaled by 1/M): an accumulator on its way to the whole sum. A sum that already
+  // holds every microbatch ("*") plus more over-counts.
+  auto terms = microbatchTerms(v);
+  if (!terms || terms->count("*"))
     return false;
-  bool anyTile = false;
-  for (Value operand : def->getOperands()) {
-    Relation r = relationOf(operand);
-    if (!r.exact())
-      return false;
-    anyTile |= !r.block.empty();
+  return llvm::all_of(*terms, [&](auto &t) { return t.second == terms->begin()->second; });
+}
+
+std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def || !isa<RankedTensorType>(v.getType()) || relationOf(v).exact())
+    return std::nullopt;
+  if (isa<ref::ReduceSumOp, ref::CrossEntropySumOp, ref::MseLossOp, ref::MatmulOp,
+          ref::BatchMatmulOp>(def)) {
+    std::string tile;
+    for (Value operand : def->getOperands()) {
+      if (!isa<RankedTensorType>(operand.getType()))
+        continue;
+      Relation r = relationOf(operand);
+      if (!r.exact())
+        return std::nullopt;
+      if (!r.block.empty() && tile.empty())
+        tile = indexStr(r.offset);
+    }
+    if (tile.empty())
+      return std::nullopt;
+    return std::map<std::string, Rational>{{tile, Rational(1)}};
   }
-  return anyTile;
+  if (auto s = dyn_cast<ref::ScaleOp>(def)) {
+    auto in = microbatchTerms(s.getOperand());
+    if (!in)
+      return std::nullopt;
+    for (auto &[k, c] : *in)
+      c = c * attrRational(s.getFactorAttr());
+    return in;
+  }
+  if (isa<ref::AddOp>(def)) {
+    std::map<std::string, Rational> sum;
+    bool partial = false;
+    for (Value operand : def->getOperands()) {
+      auto in = microbatchTerms(operand);
+      if (!in) {
+        // A complete value (an exact reference value: every microbatch already) is
+        // "*"; adding microbatches to it over-counts them.
+        if (!relationOf(operand).exact())
+          return std::nullopt;
+        sum["*"] = Rational(1);
+        continue;
+      }
+      partial = true;
+      for (auto &[k, c] : *in)
+        sum[k] = sum.count(k) ? sum[k] + c : c;
+    }
+    if (!partial)
+      return std::nullopt;
+    return sum;
+  }
+  return std::nullopt;
 }
 
 Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
@@ -617,6 +671,42 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                           "over the wrong set of tokens";
     viol.hint = "sum the token losses here (ref.cross_entropy_sum) and divide once by the "
                 "count of non-ignored tokens of the whole global batch";
+    return;
+  }
+  if (isa<ref::AddOp, ref::ScaleOp>(op) && !res.related()) {
+    // Gradient accumulation over microbatches: each must be counted exactly once.
+    auto terms = microbatchTerms(op->getResult(0));
+    if (terms && !isMicrobatchPartial(op->getResult(0))) {
+      std::string wrong;
+      for (auto &[tile, c] : *terms)
+        wrong += (wrong.empty() ? "" : ", ") +
+                 (tile == "*" ? std::string("a sum over every microbatch")
+                              : "the microbatch at " + tile + " with weight " + c.str());
+      {
+        viol.kind = "reduction";
+        viol.message = head + "it accumulates the microbatches' contributions with unequal "
+                              "weights: " + wrong + " (each microbatch must count once, "
+                              "all with one weight)";
+        viol.hint = "add each microbatch's gradient to the accumulator exactly once, and scale "
+                    "the loss (not the accumulator) by the number of microbatches";
+        return;
+      }
+    }
+  }
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    Value operand = op->getOperand(i);
+    if (isa<ref::AddOp, ref::ScaleOp>(op) || !isa<RankedTensorType>(operand.getType()) ||
+        relationOf(operand).exact() || !isMicrobatchPartial(operand))
+      continue;
+    std::string tiles;
+    auto terms = microbatchTerms(operand);
+    for (auto &[tile, c] : *terms)
+      tiles += (tiles.empty() ? "" : ", ") + tile;
+    viol.kind = "reduction";
+    viol.message = head + "operand #" + std::to_string(i) + " `" + spec.nameOf(operand) +
+                   "` sums the contributions of the microbatches at " + tiles +
+                   " only: a microbatch is missing from the accumulation";
+    viol.hint = "accumulate every microbatch's gradient before the optimizer step";
     return;
   }
   if (isa<dist::LoadOp>(op)) {
@@ -972,7 +1062,14 @@ VerifyResult Engine::run() {
     return std::move(result);
   }
   try {
-    if (execute()) {
+    checkSchedule(spec, result);
+    if (!spec.scheduleProblems.empty()) {
+      // Messages that do not match leave values undefined: the step's values are
+      // checked once the plan's structure is sound.
+      result.violations.front().notes.push_back(
+          "the step's values are not checked until every message is matched and every value "
+          "is used only where it is computed or received");
+    } else if (execute()) {
       buildRefValues();
       std::vector<Failure> failures;
       checkOutputs(failures);

@@ -166,6 +166,12 @@ struct Exporter {
     func::FuncOp ref = spec.reference, plan = spec.plan;
     bool checkpoints = static_cast<bool>(spec.resume);
     plan.walk([&](dist::SaveOp) { checkpoints = true; });
+    if (spec.pipelineAxis >= 0) {
+      error = toSourceLoc(plan.getLoc()).str() +
+              ": error: pipelined plans (dist.send, dist.recv, stages) are MLIR only; the JSON "
+              "format has no pipeline ops yet";
+      return false;
+    }
     if (checkpoints) {
       error = toSourceLoc(plan.getLoc()).str() +
               ": error: checkpoint specs (dist.save, dist.load and a resuming plan) are MLIR only; "

@@ -823,6 +823,9 @@ ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOption
     result.failure = why;
     return result;
   };
+  if (spec.pipelineAxis >= 0)
+    return fail("pipelined plans (dist.send, dist.recv) are not replayed by the kernel backend "
+                "yet (use --backend cpu)");
   if (spec.resume)
     return fail("checkpoint specs (two steps) are not replayed by the kernel backend yet "
                 "(use --backend cpu)");

@@ -3,6 +3,7 @@
 #include "Replay/ReplayInternal.h"
 
 #include "Engine/Decide.h"
+#include "Engine/Schedule.h"
 #include "Engine/Verifier.h"
 #include "Semantics/OpSemantics.h"
 
@@ -434,7 +435,8 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
   std::map<Operation *, const DrawBinding *> draws;
   for (const DrawBinding &db : spec.draws)
     draws[db.op] = &db;
-  for (Operation &op : spec.plan.getBody().front()) {
+  for (Operation *opp : spec.planOps()) {
+    Operation &op = *opp;
     tick();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (const Binding &b : spec.planOutputs)
@@ -442,6 +444,26 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
       continue;
     }
     std::vector<NumTensor> results(ranks);
+    if (isa<dist::SendOp>(op))
+      continue;
+    if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
+      // Pipeline messages: as in the element engine, every rank runs every stage's ops
+      // on the same data; a recv takes the value of the sending stage's rank.
+      auto match = spec.recvFrom.find(&op);
+      if (isa<dist::RecvOp>(op) && match == spec.recvFrom.end()) {
+        f = {"this dist.recv has no matching dist.send", op.getLoc()};
+        return false;
+      }
+      for (int64_t r = 0; r < ranks; ++r) {
+        if (auto sel = dyn_cast<dist::StageSelectOp>(op))
+          results[r] = vals[sel.getValues()[mesh.coords(r)[spec.pipelineAxis]]][r];
+        else
+          results[r] = vals[match->second->getOperand(0)]
+                           [spec.rankOnStage(r, cast<dist::RecvOp>(op).getFrom())];
+      }
+      vals[op.getResult(0)] = std::move(results);
+      continue;
+    }
     if (draws.count(&op)) {
       if (!rng) {
         f = {"independent-mode random draws need the reference's masks", op.getLoc()};
@@ -733,7 +755,8 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
     if (b.refName != name)
       continue;
     for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-      if (b.layout.isPartial() && mesh.positionInGroup(r, b.layout.partialAxes()) != 0)
+      if ((b.layout.isPartial() && mesh.positionInGroup(r, b.layout.partialAxes()) != 0) ||
+          !spec.onStage(r, b.stage))
         continue;
       for (int64_t l = 0; l < (int64_t)plan[o][r].data.size(); ++l) {
         if (b.layout.globalIndex(mesh, r, b.localShape, plan[o][r].unravel(l)) != at)
@@ -779,7 +802,7 @@ void replay::compareOutputs(const Spec &spec, const ReplayOptions &options,
     double worstRatio = -1;
     for (int64_t r = 0; r < mesh.numRanks(); ++r) {
       bool leader = !b.layout.isPartial() || mesh.positionInGroup(r, b.layout.partialAxes()) == 0;
-      if (!leader)
+      if (!leader || !spec.onStage(r, b.stage))
         continue;
       for (int64_t l = 0; l < (int64_t)plan[o][r].data.size(); ++l) {
         auto g = b.layout.globalIndex(mesh, r, b.localShape, plan[o][r].unravel(l));
@@ -922,6 +945,16 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     return replaySpecOnKernels(spec, options);
   ReplayResult result;
   result.device = std::to_string(spec.mesh.numRanks()) + " ranks on the CPU";
+  if (spec.pipelineAxis >= 0) {
+    // A schedule that deadlocks, or messages that do not match, cannot run at all.
+    VerifyResult schedule;
+    checkSchedule(spec, schedule);
+    if (!schedule.violations.empty()) {
+      result.failure = "the plan cannot run: [schedule] " + schedule.violations[0].message;
+      result.failureAt = schedule.violations[0].location;
+      return result;
+    }
+  }
   for (auto &[name, v] : options.given)
     result.loadedInputs.push_back(name);
   if (!spec.undecidable.empty()) {

@@ -207,6 +207,8 @@ struct Checker {
     }
     convertLayout(layout, b.layout);
     b.layout.padded = attrs && attrs.get(dist::kPaddedAttr);
+    if (auto st = attrs ? attrs.getAs<IntegerAttr>(dist::kStageAttr) : IntegerAttr())
+      b.stage = st.getInt();
     if (b.layout.padded && llvm::any_of(b.layout.segments, [](int64_t k) { return k != 1; }))
       return error(loc, "plan " + what + " ('" + b.refName +
                             "'): a padded layout cannot have interleaved segments");
@@ -500,6 +502,8 @@ struct Checker {
     }
 
     if (!bindDraws())
+      return false;
+    if (!analyzePipeline(spec, errors))
       return false;
     if (resumes.size() > 1)
       return error(resumes[1].getLoc(), "at most one plan function may resume from a checkpoint");

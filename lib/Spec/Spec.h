@@ -48,6 +48,17 @@ struct Binding {
   Layout layout;
   Shape localShape;
   mlir::Location loc;
+  /// In a pipelined plan: the stage whose ranks hold it (`dist.stage`), or -1 for
+  /// every stage.
+  int64_t stage = -1;
+};
+
+/// A defect of a pipelined plan's structure, found before any value is computed
+/// (an unmatched send, a value used on a stage that never received it); the verifier
+/// reports each as a `schedule` violation.
+struct ScheduleProblem {
+  mlir::Operation *op;
+  std::string message, hint;
 };
 
 /// What the spec's author says the verifier must answer.
@@ -99,6 +110,41 @@ struct Spec {
   mutable mlir::func::FuncOp resume;
   Mesh resumeMesh;
   std::vector<Binding> resumeInputs, resumeOutputs;
+  /// Pipeline parallelism (docs/pipeline.md): the mesh axis of the stages
+  /// (`dist.pipeline`), or -1. Every plan op's stage (-1: executed by every stage),
+  /// each recv's matching send, the plan's ops in an order where every value is
+  /// computed before it is used and every send before its recv (the textual order
+  /// for plans without a pipeline), and the structural defects found.
+  int pipelineAxis = -1;
+  llvm::DenseMap<mlir::Operation *, int64_t> opStage;
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> recvFrom;
+  std::vector<mlir::Operation *> planOrder;
+  std::vector<ScheduleProblem> scheduleProblems;
+  /// The plan's ops in execution order (planOrder, or the order written).
+  std::vector<mlir::Operation *> planOps() const {
+    if (!planOrder.empty())
+      return planOrder;
+    std::vector<mlir::Operation *> ops;
+    for (mlir::Operation &op : plan.getBody().front())
+      ops.push_back(&op);
+    return ops;
+  }
+  /// The stage of `op` (-1: every stage).
+  int64_t stageOf(mlir::Operation *op) const {
+    auto it = opStage.find(op);
+    return it == opStage.end() ? -1 : it->second;
+  }
+  /// The rank of stage `stage` with `rank`'s other coordinates.
+  int64_t rankOnStage(int64_t rank, int64_t stage) const {
+    std::vector<int64_t> c = mesh.coords(rank);
+    c[pipelineAxis] = stage;
+    return mesh.rankOf(c);
+  }
+  /// Whether `rank` belongs to `stage` (-1: every stage).
+  bool onStage(int64_t rank, int64_t stage) const {
+    return stage < 0 || pipelineAxis < 0 || mesh.coords(rank)[pipelineAxis] == stage;
+  }
+
   /// RNG checking mode (plan attribute dist.rng): exact (default) or independent.
   bool rngIndependent = false;
   std::vector<DrawBinding> draws;
@@ -139,6 +185,11 @@ bool loadSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec, std::
 /// Loads a spec from a reference file and a plan file (.mlir or .json each).
 bool loadSpecPair(mlir::MLIRContext &ctx, const std::string &refPath,
                   const std::string &planPath, Spec &spec, std::string &errors);
+
+/// Analyzes a plan's pipeline (stages, send/recv matching, the dataflow order): fills
+/// the pipeline fields of `spec`, and for any plan the execution order. Returns false
+/// with located errors for malformed input.
+bool analyzePipeline(Spec &spec, std::string &errors);
 
 /// Checks the loaded module(s) and fills the spec's functions, mesh and bindings.
 /// Exposed for the JSON importer, which builds the module itself.

@@ -60,3 +60,22 @@ func.func @checkpoint_ops(%m: tensor<13xf32>, %t: index) attributes {dist.mesh =
   %lt = dist.load "t" shape [] at [] : index
   return
 }
+
+// CHECK: dist.mesh @pmesh axes = ["dp", "pp"] shape = [2, 2]
+dist.mesh @pmesh axes = ["dp", "pp"] shape = [2, 2]
+
+// CHECK-LABEL: func.func @pipeline_ops
+// CHECK-SAME: dist.stage = 0
+// CHECK-SAME: dist.pipeline = "pp"
+func.func @pipeline_ops(%x: tensor<2x4xf32> {dist.value = "x", dist.layout = #dist.layout<[dp, _]>, dist.stage = 0})
+    attributes {dist.mesh = @pmesh, dist.pipeline = "pp"} {
+  // CHECK: ref.gelu %{{.*}} {dist.stage = 0 : i64} : tensor<2x4xf32>
+  %a = ref.gelu %x {dist.stage = 0} : tensor<2x4xf32>
+  // CHECK: dist.send %{{.*}} from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+  dist.send %a from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+  // CHECK: dist.recv from 0 to 1 tag "act/mb0" {batch = 2 : i64} : tensor<2x4xf32>
+  %h = dist.recv from 0 to 1 tag "act/mb0" {batch = 2} : tensor<2x4xf32>
+  // CHECK: dist.stage_select %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %s = dist.stage_select %a, %h : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  return
+}

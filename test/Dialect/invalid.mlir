@@ -344,3 +344,47 @@ func.func @save_on_axis(%t: index) attributes {dist.mesh = @mesh} {
   dist.save %t as "t" shape [] at [] {on = {tp = 0 : i64}} : index
   return
 }
+
+// -----
+
+dist.mesh @mesh axes = ["pp"] shape = [2]
+func.func @send_without_pipeline(%a: tensor<2xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{needs a plan function with 'dist.pipeline' naming the mesh axis of the stages}}
+  dist.send %a from 0 to 1 tag "x" : tensor<2xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["pp"] shape = [2]
+func.func @recv_out_of_range() attributes {dist.mesh = @mesh, dist.pipeline = "pp"} {
+  // expected-error @+1 {{stages must be in [0, 2): from 0 to 2}}
+  %r = dist.recv from 0 to 2 tag "x" : tensor<2xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["pp"] shape = [3]
+func.func @select_count(%a: tensor<2xf32>) attributes {dist.mesh = @mesh, dist.pipeline = "pp"} {
+  // expected-error @+1 {{takes one value per stage: 3, not 2}}
+  %s = dist.stage_select %a, %a : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["pp"] shape = [2]
+// expected-error @+1 {{'dist.pipeline' names 'tp', which is not an axis of the mesh}}
+func.func @pipeline_axis() attributes {dist.mesh = @mesh, dist.pipeline = "tp"} {
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["pp"] shape = [2]
+func.func @stage_range(%a: tensor<2xf32>) attributes {dist.mesh = @mesh, dist.pipeline = "pp"} {
+  // expected-error @+1 {{'dist.stage' = 3 is not a stage in [0, 2)}}
+  %g = ref.gelu %a {dist.stage = 3} : tensor<2xf32>
+  return
+}

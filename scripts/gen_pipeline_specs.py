@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Pipeline-parallel specs (issue 6, docs/pipeline.md): an L-layer MLP, one layer per
+stage, trained one SGD step on M microbatches, under the GPipe and 1F1B schedules, with
+and without data parallelism, and seeded bugs.
+
+    python3 scripts/gen_pipeline_specs.py verify-specs/pipeline
+
+Reference: z_l = h_l W_l, h_{l+1} = gelu(z_l), y = z_{L-1}, loss = mse(y, t); the
+backward pass written out; W_l' = W_l - lr dW_l.
+
+Plan (mesh pp=L, optionally dp=2 x pp=L): stage l holds W_l. For each microbatch m
+(rows m*b .. m*b+b-1 of the batch), stage l receives h_l from stage l-1 (stage 0
+slices x), computes z_l and sends gelu(z_l) on; the last stage computes the
+microbatch's loss and gradient (both scaled by 1/M: the batch mean is the mean of the
+microbatch means) and the gradients flow back. Each stage accumulates its dW_l over the
+microbatches and updates W_l. Each stage's ops are written in its schedule's order.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import specgen  # noqa: E402
+
+H, B_MB, LR = 4, 2, 0.1
+
+
+def t(*s):
+    return "tensor<" + "x".join(str(d) for d in s) + "xf32>" if s else "tensor<f32>"
+
+
+def reference(L, M, dp):
+    B = B_MB * M * dp
+    ins = [f'%x: {t(B, H)} {{ref.name = "x"}}']
+    ins += [f'%w{l}: {t(H, H)} {{ref.name = "w{l}"}}' for l in range(L)]
+    ins += [f'%t: {t(B, H)} {{ref.name = "t"}}']
+    outs = [f'{t()} {{ref.name = "loss"}}'] + [f'{t(H, H)} {{ref.name = "w{l}_next"}}' for l in range(L)]
+    body = []
+    h = "%x"
+    for l in range(L):
+        body.append(f"%z{l} = ref.matmul {h}, %w{l} contract(1, 0) : {t(B, H)}, {t(H, H)}")
+        if l < L - 1:
+            body.append(f"%h{l + 1} = ref.gelu %z{l} : {t(B, H)}")
+            h = f"%h{l + 1}"
+    y = f"%z{L - 1}"
+    body.append(f"%loss = ref.mse_loss {y}, %t : {t(B, H)}")
+    body.append(f"%dz{L - 1} = ref.mse_loss_grad {y}, %t : {t(B, H)}")
+    for l in reversed(range(L)):
+        hl = "%x" if l == 0 else f"%h{l}"
+        body.append(f"%dw{l} = ref.matmul {hl}, %dz{l} contract(0, 0) : {t(B, H)}, {t(B, H)}")
+        if l > 0:
+            body.append(f"%dh{l} = ref.matmul %dz{l}, %w{l} contract(1, 1) : {t(B, H)}, {t(H, H)}")
+            body.append(f"%dz{l - 1} = ref.gelu_grad %z{l - 1}, %dh{l} : {t(B, H)}")
+    for l in range(L):
+        body.append(f"%w{l}n = ref.sgd_update %w{l}, %dw{l} lr {LR} : {t(H, H)}")
+    rets = ["%loss"] + [f"%w{l}n" for l in range(L)]
+    types = [t()] + [t(H, H)] * L
+    return ("  func.func @reference(" + ",\n                       ".join(ins) + ")\n      -> (" +
+            ",\n          ".join(outs) + ")\n      attributes {ref.reference} {\n" +
+            "".join(f"    {b}\n" for b in body) +
+            f"    return {', '.join(rets)}\n        : {', '.join(types)}\n  }}\n")
+
+
+def schedule(kind, L, M, l):
+    """Stage l's order of ("F", m) and ("B", m) events."""
+    if kind == "gpipe":
+        return [("F", m) for m in range(M)] + [("B", m) for m in range(M)]
+    warm = min(L - 1 - l, M)  # 1F1B: warm-up forwards, then one forward one backward
+    order = [("F", m) for m in range(warm)]
+    f, b = warm, 0
+    while b < M:
+        if f < M:
+            order.append(("F", f))
+            f += 1
+        order.append(("B", b))
+        b += 1
+    return order
+
+
+def plan(L, M, dp, kind, bug=None):
+    """bug: wrong_stage, recv_swapped, drop_microbatch, double_microbatch,
+    rescale_every_step."""
+    Bl = B_MB * M  # rows per data rank
+    mesh_axes = (["dp"] if dp > 1 else []) + ["pp"]
+    mesh_shape = ([dp] if dp > 1 else []) + [L]
+    rows = "dp" if dp > 1 else "_"
+    ins = [f'%x: {t(Bl, H)} {{dist.value = "x", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = 0}}']
+    ins += [f'%w{l}: {t(H, H)} {{dist.value = "w{l}", dist.layout = #dist.layout<[_, _]>, dist.stage = {l}}}'
+            for l in range(L)]
+    ins += [f'%t: {t(Bl, H)} {{dist.value = "t", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = {L - 1}}}']
+    outs = [f'{t()} {{dist.value = "loss", dist.layout = #dist.layout<[]>, dist.stage = {L - 1}}}']
+    outs += [f'{t(H, H)} {{dist.value = "w{l}_next", dist.layout = #dist.layout<[_, _]>, dist.stage = {l}}}'
+             for l in range(L)]
+    mb = t(B_MB, H)
+    body, batches = [], [0]
+
+    def batch_messages(lines):
+        """A send directly followed by a recv is posted with it (batch_isend_irecv)."""
+        for i in range(len(lines) - 1):
+            if lines[i].startswith("dist.send") and lines[i + 1].startswith("%") and "dist.recv" in lines[i + 1]:
+                batches[0] += 1
+                for k in (i, i + 1):
+                    head, ty = lines[k].rsplit(" : ", 1)
+                    lines[k] = f"{head} {{batch = {batches[0]}}} : {ty}"
+        return lines
+
+    for l in range(L):
+        st = f"{{dist.stage = {l}}}"
+        body.append(f"// Stage {l}: {' '.join(e + str(m) for e, m in schedule(kind, L, M, l))}")
+        stage_start = len(body)
+        for e, m in schedule(kind, L, M, l):
+            if e == "F":
+                if l == 0:
+                    body.append(f"%h0_{m} = ref.slice %x offsets [{m * B_MB}, 0] sizes [{B_MB}, {H}] {st} : {t(Bl, H)}")
+                elif bug == "recv_swapped" and l == 1 and m < 2:
+                    if m == 0:
+                        body.append("// BUG: receives microbatch 1's activation before microbatch 0's.")
+                        for src in (1, 0):
+                            body.append(f'%h{l}_{src} = dist.recv from {l - 1} to {l} tag "act/mb{src}" : {mb}')
+                else:
+                    body.append(f'%h{l}_{m} = dist.recv from {l - 1} to {l} tag "act/mb{m}" : {mb}')
+                body.append(f"%z{l}_{m} = ref.matmul %h{l}_{m}, %w{l} contract(1, 0) {st} : {mb}, {t(H, H)}")
+                if l < L - 1:
+                    body.append(f"%a{l}_{m} = ref.gelu %z{l}_{m} {st} : {mb}")
+                    to = l + 1
+                    if bug == "wrong_stage" and l == 0 and m == 1:
+                        to = 2
+                        body.append("// BUG: microbatch 1's activation goes to stage 2, not 1.")
+                    body.append(f'dist.send %a{l}_{m} from {l} to {to} tag "act/mb{m}" : {mb}')
+                else:
+                    body.append(f"%t_{m} = ref.slice %t offsets [{m * B_MB}, 0] sizes [{B_MB}, {H}] {st} : {t(Bl, H)}")
+                    body.append(f"%loss_{m} = ref.mse_loss %z{l}_{m}, %t_{m} {st} : {mb}")
+                    body.append(f"%lossw_{m} = ref.scale %loss_{m} by {1.0 / M} {st} : {t()}")
+            else:
+                if l == L - 1:
+                    body.append(f"%g_{m} = ref.mse_loss_grad %z{l}_{m}, %t_{m} {st} : {mb}")
+                    body.append(f"%dz{l}_{m} = ref.scale %g_{m} by {1.0 / M} {st} : {mb}")
+                else:
+                    body.append(f'%dh{l + 1}_{m} = dist.recv from {l + 1} to {l} tag "grad/mb{m}" : {mb}')
+                    body.append(f"%dz{l}_{m} = ref.gelu_grad %z{l}_{m}, %dh{l + 1}_{m} {st} : {mb}")
+                body.append(f"%dw{l}_{m} = ref.matmul %h{l}_{m}, %dz{l}_{m} contract(0, 0) {st} : {mb}, {mb}")
+                if l > 0:
+                    body.append(f"%dh{l}_{m}_s = ref.matmul %dz{l}_{m}, %w{l} contract(1, 1) {st} : {mb}, {t(H, H)}")
+                    body.append(f'dist.send %dh{l}_{m}_s from {l} to {l - 1} tag "grad/mb{m}" : {mb}')
+        body[stage_start:] = batch_messages(body[stage_start:])
+        # Accumulate the microbatches' gradients (in microbatch order), then update.
+        terms = [f"%dw{l}_{m}" for m in range(M)]
+        if bug == "drop_microbatch" and l == 0:
+            body.append("// BUG: microbatch 1's gradient is never added to the accumulator.")
+            terms = [x for x in terms if not x.endswith("_1")]
+        if bug == "double_microbatch" and l == 0:
+            body.append("// BUG: microbatch 0's gradient is added twice.")
+            terms = terms + [f"%dw{l}_0"]
+        acc = terms[0]
+        for i, x in enumerate(terms[1:]):
+            body.append(f"%acc{l}_{i + 1} = ref.add {acc}, {x} {st} : {t(H, H)}")
+            acc = f"%acc{l}_{i + 1}"
+            if bug == "rescale_every_step" and l == 0:
+                if i == 0:
+                    body.append("// BUG: the accumulator is rescaled after every microbatch.")
+                body.append(f"%accs{l}_{i + 1} = ref.scale {acc} by 0.5 {st} : {t(H, H)}")
+                acc = f"%accs{l}_{i + 1}"
+        if dp > 1:
+            body.append(f'%dw{l} = dist.all_reduce {acc} over ["dp"] "avg" {st} : {t(H, H)} -> {t(H, H)}')
+            acc = f"%dw{l}"
+        body.append(f"%w{l}n = ref.sgd_update %w{l}, {acc} lr {LR} {st} : {t(H, H)}")
+    loss = "%lossw_0"
+    for m in range(1, M):
+        body.append(f"%lsum_{m} = ref.add {loss}, %lossw_{m} {{dist.stage = {L - 1}}} : {t()}")
+        loss = f"%lsum_{m}"
+    if dp > 1:
+        body.append(f'%loss = dist.all_reduce {loss} over ["dp"] "avg" {{dist.stage = {L - 1}}} : {t()} -> {t()}')
+        loss = "%loss"
+    rets = [loss] + [f"%w{l}n" for l in range(L)]
+    types = [t()] + [t(H, H)] * L
+    mesh = (f'  dist.mesh @mesh axes = [{", ".join(chr(34) + a + chr(34) for a in mesh_axes)}] '
+            f'shape = [{", ".join(str(s) for s in mesh_shape)}]\n\n')
+    return mesh + ("  func.func @plan(" + ",\n                  ".join(ins) + ")\n      -> (" +
+                   ",\n          ".join(outs) + ')\n      attributes {dist.mesh = @mesh, dist.pipeline = "pp"} {\n' +
+                   "".join(f"    {b}\n" for b in body) +
+                   f"    return {', '.join(rets)}\n        : {', '.join(types)}\n  }}\n")
+
+
+def spec(comment, expect, L, M, dp, kind, bug=None):
+    return comment, expect, reference(L, M, dp) + "\n" + plan(L, M, dp, kind, bug)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "verify-specs", "pipeline")
+    specgen.reset(out)
+    ok = {"verdict": "verified"}
+
+    def w(name, made):
+        comment, expect, body = made
+        specgen.write(out, "gen_pipeline_specs.py", name, comment, expect, body)
+    w("gpipe_pp2_mb2.mlir", spec("GPipe on 2 stages, 2 microbatches: all forwards, then all backwards.",
+                                 ok, 2, 2, 1, "gpipe"))
+    w("1f1b_pp3_mb3.mlir", spec("1F1B on 3 stages, 3 microbatches: warm-up forwards, then one "
+                                "forward and one backward alternately.", ok, 3, 3, 1, "1f1b"))
+    w("1f1b_dp2_pp2_mb2.mlir", spec("1F1B on dp=2 x pp=2: each data rank pipelines its half of the "
+                                    "batch; gradients and loss are averaged over dp.", ok, 2, 2, 2, "1f1b"))
+    w("gpipe_pp3_mb2_send_wrong_stage.mlir",
+      spec("BUG: stage 0 sends microbatch 1's activation to stage 2 instead of stage 1.",
+           {"verdict": "violated", "kind": "schedule", "at": "%h1_1"}, 3, 2, 1, "gpipe", "wrong_stage"))
+    w("gpipe_pp2_mb2_recv_swapped.mlir",
+      spec("BUG: stage 1 posts the recv of microbatch 1 before that of microbatch 0, while stage 0\n"
+           "sends microbatch 0 first: with blocking sends and receives, both wait forever.",
+           {"verdict": "violated", "kind": "schedule"}, 2, 2, 1, "gpipe", "recv_swapped"))
+    w("1f1b_pp2_mb2_drop_microbatch.mlir",
+      spec("BUG: stage 0 never adds microbatch 1's weight gradient to its accumulator.",
+           {"verdict": "violated", "kind": "reduction", "at": "%w0n"}, 2, 2, 1, "1f1b", "drop_microbatch"))
+    w("1f1b_pp2_mb2_double_microbatch.mlir",
+      spec("BUG: stage 0 adds microbatch 0's weight gradient twice.",
+           {"verdict": "violated", "kind": "reduction", "at": "%acc0_2"}, 2, 2, 1, "1f1b", "double_microbatch"))
+    w("gpipe_pp2_mb3_rescale_every_step.mlir",
+      spec("BUG: stage 0 halves its gradient accumulator after every microbatch instead of\n"
+           "leaving the scaling to the loss.",
+           {"verdict": "violated", "kind": "reduction", "at": "%acc0_2"}, 2, 3, 1, "gpipe", "rescale_every_step"))
+
+
+if __name__ == "__main__":
+    main()
