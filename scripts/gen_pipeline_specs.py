@@ -28,7 +28,43 @@ def t(*s):
     return "tensor<" + "x".join(str(d) for d in s) + "xf32>" if s else "tensor<f32>"
 
 
-def reference(L, M, dp):
+def clip_lines(grads, total_from, role, stage_of=None, totals=None):
+    """Global-norm clipping of `grads` (one H x H gradient each). Reference (stage_of
+    None): the sum of squares over every gradient. Plan: stage l computes its clipped
+    gradient from `totals[l]` (the all-reduced total, or its own sum for the bug)."""
+    ra = ' {ref.role = "grad-norm"}' if role else ""
+    L = []
+    if stage_of is None:
+        for g in grads:
+            L += [f"%sq_{g[1:]} = ref.mul {g}, {g} : {t(H, H)}",
+                  f"%ss_{g[1:]} = ref.reduce_sum %sq_{g[1:]} dims [0, 1]{ra} : {t(H, H)}"]
+        acc = f"%ss_{grads[0][1:]}"
+        for i, g in enumerate(grads[1:]):
+            L.append(f"%total_{i} = ref.add {acc}, %ss_{g[1:]}{ra} : {t()}")
+            acc = f"%total_{i}"
+        totals = [acc] * len(grads)
+    out = []
+    for l, g in enumerate(grads):
+        st = "" if stage_of is None else f" {{dist.stage = {stage_of[l]}}}"
+        sfx = "" if stage_of is None else f"_{l}"
+        if stage_of is None and l > 0:
+            continue
+        L += [f"%norm{sfx} = ref.sqrt {totals[l]}{ra if stage_of is None else st} : {t()}",
+              f"%eps{sfx} = ref.constant 1.0e-6{st} : {t()}",
+              f"%norm_eps{sfx} = ref.add %norm{sfx}, %eps{sfx}{st} : {t()}",
+              f"%max_norm{sfx} = ref.constant 1.0{st} : {t()}",
+              f"%ratio{sfx} = ref.div %max_norm{sfx}, %norm_eps{sfx}{st} : {t()}",
+              f"%one{sfx} = ref.constant 1.0{st} : {t()}",
+              f"%coef{sfx} = ref.minimum %one{sfx}, %ratio{sfx}{ra if stage_of is None else st} : {t()}"]
+    for l, g in enumerate(grads):
+        st = "" if stage_of is None else f" {{dist.stage = {stage_of[l]}}}"
+        sfx = "" if stage_of is None else f"_{l}"
+        L += [f"%coefb{l} = ref.broadcast %coef{sfx} dims []{st} : {t()} -> {t(H, H)}",
+              f"%cdw{l} = ref.mul {g}, %coefb{l}{st} : {t(H, H)}"]
+    return L
+
+
+def reference(L, M, dp, clip=None):
     B = B_MB * M * dp
     ins = [f'%x: {t(B, H)} {{ref.name = "x"}}']
     ins += [f'%w{l}: {t(H, H)} {{ref.name = "w{l}"}}' for l in range(L)]
@@ -50,8 +86,12 @@ def reference(L, M, dp):
         if l > 0:
             body.append(f"%dh{l} = ref.matmul %dz{l}, %w{l} contract(1, 1) : {t(B, H)}, {t(H, H)}")
             body.append(f"%dz{l - 1} = ref.gelu_grad %z{l - 1}, %dh{l} : {t(B, H)}")
+    grads = [f"%dw{l}" for l in range(L)]
+    if clip:
+        body += clip_lines(grads, "", role=True)
+        grads = [f"%cdw{l}" for l in range(L)]
     for l in range(L):
-        body.append(f"%w{l}n = ref.sgd_update %w{l}, %dw{l} lr {LR} : {t(H, H)}")
+        body.append(f"%w{l}n = ref.sgd_update %w{l}, {grads[l]} lr {LR} : {t(H, H)}")
     rets = ["%loss"] + [f"%w{l}n" for l in range(L)]
     types = [t()] + [t(H, H)] * L
     return ("  func.func @reference(" + ",\n                       ".join(ins) + ")\n      -> (" +
@@ -76,7 +116,7 @@ def schedule(kind, L, M, l):
     return order
 
 
-def plan(L, M, dp, kind, bug=None):
+def plan(L, M, dp, kind, bug=None, clip=None):
     """bug: wrong_stage, recv_swapped, drop_microbatch, double_microbatch,
     rescale_every_step."""
     Bl = B_MB * M  # rows per data rank
@@ -91,7 +131,7 @@ def plan(L, M, dp, kind, bug=None):
     outs += [f'{t(H, H)} {{dist.value = "w{l}_next", dist.layout = #dist.layout<[_, _]>, dist.stage = {l}}}'
              for l in range(L)]
     mb = t(B_MB, H)
-    body, batches = [], [0]
+    body, batches, finals = [], [0], []
 
     def batch_messages(lines):
         """A send directly followed by a recv is posted with it (batch_isend_irecv)."""
@@ -162,7 +202,28 @@ def plan(L, M, dp, kind, bug=None):
         if dp > 1:
             body.append(f'%dw{l} = dist.all_reduce {acc} over ["dp"] "avg" {st} : {t(H, H)} -> {t(H, H)}')
             acc = f"%dw{l}"
-        body.append(f"%w{l}n = ref.sgd_update %w{l}, {acc} lr {LR} {st} : {t(H, H)}")
+        finals.append(acc)
+        if not clip:
+            body.append(f"%w{l}n = ref.sgd_update %w{l}, {acc} lr {LR} {st} : {t(H, H)}")
+    if clip:
+        # Clipping by the global norm: each stage's sum of squares, joined over the
+        # pipeline axis, then every stage clips its gradient by the same coefficient.
+        body.append("// Gradient clipping by the norm over every stage's parameters.")
+        for l in range(L):
+            st = f"{{dist.stage = {l}}}"
+            body += [f"%sq{l} = ref.mul {finals[l]}, {finals[l]} {st} : {t(H, H)}",
+                     f"%ss{l} = ref.reduce_sum %sq{l} dims [0, 1] {st} : {t(H, H)}"]
+        if bug == "per_stage_norm":
+            body.append("// BUG: each stage clips by the norm of its own parameters' gradients.")
+            totals = [f"%ss{l}" for l in range(L)]
+        else:
+            sel = ", ".join(f"%ss{l}" for l in range(L))
+            body += [f"%ss_stage = dist.stage_select {sel} : {', '.join([t()] * L)} -> {t()}",
+                     f'%total = dist.all_reduce %ss_stage over ["pp"] "sum" : {t()} -> {t()}']
+            totals = ["%total"] * L
+        body += clip_lines(finals, None, role=False, stage_of=list(range(L)), totals=totals)
+        for l in range(L):
+            body.append(f"%w{l}n = ref.sgd_update %w{l}, %cdw{l} lr {LR} {{dist.stage = {l}}} : {t(H, H)}")
     loss = "%lossw_0"
     for m in range(1, M):
         body.append(f"%lsum_{m} = ref.add {loss}, %lossw_{m} {{dist.stage = {L - 1}}} : {t()}")
@@ -180,8 +241,8 @@ def plan(L, M, dp, kind, bug=None):
                    f"    return {', '.join(rets)}\n        : {', '.join(types)}\n  }}\n")
 
 
-def spec(comment, expect, L, M, dp, kind, bug=None):
-    return comment, expect, reference(L, M, dp) + "\n" + plan(L, M, dp, kind, bug)
+def spec(comment, expect, L, M, dp, kind, bug=None, clip=None):
+    return comment, expect, reference(L, M, dp, clip) + "\n" + plan(L, M, dp, kind, bug, clip)
 
 
 def main():
@@ -198,6 +259,13 @@ def main():
                                 "forward and one backward alternately.", ok, 3, 3, 1, "1f1b"))
     w("1f1b_dp2_pp2_mb2.mlir", spec("1F1B on dp=2 x pp=2: each data rank pipelines its half of the "
                                     "batch; gradients and loss are averaged over dp.", ok, 2, 2, 2, "1f1b"))
+    w("1f1b_pp2_mb2_clip.mlir",
+      spec("1F1B on 2 stages with gradient clipping by the global norm: each stage's sum of\n"
+           "squares, joined with dist.stage_select and all-reduced over the pipeline axis.",
+           ok, 2, 2, 1, "1f1b", clip=True))
+    w("1f1b_pp2_mb2_clip_per_stage_norm.mlir",
+      spec("BUG: each stage clips its gradients by the norm of its own parameters only.",
+           {"verdict": "violated", "kind": "grad-norm", "at": "%norm_0"}, 2, 2, 1, "1f1b", "per_stage_norm", clip=True))
     w("gpipe_pp3_mb2_send_wrong_stage.mlir",
       spec("BUG: stage 0 sends microbatch 1's activation to stage 2 instead of stage 1.",
            {"verdict": "violated", "kind": "schedule", "at": "%h1_1"}, 3, 2, 1, "gpipe", "wrong_stage"))

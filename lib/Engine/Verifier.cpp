@@ -856,6 +856,16 @@ void Engine::localize(const std::vector<Failure> &failures) {
         std::string role = roleFor(culprit);
         if (!role.empty())
           viol.kind = role;
+        // A norm taken of one part of the reference's sum of squares (one stage's, one
+        // rank's parameters): say which part.
+        if (role == "grad-norm" && isa<ref::SqrtOp>(culprit)) {
+          Relation in = relationOf(culprit->getOperand(0));
+          if (in.exact() && in.scale.isOne() && !in.layout.isPartial())
+            viol.message = "first wrong value is `" + opName(culprit) + "` = ref.sqrt: it takes "
+                           "the norm of `" + refValues[in.ref].name + "` alone, one term of the "
+                           "reference's sum of squares: the norm must sum the squares of every "
+                           "parameter's gradient, over every stage and shard that holds one";
+        }
         // A constant factor on values of a step whose reference normalizes its loss
         // (ref.role = "loss-normalization") is a normalization error: an average on top
         // of a global token count, gradients rescaled per microbatch.
