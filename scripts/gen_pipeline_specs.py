@@ -100,136 +100,193 @@ def reference(L, M, dp, clip=None):
             f"    return {', '.join(rets)}\n        : {', '.join(types)}\n  }}\n")
 
 
-def schedule(kind, L, M, l):
-    """Stage l's order of ("F", m) and ("B", m) events."""
+def schedule(kind, S, v, M, s):
+    """Stage s's order of (event, chunk, microbatch), event "F" or "B": GPipe, 1F1B, or
+    Megatron's interleaved 1F1B over v model chunks per stage."""
     if kind == "gpipe":
-        return [("F", m) for m in range(M)] + [("B", m) for m in range(M)]
-    warm = min(L - 1 - l, M)  # 1F1B: warm-up forwards, then one forward one backward
-    order = [("F", m) for m in range(warm)]
+        return [("F", 0, m) for m in range(M)] + [("B", 0, m) for m in range(M)]
+    if kind == "1f1b":
+        warm = min(S - 1 - s, M)
+        fwd = [("F", 0, m) for m in range(M)]
+        bwd = [("B", 0, m) for m in range(M)]
+    else:  # interleaved: virtual microbatch k -> (chunk, microbatch)
+        total = M * v
+        warm = min((S - s - 1) * 2 + (v - 1) * S, total)
+
+        def at(k, forward):
+            c = (k % (S * v)) // S
+            return ("F" if forward else "B", c if forward else v - 1 - c, (k // (S * v)) * S + k % S)
+        fwd = [at(k, True) for k in range(total)]
+        bwd = [at(k, False) for k in range(total)]
+    order = fwd[:warm]
     f, b = warm, 0
-    while b < M:
-        if f < M:
-            order.append(("F", f))
+    while b < len(bwd):
+        if f < len(fwd):
+            order.append(fwd[f])
             f += 1
-        order.append(("B", b))
+        order.append(bwd[b])
         b += 1
     return order
 
 
-def plan(L, M, dp, kind, bug=None, clip=None):
-    """bug: wrong_stage, recv_swapped, drop_microbatch, double_microbatch,
-    rescale_every_step."""
+def plan(S, M, dp, kind, bug=None, clip=None, v=1):
+    """S stages, each with v model chunks (layer l on stage l % S). bug: wrong_stage,
+    recv_swapped, drop_microbatch, double_microbatch, rescale_every_step,
+    per_stage_norm."""
+    L = S * v
+    stage = [l % S for l in range(L)]
     Bl = B_MB * M  # rows per data rank
     mesh_axes = (["dp"] if dp > 1 else []) + ["pp"]
-    mesh_shape = ([dp] if dp > 1 else []) + [L]
+    mesh_shape = ([dp] if dp > 1 else []) + [S]
     rows = "dp" if dp > 1 else "_"
     ins = [f'%x: {t(Bl, H)} {{dist.value = "x", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = 0}}']
-    ins += [f'%w{l}: {t(H, H)} {{dist.value = "w{l}", dist.layout = #dist.layout<[_, _]>, dist.stage = {l}}}'
+    ins += [f'%w{l}: {t(H, H)} {{dist.value = "w{l}", dist.layout = #dist.layout<[_, _]>, dist.stage = {stage[l]}}}'
             for l in range(L)]
-    ins += [f'%t: {t(Bl, H)} {{dist.value = "t", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = {L - 1}}}']
-    outs = [f'{t()} {{dist.value = "loss", dist.layout = #dist.layout<[]>, dist.stage = {L - 1}}}']
-    outs += [f'{t(H, H)} {{dist.value = "w{l}_next", dist.layout = #dist.layout<[_, _]>, dist.stage = {l}}}'
+    ins += [f'%t: {t(Bl, H)} {{dist.value = "t", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = {stage[L - 1]}}}']
+    outs = [f'{t()} {{dist.value = "loss", dist.layout = #dist.layout<[]>, dist.stage = {stage[L - 1]}}}']
+    outs += [f'{t(H, H)} {{dist.value = "w{l}_next", dist.layout = #dist.layout<[_, _]>, dist.stage = {stage[l]}}}'
              for l in range(L)]
     mb = t(B_MB, H)
-    body, batches, finals = [], [0], []
+    body, batches, finals = [], [0], {}
 
-    def batch_messages(lines):
-        """A send directly followed by a recv is posted with it (batch_isend_irecv)."""
-        for i in range(len(lines) - 1):
-            if lines[i].startswith("dist.send") and lines[i + 1].startswith("%") and "dist.recv" in lines[i + 1]:
-                batches[0] += 1
-                for k in (i, i + 1):
-                    head, ty = lines[k].rsplit(" : ", 1)
-                    lines[k] = f"{head} {{batch = {batches[0]}}} : {ty}"
-        return lines
+    def post(lines):
+        """Messages posted together: one batch (batch_isend_irecv) when there are two or
+        more, except those marked NOBATCH (posted one at a time)."""
+        msgs = [x for x in lines if not x.startswith("//") and not x.endswith(" NOBATCH")]
+        if len(msgs) > 1:
+            batches[0] += 1
+        out = []
+        for x in lines:
+            if x.endswith(" NOBATCH"):
+                out.append(x[: -len(" NOBATCH")])
+            elif x in msgs and len(msgs) > 1:
+                head, ty = x.rsplit(" : ", 1)
+                out.append(f"{head} {{batch = {batches[0]}}} : {ty}")
+            else:
+                out.append(x)
+        return out
 
-    for l in range(L):
-        st = f"{{dist.stage = {l}}}"
-        body.append(f"// Stage {l}: {' '.join(e + str(m) for e, m in schedule(kind, L, M, l))}")
+    for s in range(S):
+        st = f"{{dist.stage = {s}}}"
+        order = schedule(kind, S, v, M, s)
+        body.append(f"// Stage {s}: " + " ".join(f"{e}{m}" + (f"c{c}" if v > 1 else "") for e, c, m in order))
         stage_start = len(body)
-        for e, m in schedule(kind, L, M, l):
+        # Each event's receives, computation and sends; the messages between two
+        # computations are posted together (as Megatron's p2p calls batch them).
+        events = []
+        for e, c, m in order:
+            l = c * S + s
+            recvs, comp, sends = [], [], []
             if e == "F":
                 if l == 0:
-                    body.append(f"%h0_{m} = ref.slice %x offsets [{m * B_MB}, 0] sizes [{B_MB}, {H}] {st} : {t(Bl, H)}")
+                    comp.append(f"%h0_{m} = ref.slice %x offsets [{m * B_MB}, 0] sizes [{B_MB}, {H}] {st} : {t(Bl, H)}")
                 elif bug == "recv_swapped" and l == 1 and m < 2:
                     if m == 0:
-                        body.append("// BUG: receives microbatch 1's activation before microbatch 0's.")
+                        recvs.append("// BUG: receives microbatch 1's activation before microbatch 0's, one at a time.")
                         for src in (1, 0):
-                            body.append(f'%h{l}_{src} = dist.recv from {l - 1} to {l} tag "act/mb{src}" : {mb}')
+                            recvs.append(f'%h{l}_{src} = dist.recv from {stage[l - 1]} to {s} tag "act/l{l}/mb{src}" : {mb} NOBATCH')
                 else:
-                    body.append(f'%h{l}_{m} = dist.recv from {l - 1} to {l} tag "act/mb{m}" : {mb}')
-                body.append(f"%z{l}_{m} = ref.matmul %h{l}_{m}, %w{l} contract(1, 0) {st} : {mb}, {t(H, H)}")
+                    recvs.append(f'%h{l}_{m} = dist.recv from {stage[l - 1]} to {s} tag "act/l{l}/mb{m}" : {mb}')
+                comp.append(f"%z{l}_{m} = ref.matmul %h{l}_{m}, %w{l} contract(1, 0) {st} : {mb}, {t(H, H)}")
                 if l < L - 1:
-                    body.append(f"%a{l}_{m} = ref.gelu %z{l}_{m} {st} : {mb}")
-                    to = l + 1
+                    comp.append(f"%a{l}_{m} = ref.gelu %z{l}_{m} {st} : {mb}")
+                    to = stage[l + 1]
                     if bug == "wrong_stage" and l == 0 and m == 1:
                         to = 2
-                        body.append("// BUG: microbatch 1's activation goes to stage 2, not 1.")
-                    body.append(f'dist.send %a{l}_{m} from {l} to {to} tag "act/mb{m}" : {mb}')
+                        sends.append("// BUG: microbatch 1's activation goes to stage 2, not 1.")
+                    sends.append(f'dist.send %a{l}_{m} from {s} to {to} tag "act/l{l + 1}/mb{m}" : {mb}')
                 else:
-                    body.append(f"%t_{m} = ref.slice %t offsets [{m * B_MB}, 0] sizes [{B_MB}, {H}] {st} : {t(Bl, H)}")
-                    body.append(f"%loss_{m} = ref.mse_loss %z{l}_{m}, %t_{m} {st} : {mb}")
-                    body.append(f"%lossw_{m} = ref.scale %loss_{m} by {1.0 / M} {st} : {t()}")
+                    comp.append(f"%t_{m} = ref.slice %t offsets [{m * B_MB}, 0] sizes [{B_MB}, {H}] {st} : {t(Bl, H)}")
+                    comp.append(f"%loss_{m} = ref.mse_loss %z{l}_{m}, %t_{m} {st} : {mb}")
+                    comp.append(f"%lossw_{m} = ref.scale %loss_{m} by {1.0 / M} {st} : {t()}")
             else:
                 if l == L - 1:
-                    body.append(f"%g_{m} = ref.mse_loss_grad %z{l}_{m}, %t_{m} {st} : {mb}")
-                    body.append(f"%dz{l}_{m} = ref.scale %g_{m} by {1.0 / M} {st} : {mb}")
+                    comp.append(f"%g_{m} = ref.mse_loss_grad %z{l}_{m}, %t_{m} {st} : {mb}")
+                    comp.append(f"%dz{l}_{m} = ref.scale %g_{m} by {1.0 / M} {st} : {mb}")
                 else:
-                    body.append(f'%dh{l + 1}_{m} = dist.recv from {l + 1} to {l} tag "grad/mb{m}" : {mb}')
-                    body.append(f"%dz{l}_{m} = ref.gelu_grad %z{l}_{m}, %dh{l + 1}_{m} {st} : {mb}")
-                body.append(f"%dw{l}_{m} = ref.matmul %h{l}_{m}, %dz{l}_{m} contract(0, 0) {st} : {mb}, {mb}")
+                    recvs.append(f'%dh{l + 1}_{m} = dist.recv from {stage[l + 1]} to {s} tag "grad/l{l + 1}/mb{m}" : {mb}')
+                    comp.append(f"%dz{l}_{m} = ref.gelu_grad %z{l}_{m}, %dh{l + 1}_{m} {st} : {mb}")
+                comp.append(f"%dw{l}_{m} = ref.matmul %h{l}_{m}, %dz{l}_{m} contract(0, 0) {st} : {mb}, {mb}")
                 if l > 0:
-                    body.append(f"%dh{l}_{m}_s = ref.matmul %dz{l}_{m}, %w{l} contract(1, 1) {st} : {mb}, {t(H, H)}")
-                    body.append(f'dist.send %dh{l}_{m}_s from {l} to {l - 1} tag "grad/mb{m}" : {mb}')
-        body[stage_start:] = batch_messages(body[stage_start:])
-        # Accumulate the microbatches' gradients (in microbatch order), then update.
-        terms = [f"%dw{l}_{m}" for m in range(M)]
-        if bug == "drop_microbatch" and l == 0:
-            body.append("// BUG: microbatch 1's gradient is never added to the accumulator.")
-            terms = [x for x in terms if not x.endswith("_1")]
-        if bug == "double_microbatch" and l == 0:
-            body.append("// BUG: microbatch 0's gradient is added twice.")
-            terms = terms + [f"%dw{l}_0"]
-        acc = terms[0]
-        for i, x in enumerate(terms[1:]):
-            body.append(f"%acc{l}_{i + 1} = ref.add {acc}, {x} {st} : {t(H, H)}")
-            acc = f"%acc{l}_{i + 1}"
-            if bug == "rescale_every_step" and l == 0:
-                if i == 0:
-                    body.append("// BUG: the accumulator is rescaled after every microbatch.")
-                body.append(f"%accs{l}_{i + 1} = ref.scale {acc} by 0.5 {st} : {t(H, H)}")
-                acc = f"%accs{l}_{i + 1}"
-        if dp > 1:
-            body.append(f'%dw{l} = dist.all_reduce {acc} over ["dp"] "avg" {st} : {t(H, H)} -> {t(H, H)}')
-            acc = f"%dw{l}"
-        finals.append(acc)
-        if not clip:
-            body.append(f"%w{l}n = ref.sgd_update %w{l}, {acc} lr {LR} {st} : {t(H, H)}")
+                    comp.append(f"%dh{l}_{m}_s = ref.matmul %dz{l}_{m}, %w{l} contract(1, 1) {st} : {mb}, {t(H, H)}")
+                    sends.append(f'dist.send %dh{l}_{m}_s from {s} to {stage[l - 1]} tag "grad/l{l}/mb{m}" : {mb}')
+            events.append((recvs, comp, sends))
+        # Steps: a warm-up forward, a steady forward-and-backward pair, or a cool-down
+        # backward; the messages between two steps are posted together.
+        steps, i = [], 0
+        while i < len(events):
+            pair = (i + 1 < len(events) and order[i][0] == "F" and order[i + 1][0] == "B" and
+                    kind != "gpipe")
+            steps.append(events[i:i + 2] if pair else events[i:i + 1])
+            i += 2 if pair else 1
+        comm = []
+        for step in steps:
+            for recvs, _, _ in step:
+                comm += recvs
+            body += post(comm)
+            comm = []
+            for _, comp, sends in step:
+                body += comp
+                comm += sends
+        body += post(comm)
+        # Accumulate each of the stage's layers' gradients (in microbatch order), then
+        # update.
+        for l in range(s, L, S):
+            terms = [f"%dw{l}_{m}" for m in range(M)]
+            if bug == "drop_microbatch" and l == 0:
+                body.append("// BUG: microbatch 1's gradient is never added to the accumulator.")
+                terms = [x for x in terms if not x.endswith("_1")]
+            if bug == "double_microbatch" and l == 0:
+                body.append("// BUG: microbatch 0's gradient is added twice.")
+                terms = terms + [f"%dw{l}_0"]
+            acc = terms[0]
+            for i, x in enumerate(terms[1:]):
+                body.append(f"%acc{l}_{i + 1} = ref.add {acc}, {x} {st} : {t(H, H)}")
+                acc = f"%acc{l}_{i + 1}"
+                if bug == "rescale_every_step" and l == 0:
+                    if i == 0:
+                        body.append("// BUG: the accumulator is rescaled after every microbatch.")
+                    body.append(f"%accs{l}_{i + 1} = ref.scale {acc} by 0.5 {st} : {t(H, H)}")
+                    acc = f"%accs{l}_{i + 1}"
+            if dp > 1:
+                body.append(f'%dw{l} = dist.all_reduce {acc} over ["dp"] "avg" {st} : {t(H, H)} -> {t(H, H)}')
+                acc = f"%dw{l}"
+            finals[l] = acc
+            if not clip:
+                body.append(f"%w{l}n = ref.sgd_update %w{l}, {acc} lr {LR} {st} : {t(H, H)}")
+    finals = [finals[l] for l in range(L)]
     if clip:
         # Clipping by the global norm: each stage's sum of squares, joined over the
-        # pipeline axis, then every stage clips its gradient by the same coefficient.
+        # pipeline axis, then every stage clips its gradients by the same coefficient.
         body.append("// Gradient clipping by the norm over every stage's parameters.")
         for l in range(L):
-            st = f"{{dist.stage = {l}}}"
+            st = f"{{dist.stage = {stage[l]}}}"
             body += [f"%sq{l} = ref.mul {finals[l]}, {finals[l]} {st} : {t(H, H)}",
                      f"%ss{l} = ref.reduce_sum %sq{l} dims [0, 1] {st} : {t(H, H)}"]
+        per_stage = []
+        for s in range(S):
+            acc = f"%ss{s}"
+            for l in range(s + S, L, S):
+                body.append(f"%ssum{l} = ref.add {acc}, %ss{l} {{dist.stage = {s}}} : {t()}")
+                acc = f"%ssum{l}"
+            per_stage.append(acc)
         if bug == "per_stage_norm":
             body.append("// BUG: each stage clips by the norm of its own parameters' gradients.")
-            totals = [f"%ss{l}" for l in range(L)]
+            totals = [per_stage[stage[l]] for l in range(L)]
         else:
-            sel = ", ".join(f"%ss{l}" for l in range(L))
-            body += [f"%ss_stage = dist.stage_select {sel} : {', '.join([t()] * L)} -> {t()}",
+            sel = ", ".join(per_stage)
+            body += [f"%ss_stage = dist.stage_select {sel} : {', '.join([t()] * S)} -> {t()}",
                      f'%total = dist.all_reduce %ss_stage over ["pp"] "sum" : {t()} -> {t()}']
             totals = ["%total"] * L
-        body += clip_lines(finals, None, role=False, stage_of=list(range(L)), totals=totals)
+        body += clip_lines(finals, None, role=False, stage_of=stage, totals=totals)
         for l in range(L):
-            body.append(f"%w{l}n = ref.sgd_update %w{l}, %cdw{l} lr {LR} {{dist.stage = {l}}} : {t(H, H)}")
+            body.append(f"%w{l}n = ref.sgd_update %w{l}, %cdw{l} lr {LR} {{dist.stage = {stage[l]}}} : {t(H, H)}")
     loss = "%lossw_0"
     for m in range(1, M):
-        body.append(f"%lsum_{m} = ref.add {loss}, %lossw_{m} {{dist.stage = {L - 1}}} : {t()}")
+        body.append(f"%lsum_{m} = ref.add {loss}, %lossw_{m} {{dist.stage = {stage[L - 1]}}} : {t()}")
         loss = f"%lsum_{m}"
     if dp > 1:
-        body.append(f'%loss = dist.all_reduce {loss} over ["dp"] "avg" {{dist.stage = {L - 1}}} : {t()} -> {t()}')
+        body.append(f'%loss = dist.all_reduce {loss} over ["dp"] "avg" {{dist.stage = {stage[L - 1]}}} : {t()} -> {t()}')
         loss = "%loss"
     rets = [loss] + [f"%w{l}n" for l in range(L)]
     types = [t()] + [t(H, H)] * L
@@ -241,8 +298,8 @@ def plan(L, M, dp, kind, bug=None, clip=None):
                    f"    return {', '.join(rets)}\n        : {', '.join(types)}\n  }}\n")
 
 
-def spec(comment, expect, L, M, dp, kind, bug=None, clip=None):
-    return comment, expect, reference(L, M, dp, clip) + "\n" + plan(L, M, dp, kind, bug, clip)
+def spec(comment, expect, S, M, dp, kind, bug=None, clip=None, v=1):
+    return comment, expect, reference(S * v, M, dp, clip) + "\n" + plan(S, M, dp, kind, bug, clip, v)
 
 
 def main():
@@ -259,6 +316,12 @@ def main():
                                 "forward and one backward alternately.", ok, 3, 3, 1, "1f1b"))
     w("1f1b_dp2_pp2_mb2.mlir", spec("1F1B on dp=2 x pp=2: each data rank pipelines its half of the "
                                     "batch; gradients and loss are averaged over dp.", ok, 2, 2, 2, "1f1b"))
+    w("interleaved_pp2_v2_mb2.mlir",
+      spec("Interleaved 1F1B (Megatron's virtual pipeline): 2 stages, 2 model chunks each (layers\n"
+           "0 and 2 on stage 0, 1 and 3 on stage 1), 2 microbatches.", ok, 2, 2, 1, "interleaved", v=2))
+    w("interleaved_dp2_pp2_v2_mb4_clip.mlir",
+      spec("Interleaved 1F1B on dp=2 x pp=2 with 2 chunks per stage and 4 microbatches, clipping by\n"
+           "the global norm over both stages' chunks.", ok, 2, 4, 2, "interleaved", clip=True, v=2))
     w("1f1b_pp2_mb2_clip.mlir",
       spec("1F1B on 2 stages with gradient clipping by the global norm: each stage's sum of\n"
            "squares, joined with dist.stage_select and all-reduced over the pipeline axis.",

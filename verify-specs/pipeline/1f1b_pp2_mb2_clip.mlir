@@ -56,20 +56,20 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %h0_0 = ref.slice %x offsets [0, 0] sizes [2, 4] {dist.stage = 0} : tensor<4x4xf32>
     %z0_0 = ref.matmul %h0_0, %w0 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
     %a0_0 = ref.gelu %z0_0 {dist.stage = 0} : tensor<2x4xf32>
-    dist.send %a0_0 from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+    dist.send %a0_0 from 0 to 1 tag "act/l1/mb0" {batch = 1} : tensor<2x4xf32>
+    %dh1_0 = dist.recv from 1 to 0 tag "grad/l1/mb0" {batch = 1} : tensor<2x4xf32>
     %h0_1 = ref.slice %x offsets [2, 0] sizes [2, 4] {dist.stage = 0} : tensor<4x4xf32>
     %z0_1 = ref.matmul %h0_1, %w0 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
     %a0_1 = ref.gelu %z0_1 {dist.stage = 0} : tensor<2x4xf32>
-    dist.send %a0_1 from 0 to 1 tag "act/mb1" {batch = 1} : tensor<2x4xf32>
-    %dh1_0 = dist.recv from 1 to 0 tag "grad/mb0" {batch = 1} : tensor<2x4xf32>
     %dz0_0 = ref.gelu_grad %z0_0, %dh1_0 {dist.stage = 0} : tensor<2x4xf32>
     %dw0_0 = ref.matmul %h0_0, %dz0_0 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
-    %dh1_1 = dist.recv from 1 to 0 tag "grad/mb1" : tensor<2x4xf32>
+    dist.send %a0_1 from 0 to 1 tag "act/l1/mb1" {batch = 2} : tensor<2x4xf32>
+    %dh1_1 = dist.recv from 1 to 0 tag "grad/l1/mb1" {batch = 2} : tensor<2x4xf32>
     %dz0_1 = ref.gelu_grad %z0_1, %dh1_1 {dist.stage = 0} : tensor<2x4xf32>
     %dw0_1 = ref.matmul %h0_1, %dz0_1 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
     %acc0_1 = ref.add %dw0_0, %dw0_1 {dist.stage = 0} : tensor<4x4xf32>
     // Stage 1: F0 B0 F1 B1
-    %h1_0 = dist.recv from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+    %h1_0 = dist.recv from 0 to 1 tag "act/l1/mb0" : tensor<2x4xf32>
     %z1_0 = ref.matmul %h1_0, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_0 = ref.slice %t offsets [0, 0] sizes [2, 4] {dist.stage = 1} : tensor<4x4xf32>
     %loss_0 = ref.mse_loss %z1_0, %t_0 {dist.stage = 1} : tensor<2x4xf32>
@@ -78,8 +78,8 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %dz1_0 = ref.scale %g_0 by 0.5 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_0 = ref.matmul %h1_0, %dz1_0 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_0_s = ref.matmul %dz1_0, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh1_0_s from 1 to 0 tag "grad/mb0" {batch = 2} : tensor<2x4xf32>
-    %h1_1 = dist.recv from 0 to 1 tag "act/mb1" {batch = 2} : tensor<2x4xf32>
+    dist.send %dh1_0_s from 1 to 0 tag "grad/l1/mb0" {batch = 3} : tensor<2x4xf32>
+    %h1_1 = dist.recv from 0 to 1 tag "act/l1/mb1" {batch = 3} : tensor<2x4xf32>
     %z1_1 = ref.matmul %h1_1, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_1 = ref.slice %t offsets [2, 0] sizes [2, 4] {dist.stage = 1} : tensor<4x4xf32>
     %loss_1 = ref.mse_loss %z1_1, %t_1 {dist.stage = 1} : tensor<2x4xf32>
@@ -88,7 +88,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %dz1_1 = ref.scale %g_1 by 0.5 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_1 = ref.matmul %h1_1, %dz1_1 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_1_s = ref.matmul %dz1_1, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh1_1_s from 1 to 0 tag "grad/mb1" : tensor<2x4xf32>
+    dist.send %dh1_1_s from 1 to 0 tag "grad/l1/mb1" : tensor<2x4xf32>
     %acc1_1 = ref.add %dw1_0, %dw1_1 {dist.stage = 1} : tensor<4x4xf32>
     // Gradient clipping by the norm over every stage's parameters.
     %sq0 = ref.mul %acc0_1, %acc0_1 {dist.stage = 0} : tensor<4x4xf32>

@@ -49,60 +49,60 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %h0_0 = ref.slice %x offsets [0, 0] sizes [2, 4] {dist.stage = 0} : tensor<6x4xf32>
     %z0_0 = ref.matmul %h0_0, %w0 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
     %a0_0 = ref.gelu %z0_0 {dist.stage = 0} : tensor<2x4xf32>
-    dist.send %a0_0 from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+    dist.send %a0_0 from 0 to 1 tag "act/l1/mb0" : tensor<2x4xf32>
     %h0_1 = ref.slice %x offsets [2, 0] sizes [2, 4] {dist.stage = 0} : tensor<6x4xf32>
     %z0_1 = ref.matmul %h0_1, %w0 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
     %a0_1 = ref.gelu %z0_1 {dist.stage = 0} : tensor<2x4xf32>
-    dist.send %a0_1 from 0 to 1 tag "act/mb1" : tensor<2x4xf32>
+    dist.send %a0_1 from 0 to 1 tag "act/l1/mb1" {batch = 1} : tensor<2x4xf32>
+    %dh1_0 = dist.recv from 1 to 0 tag "grad/l1/mb0" {batch = 1} : tensor<2x4xf32>
     %h0_2 = ref.slice %x offsets [4, 0] sizes [2, 4] {dist.stage = 0} : tensor<6x4xf32>
     %z0_2 = ref.matmul %h0_2, %w0 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
     %a0_2 = ref.gelu %z0_2 {dist.stage = 0} : tensor<2x4xf32>
-    dist.send %a0_2 from 0 to 1 tag "act/mb2" {batch = 1} : tensor<2x4xf32>
-    %dh1_0 = dist.recv from 1 to 0 tag "grad/mb0" {batch = 1} : tensor<2x4xf32>
     %dz0_0 = ref.gelu_grad %z0_0, %dh1_0 {dist.stage = 0} : tensor<2x4xf32>
     %dw0_0 = ref.matmul %h0_0, %dz0_0 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
-    %dh1_1 = dist.recv from 1 to 0 tag "grad/mb1" : tensor<2x4xf32>
+    dist.send %a0_2 from 0 to 1 tag "act/l1/mb2" {batch = 2} : tensor<2x4xf32>
+    %dh1_1 = dist.recv from 1 to 0 tag "grad/l1/mb1" {batch = 2} : tensor<2x4xf32>
     %dz0_1 = ref.gelu_grad %z0_1, %dh1_1 {dist.stage = 0} : tensor<2x4xf32>
     %dw0_1 = ref.matmul %h0_1, %dz0_1 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
-    %dh1_2 = dist.recv from 1 to 0 tag "grad/mb2" : tensor<2x4xf32>
+    %dh1_2 = dist.recv from 1 to 0 tag "grad/l1/mb2" : tensor<2x4xf32>
     %dz0_2 = ref.gelu_grad %z0_2, %dh1_2 {dist.stage = 0} : tensor<2x4xf32>
     %dw0_2 = ref.matmul %h0_2, %dz0_2 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
     %acc0_1 = ref.add %dw0_0, %dw0_1 {dist.stage = 0} : tensor<4x4xf32>
     %acc0_2 = ref.add %acc0_1, %dw0_2 {dist.stage = 0} : tensor<4x4xf32>
     %w0n = ref.sgd_update %w0, %acc0_2 lr 0.1 {dist.stage = 0} : tensor<4x4xf32>
     // Stage 1: F0 F1 B0 F2 B1 B2
-    %h1_0 = dist.recv from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+    %h1_0 = dist.recv from 0 to 1 tag "act/l1/mb0" : tensor<2x4xf32>
     %z1_0 = ref.matmul %h1_0, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %a1_0 = ref.gelu %z1_0 {dist.stage = 1} : tensor<2x4xf32>
-    dist.send %a1_0 from 1 to 2 tag "act/mb0" {batch = 2} : tensor<2x4xf32>
-    %h1_1 = dist.recv from 0 to 1 tag "act/mb1" {batch = 2} : tensor<2x4xf32>
+    dist.send %a1_0 from 1 to 2 tag "act/l2/mb0" {batch = 3} : tensor<2x4xf32>
+    %h1_1 = dist.recv from 0 to 1 tag "act/l1/mb1" {batch = 3} : tensor<2x4xf32>
+    %dh2_0 = dist.recv from 2 to 1 tag "grad/l2/mb0" {batch = 3} : tensor<2x4xf32>
     %z1_1 = ref.matmul %h1_1, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %a1_1 = ref.gelu %z1_1 {dist.stage = 1} : tensor<2x4xf32>
-    dist.send %a1_1 from 1 to 2 tag "act/mb1" {batch = 3} : tensor<2x4xf32>
-    %dh2_0 = dist.recv from 2 to 1 tag "grad/mb0" {batch = 3} : tensor<2x4xf32>
     %dz1_0 = ref.gelu_grad %z1_0, %dh2_0 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_0 = ref.matmul %h1_0, %dz1_0 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_0_s = ref.matmul %dz1_0, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh1_0_s from 1 to 0 tag "grad/mb0" {batch = 4} : tensor<2x4xf32>
-    %h1_2 = dist.recv from 0 to 1 tag "act/mb2" {batch = 4} : tensor<2x4xf32>
+    dist.send %a1_1 from 1 to 2 tag "act/l2/mb1" {batch = 4} : tensor<2x4xf32>
+    dist.send %dh1_0_s from 1 to 0 tag "grad/l1/mb0" {batch = 4} : tensor<2x4xf32>
+    %h1_2 = dist.recv from 0 to 1 tag "act/l1/mb2" {batch = 4} : tensor<2x4xf32>
+    %dh2_1 = dist.recv from 2 to 1 tag "grad/l2/mb1" {batch = 4} : tensor<2x4xf32>
     %z1_2 = ref.matmul %h1_2, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %a1_2 = ref.gelu %z1_2 {dist.stage = 1} : tensor<2x4xf32>
-    dist.send %a1_2 from 1 to 2 tag "act/mb2" {batch = 5} : tensor<2x4xf32>
-    %dh2_1 = dist.recv from 2 to 1 tag "grad/mb1" {batch = 5} : tensor<2x4xf32>
     %dz1_1 = ref.gelu_grad %z1_1, %dh2_1 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_1 = ref.matmul %h1_1, %dz1_1 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_1_s = ref.matmul %dz1_1, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh1_1_s from 1 to 0 tag "grad/mb1" {batch = 6} : tensor<2x4xf32>
-    %dh2_2 = dist.recv from 2 to 1 tag "grad/mb2" {batch = 6} : tensor<2x4xf32>
+    dist.send %a1_2 from 1 to 2 tag "act/l2/mb2" {batch = 5} : tensor<2x4xf32>
+    dist.send %dh1_1_s from 1 to 0 tag "grad/l1/mb1" {batch = 5} : tensor<2x4xf32>
+    %dh2_2 = dist.recv from 2 to 1 tag "grad/l2/mb2" {batch = 5} : tensor<2x4xf32>
     %dz1_2 = ref.gelu_grad %z1_2, %dh2_2 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_2 = ref.matmul %h1_2, %dz1_2 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_2_s = ref.matmul %dz1_2, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh1_2_s from 1 to 0 tag "grad/mb2" : tensor<2x4xf32>
+    dist.send %dh1_2_s from 1 to 0 tag "grad/l1/mb2" : tensor<2x4xf32>
     %acc1_1 = ref.add %dw1_0, %dw1_1 {dist.stage = 1} : tensor<4x4xf32>
     %acc1_2 = ref.add %acc1_1, %dw1_2 {dist.stage = 1} : tensor<4x4xf32>
     %w1n = ref.sgd_update %w1, %acc1_2 lr 0.1 {dist.stage = 1} : tensor<4x4xf32>
     // Stage 2: F0 B0 F1 B1 F2 B2
-    %h2_0 = dist.recv from 1 to 2 tag "act/mb0" : tensor<2x4xf32>
+    %h2_0 = dist.recv from 1 to 2 tag "act/l2/mb0" : tensor<2x4xf32>
     %z2_0 = ref.matmul %h2_0, %w2 contract(1, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_0 = ref.slice %t offsets [0, 0] sizes [2, 4] {dist.stage = 2} : tensor<6x4xf32>
     %loss_0 = ref.mse_loss %z2_0, %t_0 {dist.stage = 2} : tensor<2x4xf32>
@@ -111,8 +111,8 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %dz2_0 = ref.scale %g_0 by 0.3333333333333333 {dist.stage = 2} : tensor<2x4xf32>
     %dw2_0 = ref.matmul %h2_0, %dz2_0 contract(0, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh2_0_s = ref.matmul %dz2_0, %w2 contract(1, 1) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh2_0_s from 2 to 1 tag "grad/mb0" {batch = 7} : tensor<2x4xf32>
-    %h2_1 = dist.recv from 1 to 2 tag "act/mb1" {batch = 7} : tensor<2x4xf32>
+    dist.send %dh2_0_s from 2 to 1 tag "grad/l2/mb0" {batch = 6} : tensor<2x4xf32>
+    %h2_1 = dist.recv from 1 to 2 tag "act/l2/mb1" {batch = 6} : tensor<2x4xf32>
     %z2_1 = ref.matmul %h2_1, %w2 contract(1, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_1 = ref.slice %t offsets [2, 0] sizes [2, 4] {dist.stage = 2} : tensor<6x4xf32>
     %loss_1 = ref.mse_loss %z2_1, %t_1 {dist.stage = 2} : tensor<2x4xf32>
@@ -121,8 +121,8 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %dz2_1 = ref.scale %g_1 by 0.3333333333333333 {dist.stage = 2} : tensor<2x4xf32>
     %dw2_1 = ref.matmul %h2_1, %dz2_1 contract(0, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh2_1_s = ref.matmul %dz2_1, %w2 contract(1, 1) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh2_1_s from 2 to 1 tag "grad/mb1" {batch = 8} : tensor<2x4xf32>
-    %h2_2 = dist.recv from 1 to 2 tag "act/mb2" {batch = 8} : tensor<2x4xf32>
+    dist.send %dh2_1_s from 2 to 1 tag "grad/l2/mb1" {batch = 7} : tensor<2x4xf32>
+    %h2_2 = dist.recv from 1 to 2 tag "act/l2/mb2" {batch = 7} : tensor<2x4xf32>
     %z2_2 = ref.matmul %h2_2, %w2 contract(1, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_2 = ref.slice %t offsets [4, 0] sizes [2, 4] {dist.stage = 2} : tensor<6x4xf32>
     %loss_2 = ref.mse_loss %z2_2, %t_2 {dist.stage = 2} : tensor<2x4xf32>
@@ -131,7 +131,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %dz2_2 = ref.scale %g_2 by 0.3333333333333333 {dist.stage = 2} : tensor<2x4xf32>
     %dw2_2 = ref.matmul %h2_2, %dz2_2 contract(0, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh2_2_s = ref.matmul %dz2_2, %w2 contract(1, 1) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh2_2_s from 2 to 1 tag "grad/mb2" : tensor<2x4xf32>
+    dist.send %dh2_2_s from 2 to 1 tag "grad/l2/mb2" : tensor<2x4xf32>
     %acc2_1 = ref.add %dw2_0, %dw2_1 {dist.stage = 2} : tensor<4x4xf32>
     %acc2_2 = ref.add %acc2_1, %dw2_2 {dist.stage = 2} : tensor<4x4xf32>
     %w2n = ref.sgd_update %w2, %acc2_2 lr 0.1 {dist.stage = 2} : tensor<4x4xf32>

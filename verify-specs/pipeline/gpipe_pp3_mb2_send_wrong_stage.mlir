@@ -49,48 +49,48 @@ module attributes {planproof.expect = {verdict = "violated", kind = "schedule", 
     %h0_0 = ref.slice %x offsets [0, 0] sizes [2, 4] {dist.stage = 0} : tensor<4x4xf32>
     %z0_0 = ref.matmul %h0_0, %w0 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
     %a0_0 = ref.gelu %z0_0 {dist.stage = 0} : tensor<2x4xf32>
-    dist.send %a0_0 from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+    dist.send %a0_0 from 0 to 1 tag "act/l1/mb0" : tensor<2x4xf32>
     %h0_1 = ref.slice %x offsets [2, 0] sizes [2, 4] {dist.stage = 0} : tensor<4x4xf32>
     %z0_1 = ref.matmul %h0_1, %w0 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
     %a0_1 = ref.gelu %z0_1 {dist.stage = 0} : tensor<2x4xf32>
     // BUG: microbatch 1's activation goes to stage 2, not 1.
-    dist.send %a0_1 from 0 to 2 tag "act/mb1" {batch = 1} : tensor<2x4xf32>
-    %dh1_0 = dist.recv from 1 to 0 tag "grad/mb0" {batch = 1} : tensor<2x4xf32>
+    dist.send %a0_1 from 0 to 2 tag "act/l1/mb1" {batch = 1} : tensor<2x4xf32>
+    %dh1_0 = dist.recv from 1 to 0 tag "grad/l1/mb0" {batch = 1} : tensor<2x4xf32>
     %dz0_0 = ref.gelu_grad %z0_0, %dh1_0 {dist.stage = 0} : tensor<2x4xf32>
     %dw0_0 = ref.matmul %h0_0, %dz0_0 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
-    %dh1_1 = dist.recv from 1 to 0 tag "grad/mb1" : tensor<2x4xf32>
+    %dh1_1 = dist.recv from 1 to 0 tag "grad/l1/mb1" : tensor<2x4xf32>
     %dz0_1 = ref.gelu_grad %z0_1, %dh1_1 {dist.stage = 0} : tensor<2x4xf32>
     %dw0_1 = ref.matmul %h0_1, %dz0_1 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
     %acc0_1 = ref.add %dw0_0, %dw0_1 {dist.stage = 0} : tensor<4x4xf32>
     %w0n = ref.sgd_update %w0, %acc0_1 lr 0.1 {dist.stage = 0} : tensor<4x4xf32>
     // Stage 1: F0 F1 B0 B1
-    %h1_0 = dist.recv from 0 to 1 tag "act/mb0" : tensor<2x4xf32>
+    %h1_0 = dist.recv from 0 to 1 tag "act/l1/mb0" : tensor<2x4xf32>
     %z1_0 = ref.matmul %h1_0, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %a1_0 = ref.gelu %z1_0 {dist.stage = 1} : tensor<2x4xf32>
-    dist.send %a1_0 from 1 to 2 tag "act/mb0" {batch = 2} : tensor<2x4xf32>
-    %h1_1 = dist.recv from 0 to 1 tag "act/mb1" {batch = 2} : tensor<2x4xf32>
+    dist.send %a1_0 from 1 to 2 tag "act/l2/mb0" {batch = 2} : tensor<2x4xf32>
+    %h1_1 = dist.recv from 0 to 1 tag "act/l1/mb1" {batch = 2} : tensor<2x4xf32>
     %z1_1 = ref.matmul %h1_1, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %a1_1 = ref.gelu %z1_1 {dist.stage = 1} : tensor<2x4xf32>
-    dist.send %a1_1 from 1 to 2 tag "act/mb1" {batch = 3} : tensor<2x4xf32>
-    %dh2_0 = dist.recv from 2 to 1 tag "grad/mb0" {batch = 3} : tensor<2x4xf32>
+    dist.send %a1_1 from 1 to 2 tag "act/l2/mb1" {batch = 3} : tensor<2x4xf32>
+    %dh2_0 = dist.recv from 2 to 1 tag "grad/l2/mb0" {batch = 3} : tensor<2x4xf32>
     %dz1_0 = ref.gelu_grad %z1_0, %dh2_0 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_0 = ref.matmul %h1_0, %dz1_0 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_0_s = ref.matmul %dz1_0, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh1_0_s from 1 to 0 tag "grad/mb0" {batch = 4} : tensor<2x4xf32>
-    %dh2_1 = dist.recv from 2 to 1 tag "grad/mb1" {batch = 4} : tensor<2x4xf32>
+    dist.send %dh1_0_s from 1 to 0 tag "grad/l1/mb0" {batch = 4} : tensor<2x4xf32>
+    %dh2_1 = dist.recv from 2 to 1 tag "grad/l2/mb1" {batch = 4} : tensor<2x4xf32>
     %dz1_1 = ref.gelu_grad %z1_1, %dh2_1 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_1 = ref.matmul %h1_1, %dz1_1 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_1_s = ref.matmul %dz1_1, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh1_1_s from 1 to 0 tag "grad/mb1" : tensor<2x4xf32>
+    dist.send %dh1_1_s from 1 to 0 tag "grad/l1/mb1" : tensor<2x4xf32>
     %acc1_1 = ref.add %dw1_0, %dw1_1 {dist.stage = 1} : tensor<4x4xf32>
     %w1n = ref.sgd_update %w1, %acc1_1 lr 0.1 {dist.stage = 1} : tensor<4x4xf32>
     // Stage 2: F0 F1 B0 B1
-    %h2_0 = dist.recv from 1 to 2 tag "act/mb0" : tensor<2x4xf32>
+    %h2_0 = dist.recv from 1 to 2 tag "act/l2/mb0" : tensor<2x4xf32>
     %z2_0 = ref.matmul %h2_0, %w2 contract(1, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_0 = ref.slice %t offsets [0, 0] sizes [2, 4] {dist.stage = 2} : tensor<4x4xf32>
     %loss_0 = ref.mse_loss %z2_0, %t_0 {dist.stage = 2} : tensor<2x4xf32>
     %lossw_0 = ref.scale %loss_0 by 0.5 {dist.stage = 2} : tensor<f32>
-    %h2_1 = dist.recv from 1 to 2 tag "act/mb1" : tensor<2x4xf32>
+    %h2_1 = dist.recv from 1 to 2 tag "act/l2/mb1" : tensor<2x4xf32>
     %z2_1 = ref.matmul %h2_1, %w2 contract(1, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_1 = ref.slice %t offsets [2, 0] sizes [2, 4] {dist.stage = 2} : tensor<4x4xf32>
     %loss_1 = ref.mse_loss %z2_1, %t_1 {dist.stage = 2} : tensor<2x4xf32>
@@ -99,12 +99,12 @@ module attributes {planproof.expect = {verdict = "violated", kind = "schedule", 
     %dz2_0 = ref.scale %g_0 by 0.5 {dist.stage = 2} : tensor<2x4xf32>
     %dw2_0 = ref.matmul %h2_0, %dz2_0 contract(0, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh2_0_s = ref.matmul %dz2_0, %w2 contract(1, 1) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh2_0_s from 2 to 1 tag "grad/mb0" : tensor<2x4xf32>
+    dist.send %dh2_0_s from 2 to 1 tag "grad/l2/mb0" : tensor<2x4xf32>
     %g_1 = ref.mse_loss_grad %z2_1, %t_1 {dist.stage = 2} : tensor<2x4xf32>
     %dz2_1 = ref.scale %g_1 by 0.5 {dist.stage = 2} : tensor<2x4xf32>
     %dw2_1 = ref.matmul %h2_1, %dz2_1 contract(0, 0) {dist.stage = 2} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh2_1_s = ref.matmul %dz2_1, %w2 contract(1, 1) {dist.stage = 2} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh2_1_s from 2 to 1 tag "grad/mb1" : tensor<2x4xf32>
+    dist.send %dh2_1_s from 2 to 1 tag "grad/l2/mb1" : tensor<2x4xf32>
     %acc2_1 = ref.add %dw2_0, %dw2_1 {dist.stage = 2} : tensor<4x4xf32>
     %w2n = ref.sgd_update %w2, %acc2_1 lr 0.1 {dist.stage = 2} : tensor<4x4xf32>
     %lsum_1 = ref.add %lossw_0, %lossw_1 {dist.stage = 2} : tensor<f32>
