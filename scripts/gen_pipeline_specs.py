@@ -298,6 +298,87 @@ def plan(S, M, dp, kind, bug=None, clip=None, v=1):
                    f"    return {', '.join(rets)}\n        : {', '.join(types)}\n  }}\n")
 
 
+def tied(bug=None):
+    """A tied input embedding and LM head on 2 stages: stage 0 embeds the tokens and runs a
+    layer, stage 1 projects onto the vocabulary with the same table; both hold the table
+    and must update it with the sum of both uses' gradients."""
+    T, V = 4, 6
+    ty_e, ty_t, ty_l = t(V, H), t(T, H), t(T, V)
+    ids = f"tensor<{T}xi64>"
+    ref = f"""  func.func @reference(%ids: {ids} {{ref.name = "ids", ref.bound = {V} : i64}},
+                       %e: {ty_e} {{ref.name = "e"}},
+                       %w: {t(H, H)} {{ref.name = "w"}},
+                       %tgt: {ty_l} {{ref.name = "tgt"}})
+      -> ({t()} {{ref.name = "loss"}}, {ty_e} {{ref.name = "e_next"}}, {t(H, H)} {{ref.name = "w_next"}})
+      attributes {{ref.reference}} {{
+    %h0 = ref.embedding %e, %ids : {ty_e}, {ids}
+    %z = ref.matmul %h0, %w contract(1, 0) : {ty_t}, {t(H, H)}
+    %a = ref.gelu %z : {ty_t}
+    %logits = ref.matmul %a, %e contract(1, 1) : {ty_t}, {ty_e}
+    %loss = ref.mse_loss %logits, %tgt : {ty_l}
+    %dl = ref.mse_loss_grad %logits, %tgt : {ty_l}
+    %de_head = ref.matmul %dl, %a contract(0, 0) : {ty_l}, {ty_t}
+    %da = ref.matmul %dl, %e contract(1, 0) : {ty_l}, {ty_e}
+    %dz = ref.gelu_grad %z, %da : {ty_t}
+    %dw = ref.matmul %h0, %dz contract(0, 0) : {ty_t}, {ty_t}
+    %dh0 = ref.matmul %dz, %w contract(1, 1) : {ty_t}, {t(H, H)}
+    %de_emb = ref.embedding_grad %dh0, %ids : {ty_t}, {ids} -> {ty_e}
+    %de = ref.add %de_emb, %de_head : {ty_e}
+    %e_next = ref.sgd_update %e, %de lr {LR} : {ty_e}
+    %w_next = ref.sgd_update %w, %dw lr {LR} : {t(H, H)}
+    return %loss, %e_next, %w_next : {t()}, {ty_e}, {t(H, H)}
+  }}
+"""
+    rep = "#dist.layout<[_, _]>"
+    if bug == "not_reduced":
+        exchange = f"""    // BUG: each stage updates its copy of the table with its own use's gradient only.
+    %e0n = ref.sgd_update %e0, %de_emb lr {LR} {{dist.stage = 0}} : {ty_e}
+    %e1n = ref.sgd_update %e1, %de_head lr {LR} {{dist.stage = 1}} : {ty_e}"""
+    else:
+        exchange = f"""    // The tied table's gradient: both uses summed over the pipeline axis (Megatron's
+    // embedding group), then each stage updates its copy.
+    %de_sel = dist.stage_select %de_emb, %de_head : {ty_e}, {ty_e} -> {ty_e}
+    %de = dist.all_reduce %de_sel over ["pp"] "sum" : {ty_e} -> {ty_e}
+    %e0n = ref.sgd_update %e0, %de lr {LR} {{dist.stage = 0}} : {ty_e}
+    %e1n = ref.sgd_update %e1, %de lr {LR} {{dist.stage = 1}} : {ty_e}"""
+    plan = f"""  dist.mesh @mesh axes = ["pp"] shape = [2]
+
+  func.func @plan(%ids: {ids} {{dist.value = "ids", dist.layout = #dist.layout<[_]>, dist.stage = 0}},
+                  %e0: {ty_e} {{dist.value = "e", dist.layout = {rep}, dist.stage = 0}},
+                  %e1: {ty_e} {{dist.value = "e", dist.layout = {rep}, dist.stage = 1}},
+                  %w: {t(H, H)} {{dist.value = "w", dist.layout = {rep}, dist.stage = 0}},
+                  %tgt: {ty_l} {{dist.value = "tgt", dist.layout = {rep}, dist.stage = 1}})
+      -> ({t()} {{dist.value = "loss", dist.layout = #dist.layout<[]>, dist.stage = 1}},
+          {ty_e} {{dist.value = "e_next", dist.layout = {rep}, dist.stage = 0}},
+          {ty_e} {{dist.value = "e_next", dist.layout = {rep}, dist.stage = 1}},
+          {t(H, H)} {{dist.value = "w_next", dist.layout = {rep}, dist.stage = 0}})
+      attributes {{dist.mesh = @mesh, dist.pipeline = "pp"}} {{
+    // Stage 0: embedding and the layer.
+    %h0 = ref.embedding %e0, %ids {{dist.stage = 0}} : {ty_e}, {ids}
+    %z = ref.matmul %h0, %w contract(1, 0) {{dist.stage = 0}} : {ty_t}, {t(H, H)}
+    %a = ref.gelu %z {{dist.stage = 0}} : {ty_t}
+    dist.send %a from 0 to 1 tag "act" : {ty_t}
+    %da = dist.recv from 1 to 0 tag "grad" : {ty_t}
+    %dz = ref.gelu_grad %z, %da {{dist.stage = 0}} : {ty_t}
+    %dw = ref.matmul %h0, %dz contract(0, 0) {{dist.stage = 0}} : {ty_t}, {ty_t}
+    %dh0 = ref.matmul %dz, %w contract(1, 1) {{dist.stage = 0}} : {ty_t}, {t(H, H)}
+    %de_emb = ref.embedding_grad %dh0, %ids {{dist.stage = 0}} : {ty_t}, {ids} -> {ty_e}
+    %wn = ref.sgd_update %w, %dw lr {LR} {{dist.stage = 0}} : {t(H, H)}
+    // Stage 1: the LM head with the same table, and the loss.
+    %a1 = dist.recv from 0 to 1 tag "act" : {ty_t}
+    %logits = ref.matmul %a1, %e1 contract(1, 1) {{dist.stage = 1}} : {ty_t}, {ty_e}
+    %loss = ref.mse_loss %logits, %tgt {{dist.stage = 1}} : {ty_l}
+    %dl = ref.mse_loss_grad %logits, %tgt {{dist.stage = 1}} : {ty_l}
+    %de_head = ref.matmul %dl, %a1 contract(0, 0) {{dist.stage = 1}} : {ty_l}, {ty_t}
+    %da1 = ref.matmul %dl, %e1 contract(1, 0) {{dist.stage = 1}} : {ty_l}, {ty_e}
+    dist.send %da1 from 1 to 0 tag "grad" : {ty_t}
+{exchange}
+    return %loss, %e0n, %e1n, %wn : {t()}, {ty_e}, {ty_e}, {t(H, H)}
+  }}
+"""
+    return ref + "\n" + plan
+
+
 def spec(comment, expect, S, M, dp, kind, bug=None, clip=None, v=1):
     return comment, expect, reference(S * v, M, dp, clip) + "\n" + plan(S, M, dp, kind, bug, clip, v)
 
@@ -322,6 +403,14 @@ def main():
     w("interleaved_dp2_pp2_v2_mb4_clip.mlir",
       spec("Interleaved 1F1B on dp=2 x pp=2 with 2 chunks per stage and 4 microbatches, clipping by\n"
            "the global norm over both stages' chunks.", ok, 2, 4, 2, "interleaved", clip=True, v=2))
+    w("tied_embedding_pp2.mlir",
+      ("Tied input embedding and LM head on the first and last of 2 stages: each holds the\n"
+       "table, and both uses' gradients are all-reduced over the pipeline axis before the\n"
+       "update, so the two copies stay equal.", ok, tied()))
+    w("tied_embedding_pp2_not_reduced.mlir",
+      ("BUG: the tied table's gradients are not exchanged between the first and last stage:\n"
+       "each copy is updated with one use's gradient, and the copies drift apart.",
+       {"verdict": "violated", "kind": "reduction", "at": "%e0n"}, tied("not_reduced")))
     w("1f1b_pp2_mb2_clip.mlir",
       spec("1F1B on 2 stages with gradient clipping by the global norm: each stage's sum of\n"
            "squares, joined with dist.stage_select and all-reduced over the pipeline axis.",

@@ -709,6 +709,42 @@ void Engine::explainOp(Operation *op, Violation &viol) {
     viol.hint = "accumulate every microbatch's gradient before the optimizer step";
     return;
   }
+  // An operand holding one summand of what the reference's same op takes: the other
+  // summand never arrived (the gradient of a weight used twice -- tied embeddings on
+  // two stages -- is the sum of both uses' gradients).
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    Value operand = op->getOperand(i);
+    if (!isa<RankedTensorType>(operand.getType()))
+      continue;
+    Relation in = relationOf(operand);
+    if (!in.exact() || !in.block.empty())
+      continue;
+    const std::string &held = refValues[in.ref].name;
+    std::string whole, other;
+    spec.reference.walk([&](Operation *r) {
+      if (!whole.empty() || r->getName() != op->getName() || r->getNumOperands() <= i)
+        return;
+      auto add = r->getOperand(i).getDefiningOp<ref::AddOp>();
+      if (!add)
+        return;
+      for (unsigned k = 0; k < 2; ++k)
+        if (spec.nameOf(add->getOperand(k)) == held) {
+          whole = spec.nameOf(add.getResult());
+          other = spec.nameOf(add->getOperand(1 - k));
+        }
+    });
+    if (whole.empty())
+      continue;
+    viol.kind = "reduction";
+    viol.message = head + "operand #" + std::to_string(i) + " `" + spec.nameOf(operand) +
+                   "` holds reference `" + held + "`, but the reference's " + name + " takes `" +
+                   whole + "` = `" + held + "` + `" + other + "`: the other summand never "
+                   "reaches this op";
+    viol.hint = "a weight used in two places (tied embedding and LM head on the first and last "
+                "stage) needs the sum of both uses' gradients on every copy: reduce them between "
+                "the stages that hold it";
+    return;
+  }
   if (isa<dist::LoadOp>(op)) {
     viol.kind = "checkpoint";
     viol.message = head + "the values it reads are not the state the reference resumes "
