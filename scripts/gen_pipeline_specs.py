@@ -384,6 +384,16 @@ def spec(comment, expect, S, M, dp, kind, bug=None, clip=None, v=1):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":
+        # One spec of any size, for benchmarks:
+        #   gen_pipeline_specs.py --one OUT.mlir STAGES MICROBATCHES DP SCHEDULE [CHUNKS]
+        out, S, M, dp, kind = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+        v = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+        comment, expect, body = spec(f"{kind} on dp={dp} x pp={S}, {v} chunk(s) per stage, {M} microbatches.",
+                                     {"verdict": "verified"}, S, M, dp, kind, v=v)
+        specgen.write(os.path.dirname(out) or ".", "gen_pipeline_specs.py", os.path.basename(out), comment,
+                      expect, body)
+        return
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "verify-specs", "pipeline")
     specgen.reset(out)
     ok = {"verdict": "verified"}

@@ -750,6 +750,7 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
   if (want == truth.end())
     return {"not replayable", "'" + name + "' is not a reference output"};
   const Mesh &mesh = spec.mesh;
+  std::string refutation;
   for (size_t o = 0; o < spec.planOutputs.size(); ++o) {
     const Binding &b = spec.planOutputs[o];
     if (b.refName != name)
@@ -775,10 +776,16 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
             << " and " << cx.plan;
         bool differs = numericallyDifferent(w, got); // the verifier's own criterion
         bool same = close(w, cx.reference) && close(got, cx.plan);
-        return {differs && same ? "confirmed" : "refuted", why.str()};
+        if (differs && same)
+          return {"confirmed", why.str()};
+        // Another output may hold the same reference value (a tied weight's copy on
+        // another stage): the counterexample may be about that one.
+        refutation = why.str();
       }
     }
   }
+  if (!refutation.empty())
+    return {"refuted", refutation};
   return {"not replayable", "no plan output holds " + cx.element};
 }
 

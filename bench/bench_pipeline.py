@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Verification time and peak memory of pipelined plans (issue 6) as microbatches,
+stages, data parallelism and model chunks grow: the MLP pipelines of
+scripts/gen_pipeline_specs.py (one 4x4 layer per stage and chunk, microbatches of 2 rows).
+
+    python3 bench/bench_pipeline.py --runs 3 --out bench/results-pipeline.md
+
+Columns: the verdict, the element engine's own time (stats.milliseconds), the process's
+wall time and peak resident memory; medians over --runs runs. Each run is limited to
+--limit seconds; a run past it is reported as such.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import PLANPROOF, ROOT  # noqa: E402
+
+GEN = os.path.join(ROOT, "scripts", "gen_pipeline_specs.py")
+
+# (label, stages, microbatches, dp, schedule, chunks)
+SWEEPS = [
+    ("microbatches", 2, 2, 1, "1f1b", 1), ("microbatches", 2, 4, 1, "1f1b", 1),
+    ("microbatches", 2, 8, 1, "1f1b", 1), ("microbatches", 2, 16, 1, "1f1b", 1),
+    ("stages", 2, 4, 1, "1f1b", 1), ("stages", 4, 4, 1, "1f1b", 1), ("stages", 6, 4, 1, "1f1b", 1),
+    ("stages", 8, 4, 1, "1f1b", 1),
+    ("dp", 2, 4, 1, "1f1b", 1), ("dp", 2, 4, 2, "1f1b", 1), ("dp", 2, 4, 4, "1f1b", 1),
+    ("dp", 2, 4, 8, "1f1b", 1),
+    ("chunks", 2, 4, 1, "interleaved", 1), ("chunks", 2, 4, 1, "interleaved", 2),
+    ("chunks", 2, 4, 1, "interleaved", 3),
+    ("schedule", 4, 4, 1, "gpipe", 1), ("schedule", 4, 4, 1, "1f1b", 1),
+    ("schedule", 4, 4, 1, "interleaved", 1),
+]
+
+
+def run(spec, limit):
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(["/usr/bin/time", "-f", "%M", PLANPROOF, "verify", "--format", "json", spec],
+                           capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return None
+    wall = time.perf_counter() - t0
+    peak = int(p.stderr.strip().splitlines()[-1]) / 1024
+    j = json.loads(p.stdout)
+    return j["verdict"], j["stats"]["milliseconds"], wall, peak, j["stats"]["ranks"], j["stats"]["obligations"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--limit", type=int, default=300)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows = ["| axis | stages | microbatches | dp | schedule | chunks | layers | ranks | verdict | engine s | wall s | peak MiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    tmp = tempfile.mkdtemp()
+    for label, S, M, dp, kind, v in SWEEPS:
+        spec = os.path.join(tmp, f"p_{S}_{M}_{dp}_{kind}_{v}.mlir")
+        subprocess.run([sys.executable, GEN, "--one", spec, str(S), str(M), str(dp), kind, str(v)], check=True)
+        results = []
+        for _ in range(args.runs):
+            r = run(spec, args.limit)
+            if r is None:
+                break
+            results.append(r)
+        if not results:
+            rows.append(f"| {label} | {S} | {M} | {dp} | {kind} | {v} | {S * v} | {S * dp} | past {args.limit} s | | | |")
+        else:
+            verdict, _, _, _, ranks, _ = results[-1]
+            eng = statistics.median(r[1] for r in results) / 1000
+            wall = statistics.median(r[2] for r in results)
+            peak = max(r[3] for r in results)
+            rows.append(f"| {label} | {S} | {M} | {dp} | {kind} | {v} | {S * v} | {ranks} | {verdict} | "
+                        f"{eng:.2f} | {wall:.2f} | {peak:.0f} |")
+        print(rows[-1], flush=True)
+    text = "\n".join(rows) + "\n"
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(f"Command: python3 bench/bench_pipeline.py --runs {args.runs}\n\n"
+                     "Machine: cpp-kernels (2 cores, 24 GiB), " + time.strftime("%Y-%m-%d") + "\n\n" + text)
+
+
+if __name__ == "__main__":
+    main()
