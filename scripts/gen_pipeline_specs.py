@@ -129,6 +129,16 @@ def schedule(kind, S, v, M, s):
     return order
 
 
+def steady_pairs(kind, S, v, M, s):
+    """Where the steady state (one forward, one backward) of stage s's order begins and
+    ends: events [first, last) pair up."""
+    if kind == "gpipe":
+        return 0, 0
+    total = M * v
+    warm = min(S - 1 - s, M) if kind == "1f1b" else min((S - s - 1) * 2 + (v - 1) * S, total)
+    return warm, warm + 2 * (total - warm)
+
+
 def plan(S, M, dp, kind, bug=None, clip=None, v=1):
     """S stages, each with v model chunks (layer l on stage l % S). bug: wrong_stage,
     recv_swapped, drop_microbatch, double_microbatch, rescale_every_step,
@@ -214,9 +224,9 @@ def plan(S, M, dp, kind, bug=None, clip=None, v=1):
         # Steps: a warm-up forward, a steady forward-and-backward pair, or a cool-down
         # backward; the messages between two steps are posted together.
         steps, i = [], 0
+        first, last = steady_pairs(kind, S, v, M, s)
         while i < len(events):
-            pair = (i + 1 < len(events) and order[i][0] == "F" and order[i + 1][0] == "B" and
-                    kind != "gpipe")
+            pair = first <= i and i + 1 < last
             steps.append(events[i:i + 2] if pair else events[i:i + 1])
             i += 2 if pair else 1
         comm = []

@@ -70,20 +70,20 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %a2_0 = ref.gelu %z2_0 {dist.stage = 0} : tensor<2x4xf32>
     dist.send %a2_0 from 0 to 1 tag "act/l3/mb0" {batch = 2} : tensor<2x4xf32>
     %h2_1 = dist.recv from 1 to 0 tag "act/l2/mb1" {batch = 2} : tensor<2x4xf32>
-    %dh3_0 = dist.recv from 1 to 0 tag "grad/l3/mb0" {batch = 2} : tensor<2x4xf32>
     %z2_1 = ref.matmul %h2_1, %w2 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
     %a2_1 = ref.gelu %z2_1 {dist.stage = 0} : tensor<2x4xf32>
+    dist.send %a2_1 from 0 to 1 tag "act/l3/mb1" {batch = 3} : tensor<2x4xf32>
+    %dh3_0 = dist.recv from 1 to 0 tag "grad/l3/mb0" {batch = 3} : tensor<2x4xf32>
     %dz2_0 = ref.gelu_grad %z2_0, %dh3_0 {dist.stage = 0} : tensor<2x4xf32>
     %dw2_0 = ref.matmul %h2_0, %dz2_0 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh2_0_s = ref.matmul %dz2_0, %w2 contract(1, 1) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %a2_1 from 0 to 1 tag "act/l3/mb1" {batch = 3} : tensor<2x4xf32>
-    dist.send %dh2_0_s from 0 to 1 tag "grad/l2/mb0" {batch = 3} : tensor<2x4xf32>
-    %dh3_1 = dist.recv from 1 to 0 tag "grad/l3/mb1" {batch = 3} : tensor<2x4xf32>
+    dist.send %dh2_0_s from 0 to 1 tag "grad/l2/mb0" {batch = 4} : tensor<2x4xf32>
+    %dh3_1 = dist.recv from 1 to 0 tag "grad/l3/mb1" {batch = 4} : tensor<2x4xf32>
     %dz2_1 = ref.gelu_grad %z2_1, %dh3_1 {dist.stage = 0} : tensor<2x4xf32>
     %dw2_1 = ref.matmul %h2_1, %dz2_1 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh2_1_s = ref.matmul %dz2_1, %w2 contract(1, 1) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh2_1_s from 0 to 1 tag "grad/l2/mb1" {batch = 4} : tensor<2x4xf32>
-    %dh1_0 = dist.recv from 1 to 0 tag "grad/l1/mb0" {batch = 4} : tensor<2x4xf32>
+    dist.send %dh2_1_s from 0 to 1 tag "grad/l2/mb1" {batch = 5} : tensor<2x4xf32>
+    %dh1_0 = dist.recv from 1 to 0 tag "grad/l1/mb0" {batch = 5} : tensor<2x4xf32>
     %dz0_0 = ref.gelu_grad %z0_0, %dh1_0 {dist.stage = 0} : tensor<2x4xf32>
     %dw0_0 = ref.matmul %h0_0, %dz0_0 contract(0, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_1 = dist.recv from 1 to 0 tag "grad/l1/mb1" : tensor<2x4xf32>
@@ -97,12 +97,12 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %h1_0 = dist.recv from 0 to 1 tag "act/l1/mb0" : tensor<2x4xf32>
     %z1_0 = ref.matmul %h1_0, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %a1_0 = ref.gelu %z1_0 {dist.stage = 1} : tensor<2x4xf32>
-    dist.send %a1_0 from 1 to 0 tag "act/l2/mb0" {batch = 5} : tensor<2x4xf32>
-    %h1_1 = dist.recv from 0 to 1 tag "act/l1/mb1" {batch = 5} : tensor<2x4xf32>
+    dist.send %a1_0 from 1 to 0 tag "act/l2/mb0" {batch = 6} : tensor<2x4xf32>
+    %h1_1 = dist.recv from 0 to 1 tag "act/l1/mb1" {batch = 6} : tensor<2x4xf32>
     %z1_1 = ref.matmul %h1_1, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %a1_1 = ref.gelu %z1_1 {dist.stage = 1} : tensor<2x4xf32>
-    dist.send %a1_1 from 1 to 0 tag "act/l2/mb1" {batch = 6} : tensor<2x4xf32>
-    %h3_0 = dist.recv from 0 to 1 tag "act/l3/mb0" {batch = 6} : tensor<2x4xf32>
+    dist.send %a1_1 from 1 to 0 tag "act/l2/mb1" {batch = 7} : tensor<2x4xf32>
+    %h3_0 = dist.recv from 0 to 1 tag "act/l3/mb0" {batch = 7} : tensor<2x4xf32>
     %z3_0 = ref.matmul %h3_0, %w3 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_0 = ref.slice %t offsets [0, 0] sizes [2, 4] {dist.stage = 1} : tensor<4x4xf32>
     %loss_0 = ref.mse_loss %z3_0, %t_0 {dist.stage = 1} : tensor<2x4xf32>
@@ -111,8 +111,8 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %dz3_0 = ref.scale %g_0 by 0.5 {dist.stage = 1} : tensor<2x4xf32>
     %dw3_0 = ref.matmul %h3_0, %dz3_0 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh3_0_s = ref.matmul %dz3_0, %w3 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh3_0_s from 1 to 0 tag "grad/l3/mb0" {batch = 7} : tensor<2x4xf32>
-    %h3_1 = dist.recv from 0 to 1 tag "act/l3/mb1" {batch = 7} : tensor<2x4xf32>
+    dist.send %dh3_0_s from 1 to 0 tag "grad/l3/mb0" {batch = 8} : tensor<2x4xf32>
+    %h3_1 = dist.recv from 0 to 1 tag "act/l3/mb1" {batch = 8} : tensor<2x4xf32>
     %z3_1 = ref.matmul %h3_1, %w3 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
     %t_1 = ref.slice %t offsets [2, 0] sizes [2, 4] {dist.stage = 1} : tensor<4x4xf32>
     %loss_1 = ref.mse_loss %z3_1, %t_1 {dist.stage = 1} : tensor<2x4xf32>
@@ -121,13 +121,13 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %dz3_1 = ref.scale %g_1 by 0.5 {dist.stage = 1} : tensor<2x4xf32>
     %dw3_1 = ref.matmul %h3_1, %dz3_1 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh3_1_s = ref.matmul %dz3_1, %w3 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh3_1_s from 1 to 0 tag "grad/l3/mb1" {batch = 8} : tensor<2x4xf32>
-    %dh2_0 = dist.recv from 0 to 1 tag "grad/l2/mb0" {batch = 8} : tensor<2x4xf32>
+    dist.send %dh3_1_s from 1 to 0 tag "grad/l3/mb1" {batch = 9} : tensor<2x4xf32>
+    %dh2_0 = dist.recv from 0 to 1 tag "grad/l2/mb0" {batch = 9} : tensor<2x4xf32>
     %dz1_0 = ref.gelu_grad %z1_0, %dh2_0 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_0 = ref.matmul %h1_0, %dz1_0 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_0_s = ref.matmul %dz1_0, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    dist.send %dh1_0_s from 1 to 0 tag "grad/l1/mb0" {batch = 9} : tensor<2x4xf32>
-    %dh2_1 = dist.recv from 0 to 1 tag "grad/l2/mb1" {batch = 9} : tensor<2x4xf32>
+    dist.send %dh1_0_s from 1 to 0 tag "grad/l1/mb0" {batch = 10} : tensor<2x4xf32>
+    %dh2_1 = dist.recv from 0 to 1 tag "grad/l2/mb1" {batch = 10} : tensor<2x4xf32>
     %dz1_1 = ref.gelu_grad %z1_1, %dh2_1 {dist.stage = 1} : tensor<2x4xf32>
     %dw1_1 = ref.matmul %h1_1, %dz1_1 contract(0, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<2x4xf32>
     %dh1_1_s = ref.matmul %dz1_1, %w1 contract(1, 1) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
