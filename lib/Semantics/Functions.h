@@ -75,19 +75,22 @@ inline double counterUniform(uint64_t key, uint64_t counter) {
 /// The numeric value of `f` at `args` (the scalar definitions live in Scalar.h, shared
 /// with device code).
 inline double evalFn(Fn f, const std::vector<double> &args) {
+  // Missing arguments read as 0 (every caller passes the function's arity).
+  double a0 = args.size() > 0 ? args[0] : 0, a1 = args.size() > 1 ? args[1] : 0,
+         a2 = args.size() > 2 ? args[2] : 0;
   switch (f) {
-  case Fn::Gelu: return scalar::gelu(args[0]);
-  case Fn::GeluDeriv: return scalar::geluDeriv(args[0]);
-  case Fn::Exp: return std::exp(args[0]);
-  case Fn::Log: return std::log(args[0]);
-  case Fn::Rsqrt: return scalar::rsqrt(args[0]);
-  case Fn::Recip: return scalar::recip(args[0]);
-  case Fn::Silu: return scalar::silu(args[0]);
-  case Fn::SiluDeriv: return scalar::siluDeriv(args[0]);
-  case Fn::Sqrt: return std::sqrt(args[0]);
-  case Fn::Eq: return args[0] == args[1] ? 1.0 : 0.0;
-  case Fn::Pow: return std::pow(args[0], args[1]);
-  case Fn::DropMask: return scalar::dropMask(args[0], args[1], args[2]);
+  case Fn::Gelu: return scalar::gelu(a0);
+  case Fn::GeluDeriv: return scalar::geluDeriv(a0);
+  case Fn::Exp: return std::exp(a0);
+  case Fn::Log: return std::log(a0);
+  case Fn::Rsqrt: return scalar::rsqrt(a0);
+  case Fn::Recip: return scalar::recip(a0);
+  case Fn::Silu: return scalar::silu(a0);
+  case Fn::SiluDeriv: return scalar::siluDeriv(a0);
+  case Fn::Sqrt: return std::sqrt(a0);
+  case Fn::Eq: return a0 == a1 ? 1.0 : 0.0;
+  case Fn::Pow: return std::pow(a0, a1);
+  case Fn::DropMask: return scalar::dropMask(a0, a1, a2);
   case Fn::Product: {
     double p = 1;
     for (double a : args)
@@ -95,7 +98,7 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
     return p;
   }
   case Fn::Max: {
-    double m = args[0];
+    double m = a0;
     for (double a : args)
       m = a > m ? a : m;
     return m;
