@@ -64,36 +64,65 @@ def clip_lines(grads, total_from, role, stage_of=None, totals=None):
     return L
 
 
-def reference(L, M, dp, clip=None):
+VOCAB = 6
+
+
+def reference(L, M, dp, clip=None, tied=False):
+    """tied: the input is token ids embedded with a table e, and the last layer's
+    activation is projected back onto the vocabulary with the same table (an LM head
+    tied to the embedding); its gradient is the sum of both uses'."""
     B = B_MB * M * dp
-    ins = [f'%x: {t(B, H)} {{ref.name = "x"}}']
+    V = VOCAB
+    if tied:
+        ins = [f'%ids: tensor<{B}xi64> {{ref.name = "ids", ref.bound = {V} : i64}}',
+               f'%e: {t(V, H)} {{ref.name = "e"}}']
+    else:
+        ins = [f'%x: {t(B, H)} {{ref.name = "x"}}']
     ins += [f'%w{l}: {t(H, H)} {{ref.name = "w{l}"}}' for l in range(L)]
-    ins += [f'%t: {t(B, H)} {{ref.name = "t"}}']
+    ins += [f'%t: {t(B, V) if tied else t(B, H)} {{ref.name = "t"}}']
     outs = [f'{t()} {{ref.name = "loss"}}'] + [f'{t(H, H)} {{ref.name = "w{l}_next"}}' for l in range(L)]
+    if tied:
+        outs.append(f'{t(V, H)} {{ref.name = "e_next"}}')
     body = []
+    if tied:
+        body.append(f"%x = ref.embedding %e, %ids : {t(V, H)}, tensor<{B}xi64>")
     h = "%x"
     for l in range(L):
         body.append(f"%z{l} = ref.matmul {h}, %w{l} contract(1, 0) : {t(B, H)}, {t(H, H)}")
         if l < L - 1:
             body.append(f"%h{l + 1} = ref.gelu %z{l} : {t(B, H)}")
             h = f"%h{l + 1}"
-    y = f"%z{L - 1}"
-    body.append(f"%loss = ref.mse_loss {y}, %t : {t(B, H)}")
-    body.append(f"%dz{L - 1} = ref.mse_loss_grad {y}, %t : {t(B, H)}")
+    if tied:
+        body += [f"%hl = ref.gelu %z{L - 1} : {t(B, H)}",
+                 f"%logits = ref.matmul %hl, %e contract(1, 1) : {t(B, H)}, {t(V, H)}",
+                 f"%loss = ref.mse_loss %logits, %t : {t(B, V)}",
+                 f"%dlog = ref.mse_loss_grad %logits, %t : {t(B, V)}",
+                 f"%de_head = ref.matmul %dlog, %hl contract(0, 0) : {t(B, V)}, {t(B, H)}",
+                 f"%dhl = ref.matmul %dlog, %e contract(1, 0) : {t(B, V)}, {t(V, H)}",
+                 f"%dz{L - 1} = ref.gelu_grad %z{L - 1}, %dhl : {t(B, H)}"]
+    else:
+        y = f"%z{L - 1}"
+        body.append(f"%loss = ref.mse_loss {y}, %t : {t(B, H)}")
+        body.append(f"%dz{L - 1} = ref.mse_loss_grad {y}, %t : {t(B, H)}")
     for l in reversed(range(L)):
         hl = "%x" if l == 0 else f"%h{l}"
         body.append(f"%dw{l} = ref.matmul {hl}, %dz{l} contract(0, 0) : {t(B, H)}, {t(B, H)}")
         if l > 0:
             body.append(f"%dh{l} = ref.matmul %dz{l}, %w{l} contract(1, 1) : {t(B, H)}, {t(H, H)}")
             body.append(f"%dz{l - 1} = ref.gelu_grad %z{l - 1}, %dh{l} : {t(B, H)}")
+    if tied:
+        body += [f"%dx = ref.matmul %dz0, %w0 contract(1, 1) : {t(B, H)}, {t(H, H)}",
+                 f"%de_emb = ref.embedding_grad %dx, %ids : {t(B, H)}, tensor<{B}xi64> -> {t(V, H)}",
+                 f"%de = ref.add %de_emb, %de_head : {t(V, H)}",
+                 f"%en = ref.sgd_update %e, %de lr {LR} : {t(V, H)}"]
     grads = [f"%dw{l}" for l in range(L)]
     if clip:
         body += clip_lines(grads, "", role=True)
         grads = [f"%cdw{l}" for l in range(L)]
     for l in range(L):
         body.append(f"%w{l}n = ref.sgd_update %w{l}, {grads[l]} lr {LR} : {t(H, H)}")
-    rets = ["%loss"] + [f"%w{l}n" for l in range(L)]
-    types = [t()] + [t(H, H)] * L
+    rets = ["%loss"] + [f"%w{l}n" for l in range(L)] + (["%en"] if tied else [])
+    types = [t()] + [t(H, H)] * L + ([t(V, H)] if tied else [])
     return ("  func.func @reference(" + ",\n                       ".join(ins) + ")\n      -> (" +
             ",\n          ".join(outs) + ")\n      attributes {ref.reference} {\n" +
             "".join(f"    {b}\n" for b in body) +
@@ -139,7 +168,7 @@ def steady_pairs(kind, S, v, M, s):
     return warm, warm + 2 * (total - warm)
 
 
-def plan(S, M, dp, kind, bug=None, clip=None, v=1):
+def plan(S, M, dp, kind, bug=None, clip=None, v=1, tied=False):
     """S stages, each with v model chunks (layer l on stage l % S). bug: wrong_stage,
     recv_swapped, drop_microbatch, double_microbatch, rescale_every_step,
     per_stage_norm."""
@@ -149,13 +178,23 @@ def plan(S, M, dp, kind, bug=None, clip=None, v=1):
     mesh_axes = (["dp"] if dp > 1 else []) + ["pp"]
     mesh_shape = ([dp] if dp > 1 else []) + [S]
     rows = "dp" if dp > 1 else "_"
-    ins = [f'%x: {t(Bl, H)} {{dist.value = "x", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = 0}}']
+    V = VOCAB
+    if tied:
+        ins = [f'%ids: tensor<{Bl}xi64> {{dist.value = "ids", dist.layout = #dist.layout<[{rows}]>, dist.stage = 0}}',
+               f'%e0: {t(V, H)} {{dist.value = "e", dist.layout = #dist.layout<[_, _]>, dist.stage = 0}}',
+               f'%e1: {t(V, H)} {{dist.value = "e", dist.layout = #dist.layout<[_, _]>, dist.stage = {S - 1}}}']
+    else:
+        ins = [f'%x: {t(Bl, H)} {{dist.value = "x", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = 0}}']
     ins += [f'%w{l}: {t(H, H)} {{dist.value = "w{l}", dist.layout = #dist.layout<[_, _]>, dist.stage = {stage[l]}}}'
             for l in range(L)]
-    ins += [f'%t: {t(Bl, H)} {{dist.value = "t", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = {stage[L - 1]}}}']
+    tw = V if tied else H
+    ins += [f'%t: {t(Bl, tw)} {{dist.value = "t", dist.layout = #dist.layout<[{rows}, _]>, dist.stage = {stage[L - 1]}}}']
     outs = [f'{t()} {{dist.value = "loss", dist.layout = #dist.layout<[]>, dist.stage = {stage[L - 1]}}}']
     outs += [f'{t(H, H)} {{dist.value = "w{l}_next", dist.layout = #dist.layout<[_, _]>, dist.stage = {stage[l]}}}'
              for l in range(L)]
+    if tied:
+        outs += [f'{t(V, H)} {{dist.value = "e_next", dist.layout = #dist.layout<[_, _]>, dist.stage = {st}}}'
+                 for st in (0, S - 1)]
     mb = t(B_MB, H)
     body, batches, finals = [], [0], {}
 
@@ -189,6 +228,8 @@ def plan(S, M, dp, kind, bug=None, clip=None, v=1):
             recvs, comp, sends = [], [], []
             if e == "F":
                 if l == 0:
+                    if tied and m == 0:
+                        comp.append(f"%x = ref.embedding %e0, %ids {st} : {t(V, H)}, tensor<{Bl}xi64>")
                     comp.append(f"%h0_{m} = ref.slice %x offsets [{m * B_MB}, 0] sizes [{B_MB}, {H}] {st} : {t(Bl, H)}")
                 elif bug == "recv_swapped" and l == 1 and m < 2:
                     if m == 0:
@@ -205,18 +246,33 @@ def plan(S, M, dp, kind, bug=None, clip=None, v=1):
                         to = 2
                         sends.append("// BUG: microbatch 1's activation goes to stage 2, not 1.")
                     sends.append(f'dist.send %a{l}_{m} from {s} to {to} tag "act/l{l + 1}/mb{m}" : {mb}')
+                elif tied:
+                    comp += [f"%hl_{m} = ref.gelu %z{l}_{m} {st} : {mb}",
+                             f"%lg_{m} = ref.matmul %hl_{m}, %e1 contract(1, 1) {st} : {mb}, {t(V, H)}",
+                             f"%t_{m} = ref.slice %t offsets [{m * B_MB}, 0] sizes [{B_MB}, {V}] {st} : {t(Bl, V)}",
+                             f"%loss_{m} = ref.mse_loss %lg_{m}, %t_{m} {st} : {t(B_MB, V)}",
+                             f"%lossw_{m} = ref.scale %loss_{m} by {1.0 / M} {st} : {t()}"]
                 else:
                     comp.append(f"%t_{m} = ref.slice %t offsets [{m * B_MB}, 0] sizes [{B_MB}, {H}] {st} : {t(Bl, H)}")
                     comp.append(f"%loss_{m} = ref.mse_loss %z{l}_{m}, %t_{m} {st} : {mb}")
                     comp.append(f"%lossw_{m} = ref.scale %loss_{m} by {1.0 / M} {st} : {t()}")
             else:
-                if l == L - 1:
+                if l == L - 1 and tied:
+                    lv = t(B_MB, V)
+                    comp += [f"%g_{m} = ref.mse_loss_grad %lg_{m}, %t_{m} {st} : {lv}",
+                             f"%dl_{m} = ref.scale %g_{m} by {1.0 / M} {st} : {lv}",
+                             f"%deh_{m} = ref.matmul %dl_{m}, %hl_{m} contract(0, 0) {st} : {lv}, {mb}",
+                             f"%dhl_{m} = ref.matmul %dl_{m}, %e1 contract(1, 0) {st} : {lv}, {t(V, H)}",
+                             f"%dz{l}_{m} = ref.gelu_grad %z{l}_{m}, %dhl_{m} {st} : {mb}"]
+                elif l == L - 1:
                     comp.append(f"%g_{m} = ref.mse_loss_grad %z{l}_{m}, %t_{m} {st} : {mb}")
                     comp.append(f"%dz{l}_{m} = ref.scale %g_{m} by {1.0 / M} {st} : {mb}")
                 else:
                     recvs.append(f'%dh{l + 1}_{m} = dist.recv from {stage[l + 1]} to {s} tag "grad/l{l + 1}/mb{m}" : {mb}')
                     comp.append(f"%dz{l}_{m} = ref.gelu_grad %z{l}_{m}, %dh{l + 1}_{m} {st} : {mb}")
                 comp.append(f"%dw{l}_{m} = ref.matmul %h{l}_{m}, %dz{l}_{m} contract(0, 0) {st} : {mb}, {mb}")
+                if l == 0 and tied:
+                    comp.append(f"%dx_{m} = ref.matmul %dz0_{m}, %w0 contract(1, 1) {st} : {mb}, {t(H, H)}")
                 if l > 0:
                     comp.append(f"%dh{l}_{m}_s = ref.matmul %dz{l}_{m}, %w{l} contract(1, 1) {st} : {mb}, {t(H, H)}")
                     sends.append(f'dist.send %dh{l}_{m}_s from {s} to {stage[l - 1]} tag "grad/l{l}/mb{m}" : {mb}')
@@ -239,6 +295,20 @@ def plan(S, M, dp, kind, bug=None, clip=None, v=1):
                 body += comp
                 comm += sends
         body += post(comm)
+        if tied and s == 0:
+            # The embedding's gradient: the microbatches' input gradients, in order.
+            dx = f"%dx_0"
+            if M > 1:
+                dx = "%dxc"
+                body.append(f"%dxc = ref.concat {', '.join(f'%dx_{m}' for m in range(M))} dim 0 {st} : "
+                            f"{', '.join([mb] * M)}")
+            body.append(f"%dee = ref.embedding_grad {dx}, %ids {st} : {t(Bl, H)}, tensor<{Bl}xi64> -> {t(V, H)}")
+        if tied and s == S - 1:
+            acc = "%deh_0"
+            for m in range(1, M):
+                body.append(f"%dehs_{m} = ref.add {acc}, %deh_{m} {st} : {t(V, H)}")
+                acc = f"%dehs_{m}"
+            body.append(f"%deh = ref.scale {acc} by 1.0 {st} : {t(V, H)}")
         # Accumulate each of the stage's layers' gradients (in microbatch order), then
         # update.
         for l in range(s, L, S):
@@ -265,6 +335,28 @@ def plan(S, M, dp, kind, bug=None, clip=None, v=1):
             if not clip:
                 body.append(f"%w{l}n = ref.sgd_update %w{l}, {acc} lr {LR} {st} : {t(H, H)}")
     finals = [finals[l] for l in range(L)]
+    if tied:
+        # The tied table's gradient: the embedding's (stage 0) plus the head's (last
+        # stage), summed over the pipeline axis; every other stage contributes zero.
+        body.append("// The tied table: both uses' gradients summed over the pipeline axis.")
+        parts = []
+        for st_i in range(S):
+            sa = f"{{dist.stage = {st_i}}}"
+            if st_i == 0:
+                part = "%dee"
+            elif st_i == S - 1:
+                part = "%deh"
+            else:
+                part = f"%dez{st_i}"
+                body.append(f"{part} = ref.constant 0.0 {sa} : {t(V, H)}")
+            if dp > 1 and st_i in (0, S - 1):
+                body.append(f'{part}_dp = dist.all_reduce {part} over ["dp"] "avg" {sa} : {t(V, H)} -> {t(V, H)}')
+                part = f"{part}_dp"
+            parts.append(part)
+        body += [f"%de_sel = dist.stage_select {', '.join(parts)} : {', '.join([t(V, H)] * S)} -> {t(V, H)}",
+                 f'%de = dist.all_reduce %de_sel over ["pp"] "sum" : {t(V, H)} -> {t(V, H)}',
+                 f"%e0n = ref.sgd_update %e0, %de lr {LR} {{dist.stage = 0}} : {t(V, H)}",
+                 f"%e1n = ref.sgd_update %e1, %de lr {LR} {{dist.stage = {S - 1}}} : {t(V, H)}"]
     if clip:
         # Clipping by the global norm: each stage's sum of squares, joined over the
         # pipeline axis, then every stage clips its gradients by the same coefficient.
@@ -298,8 +390,8 @@ def plan(S, M, dp, kind, bug=None, clip=None, v=1):
     if dp > 1:
         body.append(f'%loss = dist.all_reduce {loss} over ["dp"] "avg" {{dist.stage = {stage[L - 1]}}} : {t()} -> {t()}')
         loss = "%loss"
-    rets = [loss] + [f"%w{l}n" for l in range(L)]
-    types = [t()] + [t(H, H)] * L
+    rets = [loss] + [f"%w{l}n" for l in range(L)] + (["%e0n", "%e1n"] if tied else [])
+    types = [t()] + [t(H, H)] * L + ([t(VOCAB, H)] * 2 if tied else [])
     mesh = (f'  dist.mesh @mesh axes = [{", ".join(chr(34) + a + chr(34) for a in mesh_axes)}] '
             f'shape = [{", ".join(str(s) for s in mesh_shape)}]\n\n')
     return mesh + ("  func.func @plan(" + ",\n                  ".join(ins) + ")\n      -> (" +
@@ -389,8 +481,8 @@ def tied(bug=None):
     return ref + "\n" + plan
 
 
-def spec(comment, expect, S, M, dp, kind, bug=None, clip=None, v=1):
-    return comment, expect, reference(S * v, M, dp, clip) + "\n" + plan(S, M, dp, kind, bug, clip, v)
+def spec(comment, expect, S, M, dp, kind, bug=None, clip=None, v=1, tied=False):
+    return comment, expect, reference(S * v, M, dp, clip, tied) + "\n" + plan(S, M, dp, kind, bug, clip, v, tied)
 
 
 def main():
@@ -431,6 +523,13 @@ def main():
       ("BUG: the tied table's gradients are not exchanged between the first and last stage:\n"
        "each copy is updated with one use's gradient, and the copies drift apart.",
        {"verdict": "violated", "kind": "reduction", "at": "%e0n"}, tied("not_reduced")))
+    for name, S, M, dp, kind, v in (("tied_gpipe_pp3_mb2", 3, 2, 1, "gpipe", 1),
+                                    ("tied_1f1b_dp2_pp2_mb2", 2, 2, 2, "1f1b", 1),
+                                    ("tied_interleaved_pp2_v2_mb2", 2, 2, 1, "interleaved", 2)):
+        w(name + ".mlir",
+          spec(f"{kind} on dp={dp} x pp={S} with a tied input embedding (stage 0) and LM head\n"
+               f"(stage {S - 1}): the table's gradient is the sum of both uses', all-reduced over the\n"
+               "pipeline axis (the middle stages contribute zero).", ok, S, M, dp, kind, v=v, tied=True))
     w("1f1b_pp2_mb2_clip.mlir",
       spec("1F1B on 2 stages with gradient clipping by the global norm: each stage's sum of\n"
            "squares, joined with dist.stage_select and all-reduced over the pipeline axis.",
