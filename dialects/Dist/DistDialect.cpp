@@ -88,6 +88,9 @@ Attribute LayoutAttr::parse(AsmParser &p, Type) {
       if (p.parseInteger(segs))
         return failure();
       anySegments = true;
+    } else if (succeeded(p.parseOptionalKeyword("zigzag"))) {
+      segs = kZigzagSegments; // chunks p and 2n-1-p (load-balanced context parallelism)
+      anySegments = true;
     }
     dims.push_back(ArrayAttr::get(ctx, axes));
     segments.push_back(segs);
@@ -138,7 +141,9 @@ void LayoutAttr::print(AsmPrinter &p) const {
       printAxes(p, axes);
       os << ")";
     }
-    if (i < segments.size() && segments[i] != 1)
+    if (i < segments.size() && segments[i] == kZigzagSegments)
+      os << " zigzag";
+    else if (i < segments.size() && segments[i] != 1)
       os << " in " << segments[i];
   }
   os << "]";
@@ -160,11 +165,13 @@ LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (!dims || segments.size() != (int64_t)dims.size())
       return emitError() << "layout: one segment count per dimension";
     for (auto [i, k] : llvm::enumerate(segments.asArrayRef())) {
-      if (k < 1 || k > (1 << 20))
+      if ((k < 1 || k > (1 << 20)) && k != kZigzagSegments)
         return emitError() << "layout: segment counts must be between 1 and 2^20";
-      if (k > 1 && cast<ArrayAttr>(dims[i]).empty())
-        return emitError() << "layout: 'in " << k << "' on dimension " << i
-                           << ", which no mesh axis splits";
+      if (k != 1 && cast<ArrayAttr>(dims[i]).empty())
+        return emitError() << "layout: '"
+                           << (k == kZigzagSegments ? std::string("zigzag")
+                                                    : "in " + std::to_string(k))
+                           << "' on dimension " << i << ", which no mesh axis splits";
     }
   }
   llvm::StringSet<> seen;
@@ -330,6 +337,12 @@ FailureOr<RankedTensorType> planproof::dist::expectedResultType(Operation *op) {
     return op->emitOpError() << "dim " << dim << " is out of range for an operand of rank "
                              << in.getRank();
   SmallVector<int64_t> shape(in.getShape());
+  if (op->hasAttr("zigzag") && !isa<AllGatherOp>(op) && shape[dim] % (2 * *n) != 0)
+    return op->emitOpError() << "zigzag: dimension " << dim << " of size " << shape[dim]
+                             << " does not divide into 2 x " << *n << " chunks";
+  if (op->hasAttr("zigzag") && isa<AllGatherOp>(op) && shape[dim] % 2 != 0)
+    return op->emitOpError() << "zigzag: dimension " << dim << " of size " << shape[dim]
+                             << " is not two chunks";
   if (isa<AllGatherOp>(op)) {
     shape[dim] *= *n;
   } else {

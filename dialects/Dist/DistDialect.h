@@ -53,6 +53,10 @@ constexpr const char *kPipelineAttr = "dist.pipeline";
 /// or holds the argument or result.
 constexpr const char *kStageAttr = "dist.stage";
 constexpr const char *kBlockOffsetAttr = "dist.block_offset";
+/// The segment count that encodes a *zigzag* split in a layout's `segments`: the
+/// dimension is 2n chunks over n ranks, and the rank at position p holds chunks p and
+/// 2n-1-p (the load-balanced order of causal context parallelism).
+constexpr int64_t kZigzagSegments = -2;
 
 /// The mesh of the plan function that (transitively) contains `op`, or null with no
 /// diagnostic when there is none.

@@ -66,6 +66,7 @@ def Dist_LayoutAttr : AttrDef<Dist_Dialect, "Layout"> {
     #dist.layout<[_, _], sum = [tp]>      // every rank of a tp group holds a partial sum
     #dist.layout<[], avg = [dp]>          // a scalar to be averaged over dp
     #dist.layout<[_, tp in 3]>            // dim 1 is 3 equal segments, each split over tp
+    #dist.layout<[cp zigzag, _]>          // dim 0 in 2*|cp| chunks; rank i holds i, 2*|cp|-1-i
     ```
 
     `in k` makes a split *interleaved*: the dimension is viewed as `k` equal segments
@@ -76,6 +77,11 @@ def Dist_LayoutAttr : AttrDef<Dist_Dialect, "Layout"> {
     `D` holds the block `[s * D', (s + 1) * D')` where `D' = D / (|a1| * ... * |an|)`
     and `s` is the row-major index of `c` over those axes. With `in k`, it holds that
     block of each of the `k` segments of size `D / k`, concatenated in segment order.
+
+    `zigzag` is the load-balanced split of causal context parallelism: the dimension
+    is viewed as `2n` equal chunks over the `n` ranks of the axes, and the rank at
+    position `s` holds chunk `s` followed by chunk `2n - 1 - s`, so every rank gets
+    the same share of a causal attention's work. (Stored as segment count -2.)
   }];
   let parameters = (ins
     "::mlir::ArrayAttr":$dims,  // per dim: ArrayAttr of StringAttr (axis names)
@@ -168,9 +174,14 @@ def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
     ```mlir
     %full = dist.all_gather %shard over ["tp"] dim 1 : tensor<2x2xf32> -> tensor<2x4xf32>
     ```
+
+    With `zigzag`, `dim` is viewed as `2n` chunks for the `n` ranks of the group, and the
+    rank at position `p` contributes chunks `p` and `2n - 1 - p` (its block of a
+    `#dist.layout<[.. zigzag ..]>` value): the result is in global chunk order. The same
+    unit attribute on `reduce_scatter` and `shard_slice` keeps those two chunks.
   }];
-  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim);
-  let assemblyFormat = "$input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)";
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim, UnitAttr:$zigzag);
+  let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? attr-dict `:` type($input) `->` type($result)";
 }
 
 def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
@@ -185,8 +196,8 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
     %g = dist.reduce_scatter %partial over ["dp"] dim 0 "sum" : tensor<8x4xf32> -> tensor<4x4xf32>
     ```
   }];
-  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim, StrAttr:$kind);
-  let assemblyFormat = "$input `over` $axes `dim` $dim $kind attr-dict `:` type($input) `->` type($result)";
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim, UnitAttr:$zigzag, StrAttr:$kind);
+  let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? $kind attr-dict `:` type($input) `->` type($result)";
 }
 
 def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
@@ -200,8 +211,8 @@ def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
     %w_local = dist.shard_slice %w over ["tp"] dim 1 : tensor<4x8xf32> -> tensor<4x4xf32>
     ```
   }];
-  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim);
-  let assemblyFormat = "$input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)";
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim, UnitAttr:$zigzag);
+  let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? attr-dict `:` type($input) `->` type($result)";
 }
 
 

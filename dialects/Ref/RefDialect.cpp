@@ -263,8 +263,18 @@ LogicalResult BatchMatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Lo
 
 LogicalResult CausalSoftmaxOp::verify() {
   auto t = getInput().getType();
-  if (t.getRank() < 2 || t.getDimSize(t.getRank() - 1) < t.getDimSize(t.getRank() - 2))
-    return emitOpError() << "needs scores [..., Sq, Sk] with Sk >= Sq";
+  if (t.getRank() < 2)
+    return emitOpError() << "needs scores [..., Sq, Sk]";
+  if (!getOffset() && t.getDimSize(t.getRank() - 1) < t.getDimSize(t.getRank() - 2))
+    return emitOpError() << "needs scores [..., Sq, Sk] with Sk >= Sq (or an explicit offset)";
+  return success();
+}
+
+LogicalResult CausalSoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                                ValueRange operands, DictionaryAttr,
+                                                OpaqueProperties, RegionRange,
+                                                SmallVectorImpl<Type> &out) {
+  out.push_back(operands[0].getType());
   return success();
 }
 

@@ -447,13 +447,25 @@ def Ref_SoftmaxOp : Ref_UnaryOp<"softmax"> {
   }];
 }
 
-def Ref_CausalSoftmaxOp : Ref_UnaryOp<"causal_softmax"> {
+def Ref_CausalSoftmaxOp : Ref_Op<"causal_softmax"> {
   let hasVerifier = 1;
   let summary = "softmax over the last dimension with a causal mask";
   let description = [{
-    For scores `[..., Sq, Sk]`, row `i` attends to columns `j <= i + (Sk - Sq)` only (the
-    others get probability exactly 0), max-shifted over the allowed columns.
+    For scores `[..., Sq, Sk]`, row `i` attends to columns `j <= offset + i` only (the
+    others get probability exactly 0), max-shifted over the allowed columns. `offset`
+    (an `index`) is the position of the first query among the keys; without it the
+    queries are the last `Sq` keys (`offset = Sk - Sq`). A context-parallel plan whose
+    rank holds a chunk of the queries and all keys passes the chunk's *global* start
+    (computed from `dist.axis_index`). A row with no allowed column is all zeros.
+
+    ```mlir
+    %p = ref.causal_softmax %scores : tensor<2x4x4xf32>
+    %p_chunk = ref.causal_softmax %scores_chunk offset %start : tensor<2x2x8xf32>
+    ```
   }];
+  let arguments = (ins PP_F32RankedTensor:$input, Optional<Index>:$offset);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input (`offset` $offset^)? attr-dict `:` type($input)";
 }
 
 def Ref_RmsNormOp : Ref_Op<"rms_norm"> {

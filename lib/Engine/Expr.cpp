@@ -467,3 +467,11 @@ double Evaluator::atom(AtomId a) {
   atomValue[a] = v;
   return v;
 }
+
+bool ExprPool::hasProductTerm(PolyId p) const {
+  for (auto &[m, c] : polys[p].terms)
+    for (auto &[a, e] : monos[m].factors)
+      if (!atoms[a].isInput && atoms[a].fn == Fn::Product)
+        return true;
+  return false;
+}

@@ -106,6 +106,8 @@ public:
   /// Whether `p` (transitively) contains a function the solver encodes exactly (max,
   /// indicators), which canonical forms do not decide completely.
   bool hasLatticeAtoms(PolyId p);
+  /// Whether a term of `p` has an unexpanded product (Fn::Product) as a factor.
+  bool hasProductTerm(PolyId p) const;
   /// Whether `p` contains any function application (gelu, ...).
   bool hasApplications(PolyId p);
   /// The input symbols `p` depends on, sorted.

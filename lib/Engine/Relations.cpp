@@ -1,5 +1,6 @@
 //===- Relations.cpp - how a plan value relates to reference values -*- C++ -*-===//
 #include "Engine/Relations.h"
+#include "Dist/DistDialect.h"
 
 #include "Semantics/OpSemantics.h"
 
@@ -54,8 +55,25 @@ bool RelationFinder::matches(const std::vector<SymTensor> &perRank, const SymTen
       if (got == pool.zero() || want == pool.zero())
         return false;
       Rational c(1);
-      if (got != want && !pool.proportional(got, want, c))
-        return false;
+      if (got != want && !pool.proportional(got, want, c)) {
+        if (!pool.hasProductTerm(got) && !pool.hasProductTerm(want))
+          return false;
+        // Canonical forms with unexpanded products need not be proportional even when
+        // the values are: accept a ratio that two independent evaluations agree on and
+        // that is a small fraction. (Diagnostics only: verdicts never use relations.)
+        double a1 = fingerprint(got), b1 = fingerprint(want);
+        double a2 = fingerprint2(got), b2 = fingerprint2(want);
+        if (!(std::isfinite(a1) && std::isfinite(b1) && std::isfinite(a2) && std::isfinite(b2)) ||
+            b1 == 0 || b2 == 0)
+          return false;
+        double r1 = a1 / b1, r2 = a2 / b2;
+        if (std::fabs(r1 - r2) > 1e-9 * std::max(1.0, std::fabs(r1)))
+          return false;
+        c = Rational::fromDouble(r1);
+        if (c.isZero() || c.denominator() > 1024 || c.numerator() > 1024 ||
+            c.numerator() < -1024 || std::fabs(c.toDouble() - r1) > 1e-9 * std::fabs(r1))
+          return false;
+      }
       if (haveScale && c != scale)
         return false;
       haveScale = true;
@@ -76,6 +94,19 @@ double RelationFinder::fingerprint(PolyId p) {
     fpEval->reset(fpInputs);
   }
   return fpEval->poly(p);
+}
+
+double RelationFinder::fingerprint2(PolyId p) {
+  if (fpInputs2.size() != pool.numInputs()) {
+    std::mt19937_64 rng(0x2545f4914f6cdd1dull);
+    std::uniform_real_distribution<double> dist(0.5, 1.5);
+    fpInputs2.resize(pool.numInputs());
+    for (double &v : fpInputs2)
+      v = dist(rng);
+    fpEval2 = std::make_unique<Evaluator>(pool);
+    fpEval2->reset(fpInputs2);
+  }
+  return fpEval2->poly(p);
 }
 
 bool RelationFinder::matchesNumerically(const std::vector<SymTensor> &perRank,
@@ -157,7 +188,21 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
             out.push_back(std::move(l));
           return;
         }
+        // The zigzag orders of the layout's splits (load-balanced context parallelism).
+        std::vector<Layout> zigzags;
+        if (zigzagCandidates)
+          for (size_t d = 0; d < rank; ++d) {
+            int64_t n = mesh.groupSize(l.dims[d]);
+            if (l.dims[d].empty() || n < 2 || global[d] % (2 * n) != 0)
+              continue;
+            Layout z = l;
+            z.segments.assign(rank, 1);
+            z.segments[d] = dist::kZigzagSegments;
+            zigzags.push_back(std::move(z));
+          }
         if (s == local) {
+          for (Layout &z : zigzags)
+            out.push_back(std::move(z));
           out.push_back(std::move(l));
           return;
         }
@@ -171,8 +216,11 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
             ++differ;
             tiles &= local[d] > 0 && s[d] % local[d] == 0 && (!l.dims[d].empty() || replicatedTiles);
           }
-        if (differ == 1 && tiles)
+        if (differ == 1 && tiles) {
+          for (Layout &z : zigzags)
+            sub.push_back({std::move(z), s});
           sub.push_back({std::move(l), s});
+        }
         return;
       }
       bool mayBePartial = std::find(notPartial.begin(), notPartial.end(), a) == notPartial.end();
@@ -187,7 +235,7 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
 
 Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
                               const std::vector<int> &notPartial) {
-  Relation best;
+  Relation best, uniformPartial;
   std::vector<std::pair<int, std::vector<std::pair<Layout, Shape>>>> subCandidates;
   // Diagnostics only: on very large meshes stop searching rather than stall; the value
   // then reads as "no reference value", which only affects where a violation points.
@@ -208,6 +256,14 @@ Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
       Rational scale;
       if (!matchesNumerically(perRank, ref, layout, {}, {}) || !matches(perRank, ref, layout, scale))
         continue;
+      if (scale.isOne() && uniformOverPartial(perRank, layout)) {
+        // Every rank of the partial group holds the same value: "partial-sum over n
+        // ranks" is then also "1/n of the replicated value"; a scaled replicated
+        // reading (found later) explains a wrong factor better.
+        if (!uniformPartial.related())
+          uniformPartial = Relation{i, layout, scale, {}, {}};
+        continue;
+      }
       if (scale.isOne())
         return Relation{i, layout, scale, {}, {}};
       if (!best.related())
@@ -238,7 +294,21 @@ Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
       }
     }
   }
+  if (uniformPartial.related() && (!best.related() || best.layout.isPartial()))
+    return uniformPartial;
   return best;
+}
+
+bool RelationFinder::uniformOverPartial(const std::vector<SymTensor> &perRank,
+                                        const Layout &layout) const {
+  if (!layout.isPartial())
+    return false;
+  std::vector<int> axes = layout.partialAxes();
+  for (int64_t r = 0; r < (int64_t)perRank.size(); ++r)
+    for (int64_t m : mesh.group(r, axes))
+      if (perRank[m].data != perRank[r].data)
+        return false;
+  return true;
 }
 
 std::string RelationFinder::describe(const Relation &r) const {

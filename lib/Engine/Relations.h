@@ -68,13 +68,22 @@ public:
   /// Microbatches of an unsplit dimension count as tiles too (pipelined plans, whose
   /// microbatches slice the whole batch on every stage).
   bool replicatedTiles = false;
+  /// Also try the zigzag order of each split (plans with load-balanced context
+  /// parallelism, whose sequence blocks are chunks p and 2n-1-p).
+  bool zigzagCandidates = false;
   std::string describe(const Relation &r) const;
 
 private:
+  /// Whether every rank of each partial group of `layout` holds the same values.
+  bool uniformOverPartial(const std::vector<SymTensor> &perRank, const Layout &layout) const;
+
   /// A numeric fingerprint of a polynomial: its value at one fixed random assignment of
   /// the inputs in [0.5, 1.5] (memoized). Candidate relations are screened on
   /// fingerprints first and confirmed exactly with `matches` only when they pass.
   double fingerprint(PolyId p);
+  /// The same at a second, independent assignment: confirms a relation between values
+  /// whose canonical forms cannot be compared (unexpanded products of large sums).
+  double fingerprint2(PolyId p);
   bool matchesNumerically(const std::vector<SymTensor> &perRank, const SymTensor &ref,
                           const Layout &layout, const Shape &block,
                           const std::vector<int64_t> &offset);
@@ -88,6 +97,8 @@ private:
   std::vector<RefValue> refs;
   std::vector<double> fpInputs;
   std::unique_ptr<Evaluator> fpEval;
+  std::vector<double> fpInputs2;
+  std::unique_ptr<Evaluator> fpEval2;
 };
 
 } // namespace planproof

@@ -183,6 +183,17 @@ private:
         pos = pos * ctx.int_val((int64_t)mesh.shape[a]) + d.coords[a];
       int64_t segs = db.layout.segmentsOf(k), piece = db.blockShape[k] / segs;
       z3::expr p = ctx.int_val(piece);
+      if (db.layout.zigzagAt(k)) {
+        // Layout.h's blockToWhole: the minor axis holds chunks c and 2n-1-c of the
+        // block of the others.
+        int64_t n = mesh.shape[axes.back()];
+        int64_t chunk = db.blockShape[k] / 2, blockLen = 2 * chunk * n;
+        z3::expr inner = d.coords[axes.back()], outer = pos / ctx.int_val(n);
+        z3::expr ch = ctx.int_val(chunk);
+        z3::expr which = z3::ite(x < ch, inner, ctx.int_val(2 * n - 1) - inner);
+        d.global.push_back(outer * ctx.int_val(blockLen) + which * ch + z3::mod(x, ch));
+        continue;
+      }
       d.global.push_back((x / p) * ctx.int_val(piece * mesh.groupSize(axes)) + pos * p + z3::mod(x, p));
     }
     return d;

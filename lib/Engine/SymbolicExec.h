@@ -30,6 +30,13 @@ struct SymbolicDomain {
   Value mul(Value a, Value b) { return pool.mul(a, b); }
   Value scale(Value a, const Rational &c) { return pool.scale(a, c); }
   Value apply(Fn f, std::vector<Value> args) { return pool.apply(f, std::move(args)); }
+  bool integer(const Value &v, int64_t &out) {
+    Rational c;
+    if (!pool.isConstant(v, &c) || c.denominator() != 1)
+      return false;
+    out = c.numerator();
+    return true;
+  }
 };
 
 using SymTensor = Tensor<PolyId>;

@@ -208,6 +208,12 @@ void Engine::buildRefValues() {
     }
   finder = std::make_unique<RelationFinder>(pool, mesh, refValues);
   finder->replicatedTiles = spec.pipelineAxis >= 0;
+  // Load-balanced context parallelism: a zigzag layout or collective anywhere.
+  for (const Binding &b : spec.planInputs)
+    finder->zigzagCandidates |= b.layout.anyZigzag();
+  for (const Binding &b : spec.planOutputs)
+    finder->zigzagCandidates |= b.layout.anyZigzag();
+  spec.plan.walk([&](Operation *op) { finder->zigzagCandidates |= op->hasAttr("zigzag"); });
 }
 
 /// Gathers every output element and compares it with the reference. Equal canonical
@@ -609,6 +615,30 @@ void Engine::explainOp(Operation *op, Violation &viol) {
     return;
   }
   if (isa<dist::AllGatherOp, dist::ShardSliceOp>(op)) {
+    Relation in = relationOf(op->getOperand(0));
+    int64_t dim = op->getAttrOfType<IntegerAttr>("dim").getInt();
+    bool zig = op->hasAttr("zigzag");
+    if (in.exact() && in.layout.isPartial() && isa<dist::ShardSliceOp>(op)) {
+      std::vector<int> pa = in.layout.partialAxes();
+      viol.kind = "reduction";
+      viol.message = head + "its operand is still partial-" +
+                     std::string(reduceKindName(in.layout.partial[0].second)) + " over " +
+                     axesStr(mesh, pa) + ": keeping this rank's block drops the other ranks' "
+                     "contributions to it";
+      viol.hint = "use dist.reduce_scatter over " + axesStr(mesh, pa) + " instead of " + name;
+      return;
+    }
+    if (in.exact() && in.block.empty() && dim < (int64_t)in.layout.dims.size() &&
+        !in.layout.dims[dim].empty() && in.layout.zigzagAt(dim) != zig) {
+      viol.kind = "sharding";
+      viol.message = head + "its operand is split on dim " + std::to_string(dim) + " in " +
+                     (in.layout.zigzagAt(dim) ? "zigzag chunk order" : "consecutive blocks") +
+                     ", but this op " + (zig ? "assumes zigzag chunks" : "places consecutive blocks") +
+                     ": the result's elements are permuted";
+      viol.hint = in.layout.zigzagAt(dim) ? "add `zigzag` to this " + name
+                                          : "remove `zigzag` from this " + name;
+      return;
+    }
     viol.kind = "sharding";
     viol.message = head + "its result matches no reference value under any layout: the " +
                    "operand is not split the way this op assumes";
@@ -772,6 +802,42 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                 "independent masks are intended, set dist.rng = \"independent\" on the plan";
     return;
   }
+  if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op)) {
+    // The mask is right when each query sees the keys up to its own global position:
+    // offset = (global position of the first query) - (global position of the first key).
+    Relation in = relationOf(cs.getInput());
+    const SymTensor &x = planTrace.values[cs.getInput()][0];
+    size_t rank = x.shape.size();
+    if (in.exact() && rank >= 2) {
+      for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+        std::vector<int64_t> at(rank, 0);
+        for (size_t k = 0; k < in.offset.size(); ++k)
+          at[k] += in.offset[k];
+        std::vector<int64_t> g =
+            in.layout.globalIndex(mesh, r, in.block.empty() ? x.shape : in.block, at);
+        int64_t want = g[rank - 2] - g[rank - 1];
+        int64_t have = x.shape[rank - 1] - x.shape[rank - 2];
+        if (cs.getOffset()) {
+          Rational c;
+          if (!pool.isConstant(planTrace.values[cs.getOffset()][r].data[0], &c))
+            continue;
+          have = c.numerator();
+        }
+        if (have == want)
+          continue;
+        viol.kind = "masking";
+        viol.message = head + "on rank " + mesh.rankStr(r) + " its causal offset is " +
+                       std::to_string(have) + ", but its first query is at global position " +
+                       std::to_string(g[rank - 2]) + " and its first key at " +
+                       std::to_string(g[rank - 1]) + " (" + finder->describe(in) +
+                       "): the mask must compare global positions, so the offset must be " +
+                       std::to_string(want);
+        viol.hint = "pass the global position of this block's first query (from "
+                    "dist.axis_index and the chunk order) as the offset";
+        return;
+      }
+    }
+  }
   if (res.exact() && !res.block.empty()) {
     viol.kind = "sharding";
     viol.message = head + "its result is a piece of `" + refValues[res.ref].name + "` (" +
@@ -794,6 +860,30 @@ void Engine::explainOp(Operation *op, Violation &viol) {
   viol.message = head + "from correct operands it computes a value that matches no reference "
                         "value under any layout";
   viol.hint = "check which dimension each operand is split on, and the op's attributes";
+  if (isa<ref::SliceOp, ref::ConcatOp>(op)) {
+    // A shift or a slice along a split dimension works on this rank's block only.
+    auto sl = dyn_cast<ref::SliceOp>(op);
+    int64_t dim = -1;
+    if (auto cc = dyn_cast<ref::ConcatOp>(op))
+      dim = cc.getDim();
+    Relation in = relationOf(op->getOperand(0));
+    for (size_t d = 0; d < in.layout.dims.size(); ++d) {
+      bool touched = sl ? (sl.getOffsets()[d] != 0 ||
+                           sl.getSizes()[d] != planTrace.values[op->getOperand(0)][0].shape[d])
+                        : (int64_t)d == dim;
+      if (!in.exact() || in.layout.dims[d].empty() || !touched)
+        continue;
+      viol.notes.push_back("it " + std::string(sl ? "slices" : "concatenates along") + " dim " +
+                           std::to_string(d) + ", which is split over " +
+                           axesStr(mesh, in.layout.dims[d]) +
+                           (in.layout.zigzagAt(d) ? " in zigzag chunks" : "") +
+                           ": positions here are positions in this rank's block, not in the "
+                           "global tensor");
+      viol.hint = "do this shift or slice on the whole dimension before it is split over " +
+                  axesStr(mesh, in.layout.dims[d]) + " (or exchange the boundary elements)";
+      break;
+    }
+  }
   if (auto mm = dyn_cast<ref::MatmulOp>(op)) {
     Relation a = relationOf(mm.getLhs()), b = relationOf(mm.getRhs());
     auto dimAxes = [&](const Relation &r, int64_t d) -> std::string {
@@ -882,6 +972,20 @@ void Engine::localize(const std::vector<Failure> &failures) {
       culprit = walkToCulprit(v, seen);
       if (!culprit)
         culprit = ret.getOperation();
+      // A culprit inside a derived backward pass whose seed (the loss a plan ref.grad
+      // differentiates) is itself off by a factor: the seed's own culprit is the cause.
+      if (culprit != ret.getOperation() && opName(culprit).rfind("%d(", 0) == 0)
+        for (Value seed : spec.planGradSeeds) {
+          Relation sr = relationOf(seed);
+          if (!sr.related() || sr.exact())
+            continue;
+          std::set<Operation *> seenSeed;
+          Operation *c = walkToCulprit(seed, seenSeed);
+          if (c && c != ret.getOperation() && opName(c).rfind("%d(", 0) != 0) {
+            culprit = c;
+            break;
+          }
+        }
       if (culprit == ret.getOperation()) {
         viol.kind = "dataflow";
         viol.message = "plan result #" + std::to_string(b.index) + " returns argument `" +

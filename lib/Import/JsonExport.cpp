@@ -65,7 +65,9 @@ struct Exporter {
         for (Attribute x : axes)
           entry.push_back(cast<StringAttr>(x).getValue().str());
       }
-      if (i < segs.size() && segs[i] != 1)
+      if (i < segs.size() && segs[i] == dist::kZigzagSegments)
+        entry = json{{"axes", entry}, {"segments", "zigzag"}};
+      else if (i < segs.size() && segs[i] != 1)
         entry = json{{"axes", entry}, {"segments", segs[i]}};
       dims.push_back(entry);
     }
@@ -129,6 +131,11 @@ struct Exporter {
     json attrs = json::object();
     for (auto &[key, kind] : table->second) {
       Attribute a = o.getAttr(key);
+      if (kind == "flag") {
+        if (a)
+          attrs[key] = true;
+        continue;
+      }
       if (kind == "int")
         attrs[key] = cast<IntegerAttr>(a).getInt();
       else if (kind == "float")

@@ -77,9 +77,10 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.rotary", {}},
       {"ref.cross_entropy", {}},
       {"dist.all_reduce", {{"axes", "string[]"}, {"kind", "string"}}},
-      {"dist.all_gather", {{"axes", "string[]"}, {"dim", "int"}}},
-      {"dist.reduce_scatter", {{"axes", "string[]"}, {"dim", "int"}, {"kind", "string"}}},
-      {"dist.shard_slice", {{"axes", "string[]"}, {"dim", "int"}}},
+      {"dist.all_gather", {{"axes", "string[]"}, {"dim", "int"}, {"zigzag", "flag"}}},
+      {"dist.reduce_scatter",
+       {{"axes", "string[]"}, {"dim", "int"}, {"kind", "string"}, {"zigzag", "flag"}}},
+      {"dist.shard_slice", {{"axes", "string[]"}, {"dim", "int"}, {"zigzag", "flag"}}},
   };
   return table;
 }
@@ -236,6 +237,8 @@ void Importer::readDims(const json &root) {
       if (j.contains("segments") && j["segments"].is_number_integer() &&
           j["segments"].get<int64_t>() > 1 && L < (int64_t(1) << 30))
         L *= j["segments"].get<int64_t>();
+      if (j.contains("segments") && j["segments"] == "zigzag" && L < (int64_t(1) << 30))
+        L *= 2;
       for (auto it = j.begin(); it != j.end(); ++it)
         segments(*it);
     } else if (j.is_array()) {
@@ -304,10 +307,13 @@ dist::LayoutAttr Importer::layout(const json &j, const std::string &ptr, int64_t
     int64_t segs = 1;
     if (entry->is_object()) {
       // {"axes": [...], "segments": k}: an interleaved split.
+      // {"axes": [...], "segments": "zigzag"}: the load-balanced split of causal CP.
       if (!entry->contains("axes") || !entry->contains("segments") ||
-          !(*entry)["segments"].is_number_integer())
-        fail(p, "an interleaved split is {\"axes\": [...], \"segments\": k}");
-      segs = (*entry)["segments"].get<int64_t>();
+          !((*entry)["segments"].is_number_integer() || (*entry)["segments"] == "zigzag"))
+        fail(p, "an interleaved split is {\"axes\": [...], \"segments\": k} or "
+                "{\"axes\": [...], \"segments\": \"zigzag\"}");
+      segs = (*entry)["segments"].is_string() ? dist::kZigzagSegments
+                                               : (*entry)["segments"].get<int64_t>();
       anySegments = true;
       entry = &(*entry)["axes"];
       p += "/axes";
@@ -376,6 +382,8 @@ NamedAttribute Importer::attribute(const std::string &op, const std::string &key
     return {name, builder.getF64FloatAttr(evalExpr(v, ptr).toDouble())};
   if (kind == "string" && v.is_string())
     return {name, builder.getStringAttr(v.get<std::string>())};
+  if (kind == "flag" && v.is_boolean())
+    return {name, builder.getUnitAttr()}; // false is dropped by the caller
   if (kind == "int[]" && v.is_array() &&
       std::all_of(v.begin(), v.end(),
                   [](const json &e) { return e.is_number_integer() || e.is_string(); })) {
@@ -434,12 +442,15 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     if (o.contains("attrs")) {
       if (!o["attrs"].is_object())
         fail(p + "/attrs", "'attrs' must be an object");
-      for (auto it = o["attrs"].begin(); it != o["attrs"].end(); ++it)
-        attrs.push_back(attribute(opName, it.key(), *it, p + "/attrs/" + it.key()));
+      for (auto it = o["attrs"].begin(); it != o["attrs"].end(); ++it) {
+        NamedAttribute a = attribute(opName, it.key(), *it, p + "/attrs/" + it.key());
+        if (!(it->is_boolean() && !it->get<bool>()))
+          attrs.push_back(a);
+      }
     }
     for (auto &[k, t] : jsonOpAttributes().at(opName)) {
       bool given = llvm::any_of(attrs, [&](NamedAttribute a) { return a.getName() == k; });
-      if (!given)
+      if (!given && t != "flag") // a flag (unit attribute) is optional
         fail(p, "op '" + opName + "' needs attribute '" + k + "' (" + t + ")");
     }
     if (o.contains("draws")) {

@@ -47,7 +47,7 @@ static bool faithfulReduction(Spec &small, Spec &large) {
     int64_t k = 1;
     if (l && l.getSegments())
       for (int64_t s : l.getSegments().asArrayRef())
-        k = std::max(k, s);
+        k = std::max(k, s < 0 ? -s : s); // a zigzag split has 2 segments
     return k;
   };
   for (size_t i = 0; i < a.size(); ++i) {

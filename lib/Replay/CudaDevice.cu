@@ -94,9 +94,9 @@ __global__ void kGemm(T *out, const T *A, const T *B, int64_t batch, int64_t I, 
 }
 template <class T, class Acc>
 __global__ void kSoftmax(T *out, const T *in, int64_t rows, int64_t cols, int64_t sq, bool causal,
-                         int order, bool bf16) {
+                         int64_t offset, int order, bool bf16) {
   GRID_LOOP(r, rows) {
-    int64_t allowed = causal ? (r % sq) + (cols - sq) + 1 : cols;
+    int64_t allowed = causal ? scalar::causalAllowed(r % sq, offset, cols) : cols;
     body::softmaxRow<T, Acc>(order, in + r * cols, out + r * cols, cols, allowed, bf16);
   }
 }
@@ -327,15 +327,15 @@ public:
     }
   }
   void softmaxRows(const Arith &a, Buffer out, Buffer in, int64_t rows, int64_t cols, int64_t sq,
-                   bool causal) override {
+                   bool causal, int64_t offset) override {
     on();
     bool bf16 = a.dtype == ReplayDtype::BF16;
     if (out.wide)
       kSoftmax<double, double><<<blocksFor(rows), kThreads>>>(as<double>(out), as<double>(in), rows,
-                                                              cols, sq, causal, orderCode(a.order), bf16);
+                                                              cols, sq, causal, offset, orderCode(a.order), bf16);
     else
       kSoftmax<float, float><<<blocksFor(rows), kThreads>>>(as<float>(out), as<float>(in), rows, cols,
-                                                            sq, causal, orderCode(a.order), bf16);
+                                                            sq, causal, offset, orderCode(a.order), bf16);
     launched("softmax");
   }
   void normRows(const Arith &a, Buffer out, Buffer x, Buffer w, Buffer b, int64_t rows,

@@ -117,10 +117,10 @@ public:
   /// true) or [K, I], and B stored [K, J] (rhsK = true) or [J, K].
   virtual void gemm(const Arith &a, Buffer out, Buffer A, Buffer B, int64_t batch, int64_t I,
                     int64_t J, int64_t K, bool lhsK, bool rhsK) = 0;
-  /// Softmax of each row of [rows, cols]; causal: row r sees (r % sq) + cols - sq + 1
-  /// leading columns, the rest are 0.
+  /// Softmax of each row of [rows, cols]; causal: row r sees
+  /// scalar::causalAllowed(r % sq, offset, cols) leading columns, the rest are 0.
   virtual void softmaxRows(const Arith &a, Buffer out, Buffer in, int64_t rows, int64_t cols,
-                           int64_t sq, bool causal) = 0;
+                           int64_t sq, bool causal, int64_t offset) = 0;
   /// RMSNorm (bias empty) or LayerNorm of each row of [rows, width].
   virtual void normRows(const Arith &a, Buffer out, Buffer x, Buffer w, Buffer b, int64_t rows,
                         int64_t width, double eps, bool layer) = 0;

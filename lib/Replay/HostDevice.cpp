@@ -134,12 +134,12 @@ public:
     });
   }
   void softmaxRows(const Arith &a, Buffer out, Buffer in, int64_t rows, int64_t cols, int64_t sq,
-                   bool causal) override {
+                   bool causal, int64_t offset) override {
     forTypes(out.wide, [&](auto t, auto acc) {
       using T = decltype(t);
       using Acc = decltype(acc);
       for (int64_t r = 0; r < rows; ++r) {
-        int64_t allowed = causal ? (r % sq) + (cols - sq) + 1 : cols;
+        int64_t allowed = causal ? scalar::causalAllowed(r % sq, offset, cols) : cols;
         body::softmaxRow<T, Acc>(orderCode(a.order), static_cast<const T *>(in.ptr) + r * cols,
                                  static_cast<T *>(out.ptr) + r * cols, cols, allowed,
                                  a.dtype == ReplayDtype::BF16);

@@ -92,12 +92,26 @@ struct Lowering {
     return out;
   }
   /// The block `position` of `parts` along `dim`.
-  DevTensor block(const DevTensor &t, int64_t dim, int64_t position, int64_t parts) {
+  DevTensor block(const DevTensor &t, int64_t dim, int64_t position, int64_t parts,
+                  int64_t inner = 0) {
     Shape shape = t.shape;
     shape[dim] /= parts;
     auto st = stridesOf(t.shape);
-    Strided src = contiguous(t.shape, position * shape[dim] * st[dim]);
-    return gather(t, shape, src);
+    if (!inner) {
+      Strided src = contiguous(t.shape, position * shape[dim] * st[dim]);
+      return gather(t, shape, src);
+    }
+    // Two zigzag chunks (Layout.h's blockToWhole).
+    DevTensor out = make(shape);
+    Shape half = shape;
+    half[dim] /= 2;
+    auto ost = stridesOf(shape);
+    for (int64_t c = 0; c < 2; ++c) {
+      int64_t at = blockToWhole(c * half[dim], t.shape[dim], position, parts, inner);
+      dev.copy(a, out.buf, contiguous(shape, c * half[dim] * ost[dim]), t.buf,
+               contiguous(t.shape, at * st[dim]), half);
+    }
+    return out;
   }
   void release(DevTensor &t) { dev.release(t.buf); }
 
@@ -247,7 +261,8 @@ struct Lowering {
       int64_t cols = s.back(), rows = numElements(s) / std::max<int64_t>(cols, 1);
       int64_t sq = s.size() >= 2 ? s[s.size() - 2] : 1;
       DevTensor out = make(s);
-      dev.softmaxRows(a, out.buf, in[0]->buf, rows, cols, sq, isa<CausalSoftmaxOp>(op));
+      int64_t offset = idx.empty() ? cols - sq : (int64_t)idx[0];
+      dev.softmaxRows(a, out.buf, in[0]->buf, rows, cols, sq, isa<CausalSoftmaxOp>(op), offset);
       return out;
     }
     if (isa<RmsNormOp, LayerNormOp>(op)) {
@@ -477,6 +492,8 @@ public:
       int64_t pos = mesh.positionInGroup(r, b.layout.dims[d]);
       for (int64_t s = 0; s < k; ++s) {
         Piece p{s * piece, s * piece * G + pos * piece, piece};
+        if (b.layout.zigzagAt(d))
+          p.global = blockToWhole(s * piece, L * G, pos, G, b.layout.zigzagInner(mesh, d));
         int64_t room = global.shape[d] - p.global;
         if (room < p.len) {
           padded = true;
@@ -527,6 +544,7 @@ public:
     Arith a = storage();
     std::vector<int> axes = collectiveAxes(&op, mesh);
     int64_t n = mesh.groupSize(axes);
+    int64_t zigzag = op.hasAttr("zigzag") && !axes.empty() ? mesh.shape[axes.back()] : 0;
     ReduceKind kind = ReduceKind::Sum;
     if (auto k = op.getAttrOfType<StringAttr>("kind"))
       parseReduceKind(k.getValue().str(), kind);
@@ -541,7 +559,7 @@ public:
     for (int64_t r = 0; r < ranks; ++r) {
       Lowering low{*rankDev[r], a};
       if (isa<dist::ShardSliceOp>(op)) {
-        results[r] = low.block(in[r], dim, mesh.positionInGroup(r, axes), n);
+        results[r] = low.block(in[r], dim, mesh.positionInGroup(r, axes), n, zigzag);
         continue;
       }
       std::vector<int64_t> group = mesh.group(r, axes);
@@ -570,18 +588,33 @@ public:
             return false;
           }
           auto wst = stridesOf(whole);
+          auto pst = stridesOf(piece);
+          Shape half = piece;
+          half[dim] /= zigzag ? 2 : 1;
           for (size_t q = 0; q < group.size(); ++q) {
             for (int64_t p = 0; p < n; ++p)
-              rankDev[group[q]]->copy(a, outs[q].buf, contiguous(whole, p * piece[dim] * wst[dim]),
-                                      flat[q], contiguous(piece, p * numElements(piece)), piece);
+              for (int64_t c = 0; c < (zigzag ? 2 : 1); ++c) {
+                int64_t at = blockToWhole(c * half[dim], whole[dim], p, n, zigzag);
+                rankDev[group[q]]->copy(a, outs[q].buf, contiguous(whole, at * wst[dim]), flat[q],
+                                        contiguous(piece, p * numElements(piece) + c * half[dim] * pst[dim]),
+                                        half);
+              }
             rankDev[group[q]]->release(flat[q]);
           }
         } else {
           auto wst = stridesOf(whole);
+          auto pst = stridesOf(piece);
+          Shape half = piece;
+          half[dim] /= zigzag ? 2 : 1;
           for (size_t q = 0; q < group.size(); ++q)
             for (int64_t p = 0; p < n; ++p)
-              rankDev[group[q]]->copy(a, outs[q].buf, contiguous(whole, p * piece[dim] * wst[dim]),
-                                      in[group[p]].buf, contiguous(piece), piece);
+              for (int64_t c = 0; c < (zigzag ? 2 : 1); ++c) {
+                // Chunk c of member p's piece lands at its place in the whole.
+                int64_t at = blockToWhole(c * half[dim], whole[dim], p, n, zigzag);
+                rankDev[group[q]]->copy(a, outs[q].buf, contiguous(whole, at * wst[dim]),
+                                        in[group[p]].buf, contiguous(piece, c * half[dim] * pst[dim]),
+                                        half);
+              }
         }
         for (size_t q = 0; q < group.size(); ++q)
           results[group[q]] = outs[q];
@@ -610,7 +643,7 @@ public:
       for (size_t q = 0; q < group.size(); ++q) {
         if (isa<dist::ReduceScatterOp>(op)) {
           Lowering lq{*rankDev[group[q]], a};
-          results[group[q]] = lq.block(full[q], dim, (int64_t)q, n);
+          results[group[q]] = lq.block(full[q], dim, (int64_t)q, n, zigzag);
           lq.release(full[q]);
         } else {
           results[group[q]] = full[q];

@@ -70,6 +70,10 @@ struct NumericDomain {
     return s;
   }
   Value constant(const Rational &c) { return round(c.toDouble()); }
+  bool integer(const Value &v, int64_t &out) {
+    out = (int64_t)std::llround(v);
+    return (double)out == v;
+  }
   Value add(Value a, Value b) { return round(a + b); }
   Value sub(Value a, Value b) { return round(a - b); }
   Value mul(Value a, Value b) { return round(a * b); }

@@ -169,7 +169,8 @@ std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
                        {"locations", json::array({physical(loc)})}});
   json rules = json::array();
   for (const char *k : {"sharding", "reduction", "rng", "grad-norm", "loss-normalization",
-                        "optimizer", "checkpoint", "schedule", "dataflow", "inconclusive"})
+                        "optimizer", "checkpoint", "schedule", "masking", "routing", "dataflow",
+                        "inconclusive"})
     rules.push_back({{"id", std::string("planproof/") + k},
                      {"shortDescription", {{"text", std::string(k) + " semantics"}}}});
   json sarif = {

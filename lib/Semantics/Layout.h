@@ -36,6 +36,21 @@ inline bool parseReduceKind(const std::string &s, ReduceKind &k) {
   return true;
 }
 
+/// Where element `i` of the block at `position` (of `parts`) of a dimension of `len`
+/// elements lies in the whole. Blocks are consecutive; with a zigzag split whose last
+/// (minor) axis has `inner` ranks, the dimension is first cut into parts/inner outer
+/// blocks (by the other axes), each of them into 2*inner chunks, and the inner rank p
+/// holds chunks p and 2*inner-1-p of its outer block.
+inline int64_t blockToWhole(int64_t i, int64_t len, int64_t position, int64_t parts,
+                            int64_t inner = 0) {
+  if (inner <= 0)
+    return position * (len / parts) + i;
+  int64_t outer = position / inner, p = position % inner;
+  int64_t blockLen = len / (parts / inner), chunk = blockLen / (2 * inner);
+  int64_t which = i < chunk ? p : 2 * inner - 1 - p;
+  return outer * blockLen + which * chunk + i % chunk;
+}
+
 struct Mesh {
   std::string name;
   std::vector<std::string> axes;
@@ -102,13 +117,25 @@ struct Layout {
   /// global index is past the end (see inBounds). Not with segments.
   bool padded = false;
 
-  int64_t segmentsOf(size_t d) const { return d < segments.size() ? segments[d] : 1; }
+  /// Segments of dimension d; a zigzag split (segment count -2 in `segments`) has 2,
+  /// the second of them mirrored.
+  int64_t segmentsOf(size_t d) const {
+    int64_t k = d < segments.size() ? segments[d] : 1;
+    return k < 0 ? -k : k;
+  }
+  bool zigzagAt(size_t d) const { return d < segments.size() && segments[d] < 0; }
+  bool anyZigzag() const {
+    for (int64_t k : segments)
+      if (k < 0)
+        return true;
+    return false;
+  }
   bool isPartial() const { return !partial.empty(); }
   bool operator==(const Layout &o) const {
     if (dims != o.dims || partial != o.partial || padded != o.padded)
       return false;
     for (size_t d = 0; d < dims.size(); ++d)
-      if (segmentsOf(d) != o.segmentsOf(d))
+      if (segmentsOf(d) != o.segmentsOf(d) || zigzagAt(d) != o.zigzagAt(d))
         return false;
     return true;
   }
@@ -153,12 +180,22 @@ struct Layout {
       if (dims[d].empty())
         continue;
       // Segment k of the local block is block `position` of global segment k.
+      int64_t G = mesh.groupSize(dims[d]);
+      if (zigzagAt(d)) {
+        g[d] = blockToWhole(local[d], localShape[d] * G, mesh.positionInGroup(rank, dims[d]), G,
+                            zigzagInner(mesh, d));
+        continue;
+      }
       int64_t k = segmentsOf(d), piece = localShape[d] / k;
       int64_t segment = local[d] / piece, within = local[d] % piece;
-      g[d] = segment * piece * mesh.groupSize(dims[d]) +
-             mesh.positionInGroup(rank, dims[d]) * piece + within;
+      g[d] = segment * piece * G + mesh.positionInGroup(rank, dims[d]) * piece + within;
     }
     return g;
+  }
+
+  /// The ranks of the zigzag (minor) axis of dimension d's split.
+  int64_t zigzagInner(const Mesh &mesh, size_t d) const {
+    return zigzagAt(d) && !dims[d].empty() ? mesh.shape[dims[d].back()] : 0;
   }
 
   /// Readable form, e.g. "sharded on dim 1 over tp, partial-sum over dp" or "replicated".
@@ -171,7 +208,9 @@ struct Layout {
            " over ";
       for (size_t k = 0; k < dims[d].size(); ++k)
         s += (k ? "*" : "") + mesh.axes[dims[d][k]];
-      if (segmentsOf(d) != 1)
+      if (zigzagAt(d))
+        s += " in zigzag chunk order";
+      else if (segmentsOf(d) != 1)
         s += " in " + std::to_string(segmentsOf(d)) + " interleaved segments";
       if (padded)
         s += " (padded)";

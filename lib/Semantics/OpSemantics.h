@@ -10,6 +10,7 @@
 //   Value sum(const std::vector<Value> &);   // n-ary sum, in order
 //   Value scale(Value, const Rational &);
 //   Value apply(Fn, std::vector<Value>);
+//   bool integer(const Value &, int64_t &);  // an integer value known here (an offset)
 //
 // Each function returns an empty string on success, or the reason the op is not
 // supported (the verifier turns that into *inconclusive*, never into a verdict).
@@ -262,9 +263,15 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     int64_t cols = x.shape.back(), rows = x.data.size() / std::max<int64_t>(cols, 1);
     int64_t sq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
     bool causal = isa<CausalSoftmaxOp>(op);
+    // Causal: query row i sees keys j <= offset + i (offset Sk - Sq by default).
+    int64_t offset = cols - sq;
+    if (causal && !indices.empty() && !d.integer(indices[0], offset))
+      return "ref.causal_softmax: the offset must be an integer known on every rank (rank "
+             "coordinates and constants), not a value of the step's inputs";
     for (int64_t r = 0; r < rows; ++r) {
-      // Causal: query row i sees keys j <= i + (Sk - Sq).
-      int64_t allowed = causal ? (r % sq) + (cols - sq) + 1 : cols;
+      int64_t allowed = causal ? scalar::causalAllowed(r % sq, offset, cols) : cols;
+      if (allowed == 0)
+        continue; // a query that sees no key: a row of zeros
       std::vector<V> row(x.data.begin() + r * cols, x.data.begin() + r * cols + allowed);
       V m = d.apply(Fn::Max, row);
       std::vector<V> e;
@@ -386,14 +393,18 @@ bool gatherPartial(D &d, const Mesh &mesh, const Layout &layout,
 }
 
 /// The block of dimension `dim` of `t` at `position` out of `parts` equal blocks.
-template <class V> Tensor<V> takeBlock(const Tensor<V> &t, int64_t dim, int64_t position, int64_t parts) {
+/// With `inner` > 0 the blocks are zigzag, `inner` the ranks of the minor axis
+/// (Layout.h's blockToWhole).
+template <class V>
+Tensor<V> takeBlock(const Tensor<V> &t, int64_t dim, int64_t position, int64_t parts,
+                    int64_t inner = 0) {
   Tensor<V> out;
   out.shape = t.shape;
   out.shape[dim] /= parts;
   out.data.reserve(numElements(out.shape));
   for (int64_t l = 0; l < numElements(out.shape); ++l) {
     auto idx = out.unravel(l);
-    idx[dim] += position * out.shape[dim];
+    idx[dim] = blockToWhole(idx[dim], t.shape[dim], position, parts, inner);
     out.data.push_back(t.at(idx));
   }
   return out;
@@ -463,11 +474,13 @@ std::string evalCollective(D &d, mlir::Operation *op, const Mesh &mesh,
   int64_t dim = 0;
   if (auto a = op->getAttrOfType<mlir::IntegerAttr>("dim"))
     dim = a.getInt();
+  // zigzag: the minor axis's ranks hold chunks p and 2n-1-p of the others' blocks.
+  int64_t zigzag = op->hasAttr("zigzag") && !axes.empty() ? mesh.shape[axes.back()] : 0;
   out.assign(ranks, Tensor<V>());
   // Each group is computed once, by its first rank in group order.
   for (int64_t r = 0; r < ranks; ++r) {
     if (mlir::isa<ShardSliceOp>(op)) {
-      out[r] = takeBlock(*in[r], dim, mesh.positionInGroup(r, axes), n);
+      out[r] = takeBlock(*in[r], dim, mesh.positionInGroup(r, axes), n, zigzag);
       continue;
     }
     std::vector<int64_t> group = mesh.group(r, axes);
@@ -483,7 +496,7 @@ std::string evalCollective(D &d, mlir::Operation *op, const Mesh &mesh,
         const Tensor<V> &src = *in[group[p]];
         for (int64_t l = 0; l < (int64_t)src.data.size(); ++l) {
           auto idx = src.unravel(l);
-          idx[dim] += p * piece.shape[dim];
+          idx[dim] = blockToWhole(idx[dim], result.shape[dim], p, n, zigzag);
           result.at(idx) = src.data[l];
         }
       }
@@ -498,7 +511,7 @@ std::string evalCollective(D &d, mlir::Operation *op, const Mesh &mesh,
     }
     for (int64_t p = 0; p < n; ++p) {
       int64_t member = group[p];
-      out[member] = mlir::isa<ReduceScatterOp>(op) ? takeBlock(result, dim, p, n) : result;
+      out[member] = mlir::isa<ReduceScatterOp>(op) ? takeBlock(result, dim, p, n, zigzag) : result;
     }
   }
   return "";

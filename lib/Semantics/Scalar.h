@@ -70,6 +70,13 @@ PLANPROOF_HD inline float roundBf16(float x) {
   return y;
 }
 
+/// How many leading key columns causal query row `i` sees when the first query sits at
+/// key position `offset`, among `cols` keys (ref.causal_softmax): j <= offset + i.
+PLANPROOF_HD inline int64_t causalAllowed(int64_t i, int64_t offset, int64_t cols) {
+  int64_t n = i + offset + 1;
+  return n < 0 ? 0 : n > cols ? cols : n;
+}
+
 PLANPROOF_HD inline double gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 PLANPROOF_HD inline double geluDeriv(double x) {
   double cdf = 0.5 * (1.0 + erf(x / sqrt(2.0)));

@@ -211,12 +211,12 @@ struct Checker {
       b.stage = st.getInt();
     if (b.layout.padded && llvm::any_of(b.layout.segments, [](int64_t k) { return k != 1; }))
       return error(loc, "plan " + what + " ('" + b.refName +
-                            "'): a padded layout cannot have interleaved segments");
+                            "'): a padded layout cannot have interleaved or zigzag segments");
     if (isInput && b.layout.isPartial())
       return error(loc, "plan " + what + " ('" + b.refName +
                             "'): an input layout cannot be partial; inputs are complete values");
     const Shape &global = it->second;
-    if (localType.isIndex() != refIndex.count(b.refName) > 0)
+    if (localType.isIndex() != (refIndex.count(b.refName) > 0))
       return error(loc, "plan " + what + " ('" + b.refName + "'): " +
                             (localType.isIndex() ? "an index value must hold an index value of "
                                                    "the reference"
@@ -572,7 +572,22 @@ bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
       break;
     }
   }
-  return Checker{spec, errors}.run();
+  if (!Checker{spec, errors}.run())
+    return false;
+  // The losses the plan's derived backward passes start from: a seed constant named
+  // `d(%x).seed` (lib/Transforms/Autodiff) differentiates the plan value `%x`.
+  std::map<std::string, Value> byName;
+  spec.plan.walk([&](Operation *op) {
+    for (Value r : op->getResults())
+      byName[spec.nameOf(r)] = r;
+  });
+  for (auto &[name, v] : byName)
+    if (name.rfind("%d(", 0) == 0 && name.size() > 9 && name.substr(name.size() - 6) == ").seed") {
+      auto it = byName.find(name.substr(3, name.size() - 3 - 6));
+      if (it != byName.end())
+        spec.planGradSeeds.push_back(it->second);
+    }
+  return true;
 }
 
 Spec Spec::resumeStep() const {

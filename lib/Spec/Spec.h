@@ -104,6 +104,8 @@ struct Spec {
   /// from |N(0, 1)| so that the reference is defined where the step's state can be.
   std::vector<bool> refInputNonnegative;
   std::vector<Binding> planInputs, planOutputs;
+  /// The losses the plan differentiates with ref.grad (its backward passes' seeds).
+  std::vector<mlir::Value> planGradSeeds;
   /// A checkpoint spec: the plan saves its state (dist.save) and a second plan function
   /// marked `dist.resume`, on a mesh of its own, loads it (dist.load) and runs the next
   /// step (docs/checkpoint.md).

@@ -366,8 +366,14 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
         active.insert(r);
   }
   Value loss = grad.getLoss();
-  if (active.contains(loss))
+  if (active.contains(loss)) {
     adjoint[loss] = constant(typeOf(loss), 1.0);
+    // The seed is named after the loss it differentiates (`d(%loss).seed`), so the
+    // backward pass can be traced to its loss even after export.
+    if (nameOf)
+      adjoint[loss].getDefiningOp()->setLoc(
+          NameLoc::get(b.getStringAttr("d(" + nameOf(loss) + ").seed"), gradLoc));
+  }
   for (Operation *op : llvm::reverse(ops)) {
     if (op->getNumResults() != 1 || !active.contains(op->getResult(0)))
       continue;
@@ -378,6 +384,8 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     // (the op defining a wrt value itself, say): it needs no derivative rule.
     if (llvm::none_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
       continue;
+    if (isa<DetachOp>(op))
+      continue; // a detached wrt value: its gradient stops here
     if (!isa<RefDialect>(op->getDialect()) || failed(backprop(op, it->second))) {
       why = "autodiff: no derivative rule for '" + op->getName().getStringRef().str() + "'";
       where = op->getLoc();

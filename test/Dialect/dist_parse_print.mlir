@@ -79,3 +79,21 @@ func.func @pipeline_ops(%x: tensor<2x4xf32> {dist.value = "x", dist.layout = #di
   %s = dist.stage_select %a, %h : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
   return
 }
+
+// Context parallelism: the zigzag layout and zigzag collectives.
+// CHECK: dist.mesh @cpmesh axes = ["dp", "cp"] shape = [2, 2]
+dist.mesh @cpmesh axes = ["dp", "cp"] shape = [2, 2]
+// CHECK-LABEL: func.func @cp
+// CHECK-SAME: dist.layout = #dist.layout<[dp, cp zigzag, _]>
+// CHECK-SAME: dist.layout = #dist.layout<[(dp, cp) zigzag, _]>
+func.func @cp(%x: tensor<1x4x2xf32> {dist.value = "x", dist.layout = #dist.layout<[dp, cp zigzag, _]>},
+              %y: tensor<4x2xf32> {dist.value = "y", dist.layout = #dist.layout<[(dp, cp) zigzag, _]>})
+    attributes {dist.mesh = @cpmesh} {
+  // CHECK: dist.all_gather %{{.*}} over ["cp"] dim 1 zigzag : tensor<1x4x2xf32> -> tensor<1x8x2xf32>
+  %g = dist.all_gather %x over ["cp"] dim 1 zigzag : tensor<1x4x2xf32> -> tensor<1x8x2xf32>
+  // CHECK: dist.reduce_scatter %{{.*}} over ["cp"] dim 1 zigzag "sum" : tensor<1x8x2xf32> -> tensor<1x4x2xf32>
+  %s = dist.reduce_scatter %g over ["cp"] dim 1 zigzag "sum" : tensor<1x8x2xf32> -> tensor<1x4x2xf32>
+  // CHECK: dist.shard_slice %{{.*}} over ["cp"] dim 1 zigzag : tensor<1x8x2xf32> -> tensor<1x4x2xf32>
+  %k = dist.shard_slice %g over ["cp"] dim 1 zigzag : tensor<1x8x2xf32> -> tensor<1x4x2xf32>
+  return
+}

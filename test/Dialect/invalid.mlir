@@ -388,3 +388,37 @@ func.func @stage_range(%a: tensor<2xf32>) attributes {dist.mesh = @mesh, dist.pi
   %g = ref.gelu %a {dist.stage = 3} : tensor<2xf32>
   return
 }
+
+// -----
+
+dist.mesh @mesh axes = ["cp"] shape = [2]
+// expected-error @+1 {{layout: 'zigzag' on dimension 0, which no mesh axis splits}}
+func.func @zigzag_unsplit(%a: tensor<8x4xf32> {dist.layout = #dist.layout<[_ zigzag, cp]>}) {
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["cp"] shape = [2]
+func.func @zigzag_not_chunks(%a: tensor<6x4xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{zigzag: dimension 0 of size 6 does not divide into 2 x 2 chunks}}
+  %0 = dist.shard_slice %a over ["cp"] dim 0 zigzag : tensor<6x4xf32> -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["cp"] shape = [2]
+func.func @zigzag_gather_odd(%a: tensor<3x4xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{zigzag: dimension 0 of size 3 is not two chunks}}
+  %0 = dist.all_gather %a over ["cp"] dim 0 zigzag : tensor<3x4xf32> -> tensor<6x4xf32>
+  return
+}
+
+// -----
+
+func.func @causal_offset_needs_rank2(%a: tensor<4xf32>, %o: index) {
+  // expected-error @+1 {{needs scores [..., Sq, Sk]}}
+  %0 = ref.causal_softmax %a offset %o : tensor<4xf32>
+  return
+}

@@ -74,6 +74,13 @@ func.func @transformer_ops(%x: tensor<2x4xf32>, %v: tensor<4xf32>, %q: tensor<2x
   %16 = ref.softmax %15 : tensor<2x3x3xf32>
   // CHECK: ref.causal_softmax %{{.*}} : tensor<2x3x3xf32>
   %17 = ref.causal_softmax %15 : tensor<2x3x3xf32>
+  // A context-parallel chunk: queries from global position 4 on, among 8 keys.
+  // CHECK: ref.causal_softmax %{{.*}} offset %{{.*}} : tensor<2x2x8xf32>
+  %qstart = arith.constant 4 : index
+  %cz = ref.slice %17 offsets [0, 0, 0] sizes [2, 2, 3] : tensor<2x3x3xf32>
+  %cz8 = ref.concat %cz, %cz, %cz dim 2 : tensor<2x2x3xf32>, tensor<2x2x3xf32>, tensor<2x2x3xf32>
+  %cz8b = ref.slice %cz8 offsets [0, 0, 0] sizes [2, 2, 8] : tensor<2x2x9xf32>
+  %c17 = ref.causal_softmax %cz8b offset %qstart : tensor<2x2x8xf32>
   // CHECK: ref.rms_norm %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x4xf32>, tensor<4xf32>
   %18 = ref.rms_norm %x, %v eps 1.0e-6 : tensor<2x4xf32>, tensor<4xf32>
   // CHECK: ref.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>

@@ -29,6 +29,10 @@ namespace {
 struct ExactDomain {
   using Value = double;
   Value constant(const Rational &c) { return c.toDouble(); }
+  bool integer(const Value &v, int64_t &out) {
+    out = (int64_t)std::llround(v);
+    return (double)out == v;
+  }
   Value add(Value a, Value b) { return a + b; }
   Value sub(Value a, Value b) { return a - b; }
   Value mul(Value a, Value b) { return a * b; }
