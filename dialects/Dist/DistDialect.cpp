@@ -329,6 +329,18 @@ FailureOr<RankedTensorType> planproof::dist::expectedResultType(Operation *op) {
       return failure();
   if (isa<AllReduceOp>(op))
     return in;
+  if (auto a2a = dyn_cast<AllToAllOp>(op)) {
+    int64_t sd = a2a.getSplitDim(), cd = a2a.getConcatDim();
+    if (sd < 0 || sd >= in.getRank() || cd < 0 || cd >= in.getRank())
+      return op->emitOpError() << "split_dim and concat_dim must be dimensions of the operand";
+    SmallVector<int64_t> shape(in.getShape());
+    if (shape[sd] % *n != 0)
+      return op->emitOpError() << "split_dim " << sd << " of size " << shape[sd]
+                               << " does not divide by the " << *n << " ranks of axes " << axes;
+    shape[sd] /= *n;
+    shape[cd] *= *n;
+    return RankedTensorType::get(shape, in.getElementType());
+  }
   auto dimAttr = op->getAttrOfType<IntegerAttr>("dim");
   if (!dimAttr)
     return op->emitOpError() << "requires an integer attribute 'dim'";
@@ -369,6 +381,7 @@ LogicalResult AllReduceOp::verify() { return verifyCollective(*this); }
 LogicalResult AllGatherOp::verify() { return verifyCollective(*this); }
 LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this); }
 LogicalResult ShardSliceOp::verify() { return verifyCollective(*this); }
+LogicalResult AllToAllOp::verify() { return verifyCollective(*this); }
 
 LogicalResult AxisIndexOp::verify() {
   MeshOp mesh = lookupMesh(*this);

@@ -200,6 +200,28 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
   let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? $kind attr-dict `:` type($input) `->` type($result)";
 }
 
+def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
+  let summary = "exchanges blocks: block j of split_dim goes to the j-th rank of the group";
+  let description = [{
+    Each rank cuts `split_dim` of `input` into `n` blocks (the `n` ranks of `axes`, in
+    group order) and sends block `j` to the `j`-th rank; it receives one block from
+    every rank and concatenates them along `concat_dim` in group order. The dispatch
+    and combine of expert parallelism: tokens' slots for every expert go to the rank
+    that holds the expert, and the experts' outputs come back.
+
+    ```mlir
+    %to_experts = dist.all_to_all %slots over ["ep"] split_dim 0 concat_dim 1
+        : tensor<4x3x8xf32> -> tensor<2x6x8xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let assemblyFormat = [{
+    $input `over` $axes `split_dim` $split_dim `concat_dim` $concat_dim attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
 def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
   let summary = "keeps this rank's block of a replicated value (no communication)";
   let description = [{

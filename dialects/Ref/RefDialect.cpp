@@ -400,13 +400,44 @@ LogicalResult RefDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   if (name == "ref.role") {
     static const char *const kinds[] = {"sharding", "reduction", "rng", "grad-norm",
                                         "loss-normalization", "optimizer", "checkpoint",
-                                        "schedule", "dataflow"};
+                                        "schedule", "masking", "routing", "dataflow"};
     auto s = dyn_cast<StringAttr>(attr.getValue());
     if (!s || !llvm::is_contained(kinds, s.getValue()))
       return op->emitError() << "'ref.role' must be a violation kind (sharding, reduction, rng, "
                                 "grad-norm, loss-normalization, optimizer, checkpoint, "
-                                "schedule, dataflow)";
+                                "schedule, masking, routing, dataflow)";
     return success();
   }
   return op->emitError() << "unknown ref attribute '" << name << "'";
+}
+
+LogicalResult TopkMaskOp::verify() {
+  auto t = getInput().getType();
+  if (t.getRank() < 1 || getK() < 1 || getK() > t.getShape().back())
+    return emitOpError() << "k must be between 1 and the size of the last dimension";
+  return success();
+}
+
+LogicalResult TopkMaskOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                           ValueRange operands, DictionaryAttr, OpaqueProperties,
+                                           RegionRange, SmallVectorImpl<Type> &out) {
+  out.push_back(operands[0].getType());
+  return success();
+}
+
+LogicalResult CapacityDispatchOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                   ValueRange operands, DictionaryAttr attrs,
+                                                   OpaqueProperties props, RegionRange,
+                                                   SmallVectorImpl<Type> &out) {
+  Adaptor adaptor(operands, attrs, props);
+  auto in = asTensor(operands[0]);
+  if (!in || in.getRank() != 2)
+    return fail(loc, "ref.capacity_dispatch: the routing mask must be [tokens, experts]");
+  int64_t c = adaptor.getCapacity(), g = adaptor.getGroups();
+  if (c < 1 || g < 1 || c > (1 << 20) || in.getDimSize(0) % g != 0)
+    return fail(loc, "ref.capacity_dispatch: capacity and groups must be positive, and the " +
+                         Twine(in.getDimSize(0)) + " tokens must divide into " + Twine(g) +
+                         " groups");
+  out.push_back(f32Tensor(ctx, {in.getDimSize(0), in.getDimSize(1), g * c}));
+  return success();
 }

@@ -250,6 +250,45 @@ def Ref_DropoutMaskOp : Ref_ExplicitTypeOp<"dropout_mask"> {
   let hasVerifier = 1;
 }
 
+def Ref_TopkMaskOp : Ref_Op<"topk_mask"> {
+  let summary = "the 0/1 mask of each row's k largest entries (a router's expert choice)";
+  let description = [{
+    `result[.., e] = 1` when `input[.., e]` is among the `k` largest entries of its row
+    (ties go to the lower index), else `0`. Routing decisions stay symbolic: the
+    element engine treats each element as the function `topk(row, e, k)` of the row's
+    values (equal rows choose equally), which the solver encodes exactly; its
+    derivative is zero (a router learns through its gates).
+
+    ```mlir
+    %chosen = ref.topk_mask %logits k 2 : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, I64Attr:$k);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `k` $k attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Ref_CapacityDispatchOp : Ref_Op<"capacity_dispatch"> {
+  let summary = "token-to-(expert, slot) dispatch mask under an expert capacity";
+  let description = [{
+    For a 0/1 routing mask `[T, E]`, the dispatch mask `[T, E, G * C]` of a capacity
+    of `C` tokens per expert in each of `G` groups of `T / G` consecutive tokens
+    (GShard's groups; a data rank's tokens): token `t` of group `g` routed to expert
+    `e` takes slot `g * C + p`, where `p` is the number of earlier tokens of its group
+    routed to `e`, and is dropped when `p >= C`. `result[t, e, s] = 1` for its slot,
+    else `0`. Dispatching is `matmul` of the mask with the tokens; combining is `matmul`
+    of the gate-weighted mask with the experts' outputs.
+
+    ```mlir
+    %dispatch = ref.capacity_dispatch %chosen capacity 3 groups 2 : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, I64Attr:$capacity, I64Attr:$groups);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `capacity` $capacity `groups` $groups attr-dict `:` type($input)";
+}
+
 def Ref_PowerOp : Ref_ExplicitTypeOp<"power"> {
   let summary = "a constant base raised to an integer step count";
   let description = [{

@@ -161,6 +161,20 @@ struct Z3Encoder {
     }
     if (at.fn == Fn::Eq)
       return z3::ite(args[0] == args[1], ctx.real_val(1), ctx.real_val(0));
+    if (at.fn == Fn::TopK) {
+      // Selected when fewer than k entries beat x_e (greater, or equal at a lower index).
+      size_t n = args.size() - 2;
+      Rational e, k;
+      pool.isConstant(at.args[n], &e);
+      pool.isConstant(at.args[n + 1], &k);
+      z3::expr beaten = ctx.int_val(0);
+      for (size_t j = 0; j < n; ++j) {
+        z3::expr beats = (int64_t)j < e.numerator() ? args[j] >= args[e.numerator()]
+                                                    : args[j] > args[e.numerator()];
+        beaten = beaten + z3::ite(beats, ctx.int_val(1), ctx.int_val(0));
+      }
+      return z3::ite(beaten < ctx.int_val((int)k.numerator()), ctx.real_val(1), ctx.real_val(0));
+    }
     // An unexpanded product stays opaque for the solver (an uninterpreted function of
     // its factors, below): multiplying large sums out is what makes Z3's nonlinear
     // preprocessing run away, past its timeout. Equalities it proves still hold for

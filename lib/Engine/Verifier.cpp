@@ -81,6 +81,9 @@ private:
   Relation relationOf(Value v);
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
   bool isMicrobatchPartial(Value v);
+  bool dispatchMatchesReference(Value v);
+  bool routedLocal(Value v);
+  llvm::DenseMap<Value, bool> routedLocalMemo;
   /// A value that is a combination sum_m c_m * (microbatch m's contribution), where a
   /// contribution is a sum (a reduction, a loss, a contracting matmul) over one tile of
   /// a reference value: the coefficients, by tile, or nothing.
@@ -378,6 +381,80 @@ bool Engine::constantDerived(Value v) {
 /// A sum over the tokens of one microbatch (of tiles that are all correct): a legitimate
 /// intermediate that no single reference value describes (the reference sums over the
 /// whole batch at once), so it is not where a plan goes wrong.
+/// A plan's ref.capacity_dispatch computes its rank's group only: the reference's
+/// mask restricted to the rank's tokens and its group's slots. (No layout expresses
+/// that block: one mesh axis splits both the tokens and the slots.) True when every
+/// rank's mask equals that block of a reference dispatch mask.
+bool Engine::dispatchMatchesReference(Value v) {
+  auto cd = v.getDefiningOp<ref::CapacityDispatchOp>();
+  if (!cd)
+    return false;
+  Relation in = relationOf(cd.getInput());
+  if (!in.exact() || !in.block.empty() || in.layout.isPartial())
+    return false;
+  const auto &plan = planTrace.values[v];
+  const auto &chosen = planTrace.values[cd.getInput()];
+  int64_t C = cd.getCapacity();
+  bool found = false;
+  spec.reference.walk([&](ref::CapacityDispatchOp rd) {
+    if (found || rd.getCapacity() != C || cd.getGroups() != 1)
+      return;
+    const SymTensor &R = refTrace.values[rd.getResult()];
+    int64_t T = R.shape[0], E = R.shape[1], G = rd.getGroups(), per = T / G;
+    bool all = true;
+    for (int64_t r = 0; r < mesh.numRanks() && all; ++r) {
+      const SymTensor &P = plan[r];
+      int64_t Tl = P.shape[0];
+      int64_t first = in.layout.globalIndex(mesh, r, chosen[r].shape, {0, 0})[0];
+      for (int64_t i = 0; i < Tl && all; ++i) {
+        int64_t t = in.layout.globalIndex(mesh, r, chosen[r].shape, {i, 0})[0];
+        // The rank's tokens must be one whole group, in order.
+        if (t != first + i || first % per != 0 || Tl != per) {
+          all = false;
+          break;
+        }
+        int64_t g = t / per;
+        for (int64_t e = 0; e < E && all; ++e)
+          for (int64_t c = 0; c < C; ++c)
+            if (P.at({i, e, c}) != R.at({t, e, g * C + c})) {
+              all = false;
+              break;
+            }
+      }
+    }
+    found = all;
+  });
+  return found;
+}
+
+/// A rank-local value of the routing path that no layout relates to the reference: a
+/// dispatch mask that matches the reference's block (above), or a ref op computed
+/// only from such values and correct ones (the gate-weighted combine mask).
+bool Engine::routedLocal(Value v) {
+  auto it = routedLocalMemo.find(v);
+  if (it != routedLocalMemo.end())
+    return it->second;
+  routedLocalMemo[v] = false; // cycles cannot occur; this only guards re-entry
+  bool ok = dispatchMatchesReference(v);
+  Operation *def = v.getDefiningOp();
+  if (!ok && def && isa<ref::MulOp, ref::ReshapeOp, ref::ScaleOp>(def)) {
+    bool anyRouted = false;
+    ok = true;
+    for (Value o : def->getOperands()) {
+      if (!isa<RankedTensorType>(o.getType()))
+        continue;
+      Relation r = relationOf(o);
+      if (routedLocal(o))
+        anyRouted = true;
+      else if (!r.exact() || !r.block.empty())
+        ok = false;
+    }
+    ok = ok && anyRouted;
+  }
+  routedLocalMemo[v] = ok;
+  return ok;
+}
+
 bool Engine::isMicrobatchPartial(Value v) {
   // Some microbatches, all with one weight (the same scaling for each, as a loss
   // scaled by 1/M): an accumulator on its way to the whole sum. A sum that already
@@ -460,7 +537,7 @@ Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
     }
   auto trusted = [&](Value operand, const Relation &r) {
     if (!r.exact())
-      return isMicrobatchPartial(operand);
+      return isMicrobatchPartial(operand) || routedLocal(operand);
     if (r.block.empty())
       return true;
     if (anyWhole)
@@ -801,6 +878,44 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                 "counter plus the element's global linear index; or, if statistically "
                 "independent masks are intended, set dist.rng = \"independent\" on the plan";
     return;
+  }
+  if (auto cd = dyn_cast<ref::CapacityDispatchOp>(op)) {
+    // Compare with the reference's capacity: slots per expert in each token group.
+    Relation in = relationOf(cd.getInput());
+    std::string ref;
+    spec.reference.walk([&](ref::CapacityDispatchOp rd) {
+      int64_t T = cast<RankedTensorType>(rd.getInput().getType()).getDimSize(0);
+      ref = std::to_string(rd.getCapacity()) + " per expert in each of " +
+            std::to_string(rd.getGroups()) + " groups of " +
+            std::to_string(T / rd.getGroups()) + " tokens";
+    });
+    if (in.exact() && !ref.empty()) {
+      int64_t Tl = cast<RankedTensorType>(cd.getInput().getType()).getDimSize(0);
+      viol.kind = "routing";
+      viol.message = head + "it keeps " + std::to_string(cd.getCapacity()) +
+                     " slots per expert for this rank's " + std::to_string(Tl) + " tokens (in " +
+                     std::to_string(cd.getGroups()) + " group(s)), but the reference's capacity is " +
+                     ref + ": tokens the reference drops are computed, or kept ones dropped";
+      viol.hint = "compute the capacity from the tokens of this rank's group, as the reference "
+                  "does (capacity factor x group tokens x k / experts)";
+      return;
+    }
+  }
+  if (auto a2a = dyn_cast<dist::AllToAllOp>(op)) {
+    Relation in = relationOf(a2a.getInput());
+    std::vector<int> axes = collectiveAxes(op, mesh);
+    int64_t cdim = a2a.getConcatDim();
+    if (in.exact() && cdim < (int64_t)in.layout.dims.size() && !in.layout.dims[cdim].empty() &&
+        in.layout.dims[cdim] != axes) {
+      viol.kind = "sharding";
+      viol.message = head + "it exchanges blocks over " + axesStr(mesh, axes) +
+                     ", but its operand's dim " + std::to_string(cdim) + " is split over " +
+                     axesStr(mesh, in.layout.dims[cdim]) +
+                     ": blocks go to ranks that do not hold their part (experts' slots to the "
+                     "wrong ranks)";
+      viol.hint = "run this all_to_all over " + axesStr(mesh, in.layout.dims[cdim]);
+      return;
+    }
   }
   if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op)) {
     // The mask is right when each query sees the keys up to its own global position:

@@ -48,6 +48,8 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.dropout_mask", {{"p", "float"}}},
       {"ref.cross_entropy_sum", {}},
       {"ref.power", {{"base", "float"}}},
+      {"ref.topk_mask", {{"k", "int"}}},
+      {"ref.capacity_dispatch", {{"capacity", "int"}, {"groups", "int"}}},
       {"ref.constant", {{"value", "float"}}},
       {"ref.detach", {}},
       {"ref.embedding", {}},
@@ -81,6 +83,7 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"dist.reduce_scatter",
        {{"axes", "string[]"}, {"dim", "int"}, {"kind", "string"}, {"zigzag", "flag"}}},
       {"dist.shard_slice", {{"axes", "string[]"}, {"dim", "int"}, {"zigzag", "flag"}}},
+      {"dist.all_to_all", {{"axes", "string[]"}, {"split_dim", "int"}, {"concat_dim", "int"}}},
   };
   return table;
 }
@@ -418,7 +421,7 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     }
     if (opName.find('.') == std::string::npos)
       opName = (opName == "all_reduce" || opName == "all_gather" || opName == "reduce_scatter" ||
-                opName == "shard_slice" ? "dist." : "ref.") + opName;
+                opName == "shard_slice" || opName == "all_to_all" ? "dist." : "ref.") + opName;
     if (!jsonOpAttributes().count(opName))
       fail(p + "/op", "unknown op '" + opName + "'");
     if (!plan && opName.rfind("dist.", 0) == 0)

@@ -57,6 +57,28 @@ struct Unsupported {
   std::string why;
 };
 
+/// Exact double arithmetic, for the routing ops computed on the host: their results
+/// are 0/1 masks, the same in every storage precision.
+struct HostDomain {
+  using Value = double;
+  Value constant(const Rational &c) { return c.toDouble(); }
+  Value add(Value x, Value y) { return x + y; }
+  Value sub(Value x, Value y) { return x - y; }
+  Value mul(Value x, Value y) { return x * y; }
+  Value sum(const std::vector<Value> &v) {
+    double t = 0;
+    for (double x : v)
+      t += x;
+    return t;
+  }
+  Value scale(Value x, const Rational &c) { return x * c.toDouble(); }
+  Value apply(Fn f, std::vector<Value> args) { return evalFn(f, args); }
+  bool integer(const Value &v, int64_t &out) {
+    out = (int64_t)v;
+    return (double)out == v;
+  }
+};
+
 /// One run (the reference in one arithmetic, or the plan's ranks) on one device.
 struct Lowering {
   Device &dev;
@@ -254,6 +276,21 @@ struct Lowering {
                    part->shape);
         base += part->shape[dim];
       }
+      return out;
+    }
+    if (isa<TopkMaskOp, CapacityDispatchOp>(op)) {
+      // Routing bookkeeping (a [tokens, experts] mask): computed on the host with the
+      // shared semantics, then uploaded; no arithmetic of the step happens here.
+      Tensor<double> x;
+      x.shape = in[0]->shape;
+      x.data = dev.download(in[0]->buf);
+      Tensor<double> r;
+      HostDomain hd;
+      std::string err = evalRefOp(hd, op, {&x}, r);
+      if (!err.empty())
+        throw Unsupported{err};
+      DevTensor out = make(r.shape);
+      dev.upload(out.buf, r.data);
       return out;
     }
     if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
@@ -556,6 +593,36 @@ public:
       failure = {"tree-order reductions over more than 64 ranks are not supported", op.getLoc()};
       return false;
     }
+    if (auto a2a = dyn_cast<dist::AllToAllOp>(op)) {
+      if (nccl) {
+        failure = {"dist.all_to_all is not supported with --ranks nccl yet (use --ranks virtual)",
+                   op.getLoc()};
+        return false;
+      }
+      // Rank q receives block q of split_dim from every member p, at block p of
+      // concat_dim (OpSemantics.h's evalCollective).
+      int64_t sd = a2a.getSplitDim(), cdim = a2a.getConcatDim();
+      for (int64_t r = 0; r < ranks; ++r) {
+        std::vector<int64_t> group = mesh.group(r, axes);
+        int64_t q = mesh.positionInGroup(r, axes);
+        Shape rs = in[r].shape;
+        rs[sd] /= n;
+        rs[cdim] *= n;
+        Lowering low{*rankDev[r], a};
+        results[r] = low.make(rs);
+        auto ost = stridesOf(rs);
+        for (int64_t p = 0; p < n; ++p) {
+          const DevTensor &src = in[group[p]];
+          Shape piece = src.shape;
+          piece[sd] /= n;
+          auto sst = stridesOf(src.shape);
+          int64_t at = p * (sd == cdim ? piece[sd] : src.shape[cdim]);
+          rankDev[r]->copy(a, results[r].buf, contiguous(rs, at * ost[cdim]), src.buf,
+                           contiguous(src.shape, q * piece[sd] * sst[sd]), piece);
+        }
+      }
+      return true;
+    }
     for (int64_t r = 0; r < ranks; ++r) {
       Lowering low{*rankDev[r], a};
       if (isa<dist::ShardSliceOp>(op)) {
@@ -763,7 +830,7 @@ public:
           }
         }
       } else if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-                     dist::ShardSliceOp>(op)) {
+                     dist::ShardSliceOp, dist::AllToAllOp>(op)) {
         if (!collective(op, results))
           return false;
       } else {

@@ -32,7 +32,11 @@ enum class Fn : uint8_t {
   /// generator below.
   DropMask,
   /// pow(base, exponent) for an integer exponent (a step counter).
-  Pow
+  Pow,
+  /// topk(x_0, ..., x_{n-1}, e, k): 1 when x_e is among the k largest of the x's (ties
+  /// to the lower index), else 0 -- a router's expert selection. Piecewise constant:
+  /// the solver encodes it exactly by counting the x's that beat x_e.
+  TopK
 };
 
 struct FnInfo {
@@ -61,6 +65,7 @@ inline const FnInfo &fnInfo(Fn f) {
       {"sqrt", false, false},
       {"dropmask", false, false},
       {"pow", false, false},
+      {"topk", false, true},
   };
   return infos[(int)f];
 }
@@ -91,6 +96,9 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
   case Fn::Eq: return a0 == a1 ? 1.0 : 0.0;
   case Fn::Pow: return std::pow(a0, a1);
   case Fn::DropMask: return scalar::dropMask(a0, a1, a2);
+  case Fn::TopK: return scalar::topkSelected(args.data(), (int64_t)args.size() - 2,
+                                              (int64_t)args[args.size() - 2],
+                                              (int64_t)args.back());
   case Fn::Product: {
     double p = 1;
     for (double a : args)

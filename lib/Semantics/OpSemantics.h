@@ -174,6 +174,35 @@ std::string evalRefOp(D &d, mlir::Operation *op,
         }
         out.data[a * W + w] = d.sum(terms);
       }
+  } else if (auto tk = dyn_cast<TopkMaskOp>(op)) {
+    // Element e of each row: topk(row..., e, k), a function of the whole row.
+    const Tensor<V> &x = *in[0];
+    int64_t n = x.shape.back(), rows = x.data.size() / std::max<int64_t>(n, 1);
+    out = Tensor<V>(x.shape, d.constant(Rational(0)));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t e = 0; e < n; ++e) {
+        std::vector<V> args(x.data.begin() + r * n, x.data.begin() + (r + 1) * n);
+        args.push_back(d.constant(Rational(e)));
+        args.push_back(d.constant(Rational((int64_t)tk.getK())));
+        out.data[r * n + e] = d.apply(Fn::TopK, std::move(args));
+      }
+  } else if (auto cd = dyn_cast<CapacityDispatchOp>(op)) {
+    // Token t of group g routed to e takes slot g*C + (earlier tokens of g routed to e).
+    const Tensor<V> &m = *in[0];
+    int64_t T = m.shape[0], E = m.shape[1], C = cd.getCapacity(), G = cd.getGroups();
+    int64_t per = T / G;
+    out = Tensor<V>({T, E, G * C}, d.constant(Rational(0)));
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t g = 0; g < G; ++g) {
+        std::vector<V> earlier;
+        for (int64_t t = g * per; t < (g + 1) * per; ++t) {
+          V pos = d.sum(earlier);
+          for (int64_t c = 0; c < C; ++c)
+            out.data[(t * E + e) * G * C + g * C + c] =
+                d.mul(m.data[t * E + e], d.apply(Fn::Eq, {pos, d.constant(Rational(c))}));
+          earlier.push_back(m.data[t * E + e]);
+        }
+      }
   } else if (isa<DetachOp>(op)) {
     out = *in[0];
   } else if (auto c = dyn_cast<ConstantOp>(op)) {
@@ -464,10 +493,35 @@ std::string evalCollective(D &d, mlir::Operation *op, const Mesh &mesh,
                            std::vector<Tensor<typename D::Value>> &out) {
   using V = typename D::Value;
   using namespace planproof::dist;
-  if (!mlir::isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp>(op))
+  if (!mlir::isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, AllToAllOp>(op))
     return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
   std::vector<int> axes = collectiveAxes(op, mesh);
   int64_t n = mesh.groupSize(axes), ranks = mesh.numRanks();
+  if (auto a2a = mlir::dyn_cast<AllToAllOp>(op)) {
+    // Rank at group position q receives block q (of split_dim) from every member p,
+    // placed at block p of concat_dim.
+    int64_t sd = a2a.getSplitDim(), cdim = a2a.getConcatDim();
+    out.assign(ranks, Tensor<V>());
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::vector<int64_t> group = mesh.group(r, axes);
+      int64_t q = mesh.positionInGroup(r, axes);
+      Tensor<V> &res = out[r];
+      res.shape = in[r]->shape;
+      res.shape[sd] /= n;
+      res.shape[cdim] *= n;
+      res.data.assign(numElements(res.shape), d.constant(Rational(0)));
+      int64_t bs = res.shape[sd], bc = in[r]->shape[cdim];
+      for (int64_t p = 0; p < n; ++p) {
+        Tensor<V> piece = takeBlock(*in[group[p]], sd, q, n);
+        for (int64_t l = 0; l < (int64_t)piece.data.size(); ++l) {
+          auto idx = piece.unravel(l);
+          idx[cdim] += p * (sd == cdim ? bs : bc);
+          res.at(idx) = piece.data[l];
+        }
+      }
+    }
+    return "";
+  }
   ReduceKind kind = ReduceKind::Sum;
   if (auto k = op->getAttrOfType<mlir::StringAttr>("kind"))
     parseReduceKind(k.getValue().str(), kind);

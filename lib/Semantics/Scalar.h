@@ -77,6 +77,16 @@ PLANPROOF_HD inline int64_t causalAllowed(int64_t i, int64_t offset, int64_t col
   return n < 0 ? 0 : n > cols ? cols : n;
 }
 
+/// 1 when x[e] is among the k largest of x[0..n) (ties go to the lower index), else 0:
+/// a router's top-k expert selection (ref.topk_mask).
+PLANPROOF_HD inline double topkSelected(const double *x, int64_t n, int64_t e, int64_t k) {
+  int64_t beaten = 0;
+  for (int64_t j = 0; j < n; ++j)
+    if (x[j] > x[e] || (x[j] == x[e] && j < e))
+      ++beaten;
+  return beaten < k ? 1.0 : 0.0;
+}
+
 PLANPROOF_HD inline double gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 PLANPROOF_HD inline double geluDeriv(double x) {
   double cdf = 0.5 * (1.0 + erf(x / sqrt(2.0)));

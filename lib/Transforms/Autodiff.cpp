@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "Transforms/Autodiff.h"
 
+#include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -343,6 +344,36 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     });
   } else if (isa<ConstantOp>(op)) {
     // No operands.
+  } else if (isa<TopkMaskOp, CapacityDispatchOp>(op)) {
+    // Piecewise constant in its operand: no gradient flows (the router learns through
+    // its gates).
+  } else if (auto a2a = dyn_cast<dist::AllToAllOp>(op)) {
+    // In a plan, ref.grad differentiates the sum of every rank's loss: the adjoint of
+    // an all_to_all is the all_to_all back.
+    give(0, [&]() -> Value {
+      return dist::AllToAllOp::create(b, loc, typeOf(a2a.getInput()), g, a2a.getAxesAttr(),
+                                      a2a.getConcatDimAttr(), a2a.getSplitDimAttr());
+    });
+  } else if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
+    give(0, [&]() -> Value {
+      return dist::ReduceScatterOp::create(b, loc, typeOf(ag.getInput()), g, ag.getAxesAttr(),
+                                           ag.getDimAttr(), ag.getZigzagAttr(),
+                                           b.getStringAttr("sum"));
+    });
+  } else if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
+    if (rs.getKind() != "sum")
+      return failure();
+    give(0, [&]() -> Value {
+      return dist::AllGatherOp::create(b, loc, typeOf(rs.getInput()), g, rs.getAxesAttr(),
+                                       rs.getDimAttr(), rs.getZigzagAttr());
+    });
+  } else if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
+    if (ar.getKind() != "sum" && ar.getKind() != "avg")
+      return failure();
+    give(0, [&]() -> Value {
+      return dist::AllReduceOp::create(b, loc, typeOf(ar.getInput()), g, ar.getAxesAttr(),
+                                       ar.getKindAttr());
+    });
   } else {
     return failure();
   }
@@ -386,7 +417,10 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
       continue;
     if (isa<DetachOp>(op))
       continue; // a detached wrt value: its gradient stops here
-    if (!isa<RefDialect>(op->getDialect()) || failed(backprop(op, it->second))) {
+    bool collective = isa<dist::AllToAllOp, dist::AllGatherOp, dist::ReduceScatterOp,
+                          dist::AllReduceOp>(op);
+    if ((!isa<RefDialect>(op->getDialect()) && !collective) ||
+        failed(backprop(op, it->second))) {
       why = "autodiff: no derivative rule for '" + op->getName().getStringRef().str() + "'";
       where = op->getLoc();
       return failure();

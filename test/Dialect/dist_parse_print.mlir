@@ -95,5 +95,8 @@ func.func @cp(%x: tensor<1x4x2xf32> {dist.value = "x", dist.layout = #dist.layou
   %s = dist.reduce_scatter %g over ["cp"] dim 1 zigzag "sum" : tensor<1x8x2xf32> -> tensor<1x4x2xf32>
   // CHECK: dist.shard_slice %{{.*}} over ["cp"] dim 1 zigzag : tensor<1x8x2xf32> -> tensor<1x4x2xf32>
   %k = dist.shard_slice %g over ["cp"] dim 1 zigzag : tensor<1x8x2xf32> -> tensor<1x4x2xf32>
+  // Expert parallelism: slots of every expert to the rank holding it, and back.
+  // CHECK: dist.all_to_all %{{.*}} over ["cp"] split_dim 1 concat_dim 2 : tensor<1x8x2xf32> -> tensor<1x4x4xf32>
+  %a = dist.all_to_all %g over ["cp"] split_dim 1 concat_dim 2 : tensor<1x8x2xf32> -> tensor<1x4x4xf32>
   return
 }

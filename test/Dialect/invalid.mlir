@@ -422,3 +422,28 @@ func.func @causal_offset_needs_rank2(%a: tensor<4xf32>, %o: index) {
   %0 = ref.causal_softmax %a offset %o : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @topk_too_many(%a: tensor<8x4xf32>) {
+  // expected-error @+1 {{k must be between 1 and the size of the last dimension}}
+  %0 = ref.topk_mask %a k 5 : tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @dispatch_groups(%a: tensor<6x4xf32>) {
+  // expected-error @+1 {{the 6 tokens must divide into 4 groups}}
+  %0 = ref.capacity_dispatch %a capacity 2 groups 4 : tensor<6x4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = ["ep"] shape = [2]
+func.func @all_to_all_split(%a: tensor<3x4xf32>) attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{split_dim 0 of size 3 does not divide by the 2 ranks}}
+  %0 = dist.all_to_all %a over ["ep"] split_dim 0 concat_dim 1 : tensor<3x4xf32> -> tensor<1x8xf32>
+  return
+}

@@ -135,3 +135,14 @@ func.func @random_and_step_ops(%seed: index, %offset: index, %step: index) {
   %b = ref.power %step base 0.9 : tensor<f32>
   return
 }
+
+// Routing: a router's top-k choice and the capacity dispatch mask.
+// CHECK-LABEL: func.func @routing
+func.func @routing(%logits: tensor<8x4xf32>) {
+  // CHECK: ref.topk_mask %{{.*}} k 2 : tensor<8x4xf32>
+  %chosen = ref.topk_mask %logits k 2 : tensor<8x4xf32>
+  // CHECK: ref.capacity_dispatch %{{.*}} capacity 3 groups 2 : tensor<8x4xf32>
+  %d = ref.capacity_dispatch %chosen capacity 3 groups 2 : tensor<8x4xf32>
+  %e = ref.reshape %d : tensor<8x4x6xf32> -> tensor<8x24xf32>
+  return
+}
