@@ -905,8 +905,9 @@ void Engine::explainOp(Operation *op, Violation &viol) {
     Relation in = relationOf(a2a.getInput());
     std::vector<int> axes = collectiveAxes(op, mesh);
     int64_t cdim = a2a.getConcatDim();
-    if (in.exact() && cdim < (int64_t)in.layout.dims.size() && !in.layout.dims[cdim].empty() &&
-        in.layout.dims[cdim] != axes) {
+    auto splitting = cdim < (int64_t)in.layout.dims.size() ? in.layout.dims[cdim] : std::vector<int>{};
+    bool within = llvm::all_of(axes, [&](int a) { return llvm::is_contained(splitting, a); });
+    if (in.exact() && !splitting.empty() && !within) {
       viol.kind = "sharding";
       viol.message = head + "it exchanges blocks over " + axesStr(mesh, axes) +
                      ", but its operand's dim " + std::to_string(cdim) + " is split over " +

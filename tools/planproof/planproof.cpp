@@ -13,6 +13,7 @@
 #include "Import/JsonImport.h"
 #include "Replay/Device.h"
 #include "Replay/Replay.h"
+#include "Plan/PlanGen.h"
 #include "Report/Report.h"
 #include "Spec/Spec.h"
 
@@ -49,6 +50,10 @@ Usage:
   planproof replay SPEC [replay options]       run the reference and the plan on numbers
                                                and compare under an error model
                                                (docs/replay.md)
+  planproof plan --model MODEL.json --parallel dp=N,tp=N,sp,ep=N,cp=N,zero=N,
+                 microbatches=N[,layers=N,cf=X] [-o OUT.mlir]
+                                               write the reference step and the plan of
+                                               a model configuration (docs/plan.md)
   planproof --help | --version
 
 Options:
@@ -191,6 +196,46 @@ int cmdVerify(std::vector<std::string> args) {
   else
     std::cout << renderText(spec, r);
   return exitCode(r.verdict);
+}
+
+/// `planproof plan --model MODEL.json --parallel dp=2,tp=2,... [-o OUT]`: writes the
+/// reference and the plan of a model configuration (lib/Plan/PlanGen.h, docs/plan.md).
+int cmdPlan(std::vector<std::string> args) {
+  std::string model, parallel, out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--model" || a == "--parallel" || a == "-o") {
+      if (i + 1 >= args.size())
+        return usage(a + " needs a value");
+      (a == "--model" ? model : a == "--parallel" ? parallel : out) = args[++i];
+    } else {
+      return usage("unknown option '" + a + "'");
+    }
+  }
+  if (model.empty())
+    return usage("plan needs --model MODEL.json");
+  plangen::Model m;
+  plangen::Parallel p;
+  std::string err;
+  if (!plangen::readModel(model, m, err)) {
+    std::cerr << err << "\n";
+    return 2;
+  }
+  if (!plangen::parseParallel(parallel, p, err))
+    return usage(err);
+  std::string text;
+  if (!plangen::generate(m, p, text, err)) {
+    std::cerr << "planproof: error: cannot generate this configuration: " << err << "\n";
+    return 2;
+  }
+  if (out.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  std::ofstream f(out);
+  if (!(f << text))
+    return usage("cannot write '" + out + "'");
+  return 0;
 }
 
 int cmdReplay(std::vector<std::string> args) {
@@ -460,8 +505,17 @@ int cmdCheckSpecs(std::vector<std::string> args) {
   for (auto it = fs::recursive_directory_iterator(args[0], ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::string ext = it->path().extension().string();
-    if (it->is_regular_file() && (ext == ".mlir" || ext == ".json"))
-      files.push_back(it->path().string());
+    if (!it->is_regular_file() || (ext != ".mlir" && ext != ".json"))
+      continue;
+    if (ext == ".json") {
+      // Model configurations (planproof plan --model) live beside the specs: a JSON
+      // object without the spec format's "planproof" version is not a spec.
+      std::ifstream in(it->path());
+      nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && !j.contains("planproof") && j.contains("layers") && j.contains("hidden"))
+        continue;
+    }
+    files.push_back(it->path().string());
   }
   std::sort(files.begin(), files.end());
   int passed = 0, failed = 0;
@@ -593,6 +647,8 @@ int main(int argc, char **argv) {
       return cmdExport(args);
     if (cmd == "replay")
       return cmdReplay(args);
+    if (cmd == "plan")
+      return cmdPlan(args);
   } catch (const std::exception &e) {
     std::cerr << "planproof: internal error: " << e.what() << "\n";
     return 3;

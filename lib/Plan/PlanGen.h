@@ -1,0 +1,53 @@
+//===- PlanGen.h - reference and plan of a model configuration -*- C++ -*-===//
+//
+// `planproof plan`: from a model configuration (layers, hidden size, heads, KV heads,
+// FFN width, vocabulary, MoE experts and top-k) and a parallel configuration (dp, tp,
+// sp, ep, cp, zero, microbatches), writes a spec in MLIR: the single-device training
+// step (forward, token-mean cross-entropy, the Switch load-balancing loss for MoE
+// layers, every weight's gradient) and the SPMD plan that runs it on the mesh. The
+// generator is the reference implementation of correct plans; the test suite verifies
+// it on a grid of configurations (docs/plan.md).
+//
+// Shapes are reduced for the element engine: every size keeps the divisibility the
+// parallel degrees need (heads by tp, tokens by the data axes, the sequence by 2*cp
+// chunks), the GQA group is capped at 2 query heads per KV head, top-k at half of the
+// reduced experts. The header of the generated file lists the real and the reduced
+// sizes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_PLAN_PLANGEN_H
+#define PLANPROOF_PLAN_PLANGEN_H
+
+#include <cstdint>
+#include <string>
+
+namespace planproof::plangen {
+
+struct Model {
+  std::string name;
+  int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, headDim = 0, ffn = 0, vocab = 0;
+  // Mixture of experts (experts == 0: a dense model).
+  int64_t experts = 0, topK = 0, sharedExperts = 0, expertFfn = 0, firstDenseLayers = 0;
+};
+
+struct Parallel {
+  int64_t dp = 1, tp = 1, pp = 1, ep = 1, cp = 1, zero = 0, microbatches = 1;
+  bool sp = false;
+  std::string schedule = "1f1b";
+  /// Layers to generate (0: the reduced default, two layers or the model's own count
+  /// if smaller).
+  int64_t layers = 0;
+  /// Expert capacity factor (0: no token is dropped).
+  double capacityFactor = 0;
+};
+
+/// Reads a model configuration (JSON). Errors name the file and the JSON path.
+bool readModel(const std::string &path, Model &m, std::string &err);
+/// Parses "dp=2,tp=2,sp,ep=2,cp=2,zero=2,microbatches=2,schedule=1f1b,layers=2".
+bool parseParallel(const std::string &text, Parallel &p, std::string &err);
+/// Writes the spec. False with a reason for configurations it cannot generate.
+bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string &err);
+
+} // namespace planproof::plangen
+
+#endif
