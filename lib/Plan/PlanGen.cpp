@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -63,9 +64,16 @@ struct Body {
   std::map<std::string, Shape> shape;
   std::map<std::string, int> uses;
 
+  std::set<std::string> taken;
+  /// A fresh SSA name: `base`, else `base_1`, `base_2`, ... (skipping names already
+  /// used, including other bases that end in a number).
   std::string name(const std::string &base) {
     int &n = uses[base];
-    return n++ ? base + "_" + std::to_string(n - 1) : base;
+    std::string r = base;
+    while (taken.count(r))
+      r = base + "_" + std::to_string(++n);
+    taken.insert(r);
+    return r;
   }
   std::string t(const std::string &v) const { return ty(shape.at(v)); }
   std::string emit(const std::string &base, const std::string &rhs, Shape s) {
@@ -680,6 +688,8 @@ struct Generator {
     b.shape["x"] = {B, S, H};
     b.shape["labels"] = {B, S, V};
     b.shape["mask"] = {B, S};
+    for (auto &[n, sh] : b.shape)
+      b.taken.insert(n); // the function's arguments
     std::string count = b.reduceSum("tokens", "mask", {0, 1}, " {ref.role = \"loss-normalization\"}");
     // Microbatch i of the step is microbatch i of every data rank's share of the batch
     // (gradient accumulation: each has its own load-balancing statistics).
@@ -740,6 +750,8 @@ struct Generator {
     b.shape["x"] = {z.B, z.Sres, H};
     b.shape["labels"] = {z.B, z.S, V};
     b.shape["mask"] = {z.B, z.S};
+    for (auto &[n, sh] : b.shape)
+      b.taken.insert(n); // the function's arguments
     b.comment("The global count of labelled tokens.");
     std::string count = b.reduceSum("tokens_local", "mask", {0, 1});
     std::vector<std::string> tokenAndCp = tokenAxes;
