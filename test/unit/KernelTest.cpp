@@ -89,7 +89,8 @@ template <class F> void forEachSpec(mlir::MLIRContext &ctx, F f) {
   for (const char *dir : {"/verify-specs", "/test/Autodiff", "/test/CLI/Inputs"}) {
     std::vector<std::string> paths;
     for (auto &e : std::filesystem::recursive_directory_iterator(std::string(PLANPROOF_SOURCE_DIR) + dir))
-      if (e.path().extension() == ".mlir" || e.path().extension() == ".json")
+      if ((e.path().extension() == ".mlir" || e.path().extension() == ".json") &&
+          e.path().parent_path().filename() != "models") // model configurations, not specs
         paths.push_back(e.path().string());
     std::sort(paths.begin(), paths.end());
     bool catalogue = std::string(dir) == "/verify-specs";
