@@ -413,7 +413,7 @@ LogicalResult RefDialect::verifyOperationAttribute(Operation *op, NamedAttribute
 
 LogicalResult TopkMaskOp::verify() {
   auto t = getInput().getType();
-  if (t.getRank() < 1 || getK() < 1 || getK() > t.getShape().back())
+  if (t.getRank() < 1 || getK() < 1 || (int64_t)getK() > t.getShape().back())
     return emitOpError() << "k must be between 1 and the size of the last dimension";
   return success();
 }

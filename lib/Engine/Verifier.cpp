@@ -397,7 +397,7 @@ bool Engine::dispatchMatchesReference(Value v) {
   int64_t C = cd.getCapacity();
   bool found = false;
   spec.reference.walk([&](ref::CapacityDispatchOp rd) {
-    if (found || rd.getCapacity() != C || cd.getGroups() != 1)
+    if (found || (int64_t)rd.getCapacity() != C || cd.getGroups() != 1)
       return;
     const SymTensor &R = refTrace.values[rd.getResult()];
     int64_t T = R.shape[0], E = R.shape[1], G = rd.getGroups(), per = T / G;
