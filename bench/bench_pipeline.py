@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PLANPROOF, ROOT  # noqa: E402
+from common import PLANPROOF, ROOT, verify_timed  # noqa: E402
 
 GEN = os.path.join(ROOT, "scripts", "gen_pipeline_specs.py")
 
@@ -39,14 +39,10 @@ SWEEPS = [
 
 
 def run(spec, limit):
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run(["/usr/bin/time", "-f", "%M", PLANPROOF, "verify", "--format", "json", spec],
-                           capture_output=True, text=True, timeout=limit)
-    except subprocess.TimeoutExpired:
+    r = verify_timed(spec, limit)
+    if r is None:
         return None
-    wall = time.perf_counter() - t0
-    peak = int(p.stderr.strip().splitlines()[-1]) / 1024
+    p, wall, peak = r
     j = json.loads(p.stdout)
     return j["verdict"], j["stats"]["milliseconds"], wall, peak, j["stats"]["ranks"], j["stats"]["obligations"]
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PLANPROOF, ROOT  # noqa: E402
+from common import PLANPROOF, ROOT, verify_timed  # noqa: E402
 
 MODELS = os.path.join(ROOT, "verify-specs", "models")
 
@@ -43,14 +43,10 @@ AXES = [
 
 
 def run(spec, limit):
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run(["/usr/bin/time", "-f", "%M", PLANPROOF, "verify", "--format", "json", spec],
-                           capture_output=True, text=True, timeout=limit)
-    except subprocess.TimeoutExpired:
+    r = verify_timed(spec, limit)
+    if r is None:
         return None
-    wall = time.perf_counter() - t0
-    peak = int(p.stderr.strip().splitlines()[-1]) / 1024
+    p, wall, peak = r
     try:
         j = json.loads(p.stdout)
     except json.JSONDecodeError:

@@ -16,3 +16,17 @@ def peak_rss_mib(path):
         os.execv(PLANPROOF, [PLANPROOF, "verify", path])
     _, _, usage = os.wait4(pid, 0)
     return usage.ru_maxrss / 1024.0
+
+
+def verify_timed(spec, limit):
+    """`planproof verify --format json SPEC` under /usr/bin/time, at most `limit` seconds.
+    Returns (completed process, wall seconds, peak MiB), or None past the limit."""
+    import subprocess
+    import time
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(["/usr/bin/time", "-f", "%M", PLANPROOF, "verify", "--format", "json", spec],
+                           capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return None
+    return p, time.perf_counter() - t0, int(p.stderr.strip().splitlines()[-1]) / 1024
