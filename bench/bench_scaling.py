@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Verification time and peak memory of generated plans (`planproof plan`) along the
-axes of TrainVerify's scaling study: layers, microbatches, TP, DP, and (for MoE models)
-EP. Pipeline depth is measured by bench/bench_pipeline.py (the model generator does not
-emit stages yet).
+axes of TrainVerify's scaling study: layers, microbatches, TP, DP, PP (with its three
+schedules), CP, combined 4-D meshes, and (for MoE models) EP.
 
     python3 bench/bench_scaling.py --runs 1 --limit 600 --out bench/results-scaling.md
 
@@ -36,6 +35,12 @@ AXES = [
     ("cp", "llama3-405b", ["cp=1,layers=1", "cp=2,layers=1", "cp=4,layers=1"]),
     ("dp x tp (x sp)", "llama3-405b", ["dp=2,tp=2,layers=1", "dp=2,tp=2,sp,layers=1",
                                         "dp=2,cp=2,tp=2,layers=1", "dp=4,tp=4,layers=1"]),
+    ("pp", "llama3-405b", ["pp=2,microbatches=2", "pp=4,microbatches=4", "pp=8,microbatches=8",
+                           "pp=16,microbatches=16"]),
+    ("pp schedule", "llama3-405b", ["pp=4,microbatches=4,schedule=gpipe", "pp=4,microbatches=4",
+                                    "pp=4,microbatches=4,schedule=interleaved"]),
+    ("4-D", "llama3-405b", ["dp=2,pp=2,cp=2,tp=2", "dp=2,pp=2,cp=2,tp=2,microbatches=2",
+                            "dp=2,pp=4,cp=2,tp=2,microbatches=4", "dp=4,pp=4,cp=2,tp=4,microbatches=4"]),
     ("ep (MoE)", "deepseek-v3-671b", ["ep=2,layers=1", "ep=4,layers=1", "ep=8,layers=1"]),
     ("MoE 3-D/4-D", "deepseek-moe-16b", ["ep=2,tp=2,layers=1", "ep=2,cp=2,layers=1",
                                          "ep=2,cp=2,tp=2,layers=1", "dp=2,ep=2,cp=2,tp=2,layers=1"]),

@@ -65,6 +65,11 @@ struct Body {
   std::map<std::string, int> uses;
 
   std::set<std::string> taken;
+  /// On a pipelined plan, the stage the ops being written run on (-1: every stage).
+  int64_t stage = -1;
+  std::string stageAttr() const {
+    return stage < 0 ? "" : " {dist.stage = " + std::to_string(stage) + "}";
+  }
   /// A fresh SSA name: `base`, else `base_1`, `base_2`, ... (skipping names already
   /// used, including other bases that end in a number).
   std::string name(const std::string &base) {
@@ -76,9 +81,13 @@ struct Body {
     return r;
   }
   std::string t(const std::string &v) const { return ty(shape.at(v)); }
-  std::string emit(const std::string &base, const std::string &rhs, Shape s) {
+  std::string emit(const std::string &base, std::string rhs, Shape s) {
     std::string r = name(base);
     shape[r] = std::move(s);
+    if (stage >= 0) {
+      size_t at = rhs.find(" : ");
+      rhs.insert(at == std::string::npos ? rhs.size() : at, stageAttr());
+    }
     lines.push_back("%" + r + " = " + rhs);
     return r;
   }
@@ -195,6 +204,8 @@ struct Weight {
   std::string name;
   Shape global;
   std::vector<std::vector<std::string>> split;
+  int64_t layer = -1; // -1: the final norm and the LM head
+  int64_t stage = 0;  // the pipeline stage holding it
 };
 
 /// The sizes one function (reference or plan rank) computes with.
@@ -215,6 +226,7 @@ struct Generator {
   const Parallel &p;
   // Reduced global sizes.
   int64_t B, S, H, hd, nh, nkv, ffn, V, E, k, eff, sff, L, groups, C;
+  int64_t v = 1; // model chunks per pipeline stage (interleaved schedule)
   std::vector<std::string> meshAxes;
   std::vector<int64_t> meshShape;
   std::vector<std::string> tokenAxes;
@@ -229,10 +241,6 @@ struct Generator {
                         {"ep", p.ep}, {"cp", p.cp}, {"microbatches", p.microbatches}})
       if (v < 1 || v > 64)
         return fail(std::string(n) + " must be between 1 and 64");
-    if (p.pp > 1)
-      return fail("pp > 1: the model generator does not write pipelined plans yet; "
-                  "scripts/gen_pipeline_specs.py --one writes GPipe, 1F1B and interleaved "
-                  "pipelines of a layer stack (docs/pipeline.md)");
     if (p.zero != 0 && p.zero != 1 && p.zero != 2)
       return fail("zero must be 0, 1 or 2 (ZeRO-3 gathers parameters, which the generator "
                   "does not write yet)");
@@ -250,6 +258,19 @@ struct Generator {
                   std::to_string(m.experts) + " experts of '" + m.name + "'");
     if (p.schedule != "1f1b" && p.schedule != "gpipe" && p.schedule != "interleaved")
       return fail("unknown schedule '" + p.schedule + "' (expected gpipe, 1f1b or interleaved)");
+    if (p.chunks < 0 || p.chunks > 8)
+      return fail("chunks must be between 1 and 8");
+    if (p.chunks > 1 && (p.schedule != "interleaved" || p.pp < 2))
+      return fail("chunks = " + std::to_string(p.chunks) +
+                  " needs pp > 1 and schedule=interleaved (model chunks per stage)");
+    v = p.pp > 1 && p.schedule == "interleaved" ? (p.chunks ? p.chunks : 2) : 1;
+    if (v > 1 && p.microbatches % p.pp != 0)
+      return fail("the interleaved schedule needs microbatches to be a multiple of pp = " +
+                  std::to_string(p.pp) + " (Megatron's virtual pipeline does too)");
+    if (p.pp * v > m.layers)
+      return fail("pp = " + std::to_string(p.pp) + (v > 1 ? " x " + std::to_string(v) + " chunks" : "") +
+                  " needs at least that many layers; '" + m.name + "' has " +
+                  std::to_string(m.layers));
     // Reduced sizes: each keeps the divisibility its splits need.
     hd = 2;
     nkv = p.tp;
@@ -259,9 +280,13 @@ struct Generator {
     V = 3;
     S = std::max<int64_t>(4, 2 * p.cp * (p.sp ? p.tp : 1));
     B = p.dp * p.ep * p.microbatches;
-    L = p.layers > 0 ? p.layers : std::min<int64_t>(m.layers, 2);
+    L = p.layers > 0 ? p.layers : p.pp > 1 ? p.pp * v : std::min<int64_t>(m.layers, 2);
     if (L > 16)
       return fail("layers must be at most 16 for the element engine");
+    if (L % (p.pp * v) != 0)
+      return fail("layers = " + std::to_string(L) + " must be a multiple of the " +
+                  std::to_string(p.pp * v) + " model chunks (pp" +
+                  (v > 1 ? " x chunks" : "") + ")");
     E = m.experts > 0 ? std::max<int64_t>(2 * p.ep, 2) : 0;
     k = m.experts > 0 ? std::max<int64_t>(1, std::min<int64_t>(m.topK, E / 2)) : 0;
     eff = 2 * p.tp;
@@ -273,11 +298,11 @@ struct Generator {
       C = std::max<int64_t>(1, (int64_t)std::ceil(p.capacityFactor * perGroup * k / E));
     for (int64_t l = 0; l < L; ++l)
       moeLayer.push_back(m.experts > 0 && l >= std::min(m.firstDenseLayers, L - 1));
-    for (auto [n, v] : {std::pair<const char *, int64_t>{"dp", p.dp}, {"ep", p.ep},
-                        {"cp", p.cp}, {"tp", p.tp}})
-      if (v > 1) {
+    for (auto [n, d] : {std::pair<const char *, int64_t>{"pp", p.pp}, {"dp", p.dp},
+                        {"ep", p.ep}, {"cp", p.cp}, {"tp", p.tp}})
+      if (d > 1) {
         meshAxes.push_back(n);
-        meshShape.push_back(v);
+        meshShape.push_back(d);
       }
     if (meshAxes.empty()) {
       meshAxes = {"dp"};
@@ -289,14 +314,21 @@ struct Generator {
     return true;
   }
 
+  /// Pipeline: model chunk j (L / (pp * v) consecutive layers) runs on stage j mod pp.
+  int64_t chunkLayers() const { return L / (p.pp * v); }
+  int64_t stageOfLayer(int64_t l) const { return (l / chunkLayers()) % p.pp; }
+
   std::vector<std::string> tp() const { return p.tp > 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{}; }
   std::vector<std::string> ep() const { return p.ep > 1 ? std::vector<std::string>{"ep"} : std::vector<std::string>{}; }
 
   void addWeights() {
+    int64_t layer = -1;
     auto W = [&](std::string n, Shape s, std::vector<std::vector<std::string>> split) {
-      weights.push_back({std::move(n), std::move(s), std::move(split)});
+      weights.push_back({std::move(n), std::move(s), std::move(split), layer,
+                         layer < 0 ? p.pp - 1 : stageOfLayer(layer)});
     };
     for (int64_t l = 0; l < L; ++l) {
+      layer = l;
       std::string P = "l" + std::to_string(l) + "_";
       W(P + "norm1", {H}, {{}});
       W(P + "wq", {H, nh * hd}, {{}, tp()});
@@ -318,6 +350,7 @@ struct Generator {
         }
       }
     }
+    layer = -1;
     W("normf", {H}, {{}});
     W("lm_head", {H, V}, {{}, {}});
   }
@@ -597,6 +630,14 @@ struct Generator {
     std::string h = x;
     for (int64_t l = 0; l < L; ++l)
       h = layer(b, z, l, h, aux);
+    return head(b, z, h, labels, mask, count, mb, ceOut);
+  }
+
+  /// The final norm, the LM head and the cross-entropy of one microbatch: its sum
+  /// (`ceOut`) and the result, that sum over the global count.
+  std::string head(Body &b, const Sizes &z, const std::string &h, const std::string &labels,
+                   const std::string &mask, const std::string &count, const std::string &mb,
+                   std::string &ceOut) {
     b.comment("final norm, LM head, cross-entropy");
     std::string hf = b.norm(mb + "hf", h, "normf");
     if (z.plan && z.sp)
@@ -618,15 +659,21 @@ struct Generator {
     return r;
   }
 
+  /// `, dist.stage = k` for a value held by one pipeline stage (none without pp).
+  std::string stageField(int64_t stage) const {
+    return p.pp > 1 ? ", dist.stage = " + std::to_string(stage) : "";
+  }
+
   std::string functionArgs(bool plan) {
     std::vector<std::string> args;
+    int64_t stage = 0;
     auto arg = [&](const std::string &n, const Shape &global, const Shape &local,
                    const std::string &layout, const std::string &extra = "") {
       if (!plan)
         args.push_back("%" + n + ": " + ty(global) + " {ref.name = \"" + n + "\"" + extra + "}");
       else
         args.push_back("%" + n + ": " + ty(local) + " {dist.value = \"" + n +
-                       "\", dist.layout = " + layout + "}");
+                       "\", dist.layout = " + layout + stageField(stage) + "}");
     };
     Sizes z = sizes(true);
     std::vector<std::vector<std::string>> tok = {tokenAxes, {}, {}};
@@ -637,11 +684,14 @@ struct Generator {
     if (p.sp)
       res[1] = {"tp"};
     arg("x", {B, S, H}, {z.B, z.Sres, H}, layoutOf(res, zz));
+    stage = p.pp - 1; // the loss's inputs: on the last stage
     arg("labels", {B, S, V}, {z.B, z.S, V}, layoutOf(tok, zz));
     arg("mask", {B, S}, {z.B, z.S}, layoutOf({tok[0], tok[1]}, {false, p.cp > 1}),
         ", ref.bound = 2 : i64");
-    for (const Weight &w : weights)
+    for (const Weight &w : weights) {
+      stage = w.stage;
       arg(w.name, w.global, localShape(w), layoutOf(w.split));
+    }
     std::string s;
     for (size_t i = 0; i < args.size(); ++i)
       s += (i ? ",\n                  " : "") + args[i];
@@ -657,8 +707,9 @@ struct Generator {
     sum.clear();
     scatter.clear();
     for (const std::string &a : meshAxes)
-      if (groupSize({a}) > 1 && std::find(splitting.begin(), splitting.end(), a) == splitting.end())
-        sum.push_back(a);
+      if (a != "pp" && groupSize({a}) > 1 &&
+          std::find(splitting.begin(), splitting.end(), a) == splitting.end())
+        sum.push_back(a); // pipeline stages hold different weights: never summed over pp
     auto split = w.split;
     if (p.zero == 2) {
       // ZeRO-2: the data axes reduce-scatter the first dimension when it divides.
@@ -743,6 +794,8 @@ struct Generator {
   }
 
   std::string plan() {
+    if (p.pp > 1)
+      return pipelinePlan();
     Body b;
     Sizes z = sizes(true);
     for (const Weight &w : weights)
@@ -844,6 +897,329 @@ struct Generator {
            ")\n      attributes {dist.mesh = @mesh} {\n" + body + "    return " + rets + " : " +
            rtys + "\n  }\n";
   }
+  //===--------------------------------------------------------------------===//
+  // Pipeline parallelism
+  //===--------------------------------------------------------------------===//
+
+  /// One step of a stage's schedule: the forward (or backward) of a model chunk of the
+  /// stage on one microbatch.
+  struct Event {
+    bool forward;
+    int64_t chunk, mb; // chunk: the stage's c-th chunk (model chunk c * pp + stage)
+  };
+
+  /// Stage s's order of events: GPipe (every forward, then every backward), 1F1B
+  /// (pp - 1 - s warm-up forwards, then one forward and one backward alternately), or
+  /// Megatron's interleaved 1F1B over v chunks per stage.
+  std::vector<Event> scheduleOf(int64_t s) const {
+    int64_t S = p.pp, M = p.microbatches, total = M * v;
+    std::vector<Event> fwd, bwd;
+    if (v == 1)
+      for (int64_t m = 0; m < M; ++m) {
+        fwd.push_back({true, 0, m});
+        bwd.push_back({false, 0, m});
+      }
+    else
+      for (int64_t k = 0; k < total; ++k) {
+        // Virtual microbatch k: groups of S microbatches go through chunk 0, 1, ...
+        // forward, and through the chunks in reverse backward.
+        int64_t c = (k % (S * v)) / S, m = (k / (S * v)) * S + k % S;
+        fwd.push_back({true, c, m});
+        bwd.push_back({false, v - 1 - c, m});
+      }
+    if (p.schedule == "gpipe") {
+      fwd.insert(fwd.end(), bwd.begin(), bwd.end());
+      return fwd;
+    }
+    int64_t warm = warmup(s);
+    std::vector<Event> order(fwd.begin(), fwd.begin() + warm);
+    size_t f = warm;
+    for (const Event &e : bwd) {
+      if (f < fwd.size())
+        order.push_back(fwd[f++]);
+      order.push_back(e);
+    }
+    return order;
+  }
+  int64_t warmup(int64_t s) const {
+    int64_t S = p.pp, total = p.microbatches * v;
+    if (p.schedule == "gpipe")
+      return total;
+    if (v == 1)
+      return std::min(S - 1 - s, total);
+    return std::min((S - s - 1) * 2 + (v - 1) * S, total);
+  }
+
+  /// Marks messages posted together as one batch (batch_isend_irecv) when there are two
+  /// or more.
+  void post(std::vector<std::string> &out, std::vector<std::string> msgs, int64_t &batches) {
+    if (msgs.size() > 1) {
+      ++batches;
+      for (std::string &m : msgs)
+        m.insert(m.rfind(" : "), " {batch = " + std::to_string(batches) + "}");
+    }
+    out.insert(out.end(), msgs.begin(), msgs.end());
+  }
+
+  /// The plan on a mesh with a pipeline axis: stage s runs model chunks s, s + pp, ...
+  /// (each L / (pp * v) consecutive layers), stage 0 reads the batch, the last stage
+  /// holds the final norm, the LM head and the loss's inputs. A chunk's forward on a
+  /// microbatch receives its input from the previous chunk's stage and sends its output
+  /// to the next; its backward is one ref.grad of the vector-Jacobian product
+  /// sum(output * received cotangent) (on the last chunk: the rank's loss share) plus
+  /// the chunk's load-balancing shares, with respect to the chunk's weights and input,
+  /// whose gradient is sent back. Each stage writes its events in its schedule's order.
+  std::string pipelinePlan() {
+    Body b;
+    Sizes z = sizes(true);
+    for (const Weight &w : weights)
+      b.shape[w.name] = localShape(w);
+    b.shape["x"] = {z.B, z.Sres, H};
+    b.shape["labels"] = {z.B, z.S, V};
+    b.shape["mask"] = {z.B, z.S};
+    for (auto &[n, sh] : b.shape)
+      b.taken.insert(n);
+    const int64_t S = p.pp, M = p.microbatches, Bm = z.B / M, last = S * v - 1;
+    int64_t ranks = 1;
+    for (int64_t n : meshShape)
+      ranks *= n;
+    const int64_t stageRanks = ranks / S; // the ranks of one stage
+    Sizes zm = z;
+    zm.B = Bm;
+    Shape act = {Bm, z.Sres, H};
+    std::vector<std::string> tokenAndCp = tokenAxes;
+    if (p.cp > 1)
+      tokenAndCp.push_back("cp");
+    auto mbName = [&](int64_t i) { return M > 1 ? "mb" + std::to_string(i) + "_" : std::string(); };
+    auto tag = [](const char *kind, int64_t j, int64_t i) {
+      return std::string("\"") + kind + "/c" + std::to_string(j) + "/mb" + std::to_string(i) + "\"";
+    };
+
+    // Per (model chunk, microbatch): input, output, load-balancing terms; per
+    // microbatch: the cross-entropy (sum and mean) on the last stage.
+    std::vector<std::vector<std::string>> in(S * v, std::vector<std::string>(M)),
+        out(S * v, std::vector<std::string>(M));
+    std::vector<std::vector<std::vector<std::string>>> aux(
+        S * v, std::vector<std::vector<std::string>>(M));
+    std::vector<std::string> ce(M), ceMean(M);
+    std::map<std::string, std::vector<std::string>> grads; // per weight, per microbatch
+    for (const Weight &w : weights)
+      grads[w.name].resize(M);
+    std::vector<std::string> stagePart(S); // each stage's terms of the reported loss
+    std::vector<std::string> body;
+    std::vector<std::pair<std::string, std::string>> results; // (value, result attrs)
+    int64_t batches = 0;
+
+    for (int64_t s = 0; s < S; ++s) {
+      b.stage = s;
+      std::vector<Event> order = scheduleOf(s);
+      std::string names;
+      for (const Event &e : order)
+        names += std::string(" ") + (e.forward ? "F" : "B") + std::to_string(e.mb) +
+                 (v > 1 ? "c" + std::to_string(e.chunk) : "");
+      body.push_back("// Stage " + std::to_string(s) + " (" + p.schedule + "):" + names);
+      std::string count;
+      if (s == S - 1) {
+        b.comment("The global count of labelled tokens.");
+        count = b.reduceSum("tokens_local", "mask", {0, 1});
+        if (!tokenAndCp.empty())
+          count = b.allReduce("tokens", count, tokenAndCp);
+        body.insert(body.end(), b.lines.begin(), b.lines.end());
+        b.lines.clear();
+      }
+      struct Done {
+        std::vector<std::string> recvs, comp, sends;
+      };
+      std::vector<Done> events;
+      for (const Event &e : order) {
+        Done d;
+        int64_t j = e.chunk * S + s, i = e.mb;
+        std::string mb = mbName(i);
+        if (e.forward) {
+          b.comment("F: chunk " + std::to_string(j) + ", microbatch " + std::to_string(i));
+          std::string h;
+          if (j == 0) {
+            h = M > 1 ? b.slice(mb + "x", "x", {i * Bm, 0, 0}, act) : "x";
+          } else {
+            h = b.name(mb + "c" + std::to_string(j) + "_in");
+            b.shape[h] = act;
+            in[j][i] = h;
+            d.recvs.push_back("%" + h + " = dist.recv from " + std::to_string((j - 1) % S) +
+                              " to " + std::to_string(s) + " tag " + tag("act", j, i) + " : " +
+                              ty(act));
+          }
+          for (int64_t l = j * chunkLayers(); l < (j + 1) * chunkLayers(); ++l)
+            h = layer(b, zm, l, h, aux[j][i]);
+          out[j][i] = h;
+          if (j == last) {
+            std::string li = "labels", mi = "mask";
+            if (M > 1) {
+              li = b.slice(mb + "labels", "labels", {i * Bm, 0, 0}, {Bm, z.S, V});
+              mi = b.slice(mb + "mask", "mask", {i * Bm, 0}, {Bm, z.S});
+            }
+            ceMean[i] = head(b, zm, h, li, mi, count, mb, ce[i]);
+          } else {
+            d.sends.push_back("dist.send %" + h + " from " + std::to_string(s) + " to " +
+                              std::to_string((j + 1) % S) + " tag " + tag("act", j + 1, i) +
+                              " : " + ty(act));
+          }
+        } else {
+          b.comment("B: chunk " + std::to_string(j) + ", microbatch " + std::to_string(i));
+          // What this rank differentiates: on the last chunk its share of the loss (as
+          // without pipelining); before it, the vector-Jacobian product of the chunk's
+          // output with the cotangent the next chunk sends back.
+          std::vector<std::string> shares;
+          if (j == last) {
+            shares.push_back(b.scale(mb + "ce_share", ceMean[i], 1.0 / (double)p.tp));
+          } else {
+            std::string dy = b.name(mb + "c" + std::to_string(j) + "_dout");
+            b.shape[dy] = act;
+            d.recvs.push_back("%" + dy + " = dist.recv from " + std::to_string((j + 1) % S) +
+                              " to " + std::to_string(s) + " tag " + tag("grad", j + 1, i) +
+                              " : " + ty(act));
+            std::string prod = b.binary("mul", mb + "c" + std::to_string(j) + "_vjp", out[j][i], dy);
+            shares.push_back(b.reduceSum(mb + "c" + std::to_string(j) + "_vjp_sum", prod, {0, 1, 2}));
+          }
+          // A load-balancing term is complete on every rank of its stage.
+          for (const std::string &a : aux[j][i])
+            shares.push_back(b.scale(a + "_share", a, 1.0 / (double)stageRanks));
+          std::string part = sumOf(b, mb + "c" + std::to_string(j) + "_part", shares);
+          std::string gl, wrt, tys;
+          std::vector<const Weight *> ws;
+          for (const Weight &w : weights)
+            if (w.layer >= 0 ? w.layer / chunkLayers() == j : j == last)
+              ws.push_back(&w);
+          std::vector<std::string> outs;
+          for (const Weight *w : ws) {
+            std::string g = b.name("g_" + mb + w->name);
+            b.shape[g] = localShape(*w);
+            grads[w->name][i] = g;
+            outs.push_back(g);
+            wrt += (wrt.empty() ? "%" : ", %") + w->name;
+            tys += (tys.empty() ? "" : ", ") + ty(localShape(*w));
+          }
+          std::string din;
+          if (j > 0) {
+            din = b.name(mb + "c" + std::to_string(j) + "_din");
+            b.shape[din] = act;
+            outs.push_back(din);
+            wrt += ", %" + in[j][i];
+            tys += ", " + ty(act);
+          }
+          for (const std::string &o : outs)
+            gl += (gl.empty() ? "%" : ", %") + o;
+          b.lines.push_back(gl + " = ref.grad %" + part + " wrt " + wrt + b.stageAttr());
+          b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
+          if (j > 0)
+            d.sends.push_back("dist.send %" + din + " from " + std::to_string(s) + " to " +
+                              std::to_string((j - 1) % S) + " tag " + tag("grad", j, i) + " : " +
+                              ty(act));
+        }
+        d.comp = std::move(b.lines);
+        b.lines.clear();
+        events.push_back(std::move(d));
+      }
+      // Steps: a warm-up forward, a steady forward-and-backward pair, or a cool-down
+      // backward; the messages between two steps are posted together (Megatron's
+      // send_forward_recv_backward and friends).
+      int64_t first = p.schedule == "gpipe" ? 0 : warmup(s);
+      int64_t end = p.schedule == "gpipe" ? 0 : first + 2 * (M * v - first);
+      std::vector<std::string> comm;
+      for (size_t e = 0; e < events.size();) {
+        size_t n = ((int64_t)e >= first && (int64_t)e + 1 < end) ? 2 : 1;
+        for (size_t k = e; k < e + n; ++k)
+          comm.insert(comm.end(), events[k].recvs.begin(), events[k].recvs.end());
+        post(body, comm, batches);
+        comm.clear();
+        for (size_t k = e; k < e + n; ++k) {
+          body.insert(body.end(), events[k].comp.begin(), events[k].comp.end());
+          comm.insert(comm.end(), events[k].sends.begin(), events[k].sends.end());
+        }
+        e += n;
+      }
+      post(body, comm, batches);
+
+      b.comment("Stage " + std::to_string(s) + ": gradients accumulated over the microbatches "
+                "(in order), then summed over the axes that replicate each weight.");
+      for (const Weight &w : weights) {
+        if (w.stage != s)
+          continue;
+        std::string g = grads[w.name][0];
+        for (int64_t i = 1; i < M; ++i)
+          g = b.binary("add", "acc_" + w.name, g, grads[w.name][i]);
+        std::vector<std::string> sum, scatter;
+        auto split = gradSplit(w, sum, scatter);
+        if (!scatter.empty())
+          g = b.reduceScatter("d_" + w.name + "_rs", g, scatter, 0, groupSize(scatter));
+        g = sum.empty() ? b.scale("d_" + w.name, g, 1.0) : b.allReduce("d_" + w.name, g, sum);
+        results.push_back({g, b.t(g) + " {dist.value = \"d_" + w.name + "\", dist.layout = " +
+                                  layoutOf(split) + stageField(s) + "}"});
+      }
+      // The stage's terms of the reported loss: the load-balancing terms of its
+      // chunks, and on the last stage the cross-entropy over the global count.
+      std::vector<std::string> terms;
+      if (s == S - 1)
+        for (int64_t i = 0; i < M; ++i) {
+          std::string c = ce[i];
+          if (!tokenAndCp.empty())
+            c = b.allReduce("ce_all", c, tokenAndCp);
+          terms.push_back(b.binary("div", "loss_ce", c, count));
+        }
+      for (int64_t j = s; j < S * v; j += S)
+        for (int64_t i = 0; i < M; ++i)
+          terms.insert(terms.end(), aux[j][i].begin(), aux[j][i].end());
+      if (!terms.empty())
+        stagePart[s] = sumOf(b, "loss_stage" + std::to_string(s), terms);
+      body.insert(body.end(), b.lines.begin(), b.lines.end());
+      b.lines.clear();
+    }
+    // The reported loss. When only the last stage has terms it returns it; otherwise
+    // every stage's terms are joined over the pipeline axis.
+    b.stage = -1;
+    std::string loss, lossAttrs = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>";
+    bool spread = false;
+    for (int64_t s = 0; s + 1 < S; ++s)
+      spread |= !stagePart[s].empty();
+    if (!spread) {
+      b.stage = S - 1;
+      loss = b.scale("loss", stagePart[S - 1], 1.0);
+      lossAttrs += stageField(S - 1);
+    } else {
+      b.comment("The reported loss: every stage's load-balancing terms and the last stage's "
+                "cross-entropy, joined over the pipeline axis.");
+      std::string sel = "dist.stage_select ", tys;
+      for (int64_t s = 0; s < S; ++s) {
+        if (stagePart[s].empty()) {
+          b.stage = s;
+          stagePart[s] = b.emit("loss_stage" + std::to_string(s),
+                                "ref.constant 0.0 : tensor<f32>", {});
+        }
+        sel += (s ? ", %" : "%") + stagePart[s];
+        tys += (s ? ", " : "") + std::string("tensor<f32>");
+      }
+      b.stage = -1;
+      std::string joined = b.emit("loss_stages", sel + " : " + tys + " -> tensor<f32>", {});
+      loss = b.allReduce("loss", joined, {"pp"});
+    }
+    lossAttrs += "}";
+    body.insert(body.end(), b.lines.begin(), b.lines.end());
+    std::string rets = "%" + loss, rtys = "tensor<f32>", outs = lossAttrs;
+    for (auto &[g, attrs] : results) {
+      rets += ", %" + g;
+      rtys += ", " + b.t(g);
+      outs += ",\n          " + attrs;
+    }
+    std::string text;
+    for (const std::string &l : body)
+      text += "    " + l + "\n";
+    std::string shape;
+    for (size_t i = 0; i < meshShape.size(); ++i)
+      shape += (i ? ", " : "") + std::to_string(meshShape[i]);
+    return "  dist.mesh @mesh axes = " + axesList(meshAxes) + " shape = [" + shape + "]\n\n" +
+           "  func.func @plan(" + functionArgs(true) + ")\n      -> (" + outs +
+           ")\n      attributes {dist.mesh = @mesh, dist.pipeline = \"pp\"} {\n" + text +
+           "    return " + rets + " : " + rtys + "\n  }\n";
+  }
 
 };
 
@@ -928,11 +1304,11 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
     int64_t *slot = key == "dp" ? &p.dp : key == "tp" ? &p.tp : key == "pp" ? &p.pp
                   : key == "ep" ? &p.ep : key == "cp" ? &p.cp : key == "zero" ? &p.zero
                   : key == "microbatches" ? &p.microbatches : key == "layers" ? &p.layers
-                  : nullptr;
+                  : key == "chunks" ? &p.chunks : nullptr;
     if (!slot)
       return (err = "--parallel: unknown item '" + item +
-                    "' (expected dp, tp, pp, ep, cp, zero, microbatches, layers, cf = N, sp, "
-                    "schedule = gpipe|1f1b|interleaved)",
+                    "' (expected dp, tp, pp, ep, cp, zero, microbatches, layers, chunks, cf = N, "
+                    "sp, schedule = gpipe|1f1b|interleaved)",
               false);
     char *end = nullptr;
     long v = std::strtol(val.c_str(), &end, 10);
@@ -957,7 +1333,11 @@ bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string 
     h << ", " << m.experts << " experts top-" << m.topK << " (expert FFN " << m.expertFfn << ", "
       << m.sharedExperts << " shared, first " << m.firstDenseLayers << " layers dense)";
   h << "\n// parallel: dp=" << p.dp << " tp=" << p.tp << (p.sp ? " sp" : "") << " ep=" << p.ep
-    << " cp=" << p.cp << " zero=" << p.zero << " microbatches=" << p.microbatches << "\n";
+    << " cp=" << p.cp << " zero=" << p.zero << " microbatches=" << p.microbatches;
+  if (p.pp > 1)
+    h << " pp=" << p.pp << " schedule=" << p.schedule
+      << (g.v > 1 ? " chunks=" + std::to_string(g.v) : "");
+  h << "\n";
   h << "// reduced:  " << g.L << " layers, hidden " << g.H << ", " << g.nh << " heads (" << g.nkv
     << " KV) of " << g.hd << ", FFN " << g.ffn << ", vocabulary " << g.V << ", batch " << g.B
     << " x sequence " << g.S;

@@ -2,7 +2,7 @@
 //
 // `planproof plan`: from a model configuration (layers, hidden size, heads, KV heads,
 // FFN width, vocabulary, MoE experts and top-k) and a parallel configuration (dp, tp,
-// sp, ep, cp, zero, microbatches), writes a spec in MLIR: the single-device training
+// sp, ep, cp, pp with a schedule, zero, microbatches), writes a spec in MLIR: the single-device training
 // step (forward, token-mean cross-entropy, the Switch load-balancing loss for MoE
 // layers, every weight's gradient) and the SPMD plan that runs it on the mesh. The
 // generator is the reference implementation of correct plans; the test suite verifies
@@ -34,6 +34,8 @@ struct Parallel {
   int64_t dp = 1, tp = 1, pp = 1, ep = 1, cp = 1, zero = 0, microbatches = 1;
   bool sp = false;
   std::string schedule = "1f1b";
+  /// Model chunks per stage under the interleaved schedule (0: two).
+  int64_t chunks = 0;
   /// Layers to generate (0: the reduced default, two layers or the model's own count
   /// if smaller).
   int64_t layers = 0;
@@ -43,7 +45,8 @@ struct Parallel {
 
 /// Reads a model configuration (JSON). Errors name the file and the JSON path.
 bool readModel(const std::string &path, Model &m, std::string &err);
-/// Parses "dp=2,tp=2,sp,ep=2,cp=2,zero=2,microbatches=2,schedule=1f1b,layers=2".
+/// Parses "dp=2,tp=2,sp,ep=2,cp=2,zero=2,microbatches=2,pp=2,schedule=1f1b,chunks=2,
+/// layers=2".
 bool parseParallel(const std::string &text, Parallel &p, std::string &err);
 /// Writes the spec. False with a reason for configurations it cannot generate.
 bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string &err);

@@ -382,6 +382,7 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
 
 LogicalResult Differentiator::run(std::string &why, Location &where) {
   Block *block = grad->getBlock();
+  Operation *before = grad->getPrevNode();
   for (Value w : grad.getWrt())
     active.insert(w);
   // Forward: everything computed from a `wrt` value before the grad op is active.
@@ -431,6 +432,12 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     auto it = adjoint.find(w);
     results.push_back(it != adjoint.end() ? it->second : constant(typeOf(w), 0.0));
   }
+  // The derived backward pass runs where the grad op runs: on a pipelined plan's
+  // stage, its ops carry the grad op's `dist.stage`.
+  if (Attribute stage = grad->getAttr("dist.stage"))
+    for (Operation *o = before ? before->getNextNode() : &block->front();
+         o && o != grad.getOperation(); o = o->getNextNode())
+      o->setAttr("dist.stage", stage);
   grad->replaceAllUsesWith(results);
   grad->erase();
   return success();
