@@ -50,8 +50,9 @@ Usage:
   planproof replay SPEC [replay options]       run the reference and the plan on numbers
                                                and compare under an error model
                                                (docs/replay.md)
-  planproof plan --model MODEL.json --parallel dp=N,tp=N,sp,ep=N,cp=N,zero=N,
-                 microbatches=N[,layers=N,cf=X] [-o OUT.mlir]
+  planproof plan --model MODEL.json --parallel dp=N,tp=N,sp,ep=N,cp=N,pp=N,zero=N,
+                 microbatches=N[,schedule=gpipe|1f1b|interleaved,chunks=N,layers=N,
+                 cf=X] [-o OUT.mlir]
                                                write the reference step and the plan of
                                                a model configuration (docs/plan.md)
   planproof --help | --version
