@@ -14,7 +14,10 @@ int64_t tensorElements(Type t) {
   return r ? numElements(Shape(r.getShape().begin(), r.getShape().end())) : 0;
 }
 
-bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure) {
+/// `spec` (the plan's): an op of one pipeline stage runs on that stage's ranks only.
+bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure,
+                 const Spec *spec = nullptr) {
+  int64_t stages = spec && spec->pipelineAxis >= 0 ? spec->mesh.shape[spec->pipelineAxis] : 1;
   // In double: with up to 2^40 ranks the product can leave int64.
   double total = 0;
   f.walk([&](Operation *op) {
@@ -31,7 +34,8 @@ bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure) {
       for (Type t : op->getResultTypes())
         work += tensorElements(t);
     }
-    total += work * double(ranks);
+    bool staged = stages > 1 && spec->stageOf(op) >= 0;
+    total += work * double(staged ? ranks / stages : ranks);
   });
   if (total > kMaxSymbolicWork) {
     failure = {"the element engine would need about " + std::to_string((long long)std::min(total, 9e18)) +
@@ -248,7 +252,7 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
                         const Checkpoint *load) {
   const Mesh &mesh = spec.mesh;
   int64_t ranks = mesh.numRanks();
-  if (!checkBudget(spec.plan, ranks, failure))
+  if (!checkBudget(spec.plan, ranks, failure, &spec))
     return false;
   SymbolicDomain d{pool};
   // Scatter: rank r's argument is its block of the reference input.
@@ -280,9 +284,10 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
       if (isa<func::ReturnOp, dist::SendOp>(op))
         continue;
       if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
-        // Pipeline messages (docs/pipeline.md): every rank computes every stage's ops
-        // on the same data, so a message only moves values between the ranks of two
-        // stages; an unmatched recv (a schedule violation) receives fresh unknowns.
+        // Pipeline messages (docs/pipeline.md): a recv takes the value the matching
+        // send's operand has on the sending stage's rank with the receiver's other
+        // coordinates; an unmatched recv (a schedule violation) receives fresh
+        // unknowns.
         std::vector<SymTensor> out(ranks);
         auto match = spec.recvFrom.find(&op);
         for (int64_t r = 0; r < ranks; ++r) {
@@ -339,8 +344,16 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
                                      "(an unsupported op's result)",
                              failure);
       std::vector<SymTensor> results(ranks);
+      // An op of one pipeline stage runs on that stage's ranks; every other rank holds
+      // what the stage's rank with its other coordinates computes (its inputs are that
+      // rank's: the stage's own values and messages sent to it), so it is copied, not
+      // recomputed -- a pipeline of pp stages costs each op once per stage rank, not pp
+      // times.
+      int64_t stage = spec.stageOf(&op);
       if (isa<ref::RefDialect>(op.getDialect())) {
         for (int64_t r = 0; r < ranks; ++r) {
+          if (!spec.onStage(r, stage))
+            continue;
           std::vector<const SymTensor *> in;
           std::vector<PolyId> idx;
           for (Value v : op.getOperands()) {
@@ -367,6 +380,9 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
             }
           }
         }
+        for (int64_t r = 0; r < ranks; ++r)
+          if (!spec.onStage(r, stage))
+            results[r] = results[spec.rankOnStage(r, stage)];
       } else if (isa<dist::DistDialect>(op.getDialect())) {
         std::vector<const SymTensor *> in;
         for (int64_t r = 0; r < ranks; ++r)
