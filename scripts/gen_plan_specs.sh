@@ -20,3 +20,17 @@ gen llama3-405b dp=2,pp=2,cp=2,tp=2 llama3-405b_dp2_pp2_cp2_tp2
 gen deepseek-v3-671b pp=2,ep=2,cp=2,tp=2 deepseek-v3-671b_pp2_ep2_cp2_tp2
 # GPipe under dp x tp with sequence parallelism and ZeRO-2, two microbatches.
 gen llama3-70b dp=2,pp=2,tp=2,sp,zero=2,microbatches=2,schedule=gpipe llama3-70b_dp2_pp2_tp2_sp_zero2_gpipe
+
+# Seeded bugs in the generated 4-D plan (sed on what the generator writes).
+bug() { # NAME KIND AT DESCRIPTION SED-SCRIPT
+  sed -e "1a\\
+// BUG: $4" \
+      -e "s|planproof.expect = {verdict = \"verified\"}|planproof.expect = {verdict = \"violated\", kind = \"$2\", at = \"$3\"}|" \
+      -e "$5" "$out/llama3-405b_dp2_pp2_cp2_tp2.mlir" > "$out/llama3-405b_dp2_pp2_cp2_tp2_$1.mlir"
+}
+bug stage0_grad_not_reduced_over_dp reduction %d_l0_wq \
+  "stage 0 sums l0_wq's gradient over cp only, not over dp (a data-parallel all-reduce missing on one pipeline stage)." \
+  's|%d_l0_wq = dist.all_reduce %g_l0_wq over \["dp", "cp"\]|%d_l0_wq = dist.all_reduce %g_l0_wq over ["cp"]|'
+bug recv_before_send schedule %c0_dout \
+  "stage 0 waits for the cotangent before it sends the activation the cotangent needs (unbatched): a deadlock." \
+  '/^    dist.send %l0_x_out from 0 to 1 tag "act\/c1\/mb0" {batch = 1}/{N;s/^\(.*\) {batch = 1}\(.*\)\n\(.*\) {batch = 1}\(.*\)$/\3\4\n\1\2/}'
