@@ -793,11 +793,9 @@ struct Generator {
            grads + " : tensor<f32>, " + tys + "\n  }\n\n";
   }
 
-  std::string plan() {
-    if (p.pp > 1)
-      return pipelinePlan();
+  /// A plan function's body with its arguments (local shapes) declared.
+  Body planBody(const Sizes &z) const {
     Body b;
-    Sizes z = sizes(true);
     for (const Weight &w : weights)
       b.shape[w.name] = localShape(w);
     b.shape["x"] = {z.B, z.Sres, H};
@@ -805,6 +803,30 @@ struct Generator {
     b.shape["mask"] = {z.B, z.S};
     for (auto &[n, sh] : b.shape)
       b.taken.insert(n); // the function's arguments
+    return b;
+  }
+
+  /// The mesh and the plan function around `body`.
+  std::string planFunction(const std::vector<std::string> &body, const std::string &outs,
+                           const std::string &rets, const std::string &rtys,
+                           const std::string &attrs) {
+    std::string text;
+    for (const std::string &l : body)
+      text += "    " + l + "\n";
+    std::string shape;
+    for (size_t i = 0; i < meshShape.size(); ++i)
+      shape += (i ? ", " : "") + std::to_string(meshShape[i]);
+    return "  dist.mesh @mesh axes = " + axesList(meshAxes) + " shape = [" + shape + "]\n\n" +
+           "  func.func @plan(" + functionArgs(true) + ")\n      -> (" + outs +
+           ")\n      attributes {dist.mesh = @mesh" + attrs + "} {\n" + text + "    return " +
+           rets + " : " + rtys + "\n  }\n";
+  }
+
+  std::string plan() {
+    if (p.pp > 1)
+      return pipelinePlan();
+    Sizes z = sizes(true);
+    Body b = planBody(z);
     b.comment("The global count of labelled tokens.");
     std::string count = b.reduceSum("tokens_local", "mask", {0, 1});
     std::vector<std::string> tokenAndCp = tokenAxes;
@@ -886,16 +908,7 @@ struct Generator {
       outs += ",\n          " + b.t(g) + " {dist.value = \"d_" + w.name + "\", dist.layout = " +
               layoutOf(split) + "}";
     }
-    std::string body;
-    for (const std::string &l : b.lines)
-      body += "    " + l + "\n";
-    std::string shape;
-    for (size_t i = 0; i < meshShape.size(); ++i)
-      shape += (i ? ", " : "") + std::to_string(meshShape[i]);
-    return "  dist.mesh @mesh axes = " + axesList(meshAxes) + " shape = [" + shape + "]\n\n" +
-           "  func.func @plan(" + functionArgs(true) + ")\n      -> (" + outs +
-           ")\n      attributes {dist.mesh = @mesh} {\n" + body + "    return " + rets + " : " +
-           rtys + "\n  }\n";
+    return planFunction(b.lines, outs, rets, rtys, "");
   }
   //===--------------------------------------------------------------------===//
   // Pipeline parallelism
@@ -970,15 +983,8 @@ struct Generator {
   /// the chunk's load-balancing shares, with respect to the chunk's weights and input,
   /// whose gradient is sent back. Each stage writes its events in its schedule's order.
   std::string pipelinePlan() {
-    Body b;
     Sizes z = sizes(true);
-    for (const Weight &w : weights)
-      b.shape[w.name] = localShape(w);
-    b.shape["x"] = {z.B, z.Sres, H};
-    b.shape["labels"] = {z.B, z.S, V};
-    b.shape["mask"] = {z.B, z.S};
-    for (auto &[n, sh] : b.shape)
-      b.taken.insert(n);
+    Body b = planBody(z);
     const int64_t S = p.pp, M = p.microbatches, Bm = z.B / M, last = S * v - 1;
     int64_t ranks = 1;
     for (int64_t n : meshShape)
@@ -1209,16 +1215,7 @@ struct Generator {
       rtys += ", " + b.t(g);
       outs += ",\n          " + attrs;
     }
-    std::string text;
-    for (const std::string &l : body)
-      text += "    " + l + "\n";
-    std::string shape;
-    for (size_t i = 0; i < meshShape.size(); ++i)
-      shape += (i ? ", " : "") + std::to_string(meshShape[i]);
-    return "  dist.mesh @mesh axes = " + axesList(meshAxes) + " shape = [" + shape + "]\n\n" +
-           "  func.func @plan(" + functionArgs(true) + ")\n      -> (" + outs +
-           ")\n      attributes {dist.mesh = @mesh, dist.pipeline = \"pp\"} {\n" + text +
-           "    return " + rets + " : " + rtys + "\n  }\n";
+    return planFunction(body, outs, rets, rtys, ", dist.pipeline = \"pp\"");
   }
 
 };
