@@ -45,6 +45,8 @@ AXES = [
                                     "pp=4,microbatches=4,schedule=interleaved"]),
     ("4-D", "llama3-405b", ["dp=2,pp=2,cp=2,tp=2", "dp=2,pp=2,cp=2,tp=2,microbatches=2",
                             "dp=2,pp=4,cp=2,tp=2,microbatches=4", "dp=4,pp=4,cp=2,tp=4,microbatches=4"]),
+    ("MoE 3-D/4-D with pp (dense layer, then MoE)", "deepseek-v3-671b",
+     ["pp=2,ep=2,tp=2", "pp=2,ep=2,cp=2,tp=2", "dp=2,pp=2,ep=2,tp=2", "dp=2,pp=2,ep=2,cp=2,tp=2"]),
     ("ep (MoE)", "deepseek-v3-671b", ["ep=2,layers=1", "ep=4,layers=1", "ep=8,layers=1"]),
     ("MoE 3-D/4-D", "deepseek-moe-16b", ["ep=2,tp=2,layers=1", "ep=2,cp=2,layers=1",
                                          "ep=2,cp=2,tp=2,layers=1", "dp=2,ep=2,cp=2,tp=2,layers=1"]),
