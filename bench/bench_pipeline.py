@@ -12,14 +12,12 @@ wall time and peak resident memory; medians over --runs runs. Each run is limite
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PLANPROOF, ROOT, verify_timed  # noqa: E402
+from common import PLANPROOF, ROOT, summarize, verify_timed, write_results  # noqa: E402
 
 GEN = os.path.join(ROOT, "scripts", "gen_pipeline_specs.py")
 
@@ -69,17 +67,13 @@ def main():
             rows.append(f"| {label} | {S} | {M} | {dp} | {kind} | {v} | {S * v} | {S * dp} | past {args.limit} s | | | |")
         else:
             verdict, _, _, _, ranks, _ = results[-1]
-            eng = statistics.median(r[1] for r in results) / 1000
-            wall = statistics.median(r[2] for r in results)
-            peak = max(r[3] for r in results)
+            eng, wall, peak = summarize(results)
             rows.append(f"| {label} | {S} | {M} | {dp} | {kind} | {v} | {S * v} | {ranks} | {verdict} | "
                         f"{eng:.2f} | {wall:.2f} | {peak:.0f} |")
         print(rows[-1], flush=True)
     text = "\n".join(rows) + "\n"
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(f"Command: python3 bench/bench_pipeline.py --runs {args.runs}\n\n"
-                     "Machine: cpp-kernels (2 cores, 24 GiB), " + time.strftime("%Y-%m-%d") + "\n\n" + text)
+        write_results(args.out, f"python3 bench/bench_pipeline.py --runs {args.runs}", text)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PLANPROOF, ROOT  # noqa: E402
+from common import PLANPROOF, ROOT, write_results  # noqa: E402
 
 SPEC = os.path.join(ROOT, "verify-specs", "json", "mlp_tp8_parametric.json")
 SIZES = [(64, 256, 1024), (128, 512, 2048), (256, 1024, 2048)]
@@ -111,9 +111,7 @@ def main():
         rows += llama_rows(args.runs)
     text = "\n".join(rows) + "\n"
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(f"Command: python3 bench/bench_replay.py --runs {args.runs} --part {args.part}\n\n"
-                     "Machine: cpp-kernels (2 cores, 24 GiB), " + time.strftime("%Y-%m-%d") + "\n\n" + text)
+        write_results(args.out, f"python3 bench/bench_replay.py --runs {args.runs} --part {args.part}", text)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,12 @@ the maximum).
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PLANPROOF, ROOT, verify_timed  # noqa: E402
+from common import PLANPROOF, ROOT, summarize, verify_timed, write_results  # noqa: E402
 
 MODELS = os.path.join(ROOT, "verify-specs", "models")
 
@@ -105,18 +103,14 @@ def main():
                 stop = True
             else:
                 verdict, _, _, _, ranks, why = results[-1]
-                eng = statistics.median(r[1] for r in results) / 1000
-                wall = statistics.median(r[2] for r in results)
-                peak = max(r[3] for r in results)
+                eng, wall, peak = summarize(results)
                 v = verdict + (f" ({why})" if why else "")
                 rows.append(f"| {axis} | {model} | {par} | {ranks} | {v} | {eng:.2f} | {wall:.2f} | {peak:.0f} |")
                 stop = verdict == "inconclusive"
             print(rows[-1], flush=True)
     text = "\n".join(rows) + "\n"
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(f"Command: python3 bench/bench_scaling.py --runs {args.runs} --limit {args.limit}\n\n"
-                     "Machine: cpp-kernels (2 cores, 24 GiB), " + time.strftime("%Y-%m-%d") + "\n\n" + text)
+        write_results(args.out, f"python3 bench/bench_scaling.py --runs {args.runs} --limit {args.limit}", text)
 
 
 if __name__ == "__main__":

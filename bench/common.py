@@ -30,3 +30,20 @@ def verify_timed(spec, limit):
     except subprocess.TimeoutExpired:
         return None
     return p, time.perf_counter() - t0, int(p.stderr.strip().splitlines()[-1]) / 1024
+
+
+def summarize(results):
+    """Medians over runs of (verdict, engine ms, wall s, peak MiB, ...) rows: engine
+    seconds, wall seconds, and the largest peak."""
+    import statistics
+    return (statistics.median(r[1] for r in results) / 1000,
+            statistics.median(r[2] for r in results),
+            max(r[3] for r in results))
+
+
+def write_results(path, command, text):
+    """A results file: the command that reproduces it, the machine and date, the table."""
+    import time
+    with open(path, "w") as fh:
+        fh.write(f"Command: {command}\n\nMachine: cpp-kernels (2 cores, 24 GiB), "
+                 + time.strftime("%Y-%m-%d") + "\n\n" + text)
