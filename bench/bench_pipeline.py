@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PLANPROOF, ROOT, summarize, verify_timed, write_results  # noqa: E402
+from common import PLANPROOF, ROOT, repeat, summarize, verify_timed, write_results  # noqa: E402
 
 GEN = os.path.join(ROOT, "scripts", "gen_pipeline_specs.py")
 
@@ -57,12 +57,7 @@ def main():
     for label, S, M, dp, kind, v in SWEEPS:
         spec = os.path.join(tmp, f"p_{S}_{M}_{dp}_{kind}_{v}.mlir")
         subprocess.run([sys.executable, GEN, "--one", spec, str(S), str(M), str(dp), kind, str(v)], check=True)
-        results = []
-        for _ in range(args.runs):
-            r = run(spec, args.limit)
-            if r is None:
-                break
-            results.append(r)
+        results = repeat(lambda: run(spec, args.limit), args.runs)
         if not results:
             rows.append(f"| {label} | {S} | {M} | {dp} | {kind} | {v} | {S * v} | {S * dp} | past {args.limit} s | | | |")
         else:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PLANPROOF, ROOT, summarize, verify_timed, write_results  # noqa: E402
+from common import PLANPROOF, ROOT, repeat, summarize, verify_timed, write_results  # noqa: E402
 
 MODELS = os.path.join(ROOT, "verify-specs", "models")
 
@@ -92,12 +92,7 @@ def main():
                 rows.append(f"| {axis} | {model} | {par} | | not generated: {g.stderr.strip()[:80]} | | | |")
                 print(rows[-1], flush=True)
                 continue
-            results = []
-            for _ in range(args.runs):
-                r = run(spec, args.limit)
-                if r is None:
-                    break
-                results.append(r)
+            results = repeat(lambda: run(spec, args.limit), args.runs)
             if not results:
                 rows.append(f"| {axis} | {model} | {par} | | past {args.limit} s | | | |")
                 stop = True

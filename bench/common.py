@@ -47,3 +47,14 @@ def write_results(path, command, text):
     with open(path, "w") as fh:
         fh.write(f"Command: {command}\n\nMachine: cpp-kernels (2 cores, 24 GiB), "
                  + time.strftime("%Y-%m-%d") + "\n\n" + text)
+
+
+def repeat(run, runs):
+    """Up to `runs` results of `run()`, stopping at the first None (past the limit)."""
+    results = []
+    for _ in range(runs):
+        r = run()
+        if r is None:
+            break
+        results.append(r)
+    return results
