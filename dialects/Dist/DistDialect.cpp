@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Dist/DistDialect.h"
+#include "Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -235,10 +236,9 @@ int64_t MeshOp::axisIndex(StringRef axis) {
 }
 
 int64_t MeshOp::numRanks() {
-  int64_t n = 1;
-  for (int64_t s : getShape())
-    n *= s;
-  return n;
+  // At most 2^40 once verified; saturate on unverified meshes instead of wrapping.
+  int64_t n = planproof::checkedProduct(getShape(), planproof::kMaxRanks);
+  return n < 0 ? planproof::kMaxRanks + 1 : n;
 }
 
 LogicalResult MeshOp::verify() {
@@ -255,8 +255,9 @@ LogicalResult MeshOp::verify() {
       return emitOpError() << "axis names must be non-empty and not '_'";
     if (!seen.insert(name).second)
       return emitOpError() << "axis '" << name << "' is declared twice";
-    if (s < 1)
-      return emitOpError() << "axis '" << name << "' has size " << s << "; sizes must be >= 1";
+    if (s < 1 || s > planproof::kMaxAxisSize)
+      return emitOpError() << "axis '" << name << "' has size " << s
+                           << "; sizes must be between 1 and 2^20";
     if (ranks > (int64_t(1) << 40) / s)
       return emitOpError() << "has more than 2^40 ranks";
     ranks *= s;
@@ -317,7 +318,10 @@ FailureOr<RankedTensorType> planproof::dist::expectedResultType(Operation *op) {
   if (!mesh)
     return op->emitOpError() << "must be inside a plan function with a '" << kMeshAttr
                              << "' attribute naming a dist.mesh";
-  auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto in = op->getNumOperands() == 1 ? dyn_cast<RankedTensorType>(op->getOperand(0).getType())
+                                      : RankedTensorType();
+  if (!in)
+    return op->emitOpError() << "takes exactly one operand, a ranked tensor";
   auto axes = op->getAttrOfType<ArrayAttr>("axes");
   if (!axes)
     return op->emitOpError() << "requires a string array attribute 'axes'";
@@ -338,7 +342,8 @@ FailureOr<RankedTensorType> planproof::dist::expectedResultType(Operation *op) {
       return op->emitOpError() << "split_dim " << sd << " of size " << shape[sd]
                                << " does not divide by the " << *n << " ranks of axes " << axes;
     shape[sd] /= *n;
-    shape[cd] *= *n;
+    if (!planproof::checkedMul(shape[cd], *n, shape[cd]) || shape[cd] > planproof::kMaxDimSize)
+      return op->emitOpError() << "concat_dim " << cd << " would be larger than 2^31";
     return RankedTensorType::get(shape, in.getElementType());
   }
   auto dimAttr = op->getAttrOfType<IntegerAttr>("dim");
@@ -356,7 +361,8 @@ FailureOr<RankedTensorType> planproof::dist::expectedResultType(Operation *op) {
     return op->emitOpError() << "zigzag: dimension " << dim << " of size " << shape[dim]
                              << " is not two chunks";
   if (isa<AllGatherOp>(op)) {
-    shape[dim] *= *n;
+    if (!planproof::checkedMul(shape[dim], *n, shape[dim]) || shape[dim] > planproof::kMaxDimSize)
+      return op->emitOpError() << "the gathered dimension " << dim << " would be larger than 2^31";
   } else {
     if (shape[dim] % *n != 0)
       return op->emitOpError() << "dimension " << dim << " of size " << shape[dim]
@@ -402,8 +408,10 @@ LogicalResult AxisIndexOp::verify() {
 /// of a (possibly 0-D) entry; a tensor piece has the entry's rank and fits in it.
 static LogicalResult verifyPiece(Operation *op, Type type, ArrayRef<int64_t> shape,
                                  size_t offsets) {
-  if (llvm::any_of(shape, [](int64_t d) { return d < 1 || d > (int64_t(1) << 40); }))
-    return op->emitOpError() << "entry shape sizes must be between 1 and 2^40";
+  if (llvm::any_of(shape, [](int64_t d) { return d < 1 || d > planproof::kMaxDimSize; }) ||
+      planproof::checkedProduct(shape) < 0)
+    return op->emitOpError() << "entry shape sizes must be between 1 and 2^31, with at most "
+                                "2^40 elements";
   if (offsets != shape.size())
     return op->emitOpError() << "needs one offset per dimension of the entry (" << shape.size()
                              << "), got " << offsets;

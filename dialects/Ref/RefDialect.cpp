@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Ref/RefDialect.h"
+#include "Support/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -168,9 +169,12 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
 
 LogicalResult ReshapeOp::verify() {
   auto in = getInput().getType(), res = getResult().getType();
-  if (in.getNumElements() != res.getNumElements())
-    return emitOpError() << "cannot reshape " << in.getNumElements() << " elements into "
-                         << res.getNumElements();
+  // Counted with overflow checks: a wrapped count must not make two sizes look equal.
+  int64_t n = planproof::checkedProduct(in.getShape()), m = planproof::checkedProduct(res.getShape());
+  if (n < 0 || m < 0)
+    return emitOpError() << "operand or result has more than 2^40 elements or a dynamic size";
+  if (n != m)
+    return emitOpError() << "cannot reshape " << n << " elements into " << m;
   return success();
 }
 
@@ -204,10 +208,11 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location
   if ((int64_t)off.size() != in.getRank() || (int64_t)sizes.size() != in.getRank())
     return fail(loc, "ref.slice: 'offsets' and 'sizes' need one entry per dimension");
   for (int64_t d = 0; d < in.getRank(); ++d)
-    if (off[d] < 0 || sizes[d] < 1 || off[d] + sizes[d] > in.getDimSize(d))
-      return fail(loc, "ref.slice: dimension " + Twine(d) + ": [" + Twine(off[d]) + ", " +
-                           Twine(off[d] + sizes[d]) + ") is outside [0, " +
-                           Twine(in.getDimSize(d)) + ")");
+    if (sizes[d] < 1 || !planproof::rangeInside(off[d], sizes[d], in.getDimSize(d)))
+      return fail(loc, "ref.slice: dimension " + Twine(d) + ": offset " + Twine(off[d]) +
+                           " and size " + Twine(sizes[d]) + " are out of bounds: the slice "
+                           "must lie inside [0, " + Twine(in.getDimSize(d)) +
+                           ") with a size of at least 1");
   out.push_back(f32Tensor(ctx, sizes));
   return success();
 }
@@ -232,7 +237,9 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locatio
     for (int64_t d = 0; d < t.getRank(); ++d)
       if (d != dim && t.getDimSize(d) != first.getDimSize(d))
         return fail(loc, "ref.concat: operands differ in dimension " + Twine(d));
-    shape[dim] += t.getDimSize(dim);
+    if (!planproof::checkedAdd(shape[dim], t.getDimSize(dim), shape[dim]) ||
+        shape[dim] > planproof::kMaxDimSize)
+      return fail(loc, "ref.concat: the concatenated dimension is larger than 2^31");
   }
   out.push_back(f32Tensor(ctx, shape));
   return success();
@@ -433,11 +440,12 @@ LogicalResult CapacityDispatchOp::inferReturnTypes(MLIRContext *ctx, std::option
   auto in = asTensor(operands[0]);
   if (!in || in.getRank() != 2)
     return fail(loc, "ref.capacity_dispatch: the routing mask must be [tokens, experts]");
-  int64_t c = adaptor.getCapacity(), g = adaptor.getGroups();
-  if (c < 1 || g < 1 || c > (1 << 20) || in.getDimSize(0) % g != 0)
+  int64_t c = adaptor.getCapacity(), g = adaptor.getGroups(), slots;
+  if (c < 1 || g < 1 || c > (1 << 20) || in.getDimSize(0) % g != 0 ||
+      !planproof::checkedMul(g, c, slots) || slots > planproof::kMaxDimSize)
     return fail(loc, "ref.capacity_dispatch: capacity and groups must be positive, and the " +
                          Twine(in.getDimSize(0)) + " tokens must divide into " + Twine(g) +
                          " groups");
-  out.push_back(f32Tensor(ctx, {in.getDimSize(0), in.getDimSize(1), g * c}));
+  out.push_back(f32Tensor(ctx, {in.getDimSize(0), in.getDimSize(1), slots}));
   return success();
 }

@@ -1,5 +1,6 @@
 //===- Decide.cpp - deciding one element equality --------------*- C++ -*-===//
 #include "Engine/Decide.h"
+#include "Engine/ExactEval.h"
 
 #include <z3++.h>
 
@@ -27,7 +28,8 @@ bool differsAt(Evaluator &eval, PolyId p, PolyId q, const std::vector<double> &v
 /// minimization zeroes halves, then quarters, ... of the remaining inputs (delta
 /// debugging), within a budget of evaluations: every evaluation walks the whole
 /// expression graph, which is large for deep models.
-bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &values) {
+bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &values,
+                    bool &unconfirmed) {
   std::vector<uint32_t> support = pool.support(p);
   for (uint32_t s : pool.support(q))
     support.push_back(s);
@@ -43,7 +45,12 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
   // count of zero is no evidence either way).
   std::bernoulli_distribution sparse(0.15);
   auto draw = [&](uint32_t s, int trial) -> double {
+    // Integer step inputs (seeds, counters, step counts, bound 2^30) are drawn where
+    // the step's arithmetic means something: small counts, not 2^30, where 0.9^t
+    // underflows and every bias correction looks alike.
     int64_t bound = pool.input(s).bound;
+    if (bound >= (int64_t(1) << 20))
+      bound = 17;
     if (bound > 0) {
       if (trial == 0)
         return std::min<int64_t>(1, bound - 1);
@@ -59,14 +66,26 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
       return dist(rng) / 2.0;
     return trial == 0 ? 1.0 : (double)dist(rng);
   };
+  // A point counts only once exact evaluation confirms it (Engine/ExactEval.h): in
+  // doubles, cancellation can make equal values look different.
   bool found = false;
   for (int trial = 0; trial < 24 && !found; ++trial) {
     for (uint32_t s : support)
       values[s] = draw(s, trial);
-    found = differsAt(eval, p, q, values);
+    if (differsAt(eval, p, q, values)) {
+      found = certainlyDifferent(pool, p, q, values);
+      unconfirmed |= !found;
+    }
+  }
+  // Rounding can also hide a difference: a few points evaluated exactly.
+  for (int trial = 0; trial < 4 && !found; ++trial) {
+    for (uint32_t s : support)
+      values[s] = draw(s, 1 + trial);
+    found = certainlyDifferent(pool, p, q, values);
   }
   if (!found)
     return false;
+  const std::vector<double> confirmed = values;
   int budget = 150;
   for (double target : {0.0, 1.0}) {
     for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
@@ -93,6 +112,9 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
         break;
     }
   }
+  // The minimization compares in doubles; the reported point must be confirmed too.
+  if (!certainlyDifferent(pool, p, q, values))
+    values = confirmed;
   return true;
 }
 
@@ -133,8 +155,8 @@ struct Z3Encoder {
       return it->second;
     z3::expr sum = ctx.real_val(0);
     for (auto &[m, c] : pool.poly(p).terms) {
-      z3::expr prod = ctx.real_val(std::to_string(c.numerator()).c_str()) /
-                      ctx.real_val(std::to_string(c.denominator()).c_str());
+      z3::expr prod = ctx.real_val(c.numeratorStr().c_str()) /
+                      ctx.real_val(c.denominatorStr().c_str());
       for (auto &[a, e] : pool.mono(m).factors) {
         z3::expr base = atom(a);
         for (uint32_t k = 0; k < e; ++k)
@@ -204,7 +226,8 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
   bool lattice = pool.hasLatticeAtoms(plan) || pool.hasLatticeAtoms(reference);
   bool functions = pool.hasApplications(plan) || pool.hasApplications(reference);
   // A concrete difference with every function at its real definition settles it.
-  if (concreteSearch(pool, plan, reference, d.assignment)) {
+  bool unconfirmed = false;
+  if (concreteSearch(pool, plan, reference, d.assignment, unconfirmed)) {
     d.result = Equality::Unequal;
     d.byCanonicalForm = !lattice;
     return d;
@@ -214,9 +237,13 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
     // functions the solver only has to produce the witness.
     if (functions) {
       d.result = Equality::Unknown;
-      d.reason = "the canonical forms differ (through uninterpreted functions or unexpanded "
-                 "products), but no concrete counterexample was found with the functions' "
-                 "real definitions";
+      d.reason = unconfirmed
+                     ? "the canonical forms differ (through uninterpreted functions or "
+                       "unexpanded products); floating-point evaluation showed differences "
+                       "that exact evaluation does not confirm (rounding, not a witness)"
+                     : "the canonical forms differ (through uninterpreted functions or "
+                       "unexpanded products), but no concrete counterexample was found with "
+                       "the functions' real definitions";
       return d;
     }
   }
@@ -254,15 +281,16 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
       d.assignment.assign(pool.numInputs(), 0.0);
       for (auto &[id, e] : enc.inputs)
         d.assignment[id] = numeralToDouble(model.eval(e, true));
-      Evaluator eval(pool);
-      if (differsAt(eval, plan, reference, d.assignment) || !functions) {
+      if (certainlyDifferent(pool, plan, reference, d.assignment)) {
         d.result = Equality::Unequal;
         d.assignmentFromSolver = true;
         return d;
       }
       d.result = Equality::Unknown;
-      d.reason = "Z3 found a difference only for uninterpreted functions, and it does not "
-                 "hold for their real definitions";
+      d.reason = functions ? "Z3 found a difference only for uninterpreted functions, and it "
+                             "does not hold for their real definitions"
+                           : "Z3 found a difference, but not at a point that exact evaluation "
+                             "at double precision confirms";
       return d;
     }
     case z3::unknown:

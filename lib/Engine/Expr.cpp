@@ -39,8 +39,8 @@ PolyId ExprPool::internPoly(Poly &&p) {
   key.reserve(p.terms.size() * 3);
   for (auto &[m, c] : p.terms) {
     key.push_back(m);
-    key.push_back((uint64_t)c.numerator());
-    key.push_back((uint64_t)c.denominator());
+    key.push_back(c.key().first);
+    key.push_back(c.key().second);
   }
   auto [it, inserted] = polyIds.emplace(std::move(key), (uint32_t)polys.size());
   if (inserted) {
@@ -48,6 +48,11 @@ PolyId ExprPool::internPoly(Poly &&p) {
     if (totalTerms > maxTotalTerms)
       throw NumericLimit("the symbolic execution outgrew its memory budget (" +
                          std::to_string(maxTotalTerms) + " terms) at this shape");
+    uint32_t depth = 0;
+    for (auto &[m, c] : p.terms)
+      for (auto &[a, e] : monos[m].factors)
+        depth = std::max(depth, atomDepth[a]);
+    polyDepth.push_back(depth);
     polys.push_back(std::move(p));
   }
   return it->second;
@@ -70,9 +75,17 @@ AtomId ExprPool::internAtom(Atom &&a) {
     key.push_back(a.input);
   for (PolyId p : a.args)
     key.push_back(p);
+  uint32_t depth = 0;
+  for (PolyId p : a.args)
+    depth = std::max(depth, polyDepth[p] + 1);
+  if (depth > kMaxDepth)
+    throw NumericLimit("an expression nests more than " + std::to_string(kMaxDepth) +
+                       " function applications");
   auto [it, inserted] = atomIds.emplace(std::move(key), (uint32_t)atoms.size());
-  if (inserted)
+  if (inserted) {
     atoms.push_back(std::move(a));
+    atomDepth.push_back(depth);
+  }
   return it->second;
 }
 
@@ -195,6 +208,36 @@ PolyId ExprPool::mul(PolyId a, PolyId b) {
     return scale(b, c);
   if (isConstant(b, &c))
     return scale(a, c);
+  // recip(t) * t = 1 for t != 0: a sum whose every term holds recip(b) (or recip(a)),
+  // times b (a), loses one power of the reciprocal instead of being expanded.
+  for (int side = 0; side < 2; ++side) {
+    PolyId t = side ? a : b, s = side ? b : a;
+    std::vector<uint64_t> key{1 + (uint64_t)Fn::Recip, t};
+    auto rec = atomIds.find(key);
+    if (rec == atomIds.end() || !provablyNonnegative(t, true))
+      continue;
+    AtomId r = rec->second;
+    bool everyTerm = !polys[s].terms.empty();
+    for (auto &[m, cf] : polys[s].terms)
+      everyTerm &= std::any_of(monos[m].factors.begin(), monos[m].factors.end(), [&](const auto &f) { return f.first == r; });
+    if (!everyTerm)
+      continue;
+    Poly out;
+    for (auto &[m, cf] : polys[s].terms) {
+      Monomial mm = monos[m];
+      for (auto it = mm.factors.begin(); it != mm.factors.end(); ++it)
+        if (it->first == r) {
+          if (--it->second == 0)
+            mm.factors.erase(it);
+          break;
+        }
+      out.terms.push_back({internMono(std::move(mm)), cf});
+    }
+    // Removing a factor keeps the monomials distinct, but not sorted.
+    std::sort(out.terms.begin(), out.terms.end(),
+              [](const auto &x, const auto &y) { return x.first < y.first; });
+    return internPoly(std::move(out));
+  }
   const auto &ta = polys[a].terms, &tb = polys[b].terms;
   bool bothSums = ta.size() > 1 && tb.size() > 1 && ta.size() * tb.size() > kExpandLimit;
   bool hugeTimesTerm = std::max(ta.size(), tb.size()) > kHugePoly;
@@ -218,10 +261,93 @@ PolyId ExprPool::mul(PolyId a, PolyId b) {
         it->second = it->second + ca * cb;
     }
   Poly r;
+  bool roots = false;
   for (auto &[m, cf] : acc)
-    if (!cf.isZero())
+    if (!cf.isZero()) {
       r.terms.push_back({m, cf});
-  return internPoly(std::move(r));
+      for (auto &[at, e] : monos[m].factors)
+        roots |= e >= 2 && !atoms[at].isInput && atoms[at].fn == Fn::Sqrt;
+    }
+  PolyId out = internPoly(std::move(r));
+  return roots ? simplifyRoots(out) : out;
+}
+
+PolyId ExprPool::simplifyRoots(PolyId p) {
+  // Every term c * M * sqrt(s)^e with s >= 0 becomes c * M * s^(e/2) * sqrt(s)^(e%2).
+  std::vector<PolyId> parts;
+  bool changed = false;
+  Poly rest;
+  for (auto &[m, cf] : polys[p].terms) {
+    const Monomial &mono = monos[m];
+    Monomial kept;
+    std::vector<PolyId> squares;
+    for (auto &[at, e] : mono.factors) {
+      const Atom &atom = atoms[at];
+      if (e >= 2 && !atom.isInput && atom.fn == Fn::Sqrt && provablyNonnegative(atom.args[0])) {
+        for (uint32_t k = 0; k < e / 2; ++k)
+          squares.push_back(atom.args[0]);
+        if (e % 2)
+          kept.factors.push_back({at, 1});
+        continue;
+      }
+      kept.factors.push_back({at, e});
+    }
+    if (squares.empty()) {
+      rest.terms.push_back({m, cf});
+      continue;
+    }
+    changed = true;
+    Poly one;
+    one.terms.push_back({internMono(std::move(kept)), cf});
+    PolyId term = internPoly(std::move(one));
+    for (PolyId s : squares)
+      term = mul(term, s);
+    parts.push_back(term);
+  }
+  if (!changed)
+    return p;
+  parts.push_back(internPoly(std::move(rest)));
+  return sum(parts);
+}
+
+bool ExprPool::atomNonnegative(AtomId a, bool strict) const {
+  const Atom &at = atoms[a];
+  if (at.isInput)
+    return !strict && (inputs[at.input].bound > 0 || inputs[at.input].nonnegative);
+  switch (at.fn) {
+  case Fn::Exp:
+  case Fn::Rsqrt:
+    return true; // positive wherever defined
+  case Fn::Sqrt:
+  case Fn::Eq:
+  case Fn::DropMask:
+  case Fn::TopK:
+    return !strict;
+  case Fn::Recip:
+    return provablyNonnegative(at.args[0], true);
+  default:
+    return false;
+  }
+}
+
+bool ExprPool::provablyNonnegative(PolyId p, bool strict) const {
+  const auto &t = polys[p].terms;
+  if (t.empty())
+    return !strict;
+  bool positivePart = false;
+  for (auto &[m, c] : t) {
+    if (c.sign() <= 0)
+      return false;
+    bool termPositive = true;
+    for (auto &[a, e] : monos[m].factors) {
+      bool even = e % 2 == 0;
+      if (!even && !atomNonnegative(a, false))
+        return false;
+      termPositive &= atomNonnegative(a, true);
+    }
+    positivePart |= termPositive;
+  }
+  return !strict || positivePart;
 }
 
 PolyId ExprPool::apply(Fn f, std::vector<PolyId> args) {
@@ -251,7 +377,7 @@ PolyId ExprPool::apply(Fn f, std::vector<PolyId> args) {
     for (size_t i = 0; i < flat.size() && allConst; ++i) {
       Rational v;
       allConst = isConstant(flat[i], &v);
-      if (allConst && (i == 0 || v.toDouble() > best.toDouble()))
+      if (allConst && (i == 0 || best < v))
         best = v;
     }
     if (allConst && f == Fn::Max)
@@ -383,7 +509,7 @@ void ExprPool::strPoly(PolyId p, std::string &out, size_t maxChars) const {
     }
     const Rational &c = t[i].second;
     const auto &f = monos[t[i].first].factors;
-    bool neg = c.numerator() < 0;
+    bool neg = c.sign() < 0;
     if (i)
       out += neg ? " - " : " + ";
     else if (neg)

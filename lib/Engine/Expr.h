@@ -13,7 +13,7 @@
 #ifndef PLANPROOF_ENGINE_EXPR_H
 #define PLANPROOF_ENGINE_EXPR_H
 
-#include "Engine/Rational.h"
+#include "Support/Rational.h"
 #include "Semantics/Functions.h"
 
 #include <cstdint>
@@ -34,6 +34,8 @@ struct InputSymbol {
   std::vector<int64_t> index;
   /// 0 for a real value; N > 0 for an integer in [0, N) (a token id).
   int64_t bound = 0;
+  /// A real input declared nonnegative (ref.nonnegative: second moments, variances).
+  bool nonnegative = false;
   std::string str() const;
 };
 
@@ -71,6 +73,10 @@ public:
   /// A polynomial this large is not distributed over even a single-term factor: the
   /// product stays an atom, so that deep networks do not multiply their sizes per layer.
   static constexpr size_t kHugePoly = 4096;
+  /// Deepest nesting of function applications: every walk over an expression (the
+  /// evaluators, the solver encoding, rendering) recurses once per level, so deeper
+  /// expressions end in NumericLimit (inconclusive), never in a stack overflow.
+  static constexpr uint32_t kMaxDepth = 2000;
 
   /// `maxTerms` bounds the size of any one polynomial; past it, NumericLimit is thrown
   /// (the verifier turns that into *inconclusive*).
@@ -112,6 +118,14 @@ public:
   bool hasApplications(PolyId p);
   /// The input symbols `p` depends on, sorted.
   std::vector<uint32_t> support(PolyId p);
+  /// Whether `p` is >= 0 (or > 0, with `strict`) for every value of the inputs where it
+  /// is defined, by its terms: positive coefficients times monomials of even powers
+  /// and of atoms that are never negative (integer inputs in [0, N), exp, sqrt, rsqrt,
+  /// indicators, dropout masks), plus, for `strict`, a positive constant term or a term
+  /// of atoms that are never zero (exp, rsqrt).
+  bool provablyNonnegative(PolyId p, bool strict = false) const;
+  /// The nesting depth of function applications in `p`.
+  uint32_t depth(PolyId p) const { return polyDepth[p]; }
   /// The number of terms in the expression DAG of `p` (shared subexpressions once),
   /// counting up to `limit`: the size of what a solver would be given.
   size_t dagTerms(PolyId p, size_t limit) const;
@@ -121,6 +135,10 @@ public:
 
 private:
   PolyId internPoly(Poly &&p);
+  /// The algebra canonical forms add to the ring's: sqrt(s)^2 = s for s >= 0, and
+  /// recip(t) * t = 1 for t != 0 (docs/semantics.md). Applied to a product's terms.
+  PolyId simplifyRoots(PolyId p);
+  bool atomNonnegative(AtomId a, bool strict) const;
   MonoId internMono(Monomial &&m);
   AtomId internAtom(Atom &&a);
   MonoId mulMono(MonoId a, MonoId b);
@@ -130,6 +148,7 @@ private:
   std::vector<Poly> polys;
   std::vector<Monomial> monos;
   std::vector<Atom> atoms;
+  std::vector<uint32_t> polyDepth, atomDepth;
   std::unordered_map<std::vector<uint64_t>, uint32_t, VecHash> polyIds, monoIds, atomIds;
   std::unordered_map<uint64_t, MonoId> monoProducts;
   /// Bit 0: contains a function application; bit 1: contains a solver-exact function.

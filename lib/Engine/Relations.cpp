@@ -69,9 +69,9 @@ bool RelationFinder::matches(const std::vector<SymTensor> &perRank, const SymTen
         double r1 = a1 / b1, r2 = a2 / b2;
         if (std::fabs(r1 - r2) > 1e-9 * std::max(1.0, std::fabs(r1)))
           return false;
-        c = Rational::fromDouble(r1);
-        if (c.isZero() || c.denominator() > 1024 || c.numerator() > 1024 ||
-            c.numerator() < -1024 || std::fabs(c.toDouble() - r1) > 1e-9 * std::fabs(r1))
+        c = Rational::approximate(r1, 1e-12, 1024);
+        if (c.isZero() || !c.isSmall() || c.denominator() > 1024 || c.numerator() > 1024 ||
+            c.numerator() < -1024 || std::fabs(c.toDouble() - r1) > 1e-12 * std::fabs(r1))
           return false;
       }
       if (haveScale && c != scale)
@@ -233,15 +233,66 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
   }
 }
 
+std::vector<int> RelationFinder::exactCandidates(const std::vector<SymTensor> &perRank) {
+  if (!indexed) {
+    indexed = true;
+    for (int i = 0; i < (int)refs.size(); ++i)
+      for (PolyId p : refs[i].tensor->data) {
+        double f = fingerprint(p);
+        if (std::isfinite(f))
+          fpIndex.push_back({f, i});
+      }
+    std::sort(fpIndex.begin(), fpIndex.end());
+    fpIndex.erase(std::unique(fpIndex.begin(), fpIndex.end()), fpIndex.end());
+  }
+  std::vector<int> out;
+  if (perRank.empty() || perRank[0].data.empty())
+    return out;
+  // The first element of rank 0 whose fingerprint is not 0 (zeros are everywhere).
+  size_t l = 0;
+  while (l + 1 < perRank[0].data.size() && fingerprint(perRank[0].data[l]) == 0)
+    ++l;
+  // It, and its sums over every group of mesh axes (the partial readings).
+  size_t axes = std::min<size_t>(mesh.axes.size(), 6);
+  for (uint32_t subset = 0; subset < (1u << axes); ++subset) {
+    std::vector<int> group;
+    for (size_t a = 0; a < axes; ++a)
+      if (subset & (1u << a))
+        group.push_back((int)a);
+    double v = 0;
+    for (int64_t m : mesh.group(0, group))
+      v += fingerprint(perRank[m].data[l]);
+    if (!std::isfinite(v))
+      continue;
+    double tol = 1e-9 * std::max(1.0, std::fabs(v));
+    auto it = std::lower_bound(fpIndex.begin(), fpIndex.end(), std::make_pair(v - tol, -1));
+    for (; it != fpIndex.end() && it->first <= v + tol; ++it)
+      out.push_back(it->second);
+    // An average over the group reads the same element times the group size.
+    if (!group.empty()) {
+      double n = (double)mesh.groupSize(group), w = v / n;
+      double t2 = 1e-9 * std::max(1.0, std::fabs(w));
+      auto jt = std::lower_bound(fpIndex.begin(), fpIndex.end(), std::make_pair(w - t2, -1));
+      for (; jt != fpIndex.end() && jt->first <= w + t2; ++jt)
+        out.push_back(jt->second);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
-                              const std::vector<int> &notPartial) {
+                              const std::vector<int> &notPartial, const std::vector<int> *only) {
   Relation best, uniformPartial;
   std::vector<std::pair<int, std::vector<std::pair<Layout, Shape>>>> subCandidates;
   // Diagnostics only: on very large meshes stop searching rather than stall; the value
   // then reads as "no reference value", which only affects where a violation points.
   size_t budget = 200000;
   const Shape &local = perRank[0].shape;
-  for (int i = 0; i < (int)refs.size(); ++i) {
+  size_t count = only ? only->size() : refs.size();
+  for (size_t k = 0; k < count; ++k) {
+    int i = only ? (*only)[k] : (int)k;
     const SymTensor &ref = *refs[i].tensor;
     if (ref.shape.size() != local.size())
       continue;

@@ -57,7 +57,16 @@ public:
   /// are partial over any of `notPartial` are not considered (the result of a reducing
   /// collective is complete over its axes by contract, even where the numbers would
   /// also read as partial).
-  Relation find(const std::vector<SymTensor> &perRank, const std::vector<int> &notPartial = {});
+  /// With `only`, the reference values searched are those (sorted indices).
+  Relation find(const std::vector<SymTensor> &perRank, const std::vector<int> &notPartial = {},
+                const std::vector<int> *only = nullptr);
+
+  /// The reference values that can hold `perRank` exactly (factor 1) under some
+  /// layout: those with an element whose numeric fingerprint equals one of the plan
+  /// value's element, alone or summed over a group of mesh axes (a partial value).
+  /// An index over every reference element makes this independent of the number of
+  /// reference values, so localizing along a long chain stays linear.
+  std::vector<int> exactCandidates(const std::vector<SymTensor> &perRank);
 
   /// Whether `perRank` gathered through `layout` equals `scale * ref`, for one scale.
   bool matches(const std::vector<SymTensor> &perRank, const SymTensor &ref,
@@ -99,6 +108,9 @@ private:
   std::unique_ptr<Evaluator> fpEval;
   std::vector<double> fpInputs2;
   std::unique_ptr<Evaluator> fpEval2;
+  /// (fingerprint, reference index) of every reference element, sorted.
+  std::vector<std::pair<double, int>> fpIndex;
+  bool indexed = false;
 };
 
 } // namespace planproof

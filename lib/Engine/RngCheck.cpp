@@ -31,6 +31,23 @@ public:
       : spec(spec), mesh(spec.mesh), timeoutMs(timeoutMs), result(result) {}
 
   void run() {
+    // A draw stands for the reference's only with the same drop probability.
+    for (const DrawBinding &db : spec.draws) {
+      if (db.mismatch.empty())
+        continue;
+      Violation v;
+      v.kind = "rng";
+      v.location = toSourceLoc(db.op->getLoc());
+      v.at = spec.nameOf(db.op->getResult(0));
+      v.value = db.refName;
+      v.message = "random draw `" + v.at + "` does not draw what the reference draws: " +
+                  db.mismatch;
+      v.hint = "draw with the reference's drop probability";
+      v.notes.push_back("in independent RNG mode a plan draw is proved to stand for a piece of "
+                        "the reference's mask; the stream position may differ, what is drawn "
+                        "may not");
+      result.violations.push_back(std::move(v));
+    }
     for (const Binding &b : spec.planInputs)
       argRef[b.index] = b.refName;
     // The step's integer inputs, and the values the reference gives them next step.

@@ -94,10 +94,11 @@ std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTr
     std::vector<int64_t> off;
     for (Value o : offsets) {
       Rational c;
-      if (!pool.isConstant(trace.values[o][r].data[0], &c) || c.denominator() != 1)
+      int64_t at;
+      if (!pool.isConstant(trace.values[o][r].data[0], &c) || !c.asInt64(at))
         return "checkpoint offsets must be integers on every rank (rank coordinates and "
                "constants), not values of the step's inputs";
-      off.push_back(c.numerator());
+      off.push_back(at);
     }
     if (saving) {
       auto s = cast<dist::SaveOp>(op);
@@ -184,7 +185,7 @@ bool unsupported(Operation &op, const std::string &why, ExecFailure &failure) {
 
 bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace,
                              ExecFailure &failure, const std::map<std::string, SymTensor> *inputs,
-                             const std::string &suffix) {
+                             const std::string &suffix, const Deadline &deadline) {
   if (!checkBudget(spec.reference, 1, failure))
     return false;
   SymbolicDomain d{pool};
@@ -199,12 +200,15 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
       t = given->second;
     else
       for (int64_t l = 0; l < (int64_t)t.data.size(); ++l)
-        t.data[l] = pool.inputPoly(pool.addInput({spec.refInputs[i] + suffix, t.unravel(l), bound}));
+        t.data[l] = pool.inputPoly(pool.addInput(
+            {spec.refInputs[i] + suffix, t.unravel(l), bound,
+             i < spec.refInputNonnegative.size() && spec.refInputNonnegative[i]}));
     trace.byName[spec.refInputs[i]] = t;
     trace.values[arg] = std::move(t);
   }
   try {
     for (Operation &op : spec.reference.getBody().front()) {
+      deadline.check("symbolic execution of the reference");
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [i, v] : llvm::enumerate(ret.getOperands()))
           trace.byName[spec.refOutputs[i]] = trace.values.lookup(v);
@@ -249,7 +253,7 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
 
 bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref,
                         PlanTrace &trace, ExecFailure &failure, Checkpoint *save,
-                        const Checkpoint *load) {
+                        const Checkpoint *load, const Deadline &deadline) {
   const Mesh &mesh = spec.mesh;
   int64_t ranks = mesh.numRanks();
   if (!checkBudget(spec.plan, ranks, failure, &spec))
@@ -280,6 +284,7 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
     draws[db.op] = &db;
   try {
     for (Operation *opp : spec.planOps()) {
+      deadline.check("symbolic execution of the plan");
       Operation &op = *opp;
       if (isa<func::ReturnOp, dist::SendOp>(op))
         continue;
@@ -366,7 +371,9 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
           if (!err.empty())
             return unsupported(op, err, failure);
           auto db = draws.find(&op);
-          if (db != draws.end()) {
+          // A draw whose attributes differ from the reference's keeps its own value
+          // (RngCheck reports it): the substitution assumes they are equal.
+          if (db != draws.end() && db->second->mismatch.empty()) {
             // Independent mode: once the streams are proved distinct for distinct
             // elements and equal for replicas (RngCheck), the plan's draws are
             // distributed exactly like the reference's, and may be renamed to them.

@@ -11,6 +11,7 @@
 
 #include "Engine/Expr.h"
 #include "Spec/Spec.h"
+#include "Support/Deadline.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -32,10 +33,7 @@ struct SymbolicDomain {
   Value apply(Fn f, std::vector<Value> args) { return pool.apply(f, std::move(args)); }
   bool integer(const Value &v, int64_t &out) {
     Rational c;
-    if (!pool.isConstant(v, &c) || c.denominator() != 1)
-      return false;
-    out = c.numerator();
-    return true;
+    return pool.isConstant(v, &c) && c.asInt64(out);
   }
 };
 
@@ -94,12 +92,13 @@ constexpr int64_t kMaxSymbolicWork = 2'000'000;
 /// with `suffix`.
 bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, ExecFailure &failure,
                   const std::map<std::string, SymTensor> *inputs = nullptr,
-                  const std::string &suffix = "");
+                  const std::string &suffix = "", const Deadline &deadline = Deadline());
 
 /// Executes the plan on every rank from the reference inputs' symbols. Its dist.save
 /// ops write into `save`, its dist.load ops read from `load` (when given).
 bool runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref, PlanTrace &trace,
-             ExecFailure &failure, Checkpoint *save = nullptr, const Checkpoint *load = nullptr);
+             ExecFailure &failure, Checkpoint *save = nullptr, const Checkpoint *load = nullptr,
+             const Deadline &deadline = Deadline());
 
 } // namespace planproof
 

@@ -11,6 +11,7 @@
 #include "Engine/Schedule.h"
 
 #include "Engine/Decide.h"
+#include "Engine/ExactEval.h"
 #include "Engine/Relations.h"
 #include "Engine/SymbolicExec.h"
 #include "Ref/RefDialect.h"
@@ -79,16 +80,27 @@ private:
   void checkCoverage();
   void localize(const std::vector<Failure> &failures);
   Relation relationOf(Value v);
+  Relation exactRelationOf(Value v);
+  llvm::DenseMap<Value, Relation> exactRelations;
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
+  Value culpritOperand(Operation *op);
   bool isMicrobatchPartial(Value v);
   bool dispatchMatchesReference(Value v);
-  bool routedLocal(Value v);
+  /// Bounded by `depth` (the recursion follows chains of plan ops).
+  bool routedLocal(Value v, int depth = 0);
   llvm::DenseMap<Value, bool> routedLocalMemo;
   /// A value that is a combination sum_m c_m * (microbatch m's contribution), where a
   /// contribution is a sum (a reduction, a loss, a contracting matmul) over one tile of
   /// a reference value: the coefficients, by tile, or nothing.
-  std::optional<std::map<std::string, Rational>> microbatchTerms(Value v);
+  std::optional<std::map<std::string, Rational>> microbatchTerms(Value v, int depth = 0);
+  /// How deep the localization's recursive helpers follow chains of ops (longer
+  /// chains are given up on: the diagnosis is then less specific, never unbounded).
+  static constexpr int kMaxWalkDepth = 256;
   bool constantDerived(Value v);
+  llvm::DenseMap<Value, bool> constantDerivedMemo;
+  /// Outputs found wrong, with a confirmed counterexample (kept for the report when
+  /// the time limit stops localization).
+  std::vector<std::string> confirmedWrong;
   void explainOp(Operation *op, Violation &viol);
   void explainCounter(Operation *op, const Binding &b, const Failure &f, Violation &viol);
   bool fixedByReducing(Operation *op, unsigned operand, const Relation &in);
@@ -163,6 +175,7 @@ private:
   int lastFixedRef = -1;
   std::string roleFor(Operation *op);
   void attributeGradNorm();
+  void mergeDrawViolations(size_t firstRng);
   std::map<std::string, int> refIndexByName;
   std::unique_ptr<RelationFinder> finder;
   llvm::DenseMap<Value, Relation> relations;
@@ -170,8 +183,8 @@ private:
 
 bool Engine::execute() {
   ExecFailure failure{"", spec.plan.getLoc()};
-  if (!runReference(spec, pool, refTrace, failure, stepInputs, stepSuffix) ||
-      !runPlan(spec, pool, refTrace, planTrace, failure, &saved, loadFrom)) {
+  if (!runReference(spec, pool, refTrace, failure, stepInputs, stepSuffix, options.deadline) ||
+      !runPlan(spec, pool, refTrace, planTrace, failure, &saved, loadFrom, options.deadline)) {
     result.inconclusiveReasons.push_back({toSourceLoc(failure.loc), failure.reason});
     return false;
   }
@@ -275,6 +288,7 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
         wave.push_back(o);
     if (wave.empty())
       break;
+    options.deadline.check("deciding obligations");
     // The memoized expression flags are filled here, so the threads only read.
     for (size_t o : wave) {
       const Pending &p = pending[o][next[o]];
@@ -285,8 +299,9 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
     std::atomic<size_t> cursor{0};
     double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                              started).count();
-    unsigned timeout = spent > options.decisionBudgetMs ? std::min(50u, options.solverTimeoutMs)
-                                                        : options.solverTimeoutMs;
+    unsigned timeout = options.deadline.cap(
+        spent > options.decisionBudgetMs ? std::min(50u, options.solverTimeoutMs)
+                                         : options.solverTimeoutMs);
     auto work = [&] {
       for (size_t i; (i = cursor++) < wave.size();) {
         const Pending &p = pending[wave[i]][next[wave[i]]];
@@ -320,6 +335,7 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
             {toSourceLoc(p.b->loc), "output '" + p.b->refName + indexStr(p.global) + "': " + d.reason});
         continue;
       }
+      confirmedWrong.push_back(p.b->refName + indexStr(p.global));
       failures.push_back({p.b, p.rank, p.global, p.local, p.got, p.want, std::move(d)});
       // One counterexample per output is enough for the verdict and the report.
       done[o] = true;
@@ -347,10 +363,36 @@ void Engine::checkCoverage() {
   }
 }
 
+/// The relation of `v` when it is exact (factor 1), else none: what the walk to a
+/// culprit needs ("is this value correct?"), found among the few reference values
+/// whose elements' fingerprints it shares, not among all of them.
+Relation Engine::exactRelationOf(Value v) {
+  auto it = exactRelations.find(v);
+  if (it != exactRelations.end())
+    return it->second;
+  Relation r;
+  auto pt = planTrace.values.find(v);
+  if (pt != planTrace.values.end()) {
+    std::vector<int> complete;
+    if (Operation *def = v.getDefiningOp())
+      if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(def))
+        complete = collectiveAxes(def, mesh);
+    std::vector<int> only = finder->exactCandidates(pt->second);
+    if (!only.empty())
+      r = finder->find(pt->second, complete, &only);
+    if (!r.exact())
+      r = Relation();
+  }
+  exactRelations[v] = r;
+  return r;
+}
+
 Relation Engine::relationOf(Value v) {
   auto it = relations.find(v);
   if (it != relations.end())
     return it->second;
+  if (Relation e = exactRelationOf(v); e.exact())
+    return relations[v] = e;
   Relation r;
   auto pt = planTrace.values.find(v);
   std::vector<int> complete;
@@ -368,14 +410,24 @@ Relation Engine::relationOf(Value v) {
 /// Operands matching no reference value at all are followed before merely rescaled ones.
 /// Whether `v` is computed from constants only (masks, padding): the plan's own data.
 bool Engine::constantDerived(Value v) {
-  Operation *def = v.getDefiningOp();
-  if (!def || !isa<ref::RefDialect>(def->getDialect()))
-    return false;
-  if (isa<ref::ConstantOp>(def))
-    return true;
-  if (def->getNumOperands() == 0)
-    return false;
-  return llvm::all_of(def->getOperands(), [&](Value x) { return constantDerived(x); });
+  // Computed once for every plan value, in program order (operands come first), so
+  // that long chains cost linear time and no recursion.
+  if (constantDerivedMemo.empty()) {
+    for (Operation *op : spec.planOps()) {
+      bool c = isa<ref::RefDialect>(op->getDialect()) &&
+               (isa<ref::ConstantOp>(op) ||
+                (op->getNumOperands() > 0 && llvm::all_of(op->getOperands(), [&](Value x) {
+                   auto it = constantDerivedMemo.find(x);
+                   return it != constantDerivedMemo.end() && it->second;
+                 })));
+      for (Value r : op->getResults())
+        constantDerivedMemo[r] = c;
+    }
+    if (constantDerivedMemo.empty())
+      constantDerivedMemo[Value()] = false;
+  }
+  auto it = constantDerivedMemo.find(v);
+  return it != constantDerivedMemo.end() && it->second;
 }
 
 /// A sum over the tokens of one microbatch (of tiles that are all correct): a legitimate
@@ -389,7 +441,7 @@ bool Engine::dispatchMatchesReference(Value v) {
   auto cd = v.getDefiningOp<ref::CapacityDispatchOp>();
   if (!cd)
     return false;
-  Relation in = relationOf(cd.getInput());
+  Relation in = exactRelationOf(cd.getInput());
   if (!in.exact() || !in.block.empty() || in.layout.isPartial())
     return false;
   const auto &plan = planTrace.values[v];
@@ -430,10 +482,12 @@ bool Engine::dispatchMatchesReference(Value v) {
 /// A rank-local value of the routing path that no layout relates to the reference: a
 /// dispatch mask that matches the reference's block (above), or a ref op computed
 /// only from such values and correct ones (the gate-weighted combine mask).
-bool Engine::routedLocal(Value v) {
+bool Engine::routedLocal(Value v, int depth) {
   auto it = routedLocalMemo.find(v);
   if (it != routedLocalMemo.end())
     return it->second;
+  if (depth > kMaxWalkDepth)
+    return false;
   routedLocalMemo[v] = false; // cycles cannot occur; this only guards re-entry
   bool ok = dispatchMatchesReference(v);
   Operation *def = v.getDefiningOp();
@@ -443,8 +497,8 @@ bool Engine::routedLocal(Value v) {
     for (Value o : def->getOperands()) {
       if (!isa<RankedTensorType>(o.getType()))
         continue;
-      Relation r = relationOf(o);
-      if (routedLocal(o))
+      Relation r = exactRelationOf(o);
+      if (routedLocal(o, depth + 1))
         anyRouted = true;
       else if (!r.exact() || !r.block.empty())
         ok = false;
@@ -465,9 +519,11 @@ bool Engine::isMicrobatchPartial(Value v) {
   return llvm::all_of(*terms, [&](auto &t) { return t.second == terms->begin()->second; });
 }
 
-std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v) {
+std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v, int depth) {
   Operation *def = v.getDefiningOp();
-  if (!def || !isa<RankedTensorType>(v.getType()) || relationOf(v).exact())
+  if (depth > kMaxWalkDepth)
+    return std::nullopt;
+  if (!def || !isa<RankedTensorType>(v.getType()) || exactRelationOf(v).exact())
     return std::nullopt;
   if (isa<ref::ReduceSumOp, ref::CrossEntropySumOp, ref::MseLossOp, ref::MatmulOp,
           ref::BatchMatmulOp>(def)) {
@@ -475,7 +531,7 @@ std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v) 
     for (Value operand : def->getOperands()) {
       if (!isa<RankedTensorType>(operand.getType()))
         continue;
-      Relation r = relationOf(operand);
+      Relation r = exactRelationOf(operand);
       if (!r.exact())
         return std::nullopt;
       if (!r.block.empty() && tile.empty())
@@ -486,7 +542,7 @@ std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v) 
     return std::map<std::string, Rational>{{tile, Rational(1)}};
   }
   if (auto s = dyn_cast<ref::ScaleOp>(def)) {
-    auto in = microbatchTerms(s.getOperand());
+    auto in = microbatchTerms(s.getOperand(), depth + 1);
     if (!in)
       return std::nullopt;
     for (auto &[k, c] : *in)
@@ -497,11 +553,11 @@ std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v) 
     std::map<std::string, Rational> sum;
     bool partial = false;
     for (Value operand : def->getOperands()) {
-      auto in = microbatchTerms(operand);
+      auto in = microbatchTerms(operand, depth + 1);
       if (!in) {
         // A complete value (an exact reference value: every microbatch already) is
         // "*"; adding microbatches to it over-counts them.
-        if (!relationOf(operand).exact())
+        if (!exactRelationOf(operand).exact())
           return std::nullopt;
         sum["*"] = Rational(1);
         continue;
@@ -518,9 +574,22 @@ std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v) 
 }
 
 Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
-  Operation *op = v.getDefiningOp();
-  if (!op || !seen.insert(op).second)
-    return op;
+  // Iterative: each step moves to a wrong operand; chains of 10^5 ops cannot overflow.
+  while (true) {
+    options.deadline.check("localizing violations");
+    Operation *op = v.getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      return op;
+    Value next = culpritOperand(op);
+    if (!next)
+      return op;
+    v = next;
+  }
+}
+
+/// The operand of `op` along which a wrong value arrives, or null when every operand
+/// is correct (then `op` is the culprit).
+Value Engine::culpritOperand(Operation *op) {
   // A tile of a reference value (one microbatch of a rank's block) is only taken as
   // correct next to other tiles: combined with a whole block, the tile is more likely
   // the wrong piece (e.g. every rank drawing the first rows of a mask).
@@ -529,7 +598,7 @@ Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
   bool anyWhole = false, anyComputedTile = false;
   for (Value operand : op->getOperands())
     if (isa<RankedTensorType>(operand.getType())) {
-      Relation r = relationOf(operand);
+      Relation r = exactRelationOf(operand);
       anyWhole |= r.exact() && r.block.empty() && !r.layout.dims.empty() &&
                   llvm::any_of(r.layout.dims, [](auto &axes) { return !axes.empty(); });
       anyComputedTile |= r.exact() && !r.block.empty() &&
@@ -544,20 +613,24 @@ Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
       return false;
     return anyComputedTile || !isa_and_nonnull<ref::SliceOp>(operand.getDefiningOp());
   };
-  for (bool unrelatedFirst : {true, false})
-    for (Value operand : op->getOperands()) {
-      // Arguments are the scattered inputs and constants are the plan's own data:
-      // neither is a path along which a wrong value can arrive.
-      if (!isa<RankedTensorType>(operand.getType()) || isa<BlockArgument>(operand) ||
-          constantDerived(operand))
-        continue;
-      Relation r = relationOf(operand);
-      bool correct = trusted(operand, r);
-      if (correct || (unrelatedFirst && r.related()))
-        continue;
-      return walkToCulprit(operand, seen);
-    }
-  return op;
+  std::vector<Value> wrong;
+  for (Value operand : op->getOperands()) {
+    // Arguments are the scattered inputs and constants are the plan's own data:
+    // neither is a path along which a wrong value can arrive.
+    if (!isa<RankedTensorType>(operand.getType()) || isa<BlockArgument>(operand) ||
+        constantDerived(operand))
+      continue;
+    if (!trusted(operand, exactRelationOf(operand)))
+      wrong.push_back(operand);
+  }
+  if (wrong.size() <= 1)
+    return wrong.empty() ? Value() : wrong[0];
+  // Operands matching no reference value at all are followed before rescaled ones
+  // (the full relation search runs only here, where there is a choice).
+  for (Value operand : wrong)
+    if (!relationOf(operand).related())
+      return operand;
+  return wrong[0];
 }
 
 /// Would `op` compute a correct value (an exact relation to some reference value) if
@@ -935,9 +1008,9 @@ void Engine::explainOp(Operation *op, Violation &viol) {
         int64_t have = x.shape[rank - 1] - x.shape[rank - 2];
         if (cs.getOffset()) {
           Rational c;
-          if (!pool.isConstant(planTrace.values[cs.getOffset()][r].data[0], &c))
+          if (!pool.isConstant(planTrace.values[cs.getOffset()][r].data[0], &c) ||
+              !c.asInt64(have))
             continue;
-          have = c.numerator();
         }
         if (have == want)
           continue;
@@ -1056,17 +1129,23 @@ void Engine::addCounterexample(const Failure &f, Violation &viol) {
   for (size_t i = 0; i < vals.size(); ++i)
     if (vals[i] != 0)
       cx.inputs.push_back({pool.input(i).str(), vals[i]});
-  Evaluator eval(pool);
+  // The values shown are the exact ones (midpoints of exact enclosures), not doubles
+  // that cancellation may have spoiled.
+  ExactEvaluator eval(pool);
   eval.reset(vals);
-  cx.reference = eval.poly(f.reference);
-  cx.plan = eval.poly(f.plan);
+  auto value = [&](PolyId p) {
+    Enclosure e = eval.poly(p);
+    return e.defined ? mpq_class((e.lo + e.hi) / 2).get_d() : std::nan("");
+  };
+  cx.reference = value(f.reference);
+  cx.plan = value(f.plan);
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
   const auto &perRank = planTrace.values[ret.getOperand(f.output->index)];
   std::vector<int64_t> members{f.rank};
   if (f.output->layout.isPartial())
     members = mesh.group(f.rank, f.output->layout.partialAxes());
   for (int64_t m : members) {
-    cx.rankValues.push_back({mesh.rankStr(m), eval.poly(perRank[m].data[f.local])});
+    cx.rankValues.push_back({mesh.rankStr(m), value(perRank[m].data[f.local])});
     viol.ranks.push_back(mesh.rankStr(m));
   }
 }
@@ -1075,6 +1154,7 @@ void Engine::localize(const std::vector<Failure> &failures) {
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
   std::map<Operation *, size_t> byCulprit;
   for (const Failure &f : failures) {
+    options.deadline.check("localizing violations");
     const Binding &b = *f.output;
     Value v = ret.getOperand(b.index);
     Relation actual = relationOf(v);
@@ -1182,6 +1262,29 @@ void Engine::localize(const std::vector<Failure> &failures) {
     kept.push_back(std::move(v));
   }
   result.violations = std::move(kept);
+}
+
+/// A draw that does not draw what the reference draws (RngCheck, violations from
+/// `firstRng` on) is also where the outputs it feeds go wrong: one violation at the
+/// op, with the RNG check's explanation and the outputs' counterexample.
+void Engine::mergeDrawViolations(size_t firstRng) {
+  std::vector<Violation> &vs = result.violations;
+  for (size_t i = firstRng; i < vs.size(); ++i)
+    for (size_t j = 0; j < firstRng && j < vs.size(); ++j) {
+      if (vs[j].at != vs[i].at || vs[j].at.empty() || vs[j].location.str() != vs[i].location.str())
+        continue;
+      Violation &rng = vs[i];
+      rng.value = vs[j].value;
+      rng.ranks = vs[j].ranks;
+      rng.hasCounterexample = vs[j].hasCounterexample;
+      rng.counterexample = vs[j].counterexample;
+      rng.locatedNotes.insert(rng.locatedNotes.end(), vs[j].locatedNotes.begin(),
+                              vs[j].locatedNotes.end());
+      vs.erase(vs.begin() + j);
+      --firstRng;
+      --i;
+      break;
+    }
 }
 
 /// For a grad-norm violation: how many times the plan's squared norm counts each
@@ -1342,13 +1445,28 @@ VerifyResult Engine::run() {
       checkCoverage();
       localize(failures);
       attributeGradNorm();
-      if (spec.rngIndependent)
-        checkRandomStreams(spec, options.solverTimeoutMs, result);
+      if (spec.rngIndependent) {
+        size_t before = result.violations.size();
+        options.deadline.check("checking random streams");
+        checkRandomStreams(spec, options.deadline.cap(options.solverTimeoutMs), result);
+        mergeDrawViolations(before);
+      }
       if (spec.resume || !saved.entries.empty())
         checkCheckpoint();
     }
   } catch (const NumericLimit &e) {
     result.inconclusiveReasons.push_back({toSourceLoc(spec.plan.getLoc()), e.what()});
+  } catch (const TimeLimit &e) {
+    std::string wrong;
+    if (result.violations.empty())
+      for (size_t i = 0; i < confirmedWrong.size() && i < 4; ++i)
+        wrong += (wrong.empty() ? "" : ", ") + confirmedWrong[i];
+    result.inconclusiveReasons.push_back(
+        {toSourceLoc(spec.plan.getLoc()),
+         std::string(e.what()) +
+             (wrong.empty() ? "" : "; the plan already differs from the reference at " + wrong +
+                                       " (confirmed exactly), but the culprit was not located "
+                                       "in time")});
   } catch (const std::exception &e) {
     result.inconclusiveReasons.push_back(
         {toSourceLoc(spec.plan.getLoc()), std::string("internal error: ") + e.what()});

@@ -10,6 +10,7 @@
 #define PLANPROOF_ENGINE_VERIFIER_H
 
 #include "Spec/Spec.h"
+#include "Support/Deadline.h"
 
 #include <string>
 #include <utility>
@@ -52,6 +53,9 @@ struct VerifyOptions {
   unsigned decisionBudgetMs = 20000;
   /// Threads deciding obligations whose canonical forms differ (concrete search, Z3).
   unsigned threads = 2;
+  /// The wall-clock budget of the whole run (planproof --time-limit): every phase
+  /// checks it, and a spent budget makes the verdict inconclusive (Support/Deadline.h).
+  Deadline deadline;
 };
 
 struct VerifyStats {

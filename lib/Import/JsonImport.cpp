@@ -10,9 +10,10 @@
 #include "Import/SizeExpr.h"
 
 #include "Dist/DistDialect.h"
-#include "Engine/Rational.h"
+#include "Support/Rational.h"
 #include "Ref/RefDialect.h"
 #include "Spec/Spec.h"
+#include "Support/Input.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -111,6 +112,70 @@ std::string dotted(const std::string &ptr) {
   return out.empty() ? "(top level)" : out;
 }
 
+/// "" when `n` operands fit the operand-count trait of `op` (from its ODS definition),
+/// else what it takes ("2 operands", "at least 1 operand").
+std::string operandArity(RegisteredOperationName op, size_t n) {
+  auto plural = [](size_t k) { return std::to_string(k) + (k == 1 ? " operand" : " operands"); };
+  size_t exact = SIZE_MAX, atLeast = 0;
+  if (op.hasTrait<OpTrait::ZeroOperands>())
+    exact = 0;
+  else if (op.hasTrait<OpTrait::OneOperand>())
+    exact = 1;
+  else if (op.hasTrait<OpTrait::NOperands<2>::Impl>())
+    exact = 2;
+  else if (op.hasTrait<OpTrait::NOperands<3>::Impl>())
+    exact = 3;
+  else if (op.hasTrait<OpTrait::NOperands<4>::Impl>())
+    exact = 4;
+  else if (op.hasTrait<OpTrait::NOperands<5>::Impl>())
+    exact = 5;
+  else if (op.hasTrait<OpTrait::AtLeastNOperands<1>::Impl>())
+    atLeast = 1;
+  else if (op.hasTrait<OpTrait::AtLeastNOperands<2>::Impl>())
+    atLeast = 2;
+  else if (op.hasTrait<OpTrait::AtLeastNOperands<3>::Impl>())
+    atLeast = 3;
+  if (exact != SIZE_MAX)
+    return n == exact ? "" : plural(exact);
+  return n >= atLeast ? "" : "at least " + plural(atLeast);
+}
+
+/// nlohmann's DOM builder, with every error kept with its byte position: syntax errors
+/// and numbers outside the doubles (1e999), which json::parse reports without one.
+struct LocatingDomParser : nlohmann::detail::json_sax_dom_parser<json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+  explicit LocatingDomParser(json &root) : Base(root, /*allow_exceptions=*/false) {}
+  size_t errorByte = 0;
+  std::string message;
+  bool parse_error(std::size_t position, const std::string &token,
+                   const nlohmann::detail::exception &ex) {
+    errorByte = position;
+    std::string what = ex.what();
+    if (ex.id == 406)
+      message = "the number " + token + " is outside the range of doubles";
+    else
+      message = what.find("parse error") != std::string::npos ? what.substr(what.find("parse error"))
+                                                               : what;
+    return false;
+  }
+};
+
+bool parseJsonLocated(const std::string &text, json &root, size_t &byte, std::string &why) {
+  LocatingDomParser handler(root);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(text, &handler, json::input_format_t::json, /*strict=*/true);
+  } catch (const json::exception &e) {
+    handler.message = e.what();
+  }
+  if (ok)
+    return true;
+  byte = handler.errorByte;
+  why = handler.message.empty() ? "malformed JSON" : handler.message;
+  root = json();
+  return false;
+}
+
 class Importer {
 public:
   Importer(MLIRContext &ctx, const std::string &path, Spec &spec)
@@ -196,8 +261,13 @@ private:
 Rational Importer::evalExpr(const json &v, const std::string &ptr) {
   if (v.is_number_integer())
     return Rational(v.get<int64_t>());
-  if (v.is_number())
-    return Rational::fromDouble(v.get<double>());
+  if (v.is_number()) {
+    Rational r;
+    std::string why;
+    if (!exactConstant(v.get<double>(), r, why))
+      fail(ptr, why);
+    return r;
+  }
   if (!v.is_string())
     fail(ptr, "expected a number or a size expression");
   std::string text = v.get<std::string>(), why;
@@ -211,10 +281,11 @@ int64_t Importer::intValue(const json &v, const std::string &ptr) {
   if (v.is_number_float())
     fail(ptr, "expected an integer");
   Rational r = evalExpr(v, ptr);
-  if (r.denominator() != 1)
-    fail(ptr, "expected an integer, got " + r.str() +
-                  (v.is_string() ? " from '" + v.get<std::string>() + "'" : ""));
-  return r.numerator();
+  int64_t out;
+  if (!r.asInt64(out))
+    fail(ptr, "expected an integer" + std::string(r.isInteger() ? " that fits 64 bits" : "") +
+                  ", got " + r.str() + (v.is_string() ? " from '" + v.get<std::string>() + "'" : ""));
+  return out;
 }
 
 /// Reads "dims" and chooses the values this import uses: each symbol of size at least
@@ -486,6 +557,12 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
       attrs.push_back(builder.getNamedAttr("ref.role", builder.getStringAttr(o["role"].get<std::string>())));
     }
     auto registered = RegisteredOperationName::lookup(opName, &ctx);
+    // The operand count the op's ODS definition declares, checked before any shape
+    // rule looks at the operands (the rules index them).
+    std::string arity = operandArity(*registered, operands.size());
+    if (!arity.empty())
+      fail(p + "/operands", "op '" + opName + "' takes " + arity + ", got " +
+                                std::to_string(operands.size()));
     OperationState state(loc(p), *registered);
     state.addOperands(operands);
     state.addAttributes(attrs);
@@ -623,15 +700,21 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
     argLocs.push_back(loc(ptr + "/inputs/" + std::to_string(i)));
   Block *body = builder.createBlock(&func.getBody(), {}, argTypes, argLocs);
   std::map<std::string, Value> values;
+  // Argument and result attributes are set once per function: setting them one index
+  // at a time rebuilds the whole array each time (quadratic in the count).
+  SmallVector<DictionaryAttr> argDicts;
   for (size_t i = 0; i < argNames.size(); ++i) {
     values[argNames[i]] = body->getArgument(i);
     spec.names[body->getArgument(i)] = "%" + argNames[i];
-    func.setArgAttr(i, ref::kNameAttr, builder.getStringAttr(argNames[i]));
+    NamedAttrList attrs;
+    attrs.append(ref::kNameAttr, builder.getStringAttr(argNames[i]));
     if (refInputBounds.count(argNames[i]))
-      func.setArgAttr(i, "ref.bound", builder.getI64IntegerAttr(refInputBounds[argNames[i]]));
+      attrs.append("ref.bound", builder.getI64IntegerAttr(refInputBounds[argNames[i]]));
     if (refNonnegative.count(argNames[i]))
-      func.setArgAttr(i, "ref.nonnegative", builder.getUnitAttr());
+      attrs.append("ref.nonnegative", builder.getUnitAttr());
+    argDicts.push_back(attrs.getDictionary(&ctx));
   }
+  func.setAllArgAttrs(argDicts);
   builder.setInsertionPointToEnd(body);
   buildOps(ops, ptr + "/ops", values, false);
   SmallVector<Value> results;
@@ -646,8 +729,12 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
   }
   func::ReturnOp::create(builder, loc(ptr + "/outputs"), results);
   func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
-  for (size_t i = 0; i < outputs.size(); ++i)
-    func.setResultAttr(i, ref::kNameAttr, builder.getStringAttr(outputs[i].get<std::string>()));
+  std::vector<NamedAttrList> resultAttrs(outputs.size());
+  std::map<std::string, size_t> outputIndex;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    resultAttrs[i].append(ref::kNameAttr, builder.getStringAttr(outputs[i].get<std::string>()));
+    outputIndex.emplace(outputs[i].get<std::string>(), i);
+  }
   if (ref.contains("updates")) {
     // {"offset_next": "offset"}: an output is the next value of a step input.
     const json &up = ref["updates"];
@@ -655,16 +742,18 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
       fail(ptr + "/updates", "'updates' maps output names to the inputs they update");
     for (auto it = up.begin(); it != up.end(); ++it) {
       std::string q = ptr + "/updates/" + it.key();
-      auto pos = std::find_if(outputs.begin(), outputs.end(),
-                              [&](const json &o) { return o == it.key(); });
-      if (pos == outputs.end())
+      auto pos = outputIndex.find(it.key());
+      if (pos == outputIndex.end())
         fail(q, "'" + it.key() + "' is not an output of the reference");
       if (!it->is_string() || !refInputShapes.count(it->get<std::string>()))
         fail(q, "the updated input must be the name of a reference input");
-      func.setResultAttr(pos - outputs.begin(), "ref.updates",
-                         builder.getStringAttr(it->get<std::string>()));
+      resultAttrs[pos->second].set("ref.updates", builder.getStringAttr(it->get<std::string>()));
     }
   }
+  SmallVector<DictionaryAttr> resultDicts;
+  for (NamedAttrList &a : resultAttrs)
+    resultDicts.push_back(a.getDictionary(&ctx));
+  func.setAllResultAttrs(resultDicts);
   return func;
 }
 
@@ -765,17 +854,21 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
   }
   Block *body = builder.createBlock(&func.getBody(), {}, argTypes, argLocs);
   std::map<std::string, Value> values;
+  SmallVector<DictionaryAttr> argDicts;
   for (size_t i = 0; i < argNames.size(); ++i) {
     if (values.count(argNames[i]))
       fail(ptr + "/inputs/" + std::to_string(i) + "/name", "value '" + argNames[i] + "' is defined twice");
     values[argNames[i]] = body->getArgument(i);
     spec.names[body->getArgument(i)] = "%" + argNames[i];
-    func.setArgAttr(i, dist::kValueAttr, builder.getStringAttr(argValues[i]));
+    NamedAttrList attrs;
+    attrs.append(dist::kValueAttr, builder.getStringAttr(argValues[i]));
     if (argLayouts[i])
-      func.setArgAttr(i, dist::kLayoutAttr, argLayouts[i]);
+      attrs.append(dist::kLayoutAttr, argLayouts[i]);
     if (paddedArgs.count(i))
-      func.setArgAttr(i, dist::kPaddedAttr, builder.getUnitAttr());
+      attrs.append(dist::kPaddedAttr, builder.getUnitAttr());
+    argDicts.push_back(attrs.getDictionary(&ctx));
   }
+  func.setAllArgAttrs(argDicts);
   return func; // ops and outputs are added by the caller once the function is in the module
 }
 
@@ -794,11 +887,11 @@ void Importer::expectation(const json &j, const std::string &ptr, ModuleOp modul
 
 bool Importer::run(const std::string &text, std::string &errors) {
   json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error &e) {
+  std::string why;
+  size_t byte = 0;
+  if (!parseJsonLocated(text, root, byte, why)) {
     unsigned line = 1, col = 1;
-    for (size_t k = 0; k + 1 < e.byte && k < text.size(); ++k) {
+    for (size_t k = 0; k + 1 < byte && k < text.size(); ++k) {
       if (text[k] == '\n') {
         ++line;
         col = 1;
@@ -806,10 +899,8 @@ bool Importer::run(const std::string &text, std::string &errors) {
         ++col;
       }
     }
-    std::string what = e.what();
-    auto pos = what.find("parse error");
     errors += path + ":" + std::to_string(line) + ":" + std::to_string(col) +
-              ": error: malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)) + "\n";
+              ": error: malformed JSON: " + why + "\n";
     return false;
   }
   positions = locateJsonValues(text);
@@ -855,22 +946,27 @@ bool Importer::run(const std::string &text, std::string &errors) {
     func::ReturnOp::create(builder, loc("/plan/outputs"), results);
     planFunc.setType(builder.getFunctionType(planFunc.getArgumentTypes(),
                                              ValueRange(results).getTypes()));
+    SmallVector<DictionaryAttr> resultDicts;
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::string p = "/plan/outputs/" + std::to_string(i);
       std::string v = name(outputs[i], p, "value");
-      planFunc.setResultAttr(i, dist::kValueAttr, builder.getStringAttr(v));
+      NamedAttrList attrs;
+      attrs.append(dist::kValueAttr, builder.getStringAttr(v));
       if (results[i].getType().isIndex()) {
         if (outputs[i].contains("layout"))
           fail(p + "/layout", "'" + v + "' is an index; it takes no layout");
+        resultDicts.push_back(attrs.getDictionary(&ctx));
         continue;
       }
       auto rank = cast<RankedTensorType>(results[i].getType()).getRank();
       if (outputs[i].contains("padded") && outputs[i]["padded"] == true)
-        planFunc.setResultAttr(i, dist::kPaddedAttr, builder.getUnitAttr());
-      planFunc.setResultAttr(i, dist::kLayoutAttr,
-                             layout(outputs[i].contains("layout") ? outputs[i]["layout"] : json(),
-                                    p + "/layout", rank));
+        attrs.append(dist::kPaddedAttr, builder.getUnitAttr());
+      attrs.append(dist::kLayoutAttr,
+                   layout(outputs[i].contains("layout") ? outputs[i]["layout"] : json(),
+                          p + "/layout", rank));
+      resultDicts.push_back(attrs.getDictionary(&ctx));
     }
+    planFunc.setAllResultAttrs(resultDicts);
     if (root.contains("expect"))
       expectation(root["expect"], "/expect", *module);
   } catch (const JsonError &e) {
@@ -892,14 +988,9 @@ bool Importer::run(const std::string &text, std::string &errors) {
 
 bool planproof::importJsonSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
                                std::string &errors) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    errors += path + ": error: cannot read file\n";
+  std::string text;
+  if (!readInputFile(path, text, errors) || !checkNesting(path, text, Syntax::Json, errors))
     return false;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
   {
     std::vector<std::string> lines;
     std::stringstream ls(text);

@@ -37,12 +37,8 @@ struct ExprParser {
       while (is(isdigit) || (i < text.size() && text[i] == '.'))
         ++i;
       std::string num = text.substr(start, i - start);
-      char *end = nullptr;
-      double value = std::strtod(num.c_str(), &end);
-      if (num == "." || !end || *end)
-        return (error = "malformed number '" + num + "'", false);
-      out = Rational::fromDouble(value);
-      return true;
+      // The decimal exactly as written.
+      return Rational::fromDecimal(num, out, error);
     }
     if (is(isalpha) || (i < text.size() && text[i] == '_')) {
       size_t start = i;

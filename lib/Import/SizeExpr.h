@@ -7,7 +7,7 @@
 #ifndef PLANPROOF_IMPORT_SIZEEXPR_H
 #define PLANPROOF_IMPORT_SIZEEXPR_H
 
-#include "Engine/Rational.h"
+#include "Support/Rational.h"
 
 #include <cstdint>
 #include <map>

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Plan/PlanGen.h"
+#include "Support/Input.h"
 
 #include <nlohmann/json.hpp>
 
@@ -1223,15 +1224,16 @@ struct Generator {
 } // namespace
 
 bool readModel(const std::string &path, Model &m, std::string &err) {
-  std::ifstream in(path);
-  if (!in)
-    return (err = path + ": error: cannot open the model configuration", false);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception &e) {
-    return (err = path + ": error: malformed JSON: " + e.what(), false);
+  std::string text, errors;
+  if (!readInputFile(path, text, errors) || !checkNesting(path, text, Syntax::Json, errors)) {
+    err = errors.empty() ? path + ": error: cannot read the model configuration" : errors;
+    while (!err.empty() && err.back() == '\n')
+      err.pop_back();
+    return false;
   }
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return (err = path + ": error: malformed JSON", false);
   if (!j.is_object())
     return (err = path + ": error: a model configuration is a JSON object", false);
   auto field = [&](const json &o, const std::string &ptr, const char *key, int64_t &out,
@@ -1249,7 +1251,9 @@ bool readModel(const std::string &path, Model &m, std::string &err) {
     out = v.get<int64_t>();
     return true;
   };
-  m.name = j.value("name", path);
+  if (j.contains("name") && !j["name"].is_string())
+    return (err = path + ": error: name: must be a string", false);
+  m.name = j.contains("name") ? j["name"].get<std::string>() : path;
   if (!field(j, "", "layers", m.layers, true) || !field(j, "", "hidden", m.hidden, true) ||
       !field(j, "", "heads", m.heads, true) || !field(j, "", "kv_heads", m.kvHeads, true) ||
       !field(j, "", "head_dim", m.headDim, true) || !field(j, "", "ffn", m.ffn, true) ||
@@ -1278,23 +1282,31 @@ bool readModel(const std::string &path, Model &m, std::string &err) {
 bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
   std::stringstream ss(text);
   std::string item;
+  std::set<std::string> seen;
   while (std::getline(ss, item, ',')) {
     if (item.empty())
       continue;
     size_t eq = item.find('=');
     std::string key = item.substr(0, eq), val = eq == std::string::npos ? "" : item.substr(eq + 1);
-    if (key == "sp" && eq == std::string::npos) {
+    if (!seen.insert(key).second)
+      return (err = "--parallel: '" + key + "' is given twice", false);
+    if (key == "sp") {
+      if (eq != std::string::npos)
+        return (err = "--parallel: sp takes no value", false);
       p.sp = true;
       continue;
     }
     if (key == "schedule") {
+      if (val != "gpipe" && val != "1f1b" && val != "interleaved")
+        return (err = "--parallel: schedule must be gpipe, 1f1b or interleaved", false);
       p.schedule = val;
       continue;
     }
     if (key == "cf") {
       char *end = nullptr;
       p.capacityFactor = std::strtod(val.c_str(), &end);
-      if (val.empty() || *end || p.capacityFactor < 0 || p.capacityFactor > 64)
+      // Written so that NaN fails too.
+      if (val.empty() || *end || !(p.capacityFactor >= 0 && p.capacityFactor <= 64))
         return (err = "--parallel: cf must be a number in [0, 64]", false);
       continue;
     }

@@ -151,9 +151,14 @@ struct Progress {
   }
 };
 thread_local Progress *progress = nullptr;
+/// The run's time limit (ReplayOptions::deadline), checked at every op.
+const Deadline *replayDeadline = nullptr;
+
 void tick() {
   if (progress)
     progress->tick();
+  if (replayDeadline)
+    replayDeadline->check("the numeric replay");
 }
 } // namespace
 void replay::progressBegin(const std::string &p, size_t ops) {
@@ -363,6 +368,9 @@ void independentDraw(const Spec &spec, const DrawBinding &db, Operation &op,
       rng.problems.push_back({what, op.getLoc()});
   };
   Shape refShape = cast<RankedTensorType>(db.refMask.getType()).getShape().vec();
+  // The reference's values stand for this draw only when it draws the same thing.
+  if (!db.mismatch.empty())
+    problem("`" + spec.nameOf(op.getResult(0)) + "` " + db.mismatch);
   for (int64_t r = 0; r < mesh.numRanks(); ++r) {
     int64_t key = std::llround(vals[op.getOperand(0)][r].data[0]);
     int64_t counter = std::llround(vals[op.getOperand(1)][r].data[0]);
@@ -403,7 +411,7 @@ void independentDraw(const Spec &spec, const DrawBinding &db, Operation &op,
                   mesh.rankStr(r) + " draws (" + std::to_string(key) + ", " +
                   std::to_string(counter + l) + ")): replicated activations diverge");
       }
-      if (rng.reference)
+      if (rng.reference && db.mismatch.empty())
         t.data[l] = rng.reference->lookup(db.refMask).data[at];
       else
         t.data[l] = d.round(evalFn(Fn::DropMask, {(double)key, (double)(counter + l),
@@ -880,6 +888,8 @@ bool runStep(const Spec &spec, NumericDomain *domains[4],
       refs.emplace_back([&, k] {
         try {
           oks[k] = runReference(spec, *domains[k], *inputs[k], run.out[k], fs[k], run.vals[k]);
+        } catch (const TimeLimit &e) {
+          fs[k].why = e.what();
         } catch (const std::exception &e) {
           fs[k].why = std::string("internal error: ") + e.what();
         }
@@ -913,6 +923,9 @@ bool runStep(const Spec &spec, NumericDomain *domains[4],
       result.failureAt = toSourceLoc(f.loc);
       return false;
     }
+  } catch (const TimeLimit &e) {
+    result.failure = e.what();
+    return false;
   } catch (const std::exception &e) {
     result.failure = std::string("internal error: ") + e.what();
     return false;
@@ -952,8 +965,19 @@ void localize(const Spec &spec, const ReplayOptions &options, StepRun &run, Repl
 } // namespace
 
 ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &options) {
-  if (options.backend != ReplayBackend::Cpu)
-    return replaySpecOnKernels(spec, options);
+  replayDeadline = &options.deadline;
+  struct ClearDeadline {
+    ~ClearDeadline() { replayDeadline = nullptr; }
+  } clearDeadline;
+  if (options.backend != ReplayBackend::Cpu) {
+    try {
+      return replaySpecOnKernels(spec, options);
+    } catch (const TimeLimit &e) {
+      ReplayResult r;
+      r.failure = e.what();
+      return r;
+    }
+  }
   ReplayResult result;
   result.device = std::to_string(spec.mesh.numRanks()) + " ranks on the CPU";
   if (spec.pipelineAxis >= 0) {

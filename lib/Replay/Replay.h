@@ -14,6 +14,7 @@
 
 #include "Replay/Numerics.h"
 #include "Spec/Spec.h"
+#include "Support/Deadline.h"
 #include "Semantics/Layout.h"
 
 #include <cstdint>
@@ -44,6 +45,9 @@ struct ReplayOptions {
   /// Reference inputs given as values (from .npy files, see loadNpyInputs), by name,
   /// row-major; the others are drawn from the seed.
   std::map<std::string, std::vector<double>> given;
+  /// The wall-clock budget of the run (planproof --time-limit): when it is spent the
+  /// replay stops and says so (exit status 3), checked at every op.
+  Deadline deadline;
 };
 
 /// One plan output against the fp64 reference.

@@ -3,8 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
+#include <vector>
 
 using namespace planproof;
 using json = nlohmann::ordered_json;
@@ -21,17 +24,60 @@ std::string num(double v) {
 }
 
 std::string caret(const Spec &spec, const SourceLoc &loc) {
-  std::string line = spec.snippet(loc);
+  unsigned col = loc.col;
+  std::string line = printable(snippetWindow(spec.snippet(loc), col), false);
   if (line.empty())
     return "";
   std::string out = "  " + line + "\n  ";
-  for (unsigned i = 1; i < loc.col && i <= line.size(); ++i)
+  for (unsigned i = 1; i < col && i <= line.size(); ++i)
     out += line[i - 1] == '\t' ? '\t' : ' ';
   return out + "^\n";
 }
 
+/// One located error of a loader's output.
+struct LocatedError {
+  std::string file, message;
+  unsigned line = 0, col = 0;
+};
+
+std::vector<LocatedError> parseErrors(const std::string &path, const std::string &errors) {
+  std::vector<LocatedError> out;
+  std::istringstream in(errors);
+  std::string text;
+  while (std::getline(in, text)) {
+    size_t at = text.find(": error: ");
+    if (at == std::string::npos) {
+      if (!out.empty() && !text.empty() && text.find_first_not_of(" ^~") != std::string::npos &&
+          text.find(": note: ") != std::string::npos)
+        out.back().message += "\n" + text.substr(text.find(": note: ") + 2);
+      continue;
+    }
+    LocatedError e;
+    e.message = text.substr(at + 9);
+    std::string where = text.substr(0, at);
+    // file[:line:col]
+    size_t c2 = where.rfind(':'), c1 = c2 == std::string::npos ? c2 : where.rfind(':', c2 - 1);
+    auto digits = [](const std::string &s) {
+      return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), ::isdigit);
+    };
+    if (c1 != std::string::npos && c2 != std::string::npos &&
+        digits(where.substr(c1 + 1, c2 - c1 - 1)) && digits(where.substr(c2 + 1))) {
+      e.file = where.substr(0, c1);
+      e.line = (unsigned)std::stoul(where.substr(c1 + 1, c2 - c1 - 1));
+      e.col = (unsigned)std::stoul(where.substr(c2 + 1));
+    } else {
+      e.file = where;
+    }
+    out.push_back(std::move(e));
+  }
+  if (out.empty())
+    out.push_back({path, errors.empty() ? "bad input" : errors, 0, 0});
+  return out;
+}
+
 std::string where(const Spec &spec, const SourceLoc &loc) {
-  return loc.known() ? loc.str() : (loc.file.empty() ? spec.path : loc.file);
+  return planproof::printable(loc.known() ? loc.str() : (loc.file.empty() ? spec.path : loc.file),
+                              false);
 }
 
 json locJson(const Spec &spec, const SourceLoc &loc) {
@@ -52,36 +98,99 @@ json counterexampleJson(const Counterexample &c) {
 }
 } // namespace
 
+std::string planproof::printable(const std::string &text, bool keepNewlines) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\t' && !(keepNewlines && c == '\n')) || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += (char)c;
+    }
+  }
+  return out;
+}
+
+std::string planproof::snippetWindow(const std::string &line, unsigned &col, size_t width) {
+  if (line.size() <= width)
+    return line;
+  size_t c = col ? col - 1 : 0, half = width / 2;
+  size_t start = c > half ? c - half : 0;
+  if (start + width > line.size())
+    start = line.size() > width ? line.size() - width : 0;
+  std::string out = (start ? "..." : "") + line.substr(start, width) +
+                    (start + width < line.size() ? "..." : "");
+  col = (unsigned)(c - start + 1 + (start ? 3 : 0));
+  return out;
+}
+
+std::string planproof::renderErrorJson(const std::string &path, const std::string &errors) {
+  json list = json::array();
+  for (const LocatedError &e : parseErrors(path, errors))
+    list.push_back({{"message", e.message},
+                    {"location", {{"file", e.file}, {"line", e.line}, {"col", e.col}}}});
+  json j = {{"spec", path},         {"verdict", "error"},    {"exit_status", 2},
+            {"errors", list},       {"violations", json::array()},
+            {"inconclusive", json::array()}};
+  return j.dump(2) + "\n";
+}
+
+std::string planproof::renderErrorSarif(const std::string &path, const std::string &errors) {
+  json notes = json::array();
+  for (const LocatedError &e : parseErrors(path, errors)) {
+    json region = json::object();
+    if (e.line)
+      region = {{"startLine", e.line}, {"startColumn", std::max(1u, e.col)}};
+    notes.push_back({{"level", "error"},
+                     {"message", {{"text", e.message}}},
+                     {"locations",
+                      json::array({{{"physicalLocation",
+                                     {{"artifactLocation", {{"uri", e.file}}},
+                                      {"region", region}}}}})}});
+  }
+  json sarif = {
+      {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+      {"version", "2.1.0"},
+      {"runs", json::array({{{"tool", {{"driver", {{"name", "planproof"}}}}},
+                             {"invocations", json::array({{{"executionSuccessful", false},
+                                                           {"exitCode", 2},
+                                                           {"toolExecutionNotifications", notes}}})},
+                             {"results", json::array()}}})}};
+  return sarif.dump(2) + "\n";
+}
+
 std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
   std::string out;
   for (const Violation &v : r.violations) {
-    out += where(spec, v.location) + ": error: [" + v.kind + "] " + v.message + "\n";
+    out += where(spec, v.location) + ": error: [" + v.kind + "] " + printable(v.message, false) + "\n";
     out += caret(spec, v.location);
     for (const std::string &n : v.notes)
-      out += where(spec, v.location) + ": note: " + n + "\n";
+      out += where(spec, v.location) + ": note: " + printable(n, false) + "\n";
     if (!v.hint.empty())
-      out += where(spec, v.location) + ": note: fix: " + v.hint + "\n";
+      out += where(spec, v.location) + ": note: fix: " + printable(v.hint, false) + "\n";
     if (v.hasCounterexample) {
       const Counterexample &c = v.counterexample;
       std::string in;
       for (auto &[n, val] : c.inputs)
-        in += (in.empty() ? "" : ", ") + n + " = " + num(val);
+        in += (in.empty() ? "" : ", ") + printable(n, false) + " = " + num(val);
       out += where(spec, v.location) + ": note: counterexample" +
              (c.fromSolver ? " (from Z3)" : "") + ": " + (in.empty() ? "all inputs 0" : in) +
              (in.empty() ? "" : ", all other inputs 0") + "\n";
       std::string ranks;
       for (auto &[rk, val] : c.rankValues)
         ranks += (ranks.empty() ? "" : ", ") + rk + " " + num(val);
-      out += where(spec, v.location) + ": note:   reference " + c.element + " = " +
+      out += where(spec, v.location) + ": note:   reference " + printable(c.element, false) + " = " +
              num(c.reference) + "; plan gives " + num(c.plan) + " (rank values: " + ranks + ")\n";
     }
     for (auto &[loc, n] : v.locatedNotes) {
-      out += where(spec, loc) + ": note: " + n + "\n";
+      out += where(spec, loc) + ": note: " + printable(n, false) + "\n";
       out += caret(spec, loc);
     }
   }
   for (auto &[loc, reason] : r.inconclusiveReasons) {
-    out += where(spec, loc) + ": warning: [inconclusive] " + reason + "\n";
+    out += where(spec, loc) + ": warning: [inconclusive] " + printable(reason, false) + "\n";
     out += caret(spec, loc);
   }
   std::string reduced;

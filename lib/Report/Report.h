@@ -18,6 +18,22 @@ std::string renderText(const Spec &spec, const VerifyResult &result);
 std::string renderJson(const Spec &spec, const VerifyResult &result);
 std::string renderSarif(const Spec &spec, const VerifyResult &result);
 
+/// Bad input (exit status 2): the located errors a loader wrote ("file:line:col: error:
+/// message" lines, possibly followed by source snippets) as one JSON object
+/// (verdict "error") or as a SARIF log whose invocation failed, so that a CI gate
+/// reading `--format json|sarif` always gets a machine-readable answer.
+std::string renderErrorJson(const std::string &path, const std::string &errors);
+std::string renderErrorSarif(const std::string &path, const std::string &errors);
+
+/// `text` with control characters (other than newline and tab) written as \xNN, so
+/// that names from a spec cannot move a terminal's cursor or forge report lines.
+std::string printable(const std::string &text, bool keepNewlines = true);
+
+/// Source line `line` for a diagnostic snippet, cut to a window of about `width`
+/// characters around column `col` (which is moved to stay under the caret); a
+/// one-line JSON file must not repeat its whole text in every note.
+std::string snippetWindow(const std::string &line, unsigned &col, size_t width = 160);
+
 } // namespace planproof
 
 #endif

@@ -115,6 +115,52 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
   return 0;
 }
 
+/// An enclosure of a unary function over an interval: [outLo, outHi] contains f(t)
+/// for every t in [lo, hi] (inputs are finite doubles, lo <= hi), with a margin for
+/// the C library's rounding (at most a few ulps; 2^-44 relative is allowed). Returns
+/// false where f is undefined on part of the interval or the bounds are not finite.
+/// Used to confirm counterexamples exactly (Engine/ExactEval): a difference is only
+/// reported when the enclosures of the two sides are disjoint.
+inline bool fnEnclosure(Fn f, double lo, double hi, double &outLo, double &outHi) {
+  auto widen = [&](double a, double b) {
+    double m = 0x1p-44 * std::max(std::fabs(a), std::fabs(b)) + 0x1p-1000;
+    outLo = a - m;
+    outHi = b + m;
+    return std::isfinite(outLo) && std::isfinite(outHi);
+  };
+  // Lipschitz functions: f(mid) +- L * radius. The constants bound |f'| over the reals:
+  // gelu' in [-0.17, 1.13], silu' in [-0.1, 1.1], gelu'' in [-0.18, 0.8],
+  // silu'' in [-0.1, 0.5].
+  auto lipschitz = [&](double L) {
+    double mid = lo + (hi - lo) / 2;
+    double r = std::max(hi - mid, mid - lo) * (1 + 0x1p-40);
+    double v = evalFn(f, {mid});
+    return widen(v - L * r, v + L * r);
+  };
+  switch (f) {
+  case Fn::Exp:
+    return widen(std::exp(lo), std::exp(hi));
+  case Fn::Log:
+    return lo > 0 && widen(std::log(lo), std::log(hi));
+  case Fn::Sqrt:
+    return lo >= 0 && widen(std::sqrt(lo), std::sqrt(hi));
+  case Fn::Rsqrt:
+    return lo > 0 && widen(scalar::rsqrt(hi), scalar::rsqrt(lo));
+  case Fn::Recip:
+    return (lo > 0 || hi < 0) && widen(1.0 / hi, 1.0 / lo);
+  case Fn::Gelu:
+    return lipschitz(1.13);
+  case Fn::Silu:
+    return lipschitz(1.1);
+  case Fn::GeluDeriv:
+    return lipschitz(0.8);
+  case Fn::SiluDeriv:
+    return lipschitz(0.5);
+  default:
+    return false; // not unary: handled exactly by the evaluator
+  }
+}
+
 } // namespace planproof
 
 #endif

@@ -20,7 +20,7 @@
 #define PLANPROOF_SEMANTICS_OPSEMANTICS_H
 
 #include "Dist/DistDialect.h"
-#include "Engine/Rational.h"
+#include "Support/Rational.h"
 #include "Ref/RefDialect.h"
 #include "Semantics/Functions.h"
 #include "Semantics/Layout.h"
@@ -35,9 +35,14 @@
 
 namespace planproof {
 
-/// Rational value of a float attribute: constants are read as exact fractions.
+/// Rational value of a float attribute: the exact rational the constant denotes
+/// (exactConstant; spec loading rejects constants it cannot represent).
 inline Rational attrRational(mlir::FloatAttr a) {
-  return Rational::fromDouble(a.getValueAsDouble());
+  Rational r;
+  std::string why;
+  if (!exactConstant(a.getValueAsDouble(), r, why))
+    throw NumericLimit(why);
+  return r;
 }
 
 /// The scalar function an elementwise function op applies, if `op` is one.

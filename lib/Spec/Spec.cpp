@@ -9,6 +9,9 @@
 
 #include "Import/JsonImport.h"
 #include "Ref/RefDialect.h"
+#include "Support/Input.h"
+#include "Support/Limits.h"
+#include "Support/Rational.h"
 #include "Transforms/Autodiff.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -89,14 +92,14 @@ static void readSourceLines(Spec &spec, const std::string &path, StringRef text)
 /// Parses one MLIR file into a new module, recording SSA names.
 static bool loadMlirFile(MLIRContext &ctx, const std::string &path, Spec &spec,
                          std::string &errors) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer) {
-    errors += path + ": error: cannot read file: " + buffer.getError().message() + "\n";
+  std::string contents;
+  if (!readInputFile(path, contents, errors) ||
+      !checkNesting(path, contents, Syntax::Mlir, errors))
     return false;
-  }
-  readSourceLines(spec, path, (*buffer)->getBuffer());
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(contents, path);
+  readSourceLines(spec, path, buffer->getBuffer());
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(*buffer), SMLoc());
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), SMLoc());
   llvm::raw_string_ostream os(errors);
   SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, os);
   AsmParserState state;
@@ -302,6 +305,15 @@ struct Checker {
                                     "blocks of layout '" + layoutText(d.layout) + "'");
         return;
       }
+      // What is drawn besides the stream position: the drop probability. A plan draw
+      // stands for the reference's only when it is the same (exactly, as rationals).
+      auto refOp = it->second.getDefiningOp<ref::DropoutMaskOp>();
+      Rational pPlan, pRef;
+      std::string why;
+      if (!exactConstant(op.getP().convertToDouble(), pPlan, why) ||
+          !exactConstant(refOp.getP().convertToDouble(), pRef, why) || pPlan != pRef)
+        d.mismatch = "it drops with p = " + pPlan.str() + ", but the reference mask `" + name +
+                     "` it stands for (dist.draws) drops with p = " + pRef.str();
       d.blockOffset.assign(local.size(), 0);
       if (auto off = op->getAttrOfType<DenseI64ArrayAttr>(dist::kBlockOffsetAttr))
         d.blockOffset.assign(off.asArrayRef().begin(), off.asArrayRef().end());
@@ -550,7 +562,72 @@ struct Checker {
 };
 } // namespace
 
+/// Every tensor type in the modules has a static shape inside the caps of
+/// Support/Limits.h, and every float constant is an exact rational (docs/semantics.md):
+/// checked before anything computes with sizes or constants, for MLIR and JSON alike.
+static bool validateSizesAndConstants(Spec &spec, std::string &errors) {
+  std::string first;
+  auto report = [&](Location loc, const std::string &msg) {
+    SourceLoc s = toSourceLoc(loc);
+    errors += (s.known() ? s.str() : spec.path) + ": error: " + msg + "\n";
+    return false;
+  };
+  auto checkType = [&](Type t, Location loc, const std::string &what) {
+    if (isa<UnrankedTensorType>(t))
+      return report(loc, what + " is an unranked tensor: shapes must be written out");
+    auto r = dyn_cast<RankedTensorType>(t);
+    if (!r)
+      return true;
+    std::string why = shapeProblem(r.getShape(), ShapedType::kDynamic);
+    if (!why.empty())
+      return report(loc, what + " has an unsupported shape: " + why);
+    return true;
+  };
+  bool ok = true;
+  for (auto &m : spec.modules) {
+    m->walk([&](Operation *op) {
+      if (!ok)
+        return WalkResult::interrupt();
+      std::string name = op->getName().getStringRef().str();
+      for (auto [i, t] : llvm::enumerate(op->getResultTypes()))
+        if (!(ok = checkType(t, op->getLoc(), "result #" + std::to_string(i) + " of '" + name + "'")))
+          return WalkResult::interrupt();
+      for (Region &region : op->getRegions())
+        for (Block &block : region)
+          for (BlockArgument arg : block.getArguments())
+            if (!(ok = checkType(arg.getType(), arg.getLoc(),
+                                 "argument #" + std::to_string(arg.getArgNumber()) + " of '" +
+                                     name + "'")))
+              return WalkResult::interrupt();
+      if (auto f = dyn_cast<func::FuncOp>(op))
+        for (auto [i, t] : llvm::enumerate(f.getResultTypes()))
+          if (!(ok = checkType(t, op->getLoc(), "result #" + std::to_string(i) + " of function @" +
+                                                     f.getSymName().str())))
+            return WalkResult::interrupt();
+      if (!isa<ref::RefDialect>(op->getDialect()))
+        return WalkResult::advance();
+      for (NamedAttribute a : op->getAttrs()) {
+        auto f = dyn_cast<FloatAttr>(a.getValue());
+        if (!f)
+          continue;
+        Rational r;
+        std::string why;
+        if (!exactConstant(f.getValueAsDouble(), r, why)) {
+          ok = report(op->getLoc(), "'" + name + "' attribute '" + a.getName().str() + "': " + why);
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
 bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
+  if (!validateSizesAndConstants(spec, errors))
+    return false;
   // Derive the reference backward pass where the reference asks for it (ref.grad).
   for (auto &m : spec.modules) {
     // The results of ref.grad are replaced and their ops erased: forget their names, or

@@ -89,6 +89,10 @@ struct DrawBinding {
   Layout layout;
   Shape blockShape;                 // the rank's block of the reference mask
   std::vector<int64_t> blockOffset; // where this op's piece starts inside the block
+  /// Why the draw cannot stand for the reference's (an attribute that changes what is
+  /// drawn differs: the drop probability), or "". The element engine substitutes the
+  /// reference's draws only when it is empty; the RNG check reports it otherwise.
+  std::string mismatch;
 };
 
 struct Spec {

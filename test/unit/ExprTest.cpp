@@ -3,20 +3,98 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 using namespace planproof;
 
 TEST_CASE("rationals read decimal constants exactly", "[rational]") {
-  CHECK(Rational::fromDouble(0.1) == Rational(1, 10));
-  CHECK(Rational::fromDouble(-0.25) == Rational(-1, 4));
-  CHECK(Rational::fromDouble(3.0) == Rational(3));
+  auto exact = [](double x) {
+    Rational r;
+    std::string why;
+    REQUIRE(exactConstant(x, r, why));
+    return r;
+  };
+  CHECK(exact(0.1) == Rational(1, 10));
+  CHECK(exact(-0.25) == Rational(-1, 4));
+  CHECK(exact(3.0) == Rational(3));
   CHECK((Rational(1, 3) + Rational(1, 6)) == Rational(1, 2));
   CHECK((Rational(2, 3) * Rational(3, 4)) == Rational(1, 2));
 }
 
-TEST_CASE("rational overflow is reported, not wrapped", "[rational]") {
+TEST_CASE("constants are exact whatever their magnitude", "[rational]") {
+  auto exact = [](double x, Rational &r) {
+    std::string why;
+    return exactConstant(x, r, why);
+  };
+  Rational r, s;
+  // Decimals as written, however small: 1e-16 is not 0, and not -1e-16.
+  REQUIRE(exact(1e-16, r));
+  CHECK(r == Rational(1, 10000000000000000));
+  REQUIRE(exact(-1e-16, s));
+  CHECK(s == -r);
+  REQUIRE(exact(5e-19, r));
+  CHECK(r == Rational(1, 2000000000000000000));
+  REQUIRE(exact(3e-4, r));
+  CHECK(r == Rational(3, 10000));
+  // A computed float (1/3 printed in 16 digits) is the simplest fraction rounding to it.
+  REQUIRE(exact(1.0 / 3.0, r));
+  CHECK(r == Rational(1, 3));
+  REQUIRE(exact(2.0 / 7.0, r));
+  CHECK(r == Rational(2, 7));
+  // Neighbouring doubles never share a rational.
+  double third = 1.0 / 3.0;
+  REQUIRE(exact(std::nextafter(third, 1.0), s));
+  CHECK(s != Rational(1, 3));
+  REQUIRE(exact(0.09999999999999998, s));
+  CHECK(s != Rational(1, 10));
+  CHECK(std::fabs(s.toDouble() - 0.09999999999999998) == 0);
+  // At a power of two the interval below is half as wide.
+  REQUIRE(exact(std::nextafter(0.5, 0.0), s));
+  CHECK(s.toDouble() == std::nextafter(0.5, 0.0));
+  // Any magnitude, exactly: 1e308 and 1e-300 are big rationals, distinct from their
+  // neighbours and from each other's inverses.
+  REQUIRE(exact(1e308, r));
+  CHECK(!r.isSmall());
+  CHECK(r.str() == "1" + std::string(308, '0'));
+  REQUIRE(exact(1e-300, s));
+  CHECK(r * s == Rational(100000000));
+  REQUIRE(exact(std::nextafter(1e-300, 1.0), s));
+  CHECK(r * s != Rational(100000000));
+  // Only what is not a number is rejected.
+  std::string why;
+  CHECK_FALSE(exactConstant(std::nan(""), r, why));
+  CHECK_FALSE(exactConstant(HUGE_VAL, r, why));
+}
+
+TEST_CASE("decimal text is read exactly", "[rational]") {
+  Rational r;
+  std::string why;
+  REQUIRE(Rational::fromDecimal("0.1", r, why));
+  CHECK(r == Rational(1, 10));
+  REQUIRE(Rational::fromDecimal("-2.50e-3", r, why));
+  CHECK(r == Rational(-1, 400));
+  REQUIRE(Rational::fromDecimal("1200", r, why));
+  CHECK(r == Rational(1200));
+  CHECK_FALSE(Rational::fromDecimal("1e999", r, why));
+  CHECK_FALSE(Rational::fromDecimal("1..2", r, why));
+  CHECK_FALSE(Rational::fromDecimal("", r, why));
+}
+
+TEST_CASE("rationals past 64 bits stay exact, never wrap", "[rational]") {
   Rational big(int64_t(1) << 62);
-  CHECK_THROWS_AS(big * big, NumericLimit);
+  Rational sq = big * big; // 2^124
+  CHECK(!sq.isSmall());
+  CHECK(sq.str() == "21267647932558653966460912964485513216");
+  CHECK(sq / big == big);
+  CHECK((sq / big).isSmall());
+  CHECK(sq - sq == Rational(0));
+  CHECK(sq == big * big); // interned: equal values, equal representations
+  CHECK(Rational(1) / sq * sq == Rational(1));
+  CHECK(big < sq);
+  CHECK((-sq).sign() == -1);
+  CHECK_THROWS_AS(sq.numerator(), NumericLimit);
   CHECK_THROWS_AS(Rational(1, 0), NumericLimit);
+  CHECK_THROWS_AS(sq / Rational(0), NumericLimit);
 }
 
 TEST_CASE("canonical forms decide ring identities", "[expr]") {

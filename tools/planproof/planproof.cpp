@@ -16,12 +16,18 @@
 #include "Plan/PlanGen.h"
 #include "Report/Report.h"
 #include "Spec/Spec.h"
+#include "Support/Input.h"
 
 #include "mlir/IR/AsmState.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <set>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -62,6 +68,9 @@ Options:
   --timeout-ms N             Z3 timeout per query (default 10000); a timeout makes the
                              verdict inconclusive, never verified
   --threads N                threads deciding obligations (default: the machine's cores)
+  --time-limit SECONDS       wall-clock budget of the whole run (default 600); when it is
+                             spent the verdict is inconclusive and names the phase (for
+                             check-specs: per spec)
   --full-shapes              decide parametric specs (JSON "dims") at their full sizes
                              instead of the reduced ones (docs/shape-reduction.md)
 
@@ -83,6 +92,7 @@ Replay options:
                              parametric spec's full sizes, or chosen sizes
   --check-counterexamples    run each counterexample the verifier reports concretely
                              and check that it shows the difference it claims
+  --time-limit SECONDS       wall-clock budget of the run (default 600)
   Exit status: 0 within tolerance, 1 divergence, 2 bad input, 3 could not run.
 
 Exit status: 0 verified, 1 violated, 2 bad input or usage, 3 inconclusive.
@@ -95,12 +105,113 @@ int usage(const std::string &msg) {
   return 2;
 }
 
+/// The default wall-clock budget of a run: long enough for every spec of the
+/// catalogue many times over, short enough for a CI gate (README, "CI gates").
+constexpr double kDefaultTimeLimit = 600;
+
 struct Options {
   Options() { verify.threads = std::max(1u, std::thread::hardware_concurrency()); }
   std::string format = "text";
   VerifyOptions verify;
   bool fullShapes = false;
+  double timeLimit = kDefaultTimeLimit;
 };
+
+/// Parses a --time-limit value: seconds in (0, 86400].
+bool parseSeconds(const std::string &v, double &out) {
+  char *end = nullptr;
+  double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(s > 0 && s <= 86400))
+    return false;
+  out = s;
+  return true;
+}
+
+/// The last line of defence of the time limit: when a run outlives its budget by a
+/// grace period (a phase that does not check the deadline, a solver that ignores its
+/// timeout), the watchdog prints an inconclusive report in the requested format and
+/// ends the process with status 3. Destroying it before then disarms it.
+class Watchdog {
+public:
+  Watchdog(double seconds, std::string format, std::string spec)
+      : format(std::move(format)), spec(std::move(spec)), seconds(seconds) {
+    double grace = std::max(5.0, 0.1 * seconds);
+    thread = std::thread([this, grace] {
+      std::unique_lock<std::mutex> lock(m);
+      auto limit = std::chrono::duration<double>(this->seconds + grace);
+      if (cv.wait_for(lock, limit, [this] { return done; }))
+        return;
+      fire();
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+
+private:
+  [[noreturn]] void fire() {
+    std::string phase = Deadline::currentPhase().load();
+    std::string reason = "the time limit of " + std::to_string((long long)seconds) +
+                         " s was exceeded during " + phase +
+                         "; the run was stopped (raise it with --time-limit)";
+    std::string out;
+    if (format == "json") {
+      nlohmann::ordered_json j = {
+          {"spec", spec},
+          {"verdict", "inconclusive"},
+          {"violations", nlohmann::ordered_json::array()},
+          {"inconclusive",
+           nlohmann::ordered_json::array(
+               {{{"location", {{"file", spec}, {"line", 0}, {"col", 0}}}, {"reason", reason}}})}};
+      out = j.dump(2) + "\n";
+    } else if (format == "sarif") {
+      nlohmann::ordered_json j = {
+          {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+          {"version", "2.1.0"},
+          {"runs",
+           nlohmann::ordered_json::array(
+               {{{"tool", {{"driver", {{"name", "planproof"}}}}},
+                 {"results",
+                  nlohmann::ordered_json::array(
+                      {{{"ruleId", "planproof/inconclusive"},
+                        {"level", "warning"},
+                        {"message", {{"text", reason}}},
+                        {"locations",
+                         nlohmann::ordered_json::array(
+                             {{{"physicalLocation",
+                                {{"artifactLocation", {{"uri", spec}}}}}}})}}})}}})}};
+      out = j.dump(2) + "\n";
+    } else {
+      out = spec + ": warning: [inconclusive] " + reason + "\n" + spec + ": inconclusive\n";
+    }
+    std::fflush(stdout);
+    ssize_t ignored = ::write(1, out.data(), out.size());
+    (void)ignored;
+    ::_exit(3);
+  }
+  std::string format, spec;
+  double seconds;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread thread;
+};
+
+/// Writes a loader's errors on stderr (control characters escaped) and, for
+/// machine-readable formats, the error object on stdout. Returns exit status 2.
+int badInput(const std::string &path, const std::string &errors, const std::string &format) {
+  std::cerr << printable(errors);
+  if (format == "json")
+    std::cout << renderErrorJson(path, errors);
+  else if (format == "sarif")
+    std::cout << renderErrorSarif(path, errors);
+  return 2;
+}
 
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
   std::vector<std::string> rest;
@@ -108,6 +219,9 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
     const std::string &a = args[i];
     if (a == "--full-shapes") {
       o.fullShapes = true;
+    } else if (a == "--time-limit") {
+      if (i + 1 >= args.size() || !parseSeconds(args[++i], o.timeLimit))
+        return (err = "--time-limit needs a number of seconds in (0, 86400]", false);
     } else if (a == "--threads") {
       if (i + 1 >= args.size())
         return (err = "--threads needs a value", false);
@@ -178,17 +292,24 @@ int cmdVerify(std::vector<std::string> args) {
     return usage("verify needs one SPEC file, or --ref REF --plan PLAN");
   if (!ref.empty() && !positional.empty())
     return usage("give either SPEC or --ref/--plan, not both");
+  std::string path = ref.empty() ? positional[0] : plan;
+  o.verify.deadline = Deadline(o.timeLimit);
+  Watchdog watchdog(o.timeLimit, o.format, path);
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
   spec.reduceShapes = !o.fullShapes;
   std::string errors;
-  bool ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
-                        : loadSpecPair(ctx, ref, plan, spec, errors);
-  if (!ok) {
-    std::cerr << errors;
-    return 2;
+  bool ok;
+  try {
+    ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
+                     : loadSpecPair(ctx, ref, plan, spec, errors);
+  } catch (const std::exception &e) {
+    ok = false;
+    errors += path + ": error: the spec could not be read: " + e.what() + "\n";
   }
+  if (!ok)
+    return badInput(path, errors, o.format);
   VerifyResult r = verifySpec(spec, o.verify);
   if (o.format == "json")
     std::cout << renderJson(spec, r);
@@ -203,11 +324,14 @@ int cmdVerify(std::vector<std::string> args) {
 /// reference and the plan of a model configuration (lib/Plan/PlanGen.h, docs/plan.md).
 int cmdPlan(std::vector<std::string> args) {
   std::string model, parallel, out;
+  std::set<std::string> given;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     if (a == "--model" || a == "--parallel" || a == "-o") {
       if (i + 1 >= args.size())
         return usage(a + " needs a value");
+      if (!given.insert(a).second)
+        return usage(a + " is given twice");
       (a == "--model" ? model : a == "--parallel" ? parallel : out) = args[++i];
     } else {
       return usage("unknown option '" + a + "'");
@@ -244,6 +368,7 @@ int cmdReplay(std::vector<std::string> args) {
   std::string format = "text", backend = "cpu";
   std::vector<std::string> positional;
   bool checkCx = false, ncclSmoke = false;
+  double timeLimit = kDefaultTimeLimit;
   std::string shapeArg = "reduced", inputsDir, ranks = "virtual";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
@@ -253,6 +378,11 @@ int cmdReplay(std::vector<std::string> args) {
     }
     if (a == "--nccl-smoke") {
       ncclSmoke = true;
+      continue;
+    }
+    if (a == "--time-limit") {
+      if (i + 1 >= args.size() || !parseSeconds(args[++i], timeLimit))
+        return usage("--time-limit needs a number of seconds in (0, 86400]");
       continue;
     }
     if (a == "--dtype" || a == "--order" || a == "--seed" || a == "--format" || a == "--backend" ||
@@ -314,6 +444,8 @@ int cmdReplay(std::vector<std::string> args) {
                : backend == "cuda" ? ReplayBackend::Cuda
                                    : ReplayBackend::Emulated;
   ro.ranks = ranks == "nccl" ? ReplayRanks::Nccl : ReplayRanks::Virtual;
+  ro.deadline = Deadline(timeLimit);
+  Watchdog watchdog(timeLimit, format, positional[0]);
   if (ro.ranks == ReplayRanks::Nccl && ro.backend != ReplayBackend::Cuda)
     return usage("--ranks nccl needs --backend cuda");
   mlir::MLIRContext ctx;
@@ -337,30 +469,35 @@ int cmdReplay(std::vector<std::string> args) {
   }
   spec.reduceShapes = shapeArg == "reduced";
   bool loaded;
+  try {
   if (dims.empty()) {
     loaded = loadSpec(ctx, positional[0], spec, errors);
   } else {
-    std::ifstream in(positional[0]);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in || positional[0].size() < 5 || positional[0].substr(positional[0].size() - 5) != ".json")
+    if (positional[0].size() < 5 || positional[0].substr(positional[0].size() - 5) != ".json")
       return usage("--shape NAME=SIZE applies to parametric JSON specs (\"dims\")");
+    std::string text;
     spec.path = positional[0];
-    loaded = importJsonText(ctx, positional[0], text.str(), spec, &dims, errors) &&
+    loaded = readInputFile(positional[0], text, errors) &&
+             checkNesting(positional[0], text, Syntax::Json, errors) &&
+             importJsonText(ctx, positional[0], text, spec, &dims, errors) &&
              analyzeSpec(spec, errors);
     if (loaded)
       for (auto &[n, v] : dims)
         if (!llvm::any_of(spec.reducedDims, [&](const ReducedDim &d) { return d.name == n; }))
           return usage("--shape: the spec has no dimension '" + n + "'");
   }
-  if (!loaded) {
-    std::cerr << errors;
-    return 2;
+  } catch (const std::exception &e) {
+    loaded = false;
+    errors += positional[0] + ": error: the spec could not be read: " + e.what() + "\n";
   }
+  if (!loaded)
+    return badInput(positional[0], errors, format);
   ro.progress = true;
   if (checkCx) {
     // Cross-check of the verifier: each reported counterexample, run concretely.
-    VerifyResult v = verifySpec(spec);
+    VerifyOptions vo;
+    vo.deadline = ro.deadline;
+    VerifyResult v = verifySpec(spec, vo);
     int refuted = 0, confirmed = 0;
     for (const Violation &viol : v.violations) {
       if (!viol.hasCounterexample)
@@ -502,28 +639,64 @@ int cmdCheckSpecs(std::vector<std::string> args) {
   std::error_code ec;
   if (!fs::is_directory(args[0], ec))
     return usage("'" + args[0] + "' is not a directory");
+  // Every entry is either checked or reported: a broken or looping symlink, an
+  // unreadable file or directory is a failure, never silently skipped.
   std::vector<std::string> files;
-  for (auto it = fs::recursive_directory_iterator(args[0], ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    std::string ext = it->path().extension().string();
-    if (!it->is_regular_file() || (ext != ".mlir" && ext != ".json"))
+  std::vector<std::pair<std::string, std::string>> unreadable;
+  auto it = fs::recursive_directory_iterator(args[0], fs::directory_options::none, ec);
+  if (ec)
+    unreadable.push_back({args[0], ec.message()});
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path &p = it->path();
+    std::string ext = p.extension().string();
+    std::error_code sec;
+    fs::file_status st = fs::status(p, sec);
+    if (sec || !fs::exists(st)) {
+      std::error_code lec;
+      if (fs::is_symlink(fs::symlink_status(p, lec)))
+        unreadable.push_back({p.string(), sec ? "symlink that cannot be followed: " + sec.message()
+                                              : "broken symlink"});
+      else
+        unreadable.push_back({p.string(), sec ? sec.message() : "vanished"});
+      continue;
+    }
+    if (!fs::is_regular_file(st) || (ext != ".mlir" && ext != ".json"))
       continue;
     if (ext == ".json") {
       // Model configurations (planproof plan --model) live beside the specs: a JSON
       // object without the spec format's "planproof" version is not a spec.
-      std::ifstream in(it->path());
-      nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && !j.contains("planproof") && j.contains("layers") && j.contains("hidden"))
-        continue;
+      std::string text, err;
+      if (readInputFile(p.string(), text, err)) {
+        nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && !j.contains("planproof") && j.contains("layers") && j.contains("hidden"))
+          continue;
+      }
     }
-    files.push_back(it->path().string());
+    files.push_back(p.string());
   }
+  if (ec)
+    unreadable.push_back({args[0], "cannot list: " + ec.message()});
   std::sort(files.begin(), files.end());
   int passed = 0, failed = 0;
+  if (files.empty() && unreadable.empty()) {
+    std::cerr << "planproof: error: no specs (.mlir or .json) under '" << args[0] << "'\n";
+    return 1;
+  }
   bool json = o.format == "json";
   if (o.format == "sarif")
     return usage("check-specs reports as text or json");
   std::string results;
+  for (auto &[f, why] : unreadable) {
+    ++failed;
+    std::cerr << printable(f) << ": error: " << why << "\n";
+    if (!json) {
+      std::cout << "FAIL " << printable(f) << " unreadable: " << why << "\n";
+      continue;
+    }
+    nlohmann::json entry = {{"spec", f}, {"ok", false}, {"got", "unreadable: " + why},
+                            {"expected", "?"}, {"milliseconds", 0}};
+    results += std::string(results.empty() ? "" : ",\n") + "    " + entry.dump();
+  }
   for (const std::string &f : files) {
     mlir::MLIRContext ctx;
     registerDialects(ctx);
@@ -533,10 +706,18 @@ int cmdCheckSpecs(std::vector<std::string> args) {
     std::string got, expected = "?";
     bool match = false;
     double ms = 0;
-    if (!loadSpec(ctx, f, spec, errors)) {
+    bool loaded;
+    try {
+      loaded = loadSpec(ctx, f, spec, errors);
+    } catch (const std::exception &e) {
+      loaded = false;
+      errors += f + ": error: the spec could not be read: " + e.what() + "\n";
+    }
+    if (!loaded) {
       got = "bad input";
-      std::cerr << errors;
+      std::cerr << printable(errors);
     } else {
+      o.verify.deadline = Deadline(o.timeLimit);
       VerifyResult r = verifySpec(spec, o.verify);
       ms = r.stats.milliseconds;
       got = verdictName(r.verdict);
@@ -562,10 +743,7 @@ int cmdCheckSpecs(std::vector<std::string> args) {
     (match ? passed : failed)++;
     if (json) {
       auto quote = [](const std::string &x) {
-        std::string q = "\"";
-        for (char c : x)
-          q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
-        return q + "\"";
+        return nlohmann::json(x).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       };
       results += std::string(results.empty() ? "" : ",\n") + "    {\"spec\": " + quote(f) +
                  ", \"ok\": " + (match ? "true" : "false") + ", \"got\": " + quote(got) +
