@@ -354,13 +354,14 @@ FailureOr<RankedTensorType> planproof::dist::expectedResultType(Operation *op) {
     return op->emitOpError() << "dim " << dim << " is out of range for an operand of rank "
                              << in.getRank();
   SmallVector<int64_t> shape(in.getShape());
-  if (op->hasAttr("zigzag") && !isa<AllGatherOp>(op) && shape[dim] % (2 * *n) != 0)
+  bool grows = isa<AllGatherOp, ShardPadOp>(op);
+  if (op->hasAttr("zigzag") && !grows && shape[dim] % (2 * *n) != 0)
     return op->emitOpError() << "zigzag: dimension " << dim << " of size " << shape[dim]
                              << " does not divide into 2 x " << *n << " chunks";
-  if (op->hasAttr("zigzag") && isa<AllGatherOp>(op) && shape[dim] % 2 != 0)
+  if (op->hasAttr("zigzag") && grows && shape[dim] % 2 != 0)
     return op->emitOpError() << "zigzag: dimension " << dim << " of size " << shape[dim]
                              << " is not two chunks";
-  if (isa<AllGatherOp>(op)) {
+  if (grows) {
     if (!planproof::checkedMul(shape[dim], *n, shape[dim]) || shape[dim] > planproof::kMaxDimSize)
       return op->emitOpError() << "the gathered dimension " << dim << " would be larger than 2^31";
   } else {
@@ -387,6 +388,26 @@ LogicalResult AllReduceOp::verify() { return verifyCollective(*this); }
 LogicalResult AllGatherOp::verify() { return verifyCollective(*this); }
 LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this); }
 LogicalResult ShardSliceOp::verify() { return verifyCollective(*this); }
+LogicalResult ShardPadOp::verify() { return verifyCollective(*this); }
+
+LogicalResult SelectOnOp::verify() {
+  MeshOp mesh = lookupMesh(*this);
+  if (!mesh)
+    return emitOpError() << "must be inside a plan function naming its mesh";
+  if (getOn().empty())
+    return emitOpError() << "'on' needs at least one mesh axis";
+  for (NamedAttribute a : getOn()) {
+    auto v = dyn_cast<IntegerAttr>(a.getValue());
+    int64_t axis = mesh.axisIndex(a.getName().getValue());
+    if (!v || axis < 0)
+      return emitOpError() << "'on' maps mesh axes to coordinates, got '" << a.getName().getValue()
+                           << "'";
+    if (v.getInt() < 0 || v.getInt() >= mesh.getShape()[axis])
+      return emitOpError() << "'on' coordinate " << v.getInt() << " is outside axis '"
+                           << a.getName().getValue() << "' of size " << mesh.getShape()[axis];
+  }
+  return success();
+}
 LogicalResult AllToAllOp::verify() { return verifyCollective(*this); }
 
 LogicalResult AxisIndexOp::verify() {

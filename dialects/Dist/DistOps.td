@@ -237,6 +237,43 @@ def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
   let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? attr-dict `:` type($input) `->` type($result)";
 }
 
+def Dist_ShardPadOp : Dist_CollectiveOp<"shard_pad"> {
+  let summary = "places this rank's block in a zero value of the whole (no communication)";
+  let description = [{
+    The adjoint of `shard_slice`: the result has the shape of the whole (dimension `dim`
+    times the number of ranks in the group of `axes`), holds the operand at the block of
+    `dim` that belongs to this rank (row-major over `axes`, or the zigzag chunks) and
+    zeros elsewhere. It is what the derived backward pass of a plan (`ref.grad`) gives a
+    replicated value that `shard_slice` cut: each rank's share of its gradient, partial
+    over `axes` until they are summed.
+
+    ```mlir
+    %dw = dist.shard_pad %dw_local over ["tp"] dim 1 : tensor<4x4xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim, UnitAttr:$zigzag);
+  let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? attr-dict `:` type($input) `->` type($result)";
+}
+
+def Dist_SelectOnOp : Dist_Op<"select_on", [Pure, AllTypesMatch<["when", "otherwise", "result"]>]> {
+  let summary = "one value on the ranks at given mesh coordinates, another elsewhere";
+  let description = [{
+    On the ranks whose coordinates equal `on` (a dictionary from mesh axes to
+    coordinates), `when`; on every other rank, `otherwise`. What a plan computes only on
+    some ranks: a bias added on tensor-parallel rank 0 before a sum all-reduce, a loss
+    kept on the last pipeline stage, a term counted once per data-parallel group.
+
+    ```mlir
+    %zero = ref.constant 0.0 : tensor<4xf32>
+    %b_once = dist.select_on %b, %zero on {tp = 0 : i64} : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins AnyType:$when, AnyType:$otherwise, DictionaryAttr:$on);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$when `,` $otherwise `on` $on attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 
 //===----------------------------------------------------------------------===//
 // Checkpoints

@@ -12,6 +12,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace planproof::ref;
 
@@ -369,6 +371,17 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   if (!table || table.getRank() != 2 || !ids || ids.getRank() != 1)
     return fail(loc, "ref.embedding: needs a [rows, width] table and [tokens] ids");
   out.push_back(f32Tensor(ctx, {ids.getDimSize(0), table.getDimSize(1)}));
+  return success();
+}
+
+LogicalResult LiteralOp::verify() {
+  int64_t n = planproof::checkedProduct(getType().getShape());
+  if (n < 0 || (int64_t)getValues().size() != n)
+    return emitOpError() << "needs one value per element of " << getType() << ", got "
+                         << getValues().size();
+  for (double v : getValues())
+    if (!std::isfinite(v))
+      return emitOpError() << "values must be finite numbers";
   return success();
 }
 

@@ -321,6 +321,24 @@ def Ref_ConstantOp : Ref_ExplicitTypeOp<"constant"> {
   let assemblyFormat = "$value attr-dict `:` type($result)";
 }
 
+def Ref_LiteralOp : Ref_ExplicitTypeOp<"literal"> {
+  let summary = "a tensor written out element by element";
+  let description = [{
+    The elements of the result in row-major order, each read as the exact rational it
+    denotes (like every constant, docs/semantics.md). For the plan's own data that is
+    not one value: 0/1 masks (which parameters get weight decay, which positions are
+    padding), small tables.
+
+    ```mlir
+    %decay = ref.literal [1.0, 1.0, 0.0, 0.0] : tensor<2x2xf32>
+    ```
+  }];
+  let arguments = (ins DenseF64ArrayAttr:$values);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$values attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Non-polynomial elementwise functions
 //===----------------------------------------------------------------------===//

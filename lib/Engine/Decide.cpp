@@ -66,56 +66,69 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
       return dist(rng) / 2.0;
     return trial == 0 ? 1.0 : (double)dist(rng);
   };
-  // A point counts only once exact evaluation confirms it (Engine/ExactEval.h): in
-  // doubles, cancellation can make equal values look different.
-  bool found = false;
-  for (int trial = 0; trial < 24 && !found; ++trial) {
+  // Delta debugging in doubles: zero halves, quarters, ... of the inputs while the
+  // difference survives, then turn the remaining values into ones (within budget).
+  auto minimize = [&](std::vector<double> &point) {
+    int budget = 150;
+    for (double target : {0.0, 1.0}) {
+      for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
+        for (size_t start = 0; start < support.size() && budget > 0; start += chunk) {
+          size_t end = std::min(support.size(), start + chunk);
+          std::vector<std::pair<uint32_t, double>> saved;
+          for (size_t i = start; i < end; ++i) {
+            uint32_t s = support[i];
+            // Pass two only turns the remaining nonzero values into ones (in domain).
+            int64_t bound = pool.input(s).bound;
+            if (point[s] != target && point[s] != 0.0 && (bound == 0 || target < bound))
+              saved.push_back({s, point[s]});
+          }
+          if (saved.empty())
+            continue;
+          for (auto &[s, v] : saved)
+            point[s] = target;
+          --budget;
+          if (!differsAt(eval, p, q, point))
+            for (auto &[s, v] : saved)
+              point[s] = v;
+        }
+        if (chunk == 1 || budget <= 0)
+          break;
+      }
+    }
+  };
+  // A point counts only once its difference is confirmed (Engine/ExactEval.h): in
+  // doubles, cancellation can make equal values look different. The minimized point is
+  // confirmed first -- mostly zeros and ones, it is cheap to evaluate exactly -- then
+  // the point it came from; a few candidates are tried before giving up.
+  int attempts = 0;
+  for (int trial = 0; trial < 24 && attempts < 3; ++trial) {
     for (uint32_t s : support)
       values[s] = draw(s, trial);
-    if (differsAt(eval, p, q, values)) {
-      found = certainlyDifferent(pool, p, q, values);
-      unconfirmed |= !found;
+    if (!differsAt(eval, p, q, values))
+      continue;
+    ++attempts;
+    std::vector<double> raw = values;
+    minimize(values);
+    if (certainlyDifferent(pool, p, q, values))
+      return true;
+    if (certainlyDifferent(pool, p, q, raw)) {
+      values = raw;
+      return true;
     }
+    unconfirmed = true;
   }
-  // Rounding can also hide a difference: a few points evaluated exactly.
-  for (int trial = 0; trial < 4 && !found; ++trial) {
+  // Rounding can also hide a difference between two polynomials (no function atoms,
+  // no unexpanded products, where canonical forms are complete): a few points
+  // evaluated exactly, when the expressions are small enough for that to be cheap.
+  bool polynomial = !pool.hasApplications(p) && !pool.hasApplications(q) &&
+                    pool.dagTerms(p, 20000) + pool.dagTerms(q, 20000) <= 20000;
+  for (int trial = 0; trial < 4 && polynomial; ++trial) {
     for (uint32_t s : support)
       values[s] = draw(s, 1 + trial);
-    found = certainlyDifferent(pool, p, q, values);
+    if (certainlyDifferent(pool, p, q, values))
+      return true;
   }
-  if (!found)
-    return false;
-  const std::vector<double> confirmed = values;
-  int budget = 150;
-  for (double target : {0.0, 1.0}) {
-    for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
-      for (size_t start = 0; start < support.size() && budget > 0; start += chunk) {
-        size_t end = std::min(support.size(), start + chunk);
-        std::vector<std::pair<uint32_t, double>> saved;
-        for (size_t i = start; i < end; ++i) {
-          uint32_t s = support[i];
-          // Pass two only turns the remaining nonzero values into ones (in domain).
-          int64_t bound = pool.input(s).bound;
-          if (values[s] != target && values[s] != 0.0 && (bound == 0 || target < bound))
-            saved.push_back({s, values[s]});
-        }
-        if (saved.empty())
-          continue;
-        for (auto &[s, v] : saved)
-          values[s] = target;
-        --budget;
-        if (!differsAt(eval, p, q, values))
-          for (auto &[s, v] : saved)
-            values[s] = v;
-      }
-      if (chunk == 1 || budget <= 0)
-        break;
-    }
-  }
-  // The minimization compares in doubles; the reported point must be confirmed too.
-  if (!certainlyDifferent(pool, p, q, values))
-    values = confirmed;
-  return true;
+  return false;
 }
 
 double numeralToDouble(const z3::expr &e) {

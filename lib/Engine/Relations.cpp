@@ -259,22 +259,25 @@ std::vector<int> RelationFinder::exactCandidates(const std::vector<SymTensor> &p
     for (size_t a = 0; a < axes; ++a)
       if (subset & (1u << a))
         group.push_back((int)a);
-    double v = 0;
-    for (int64_t m : mesh.group(0, group))
-      v += fingerprint(perRank[m].data[l]);
-    if (!std::isfinite(v))
-      continue;
-    double tol = 1e-9 * std::max(1.0, std::fabs(v));
-    auto it = std::lower_bound(fpIndex.begin(), fpIndex.end(), std::make_pair(v - tol, -1));
-    for (; it != fpIndex.end() && it->first <= v + tol; ++it)
-      out.push_back(it->second);
-    // An average over the group reads the same element times the group size.
+    // The element gathered over the group: its sum, its average, its maximum.
+    double v = 0, mx = -INFINITY;
+    for (int64_t m : mesh.group(0, group)) {
+      double f = fingerprint(perRank[m].data[l]);
+      v += f;
+      mx = std::max(mx, f);
+    }
+    std::vector<double> readings{v};
     if (!group.empty()) {
-      double n = (double)mesh.groupSize(group), w = v / n;
-      double t2 = 1e-9 * std::max(1.0, std::fabs(w));
-      auto jt = std::lower_bound(fpIndex.begin(), fpIndex.end(), std::make_pair(w - t2, -1));
-      for (; jt != fpIndex.end() && jt->first <= w + t2; ++jt)
-        out.push_back(jt->second);
+      readings.push_back(v / (double)mesh.groupSize(group));
+      readings.push_back(mx);
+    }
+    for (double w : readings) {
+      if (!std::isfinite(w))
+        continue;
+      double tol = 1e-9 * std::max(1.0, std::fabs(w));
+      auto it = std::lower_bound(fpIndex.begin(), fpIndex.end(), std::make_pair(w - tol, -1));
+      for (; it != fpIndex.end() && it->first <= w + tol; ++it)
+        out.push_back(it->second);
     }
   }
   std::sort(out.begin(), out.end());

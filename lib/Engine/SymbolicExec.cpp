@@ -253,7 +253,8 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
 
 bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref,
                         PlanTrace &trace, ExecFailure &failure, Checkpoint *save,
-                        const Checkpoint *load, const Deadline &deadline) {
+                        const Checkpoint *load, const Deadline &deadline,
+                        const std::map<std::string, SymTensor> *arguments) {
   const Mesh &mesh = spec.mesh;
   int64_t ranks = mesh.numRanks();
   if (!checkBudget(spec.plan, ranks, failure, &spec))
@@ -261,7 +262,9 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
   SymbolicDomain d{pool};
   // Scatter: rank r's argument is its block of the reference input.
   for (const Binding &b : spec.planInputs) {
-    const SymTensor &global = ref.byName.at(b.refName);
+    auto given = arguments ? arguments->find(b.refName) : std::map<std::string, SymTensor>::const_iterator();
+    const SymTensor &global =
+        arguments && given != arguments->end() ? given->second : ref.byName.at(b.refName);
     std::vector<SymTensor> perRank(ranks);
     for (int64_t r = 0; r < ranks; ++r) {
       SymTensor t(b.localShape, pool.zero());
@@ -288,6 +291,19 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
       Operation &op = *opp;
       if (isa<func::ReturnOp, dist::SendOp>(op))
         continue;
+      if (auto sel = dyn_cast<dist::SelectOnOp>(op)) {
+        std::vector<SymTensor> out(ranks);
+        for (int64_t r = 0; r < ranks; ++r) {
+          Value from = selectOnTaken(sel, mesh, r) ? sel.getWhen() : sel.getOtherwise();
+          auto it = trace.values.find(from);
+          if (it == trace.values.end())
+            return unsupported(op, "dist.select_on uses a value the element engine does not track",
+                               failure);
+          out[r] = it->second[r];
+        }
+        trace.values[op.getResult(0)] = std::move(out);
+        continue;
+      }
       if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
         // Pipeline messages (docs/pipeline.md): a recv takes the value the matching
         // send's operand has on the sending stage's rank with the receiver's other

@@ -96,9 +96,13 @@ bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, ExecF
 
 /// Executes the plan on every rank from the reference inputs' symbols. Its dist.save
 /// ops write into `save`, its dist.load ops read from `load` (when given).
+/// With `arguments`, plan arguments bound to those reference inputs take the given
+/// values instead of the reference's (a resumed step's arguments hold what the job was
+/// started with, not the state the first step left).
 bool runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref, PlanTrace &trace,
              ExecFailure &failure, Checkpoint *save = nullptr, const Checkpoint *load = nullptr,
-             const Deadline &deadline = Deadline());
+             const Deadline &deadline = Deadline(),
+             const std::map<std::string, SymTensor> *arguments = nullptr);
 
 } // namespace planproof
 

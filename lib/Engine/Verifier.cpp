@@ -64,11 +64,14 @@ public:
 
   /// For a resumed step: the reference inputs it continues from (the others are fresh,
   /// named with `suffix`), and the checkpoint its dist.load ops read.
+  /// `restart`: what the resuming plan's arguments bound to state inputs hold -- the
+  /// values the job was started with, not the state the first step left.
   void resumeFrom(const std::map<std::string, SymTensor> *inputs, std::string suffix,
-                  const Checkpoint *ckpt) {
+                  const Checkpoint *ckpt, const std::map<std::string, SymTensor> *restart) {
     stepInputs = inputs;
     stepSuffix = std::move(suffix);
     loadFrom = ckpt;
+    restartArguments = restart;
   }
 
   VerifyResult run();
@@ -133,6 +136,7 @@ private:
   const std::map<std::string, SymTensor> *stepInputs = nullptr;
   std::string stepSuffix;
   const Checkpoint *loadFrom = nullptr;
+  const std::map<std::string, SymTensor> *restartArguments = nullptr;
   Checkpoint saved;
   void checkCheckpoint();
   ReferenceTrace refTrace;
@@ -175,6 +179,7 @@ private:
   int lastFixedRef = -1;
   std::string roleFor(Operation *op);
   void attributeGradNorm();
+  void checkDiscardedCollectives();
   void mergeDrawViolations(size_t firstRng);
   std::map<std::string, int> refIndexByName;
   std::unique_ptr<RelationFinder> finder;
@@ -184,7 +189,8 @@ private:
 bool Engine::execute() {
   ExecFailure failure{"", spec.plan.getLoc()};
   if (!runReference(spec, pool, refTrace, failure, stepInputs, stepSuffix, options.deadline) ||
-      !runPlan(spec, pool, refTrace, planTrace, failure, &saved, loadFrom, options.deadline)) {
+      !runPlan(spec, pool, refTrace, planTrace, failure, &saved, loadFrom, options.deadline,
+               restartArguments)) {
     result.inconclusiveReasons.push_back({toSourceLoc(failure.loc), failure.reason});
     return false;
   }
@@ -623,8 +629,25 @@ Value Engine::culpritOperand(Operation *op) {
     if (!trusted(operand, exactRelationOf(operand)))
       wrong.push_back(operand);
   }
-  if (wrong.size() <= 1)
-    return wrong.empty() ? Value() : wrong[0];
+  if (wrong.empty()) {
+    // Every operand that carries data is correct. The plan's own constants are not a
+    // path along which a wrong value arrives -- except one cut or computed from a
+    // constant that does hold a reference value (a 0/1 mask literal) into something
+    // that holds none: every rank taking the wrong block of a mask, say.
+    for (Value operand : op->getOperands()) {
+      if (!isa<RankedTensorType>(operand.getType()) || !constantDerived(operand) ||
+          exactRelationOf(operand).exact())
+        continue;
+      Operation *def = operand.getDefiningOp();
+      if (def && llvm::any_of(def->getOperands(), [&](Value x) {
+            return isa<RankedTensorType>(x.getType()) && exactRelationOf(x).exact();
+          }))
+        return operand;
+    }
+    return Value();
+  }
+  if (wrong.size() == 1)
+    return wrong[0];
   // Operands matching no reference value at all are followed before rescaled ones
   // (the full relation search runs only here, where there is a choice).
   for (Value operand : wrong)
@@ -1129,24 +1152,21 @@ void Engine::addCounterexample(const Failure &f, Violation &viol) {
   for (size_t i = 0; i < vals.size(); ++i)
     if (vals[i] != 0)
       cx.inputs.push_back({pool.input(i).str(), vals[i]});
-  // The values shown are the exact ones (midpoints of exact enclosures), not doubles
-  // that cancellation may have spoiled.
-  ExactEvaluator eval(pool);
-  eval.reset(vals);
-  auto value = [&](PolyId p) {
-    Enclosure e = eval.poly(p);
-    return e.defined ? mpq_class((e.lo + e.hi) / 2).get_d() : std::nan("");
-  };
-  cx.reference = value(f.reference);
-  cx.plan = value(f.plan);
+  // The values shown are enclosed ones (exact where doubles would cancel).
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
   const auto &perRank = planTrace.values[ret.getOperand(f.output->index)];
   std::vector<int64_t> members{f.rank};
   if (f.output->layout.isPartial())
     members = mesh.group(f.rank, f.output->layout.partialAxes());
-  for (int64_t m : members) {
-    cx.rankValues.push_back({mesh.rankStr(m), value(perRank[m].data[f.local])});
-    viol.ranks.push_back(mesh.rankStr(m));
+  std::vector<PolyId> shown{f.reference, f.plan};
+  for (int64_t m : members)
+    shown.push_back(perRank[m].data[f.local]);
+  std::vector<double> values = enclosedValues(pool, shown, vals);
+  cx.reference = values[0];
+  cx.plan = values[1];
+  for (size_t k = 0; k < members.size(); ++k) {
+    cx.rankValues.push_back({mesh.rankStr(members[k]), values[2 + k]});
+    viol.ranks.push_back(mesh.rankStr(members[k]));
   }
 }
 
@@ -1262,6 +1282,33 @@ void Engine::localize(const std::vector<Failure> &failures) {
     kept.push_back(std::move(v));
   }
   result.violations = std::move(kept);
+}
+
+/// A collective whose result is never used: the communication happens and its result is
+/// dropped, which is almost always a plan that reads the unreduced operand where it
+/// meant the result. Reported as a warning; where a violation's culprit reads that
+/// operand, the violation says so.
+void Engine::checkDiscardedCollectives() {
+  for (Operation *op : spec.planOps()) {
+    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp, dist::AllToAllOp>(op) ||
+        !op->getResult(0).use_empty())
+      continue;
+    Value operand = op->getOperand(0);
+    std::string readers;
+    for (Operation *user : operand.getUsers())
+      if (user != op && user->getNumResults() && readers.size() < 200)
+        readers += (readers.empty() ? "" : ", ") + std::string("`") + opName(user) + "`";
+    Violation w;
+    w.kind = isa<dist::AllGatherOp, dist::AllToAllOp>(op) ? "sharding" : "reduction";
+    w.location = toSourceLoc(op->getLoc());
+    w.at = opName(op);
+    w.message = "the result of `" + opName(op) + "` = " + op->getName().getStringRef().str() +
+                " of `" + spec.nameOf(operand) + "` is never used: a collective whose result "
+                "is discarded is almost always a bug" +
+                (readers.empty() ? "" : " (" + readers + " read" + (readers.find(',') == std::string::npos ? "s" : "") +
+                                            " the operand `" + spec.nameOf(operand) + "` instead)");
+    result.warnings.push_back(std::move(w));
+  }
 }
 
 /// A draw that does not draw what the reference draws (RngCheck, violations from
@@ -1430,6 +1477,7 @@ VerifyResult Engine::run() {
     result.verdict = Verdict::Inconclusive;
     return std::move(result);
   }
+  checkDiscardedCollectives();
   try {
     checkSchedule(spec, result);
     if (!spec.scheduleProblems.empty()) {
@@ -1445,6 +1493,17 @@ VerifyResult Engine::run() {
       checkCoverage();
       localize(failures);
       attributeGradNorm();
+      // A culprit that reads the operand of a discarded collective: say where its
+      // result went.
+      for (Violation &v : result.violations)
+        for (const Violation &w : result.warnings) {
+          if (v.at.empty() || w.message.find("`" + v.at + "`") == std::string::npos ||
+              w.message.find("read") == std::string::npos)
+            continue;
+          v.notes.push_back("the collective `" + w.at + "` (" + w.location.str() +
+                            ") computes what this op needs, and its result is never used: " +
+                            "read `" + w.at + "` here");
+        }
       if (spec.rngIndependent) {
         size_t before = result.violations.size();
         options.deadline.check("checking random streams");
@@ -1473,6 +1532,13 @@ VerifyResult Engine::run() {
   }
   result.stats.expressions = pool.numPolys();
   result.stats.expressionTerms = pool.numTerms();
+  // No vacuous proofs: a spec whose plan returns nothing to compare proves nothing.
+  if (result.violations.empty() && result.inconclusiveReasons.empty() &&
+      result.stats.obligations == 0)
+    result.inconclusiveReasons.push_back(
+        {toSourceLoc(spec.plan.getLoc()),
+         "nothing to check: the plan returns no value that holds an element of a reference "
+         "output, so there is no equality to prove"});
   if (!result.violations.empty())
     result.verdict = Verdict::Violated;
   else if (!result.inconclusiveReasons.empty())
@@ -1556,7 +1622,9 @@ void Engine::checkCheckpoint() {
       if (e.writer[l] < 0)
         missing.push_back(l);
       else if (firstWrong < 0 && e.values[l] != value.data[l]) {
-        Decision dec = decideEqual(pool, e.values[l], value.data[l], options.solverTimeoutMs);
+        options.deadline.check("checking the checkpoint");
+        Decision dec = decideEqual(pool, e.values[l], value.data[l],
+                                   options.deadline.cap(options.solverTimeoutMs));
         if (dec.result == Equality::Unequal)
           firstWrong = l;
         else if (dec.result == Equality::Unknown)
@@ -1610,9 +1678,51 @@ void Engine::checkCheckpoint() {
   // Resume equivalence: the resuming plan on its mesh, from the checkpoint, against a
   // second reference step from the first step's state and a fresh batch.
   Spec view = spec.resumeStep();
+  // State handed to the resuming plan as an argument is what the job was started with:
+  // after a restart, only the checkpoint carries the state on.
+  std::map<std::string, SymTensor> restart;
+  for (const Binding &b : spec.resumeInputs) {
+    if (!updaterOf.count(b.refName))
+      continue;
+    restart[b.refName] = refTrace.byName.at(b.refName);
+    if (spec.resume.getArgument(b.index).use_empty())
+      continue;
+    Violation *v = violation(spec.resume.getOperation(), "the resuming plan takes `" + b.refName + "` (state the step updates, `" +
+                                 updaterOf[b.refName] + "`) as argument #" + std::to_string(b.index) +
+                                 ": after a restart that is the value the job was started with, "
+                                 "not the state the checkpoint saved",
+                             "load '" + b.refName + "' from the checkpoint with dist.load");
+    v->location = toSourceLoc(b.loc);
+    v->value = b.refName;
+  }
   Engine step2(view, options, &pool);
-  step2.resumeFrom(&next, "@2", &saved);
+  step2.resumeFrom(&next, "@2", &saved, &restart);
   VerifyResult r2 = step2.run();
+  // Saved state the resuming plan never reads back is lost across the restart (a data
+  // loader position, a sampler epoch): the resumed job does not continue from it.
+  for (auto &[key, e] : saved.entries) {
+    int64_t unread = 0, written = 0, first = -1;
+    for (int64_t l = 0; l < (int64_t)e.read.size(); ++l) {
+      written += e.writer[l] >= 0;
+      if (!e.read[l] && e.writer[l] >= 0) {
+        ++unread;
+        if (first < 0)
+          first = l;
+      }
+    }
+    if (first < 0)
+      continue;
+    Operation *at = e.writerOp[first] ? e.writerOp[first] : spec.plan.getOperation();
+    violation(at, unread == written
+                      ? "checkpoint entry '" + key + "' is saved but the resuming plan never "
+                        "reads it back: the resumed job does not continue from it"
+                      : std::to_string(unread) + " of " + std::to_string(written) +
+                            " elements of checkpoint entry '" + key +
+                            "' are never read back by the resuming plan, first " +
+                            elem(key, unravelIndex(e.shape, first)) + ": that state is lost",
+              "load '" + key + "' with dist.load in the resuming plan, every piece of it on "
+              "the rank that needs it");
+  }
   std::set<Operation *> unsavedReported;
   for (const CheckpointEvent &e : saved.events)
     if (e.kind == CheckpointEvent::Unsaved && unsavedReported.insert(e.op).second) {

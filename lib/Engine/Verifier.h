@@ -72,6 +72,9 @@ struct VerifyResult {
   Verdict verdict = Verdict::Inconclusive;
   std::vector<Violation> violations;
   std::vector<std::pair<SourceLoc, std::string>> inconclusiveReasons;
+  /// Findings that do not change the verdict but are almost always bugs (a collective
+  /// whose result is never used), with a kind, location and message like violations.
+  std::vector<Violation> warnings;
   VerifyStats stats;
 };
 

@@ -144,7 +144,14 @@ struct Exporter {
         attrs[key] = cast<StringAttr>(a).getValue().str();
       else if (kind == "int[]")
         attrs[key] = std::vector<int64_t>(cast<DenseI64ArrayAttr>(a).asArrayRef());
-      else {
+      else if (kind == "float[]")
+        attrs[key] = std::vector<double>(cast<DenseF64ArrayAttr>(a).asArrayRef());
+      else if (kind == "coords") {
+        json coords = json::object();
+        for (NamedAttribute c : cast<DictionaryAttr>(a))
+          coords[c.getName().str()] = cast<IntegerAttr>(c.getValue()).getInt();
+        attrs[key] = coords;
+      } else {
         json list = json::array();
         for (Attribute x : cast<ArrayAttr>(a))
           list.push_back(cast<StringAttr>(x).getValue().str());

@@ -52,6 +52,7 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.topk_mask", {{"k", "int"}}},
       {"ref.capacity_dispatch", {{"capacity", "int"}, {"groups", "int"}}},
       {"ref.constant", {{"value", "float"}}},
+      {"ref.literal", {{"values", "float[]"}}},
       {"ref.detach", {}},
       {"ref.embedding", {}},
       {"ref.embedding_grad", {}},
@@ -84,6 +85,8 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"dist.reduce_scatter",
        {{"axes", "string[]"}, {"dim", "int"}, {"kind", "string"}, {"zigzag", "flag"}}},
       {"dist.shard_slice", {{"axes", "string[]"}, {"dim", "int"}, {"zigzag", "flag"}}},
+      {"dist.shard_pad", {{"axes", "string[]"}, {"dim", "int"}, {"zigzag", "flag"}}},
+      {"dist.select_on", {{"on", "coords"}}},
       {"dist.all_to_all", {{"axes", "string[]"}, {"split_dim", "int"}, {"concat_dim", "int"}}},
   };
   return table;
@@ -466,6 +469,23 @@ NamedAttribute Importer::attribute(const std::string &op, const std::string &key
       items.push_back(intValue(v[k], ptr + "/" + std::to_string(k)));
     return {name, builder.getDenseI64ArrayAttr(items)};
   }
+  if (kind == "float[]" && v.is_array()) {
+    std::vector<double> items;
+    for (size_t k = 0; k < v.size(); ++k)
+      items.push_back(evalExpr(v[k], ptr + "/" + std::to_string(k)).toDouble());
+    return {name, builder.getDenseF64ArrayAttr(items)};
+  }
+  if (kind == "coords" && v.is_object()) {
+    // {"tp": 0}: mesh axes to coordinates.
+    SmallVector<NamedAttribute> items;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!meshAxes.count(it.key()))
+        fail(ptr + "/" + it.key(), "unknown mesh axis '" + it.key() + "'");
+      items.push_back(builder.getNamedAttr(it.key(), builder.getI64IntegerAttr(
+                                                        intValue(*it, ptr + "/" + it.key()))));
+    }
+    return {name, builder.getDictionaryAttr(items)};
+  }
   if (kind == "string[]" && v.is_array() &&
       std::all_of(v.begin(), v.end(), [](const json &e) { return e.is_string(); })) {
     SmallVector<Attribute> items;
@@ -492,7 +512,8 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     }
     if (opName.find('.') == std::string::npos)
       opName = (opName == "all_reduce" || opName == "all_gather" || opName == "reduce_scatter" ||
-                opName == "shard_slice" || opName == "all_to_all" ? "dist." : "ref.") + opName;
+                opName == "shard_slice" || opName == "shard_pad" || opName == "select_on" ||
+                opName == "all_to_all" ? "dist." : "ref.") + opName;
     if (!jsonOpAttributes().count(opName))
       fail(p + "/op", "unknown op '" + opName + "'");
     if (!plan && opName.rfind("dist.", 0) == 0)
@@ -579,6 +600,9 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
       op->getResult(0).setType(RankedTensorType::get(shape(o, p), builder.getF32Type()));
     } else if (!isa<InferTypeOpInterface>(op) && !isa<dist::DistDialect>(op->getDialect())) {
       fail(p, "op '" + opName + "' needs the result 'shape'");
+    } else if (isa<dist::SelectOnOp>(op)) {
+      // The type of what it selects between.
+      op->getResult(0).setType(op->getOperand(0).getType());
     } else if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
       if (failed(infer.inferReturnTypes(&ctx, op->getLoc(), op->getOperands(),
                                         op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
@@ -989,7 +1013,12 @@ bool Importer::run(const std::string &text, std::string &errors) {
 bool planproof::importJsonSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
                                std::string &errors) {
   std::string text;
-  if (!readInputFile(path, text, errors) || !checkNesting(path, text, Syntax::Json, errors))
+  return readInputFile(path, text, errors) && importJsonSpecText(ctx, path, text, spec, errors);
+}
+
+bool planproof::importJsonSpecText(MLIRContext &ctx, const std::string &path,
+                                   const std::string &text, Spec &spec, std::string &errors) {
+  if (!checkNesting(path, text, Syntax::Json, errors))
     return false;
   {
     std::vector<std::string> lines;

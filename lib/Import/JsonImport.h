@@ -24,6 +24,10 @@ struct Spec;
 bool importJsonSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec,
                     std::string &errors);
 
+/// The same from JSON text already read (named `path` in diagnostics).
+bool importJsonSpecText(mlir::MLIRContext &ctx, const std::string &path, const std::string &text,
+                        Spec &spec, std::string &errors);
+
 /// The attribute names and kinds an op accepts in JSON ("int", "float", "string",
 /// "int[]", "string[]"), by full op name. Exposed so tests can check it against the
 /// dialects' own op definitions.

@@ -1298,7 +1298,8 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
     }
     if (key == "schedule") {
       if (val != "gpipe" && val != "1f1b" && val != "interleaved")
-        return (err = "--parallel: schedule must be gpipe, 1f1b or interleaved", false);
+        return (err = "--parallel: unknown schedule '" + val + "' (expected gpipe, 1f1b or interleaved)",
+                false);
       p.schedule = val;
       continue;
     }

@@ -135,6 +135,25 @@ struct Lowering {
     }
     return out;
   }
+  /// The inverse of block(): `t` at block `position` of a zero tensor `parts` times as
+  /// long along `dim` (dist.shard_pad).
+  DevTensor unblock(const DevTensor &t, int64_t dim, int64_t position, int64_t parts,
+                    int64_t inner = 0) {
+    Shape whole = t.shape;
+    whole[dim] *= parts;
+    DevTensor out = make(whole);
+    dev.fill(a, out.buf, 0.0);
+    auto wst = stridesOf(whole), tst = stridesOf(t.shape);
+    int64_t chunks = inner ? 2 : 1;
+    Shape piece = t.shape;
+    piece[dim] /= chunks;
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t at = blockToWhole(c * piece[dim], whole[dim], position, parts, inner);
+      dev.copy(a, out.buf, contiguous(whole, at * wst[dim]), t.buf,
+               contiguous(t.shape, c * piece[dim] * tst[dim]), piece);
+    }
+    return out;
+  }
   void release(DevTensor &t) { dev.release(t.buf); }
 
   /// Computes ref op `op` (OpSemantics.h's evalRefOp, on primitives).
@@ -164,6 +183,14 @@ struct Lowering {
     if (auto c = dyn_cast<ConstantOp>(op)) {
       DevTensor out = make(rs);
       dev.fill(a, out.buf, attrRational(c.getValueAttr()).toDouble());
+      return out;
+    }
+    if (auto lit = dyn_cast<LiteralOp>(op)) {
+      DevTensor out = make(rs);
+      std::vector<double> v;
+      for (double x : lit.getValues())
+        v.push_back(attrRationalOf(x).toDouble());
+      dev.upload(out.buf, v);
       return out;
     }
     if (auto pw = dyn_cast<PowerOp>(op)) {
@@ -629,6 +656,10 @@ public:
         results[r] = low.block(in[r], dim, mesh.positionInGroup(r, axes), n, zigzag);
         continue;
       }
+      if (isa<dist::ShardPadOp>(op)) {
+        results[r] = low.unblock(in[r], dim, mesh.positionInGroup(r, axes), n, zigzag);
+        continue;
+      }
       std::vector<int64_t> group = mesh.group(r, axes);
       if (group[0] != r)
         continue;
@@ -829,8 +860,22 @@ public:
             return false;
           }
         }
+      } else if (auto sel = dyn_cast<dist::SelectOnOp>(op)) {
+        if (sel.getType().isIndex()) {
+          std::vector<double> v(ranks);
+          for (int64_t r = 0; r < ranks; ++r)
+            v[r] = planIndex[selectOnTaken(sel, mesh, r) ? sel.getWhen() : sel.getOtherwise()][r];
+          planIndex[op.getResult(0)] = v;
+          ++pos;
+          continue;
+        }
+        for (int64_t r = 0; r < ranks; ++r) {
+          const DevTensor &t =
+              planVals[selectOnTaken(sel, mesh, r) ? sel.getWhen() : sel.getOtherwise()][r];
+          results[r] = Lowering{*rankDev[r], a}.mapNew(t.shape, MapKind::Copy, &t);
+        }
       } else if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-                     dist::ShardSliceOp, dist::AllToAllOp>(op)) {
+                     dist::ShardSliceOp, dist::ShardPadOp, dist::AllToAllOp>(op)) {
         if (!collective(op, results))
           return false;
       } else {

@@ -458,6 +458,12 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
     std::vector<NumTensor> results(ranks);
     if (isa<dist::SendOp>(op))
       continue;
+    if (auto sel = dyn_cast<dist::SelectOnOp>(op)) {
+      for (int64_t r = 0; r < ranks; ++r)
+        results[r] = vals[selectOnTaken(sel, mesh, r) ? sel.getWhen() : sel.getOtherwise()][r];
+      vals[op.getResult(0)] = std::move(results);
+      continue;
+    }
     if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
       // Pipeline messages: as in the element engine, every rank runs every stage's ops
       // on the same data; a recv takes the value of the sending stage's rank.

@@ -193,6 +193,10 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
     out += where(spec, loc) + ": warning: [inconclusive] " + printable(reason, false) + "\n";
     out += caret(spec, loc);
   }
+  for (const Violation &w : r.warnings) {
+    out += where(spec, w.location) + ": warning: [" + w.kind + "] " + printable(w.message, false) + "\n";
+    out += caret(spec, w.location);
+  }
   std::string reduced;
   for (const ReducedDim &d : spec.reducedDims)
     if (d.used != d.full)
@@ -229,6 +233,10 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
   json reasons = json::array();
   for (auto &[loc, reason] : r.inconclusiveReasons)
     reasons.push_back({{"location", locJson(spec, loc)}, {"reason", reason}});
+  json warnings = json::array();
+  for (const Violation &w : r.warnings)
+    warnings.push_back({{"kind", w.kind}, {"message", w.message}, {"location", locJson(spec, w.location)},
+                        {"op", w.at}});
   json dims = json::object();
   for (const ReducedDim &d : spec.reducedDims)
     dims[d.name] = {{"full", d.full}, {"decided_at", d.used}};
@@ -237,6 +245,7 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
             {"dims", dims},
             {"violations", violations},
             {"inconclusive", reasons},
+            {"warnings", warnings},
             {"stats",
              {{"obligations", r.stats.obligations},
               {"decided_by_canonical_form", r.stats.decidedCanonical},
@@ -276,6 +285,11 @@ std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
                        {"level", "warning"},
                        {"message", {{"text", reason}}},
                        {"locations", json::array({physical(loc)})}});
+  for (const Violation &w : r.warnings)
+    results.push_back({{"ruleId", "planproof/" + w.kind},
+                       {"level", "warning"},
+                       {"message", {{"text", "[" + w.kind + "] " + w.message}}},
+                       {"locations", json::array({physical(w.location)})}});
   json rules = json::array();
   for (const char *k : {"sharding", "reduction", "rng", "grad-norm", "loss-normalization",
                         "optimizer", "checkpoint", "schedule", "masking", "routing", "dataflow",

@@ -37,13 +37,14 @@ namespace planproof {
 
 /// Rational value of a float attribute: the exact rational the constant denotes
 /// (exactConstant; spec loading rejects constants it cannot represent).
-inline Rational attrRational(mlir::FloatAttr a) {
+inline Rational attrRationalOf(double x) {
   Rational r;
   std::string why;
-  if (!exactConstant(a.getValueAsDouble(), r, why))
+  if (!exactConstant(x, r, why))
     throw NumericLimit(why);
   return r;
 }
+inline Rational attrRational(mlir::FloatAttr a) { return attrRationalOf(a.getValueAsDouble()); }
 
 /// The scalar function an elementwise function op applies, if `op` is one.
 inline std::optional<Fn> unaryFunction(mlir::Operation *op) {
@@ -212,6 +213,15 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     out = *in[0];
   } else if (auto c = dyn_cast<ConstantOp>(op)) {
     out = Tensor<V>(resultShape(op), d.constant(attrRational(c.getValueAttr())));
+  } else if (auto lit = dyn_cast<LiteralOp>(op)) {
+    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+    for (size_t i = 0; i < out.data.size(); ++i) {
+      Rational r;
+      std::string why;
+      if (!exactConstant(lit.getValues()[i], r, why))
+        return "ref.literal: " + why;
+      out.data[i] = d.constant(r);
+    }
   } else if (auto fn = unaryFunction(op)) {
     elementwise([&](size_t i) { return d.apply(*fn, {in[0]->data[i]}); });
   } else if (isa<SiluGradOp>(op)) {
@@ -482,6 +492,16 @@ inline int64_t checkpointSaver(const Mesh &mesh, int64_t r, dist::SaveOp save) {
   return mesh.rankOf(c);
 }
 
+/// Whether rank `r` takes the first operand of a dist.select_on: its coordinates equal
+/// the op's `on` coordinates.
+inline bool selectOnTaken(dist::SelectOnOp op, const Mesh &mesh, int64_t r) {
+  std::vector<int64_t> c = mesh.coords(r);
+  for (mlir::NamedAttribute a : op.getOn())
+    if (c[mesh.axisIndex(a.getName().str())] != mlir::cast<mlir::IntegerAttr>(a.getValue()).getInt())
+      return false;
+  return true;
+}
+
 /// Mesh axis indices named by a collective's `axes` attribute.
 inline std::vector<int> collectiveAxes(mlir::Operation *op, const Mesh &mesh) {
   std::vector<int> axes;
@@ -498,7 +518,7 @@ std::string evalCollective(D &d, mlir::Operation *op, const Mesh &mesh,
                            std::vector<Tensor<typename D::Value>> &out) {
   using V = typename D::Value;
   using namespace planproof::dist;
-  if (!mlir::isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, AllToAllOp>(op))
+  if (!mlir::isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, ShardPadOp, AllToAllOp>(op))
     return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
   std::vector<int> axes = collectiveAxes(op, mesh);
   int64_t n = mesh.groupSize(axes), ranks = mesh.numRanks();
@@ -540,6 +560,22 @@ std::string evalCollective(D &d, mlir::Operation *op, const Mesh &mesh,
   for (int64_t r = 0; r < ranks; ++r) {
     if (mlir::isa<ShardSliceOp>(op)) {
       out[r] = takeBlock(*in[r], dim, mesh.positionInGroup(r, axes), n, zigzag);
+      continue;
+    }
+    if (mlir::isa<ShardPadOp>(op)) {
+      // This rank's block of zeros-elsewhere: where shard_slice takes it from.
+      const Tensor<V> &piece = *in[r];
+      Tensor<V> whole;
+      whole.shape = piece.shape;
+      whole.shape[dim] *= n;
+      whole.data.assign(numElements(whole.shape), d.constant(Rational(0)));
+      int64_t p = mesh.positionInGroup(r, axes);
+      for (int64_t l = 0; l < (int64_t)piece.data.size(); ++l) {
+        auto idx = piece.unravel(l);
+        idx[dim] = blockToWhole(idx[dim], whole.shape[dim], p, n, zigzag);
+        whole.at(idx) = piece.data[l];
+      }
+      out[r] = std::move(whole);
       continue;
     }
     std::vector<int64_t> group = mesh.group(r, axes);

@@ -89,12 +89,10 @@ static void readSourceLines(Spec &spec, const std::string &path, StringRef text)
   spec.sources[path] = std::move(lines);
 }
 
-/// Parses one MLIR file into a new module, recording SSA names.
-static bool loadMlirFile(MLIRContext &ctx, const std::string &path, Spec &spec,
-                         std::string &errors) {
-  std::string contents;
-  if (!readInputFile(path, contents, errors) ||
-      !checkNesting(path, contents, Syntax::Mlir, errors))
+/// Parses MLIR text (named `path` in diagnostics) into a new module, recording SSA names.
+static bool loadMlirText(MLIRContext &ctx, const std::string &path, const std::string &contents,
+                         Spec &spec, std::string &errors) {
+  if (!checkNesting(path, contents, Syntax::Mlir, errors))
     return false;
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(contents, path);
   readSourceLines(spec, path, buffer->getBuffer());
@@ -124,10 +122,27 @@ static bool loadMlirFile(MLIRContext &ctx, const std::string &path, Spec &spec,
   return true;
 }
 
-static bool loadAny(MLIRContext &ctx, const std::string &path, Spec &spec, std::string &errors) {
+static bool loadAnyText(MLIRContext &ctx, const std::string &path, const std::string &text,
+                        Spec &spec, std::string &errors) {
   if (StringRef(path).ends_with(".json"))
-    return importJsonSpec(ctx, path, spec, errors);
-  return loadMlirFile(ctx, path, spec, errors);
+    return importJsonSpecText(ctx, path, text, spec, errors);
+  return loadMlirText(ctx, path, text, spec, errors);
+}
+
+static bool loadAny(MLIRContext &ctx, const std::string &path, Spec &spec, std::string &errors) {
+  std::string text;
+  return readInputFile(path, text, errors) && loadAnyText(ctx, path, text, spec, errors);
+}
+
+bool planproof::loadSpecText(MLIRContext &ctx, const std::string &name, const std::string &text,
+                             Spec &spec, std::string &errors) {
+  spec.path = name;
+  if ((int64_t)text.size() > kMaxInputBytes) {
+    errors += name + ": error: the input is larger than " + std::to_string(kMaxInputBytes >> 20) +
+              " MiB\n";
+    return false;
+  }
+  return loadAnyText(ctx, name, text, spec, errors) && analyzeSpec(spec, errors);
 }
 
 bool planproof::loadSpec(MLIRContext &ctx, const std::string &path, Spec &spec,

@@ -342,8 +342,30 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     give(0, [&]() -> Value {
       return EmbeddingGradOp::create(b, loc, typeOf(e.getTable()), g, e.getIds(), e.getOffset());
     });
-  } else if (isa<ConstantOp>(op)) {
+  } else if (isa<ConstantOp, LiteralOp>(op)) {
     // No operands.
+  } else if (auto ss = dyn_cast<dist::ShardSliceOp>(op)) {
+    // Each rank's copy of the replicated value gets its block's share of the gradient,
+    // zeros elsewhere: partial over `axes` until the plan sums it.
+    give(0, [&]() -> Value {
+      return dist::ShardPadOp::create(b, loc, typeOf(ss.getInput()), g, ss.getAxesAttr(),
+                                      ss.getDimAttr(), ss.getZigzagAttr());
+    });
+  } else if (auto sp = dyn_cast<dist::ShardPadOp>(op)) {
+    give(0, [&]() -> Value {
+      return dist::ShardSliceOp::create(b, loc, typeOf(sp.getInput()), g, sp.getAxesAttr(),
+                                        sp.getDimAttr(), sp.getZigzagAttr());
+    });
+  } else if (auto sel = dyn_cast<dist::SelectOnOp>(op)) {
+    // The gradient goes to the operand each rank took.
+    if (!isa<RankedTensorType>(sel.getType()))
+      return failure();
+    give(0, [&]() -> Value {
+      return dist::SelectOnOp::create(b, loc, g, constant(typeOf(g), 0.0), sel.getOnAttr());
+    });
+    give(1, [&]() -> Value {
+      return dist::SelectOnOp::create(b, loc, constant(typeOf(g), 0.0), g, sel.getOnAttr());
+    });
   } else if (isa<TopkMaskOp, CapacityDispatchOp>(op)) {
     // Piecewise constant in its operand: no gradient flows (the router learns through
     // its gates).
@@ -419,7 +441,8 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     if (isa<DetachOp>(op))
       continue; // a detached wrt value: its gradient stops here
     bool collective = isa<dist::AllToAllOp, dist::AllGatherOp, dist::ReduceScatterOp,
-                          dist::AllReduceOp>(op);
+                          dist::AllReduceOp, dist::ShardSliceOp, dist::ShardPadOp,
+                          dist::SelectOnOp>(op);
     if ((!isa<RefDialect>(op->getDialect()) && !collective) ||
         failed(backprop(op, it->second))) {
       why = "autodiff: no derivative rule for '" + op->getName().getStringRef().str() + "'";

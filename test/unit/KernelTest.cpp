@@ -146,6 +146,9 @@ std::set<std::string> conformance(kernels::Device &dev, ReplayDtype dtype, doubl
         for (double x : want.data)
           if (std::isfinite(x))
             scale = std::max(scale, std::fabs(x));
+        // Values past the fp32 range (a constant of 1e308) have no fp32 result to compare.
+        if (dtype == ReplayDtype::F32 && scale > 1e38)
+          continue;
         for (size_t l = 0; l < want.data.size(); ++l) {
           INFO("element " << l << ": " << want.data[l] << " vs " << got.data[l]);
           REQUIRE(close(want.data[l] / scale, got.data[l] / scale, rel));

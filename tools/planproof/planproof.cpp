@@ -40,6 +40,11 @@
 using namespace planproof;
 namespace fs = std::filesystem;
 
+namespace planproof {
+/// The CLI's entry point; `watchdog` arms the hard stop of --time-limit (see Watchdog).
+int cliMain(int argc, char **argv, bool watchdog);
+} // namespace planproof
+
 namespace {
 const char *kUsage = R"(planproof - a formal verifier for parallel training plans
 
@@ -131,10 +136,14 @@ bool parseSeconds(const std::string &v, double &out) {
 /// grace period (a phase that does not check the deadline, a solver that ignores its
 /// timeout), the watchdog prints an inconclusive report in the requested format and
 /// ends the process with status 3. Destroying it before then disarms it.
+bool watchdogEnabled = true;
+
 class Watchdog {
 public:
   Watchdog(double seconds, std::string format, std::string spec)
       : format(std::move(format)), spec(std::move(spec)), seconds(seconds) {
+    if (!watchdogEnabled)
+      return;
     double grace = std::max(5.0, 0.1 * seconds);
     thread = std::thread([this, grace] {
       std::unique_lock<std::mutex> lock(m);
@@ -150,7 +159,8 @@ public:
       done = true;
     }
     cv.notify_all();
-    thread.join();
+    if (thread.joinable())
+      thread.join();
   }
 
 private:
@@ -801,7 +811,9 @@ int cmdExport(std::vector<std::string> args) {
 }
 } // namespace
 
-int main(int argc, char **argv) {
+/// The whole CLI, callable in-process (the fuzzing harness of the CLI calls it).
+int planproof::cliMain(int argc, char **argv, bool watchdog) {
+  watchdogEnabled = watchdog;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty())
     return usage("missing command");
@@ -834,3 +846,7 @@ int main(int argc, char **argv) {
   }
   return usage("unknown command '" + cmd + "'");
 }
+
+#ifndef PLANPROOF_CLI_NO_MAIN
+int main(int argc, char **argv) { return planproof::cliMain(argc, argv, true); }
+#endif
