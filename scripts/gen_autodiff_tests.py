@@ -163,6 +163,20 @@ def main():
     for op in ("softmax", "causal_softmax"):
         case(op, [("x", [3, 3])], lambda f, op=op: f.unary(op, "y", "x"), ["x"], softmax_hand(op))
 
+    # masked_softmax with a symbolic 0/1 mask (an input with ref.bound 2 is not
+    # expressible here; any mask m works: the rule is exact for every m).
+    def masked(f):
+        return f.emit("y", f"ref.masked_softmax %x, %m : {f.t('x')}, {f.t('m')}", [3, 3])
+
+    def masked_hand(f):
+        masked(f)
+        f.binary("mul", "cy", "c", "y")
+        f.reduce("reduce_sum", "s", "cy", [1])
+        f.broadcast("sb", "s", [0], [3, 3])
+        f.binary("sub", "cs", "c", "sb")
+        return {"x": f.binary("mul", "dx", "y", "cs")}
+    case("masked_softmax", [("x", [3, 3]), ("m", [3, 3])], masked, ["x"], masked_hand)
+
     def rms_hand(f):
         f.constant("ones", "1.0", [3])
         f.rms_norm("xhat", "x", "ones", "0.5")

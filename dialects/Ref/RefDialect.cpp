@@ -374,6 +374,38 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   return success();
 }
 
+LogicalResult PositionMaskOp::verify() {
+  if (getType().getRank() != 2)
+    return emitOpError() << "result must be [Sq, Sk]";
+  if (getWindow() < 0)
+    return emitOpError() << "window must be positive (or 0: no window)";
+  return success();
+}
+
+LogicalResult DocumentMaskOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                               ValueRange operands, DictionaryAttr,
+                                               OpaqueProperties, RegionRange,
+                                               SmallVectorImpl<Type> &out) {
+  auto q = asTensor(operands[0]), k = asTensor(operands[1]);
+  if (!q || !k || q.getRank() != 1 || k.getRank() != 1)
+    return fail(loc, "ref.document_mask: needs document ids [Sq] and [Sk]");
+  out.push_back(f32Tensor(ctx, {q.getDimSize(0), k.getDimSize(0)}));
+  return success();
+}
+
+LogicalResult MaskedSoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                ValueRange operands, DictionaryAttr,
+                                                OpaqueProperties, RegionRange,
+                                                SmallVectorImpl<Type> &out) {
+  auto x = asTensor(operands[0]), m = asTensor(operands[1]);
+  if (!x || !m || x.getRank() < 1 || m.getRank() < 1 || m.getRank() > x.getRank() ||
+      x.getShape().take_back(m.getRank()) != m.getShape())
+    return fail(loc, "ref.masked_softmax: the mask must have the input's shape, or that of "
+                     "its last dimensions");
+  out.push_back(x);
+  return success();
+}
+
 LogicalResult LiteralOp::verify() {
   int64_t n = planproof::checkedProduct(getType().getShape());
   if (n < 0 || (int64_t)getValues().size() != n)

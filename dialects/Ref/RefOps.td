@@ -525,6 +525,63 @@ def Ref_CausalSoftmaxOp : Ref_Op<"causal_softmax"> {
   let assemblyFormat = "$input (`offset` $offset^)? attr-dict `:` type($input)";
 }
 
+def Ref_PositionMaskOp : Ref_ExplicitTypeOp<"position_mask"> {
+  let hasVerifier = 1;
+  let summary = "the 0/1 attention mask of query and key positions (causal, sliding window)";
+  let description = [{
+    For a result `[Sq, Sk]`, query `i` sits at position `qp = q_offset + i` and key `j`
+    at `kp = k_offset + j`; element `[i, j]` is 1 when the key is visible and 0
+    otherwise. With `causal`, visible means `kp <= qp`; with `window W > 0`, also
+    `qp - kp < W` (and, without `causal`, `kp - qp < W`): a sliding window. The offsets
+    are `index` values -- global positions, so a context-parallel rank holding a chunk of
+    the queries passes its chunk's start (from `dist.axis_index`). Multiply with a
+    `ref.document_mask` for packed documents, and apply with `ref.masked_softmax`.
+
+    ```mlir
+    %m = ref.position_mask %q0, %k0 causal window 4 : tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins Index:$q_offset, Index:$k_offset, UnitAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$q_offset `,` $k_offset (`causal` $causal^)? (`window` $window^)? attr-dict `:` type($result)";
+}
+
+def Ref_DocumentMaskOp : Ref_Op<"document_mask"> {
+  let summary = "the 0/1 mask of queries and keys in the same document";
+  let description = [{
+    `result[i, j] = [q_doc[i] == k_doc[j]]` for document ids `q_doc [Sq]` and
+    `k_doc [Sk]` (ids are data: typically an input with `ref.bound`): packed sequences
+    attend within their own document only.
+
+    ```mlir
+    %d = ref.document_mask %doc, %doc : tensor<8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$q_doc, PP_F32RankedTensor:$k_doc);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$q_doc `,` $k_doc attr-dict `:` type($q_doc) `,` type($k_doc)";
+}
+
+def Ref_MaskedSoftmaxOp : Ref_Op<"masked_softmax"> {
+  let summary = "softmax over the last dimension, restricted by a mask";
+  let description = [{
+    `result[.., j] = mask[.., j] exp(x[.., j] - m) / sum_k mask[.., k] exp(x[.., k] - m)`
+    for a mask of the input's shape (the last two dimensions of a mask may also be the
+    whole mask, broadcast over the leading ones), with `m` the row maximum over the
+    columns whose mask is not known to be 0 (the value does not depend on `m`). With a
+    0/1 mask it is the softmax over the visible columns; a row whose mask is known to be
+    all zeros is zeros.
+
+    ```mlir
+    %p = ref.masked_softmax %scores, %mask : tensor<2x8x8xf32>, tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$input, PP_F32RankedTensor:$mask);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$input `,` $mask attr-dict `:` type($input) `,` type($mask)";
+}
+
 def Ref_RmsNormOp : Ref_Op<"rms_norm"> {
   let summary = "RMSNorm over the last dimension";
   let description = [{

@@ -44,6 +44,9 @@ struct Relation {
   /// block (shape `block`) of the reference value -- one microbatch of the block.
   Shape block;
   std::vector<int64_t> offset;
+  /// Found by the verifier's search of transposed reference values: `ref` indexes that
+  /// list, not the finder's (Verifier.cpp, exactRelationOf).
+  bool transposed = false;
   bool related() const { return ref >= 0; }
   bool exact() const { return ref >= 0 && scale.isOne(); }
 };

@@ -77,10 +77,12 @@ void planproof::checkSchedule(const Spec &spec, VerifyResult &result) {
   for (Operation &op : spec.plan.getBody().front()) {
     if (auto s = dyn_cast<dist::SendOp>(op)) {
       int n = sent[{s.getFrom(), s.getTo(), s.getTag().str()}]++;
-      program[s.getFrom()].push_back({Event::Send, &op, s.getTo(), {s.getFrom(), s.getTo(), s.getTag().str(), n}});
+      program[s.getFrom()].push_back({Event::Send, &op, (int64_t)s.getTo(),
+                                      {(int64_t)s.getFrom(), (int64_t)s.getTo(), s.getTag().str(), n}});
     } else if (auto r = dyn_cast<dist::RecvOp>(op)) {
       int n = received[{r.getFrom(), r.getTo(), r.getTag().str()}]++;
-      program[r.getTo()].push_back({Event::Recv, &op, r.getFrom(), {r.getFrom(), r.getTo(), r.getTag().str(), n}});
+      program[r.getTo()].push_back({Event::Recv, &op, (int64_t)r.getFrom(),
+                                    {(int64_t)r.getFrom(), (int64_t)r.getTo(), r.getTag().str(), n}});
     } else if (auto axes = op.getAttrOfType<ArrayAttr>("axes")) {
       bool overPipe = llvm::any_of(axes, [&](Attribute a) { return cast<StringAttr>(a).getValue() == axis; });
       if (overPipe && spec.stageOf(&op) < 0)

@@ -18,6 +18,7 @@
 #include "Semantics/OpSemantics.h"
 
 #include <atomic>
+#include <deque>
 #include <cmath>
 #include <random>
 #include <chrono>
@@ -142,6 +143,7 @@ private:
   ReferenceTrace refTrace;
   PlanTrace planTrace;
   std::vector<RefValue> refValues;
+  std::deque<SymTensor> transposedRefs; // stable addresses for transposeFinder
   std::vector<Value> refValueOf; // the reference Value of each refValues entry (or null)
 public:
   /// relatePlanValues, on this engine.
@@ -182,7 +184,7 @@ private:
   void checkDiscardedCollectives();
   void mergeDrawViolations(size_t firstRng);
   std::map<std::string, int> refIndexByName;
-  std::unique_ptr<RelationFinder> finder;
+  std::unique_ptr<RelationFinder> finder, transposeFinder;
   llvm::DenseMap<Value, Relation> relations;
 };
 
@@ -203,15 +205,40 @@ void Engine::buildRefValues() {
   for (auto [i, v] : llvm::enumerate(ret.getOperands()))
     if (!outputName.count(v))
       outputName[v] = spec.refOutputs[i];
+  // The grad-norm role (`ref.role = "grad-norm"`) reaches every op that computes part of
+  // the norm: an op all of whose users compute for the norm does too -- the squares and
+  // partial sums under its `sqrt`. (Other roles name one step of the computation -- a
+  // loss's normalization, the optimizer's update -- and stay where they are written.)
+  llvm::DenseMap<Value, std::string> roleOf;
+  std::vector<Operation *> refOps;
+  for (Operation &op : spec.reference.getBody().front()) {
+    refOps.push_back(&op);
+    if (auto r = op.getAttrOfType<StringAttr>("ref.role"))
+      for (Value v : op.getResults())
+        roleOf[v] = r.getValue().str();
+  }
+  for (Operation *op : llvm::reverse(refOps)) {
+    if (op->getNumResults() != 1 || roleOf.count(op->getResult(0)) || op->getResult(0).use_empty())
+      continue;
+    std::string common;
+    bool all = true;
+    for (Operation *user : op->getResult(0).getUsers()) {
+      auto it = user->getNumResults() == 1 ? roleOf.find(user->getResult(0)) : roleOf.end();
+      if (it == roleOf.end() || (!common.empty() && it->second != common)) {
+        all = false;
+        break;
+      }
+      common = it->second;
+    }
+    if (all && common == "grad-norm")
+      roleOf[op->getResult(0)] = common;
+  }
   auto add = [&](Value v, std::string name) {
     refIndexByName[name] = refValues.size();
     refValueOf.push_back(v);
     refValues.push_back({name, &refTrace.values[v]});
-    std::string role;
-    if (Operation *def = v.getDefiningOp())
-      if (auto r = def->getAttrOfType<StringAttr>("ref.role"))
-        role = r.getValue().str();
-    refRoles.push_back(role);
+    auto r = roleOf.find(v);
+    refRoles.push_back(r == roleOf.end() ? "" : r->second);
   };
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
     add(spec.reference.getArgument(i), spec.refInputs[i]);
@@ -228,7 +255,30 @@ void Engine::buildRefValues() {
       refValues.push_back({spec.refOutputs[i], &refTrace.byName[spec.refOutputs[i]]});
       refRoles.push_back("");
     }
+  // Transposes of the reference values (their last two dimensions), searched only for
+  // the results of contractions: a plan may compute a gradient transposed (dW^T from a
+  // matmul with the other contraction) and transpose it back later; that intermediate
+  // is correct, not a culprit. (Any other op producing a transpose just moved elements,
+  // and stays suspect.)
+  std::vector<RefValue> transposes;
+  for (size_t i = 0; i < refValues.size(); ++i) {
+    const SymTensor &t = *refValues[i].tensor;
+    size_t rank = t.shape.size();
+    if (rank < 2 || t.shape[rank - 1] == 1 || t.shape[rank - 2] == 1)
+      continue;
+    SymTensor &tt = transposedRefs.emplace_back();
+    tt.shape = t.shape;
+    std::swap(tt.shape[rank - 1], tt.shape[rank - 2]);
+    tt.data.resize(t.data.size());
+    for (int64_t l = 0; l < (int64_t)t.data.size(); ++l) {
+      auto idx = tt.unravel(l);
+      std::swap(idx[rank - 1], idx[rank - 2]);
+      tt.data[l] = t.at(idx);
+    }
+    transposes.push_back({"transpose(" + refValues[i].name + ")", &tt});
+  }
   finder = std::make_unique<RelationFinder>(pool, mesh, refValues);
+  transposeFinder = std::make_unique<RelationFinder>(pool, mesh, transposes);
   finder->replicatedTiles = spec.pipelineAxis >= 0;
   // Load-balanced context parallelism: a zigzag layout or collective anywhere.
   for (const Binding &b : spec.planInputs)
@@ -388,6 +438,16 @@ Relation Engine::exactRelationOf(Value v) {
       r = finder->find(pt->second, complete, &only);
     if (!r.exact())
       r = Relation();
+    // A contraction may compute the transpose of a reference value (dW^T) for a later
+    // transpose: correct (buildRefValues).
+    if (!r.exact() && isa_and_nonnull<ref::MatmulOp, ref::BatchMatmulOp>(v.getDefiningOp())) {
+      std::vector<int> t = transposeFinder->exactCandidates(pt->second);
+      Relation tr = t.empty() ? Relation() : transposeFinder->find(pt->second, complete, &t);
+      if (tr.exact()) {
+        r = tr;
+        r.transposed = true;
+      }
+    }
   }
   exactRelations[v] = r;
   return r;
@@ -397,7 +457,7 @@ Relation Engine::relationOf(Value v) {
   auto it = relations.find(v);
   if (it != relations.end())
     return it->second;
-  if (Relation e = exactRelationOf(v); e.exact())
+  if (Relation e = exactRelationOf(v); e.exact() && !e.transposed)
     return relations[v] = e;
   Relation r;
   auto pt = planTrace.values.find(v);
@@ -638,9 +698,15 @@ Value Engine::culpritOperand(Operation *op) {
       if (!isa<RankedTensorType>(operand.getType()) || !constantDerived(operand) ||
           exactRelationOf(operand).exact())
         continue;
+      // (A source of zeros matches too much by accident to count.)
       Operation *def = operand.getDefiningOp();
       if (def && llvm::any_of(def->getOperands(), [&](Value x) {
-            return isa<RankedTensorType>(x.getType()) && exactRelationOf(x).exact();
+            auto pt = planTrace.values.find(x);
+            bool nonzero = pt != planTrace.values.end() &&
+                           llvm::any_of(pt->second, [&](const SymTensor &t) {
+                             return llvm::any_of(t.data, [&](PolyId p) { return p != pool.zero(); });
+                           });
+            return isa<RankedTensorType>(x.getType()) && nonzero && exactRelationOf(x).exact();
           }))
         return operand;
     }
@@ -1013,6 +1079,25 @@ void Engine::explainOp(Operation *op, Violation &viol) {
       viol.hint = "run this all_to_all over " + axesStr(mesh, in.layout.dims[cdim]);
       return;
     }
+  }
+  if (auto pm = dyn_cast<ref::PositionMaskOp>(op)) {
+    // A position mask matching no block of any reference mask: its offsets are not the
+    // global positions of the rank's queries and keys.
+    std::string offsets;
+    for (int64_t r = 0; r < mesh.numRanks() && r < 8; ++r) {
+      Rational q, k;
+      if (pool.isConstant(planTrace.values[pm.getQOffset()][r].data[0], &q) &&
+          pool.isConstant(planTrace.values[pm.getKOffset()][r].data[0], &k))
+        offsets += (offsets.empty() ? "" : ", ") + mesh.rankStr(r) + " queries from " + q.str() +
+                   ", keys from " + k.str();
+    }
+    viol.kind = "masking";
+    viol.message = head + "its query and key positions (" + offsets + ") give a mask that is "
+                   "no block of the reference's under any layout: each rank's offsets must be "
+                   "the global positions of its first query and its first key";
+    viol.hint = "compute the offsets from dist.axis_index: the global position of this rank's "
+                "first query (and first key) in the reference's sequence";
+    return;
   }
   if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op)) {
     // The mask is right when each query sees the keys up to its own global position:

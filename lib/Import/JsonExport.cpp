@@ -136,7 +136,9 @@ struct Exporter {
           attrs[key] = true;
         continue;
       }
-      if (kind == "int")
+      if (kind == "int?" && !a)
+        continue;
+      if (kind == "int" || kind == "int?")
         attrs[key] = cast<IntegerAttr>(a).getInt();
       else if (kind == "float")
         attrs[key] = cast<FloatAttr>(a).getValueAsDouble();

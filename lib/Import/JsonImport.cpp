@@ -76,6 +76,9 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.batch_matmul", {{"lhs_dim", "int"}, {"rhs_dim", "int"}}},
       {"ref.softmax", {}},
       {"ref.causal_softmax", {}},
+      {"ref.position_mask", {{"causal", "flag"}, {"window", "int?"}}},
+      {"ref.document_mask", {}},
+      {"ref.masked_softmax", {}},
       {"ref.rms_norm", {{"eps", "float"}}},
       {"ref.layer_norm", {{"eps", "float"}}},
       {"ref.rotary", {}},
@@ -453,7 +456,7 @@ NamedAttribute Importer::attribute(const std::string &op, const std::string &key
   }
   const std::string &kind = it->second;
   StringAttr name = StringAttr::get(&ctx, key);
-  if (kind == "int" && (v.is_number_integer() || v.is_string()))
+  if ((kind == "int" || kind == "int?") && (v.is_number_integer() || v.is_string()))
     return {name, builder.getI64IntegerAttr(intValue(v, ptr))};
   if (kind == "float" && (v.is_number() || v.is_string()))
     return {name, builder.getF64FloatAttr(evalExpr(v, ptr).toDouble())};
@@ -545,7 +548,7 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     }
     for (auto &[k, t] : jsonOpAttributes().at(opName)) {
       bool given = llvm::any_of(attrs, [&](NamedAttribute a) { return a.getName() == k; });
-      if (!given && t != "flag") // a flag (unit attribute) is optional
+      if (!given && t != "flag" && t.back() != '?') // flags and "int?" are optional
         fail(p, "op '" + opName + "' needs attribute '" + k + "' (" + t + ")");
     }
     if (o.contains("draws")) {

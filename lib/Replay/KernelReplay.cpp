@@ -305,15 +305,20 @@ struct Lowering {
       }
       return out;
     }
-    if (isa<TopkMaskOp, CapacityDispatchOp>(op)) {
-      // Routing bookkeeping (a [tokens, experts] mask): computed on the host with the
-      // shared semantics, then uploaded; no arithmetic of the step happens here.
-      Tensor<double> x;
-      x.shape = in[0]->shape;
-      x.data = dev.download(in[0]->buf);
+    if (isa<TopkMaskOp, CapacityDispatchOp, PositionMaskOp, DocumentMaskOp, MaskedSoftmaxOp>(op)) {
+      // Routing bookkeeping (a [tokens, experts] mask) and attention masks: computed on
+      // the host with the shared semantics, then uploaded. (masked_softmax too, for
+      // now: it has no device kernel of its own yet.)
+      std::vector<Tensor<double>> xs(in.size());
+      std::vector<const Tensor<double> *> ptrs;
+      for (size_t k = 0; k < in.size(); ++k) {
+        xs[k].shape = in[k]->shape;
+        xs[k].data = dev.download(in[k]->buf);
+        ptrs.push_back(&xs[k]);
+      }
       Tensor<double> r;
       HostDomain hd;
-      std::string err = evalRefOp(hd, op, {&x}, r);
+      std::string err = evalRefOp(hd, op, ptrs, r, idx);
       if (!err.empty())
         throw Unsupported{err};
       DevTensor out = make(r.shape);

@@ -325,6 +325,50 @@ std::string evalRefOp(D &d, mlir::Operation *op,
       for (int64_t j = 0; j < allowed; ++j)
         out.data[r * cols + j] = d.mul(e[j], inv);
     }
+  } else if (auto pm = dyn_cast<PositionMaskOp>(op)) {
+    int64_t q0, k0;
+    if (!d.integer(indices[0], q0) || !d.integer(indices[1], k0))
+      return "ref.position_mask: the offsets must be integers known on every rank (rank "
+             "coordinates and constants), not values of the step's inputs";
+    Shape s = resultShape(op);
+    out = Tensor<V>(s, d.constant(Rational(0)));
+    for (int64_t i = 0; i < s[0]; ++i)
+      for (int64_t j = 0; j < s[1]; ++j)
+        out.data[i * s[1] + j] = d.constant(Rational(
+            scalar::positionVisible(q0 + i, k0 + j, pm.getCausal(), pm.getWindow()) ? 1 : 0));
+  } else if (isa<DocumentMaskOp>(op)) {
+    const Tensor<V> &q = *in[0], &k = *in[1];
+    int64_t Sq = q.shape[0], Sk = k.shape[0];
+    out = Tensor<V>({Sq, Sk}, d.constant(Rational(0)));
+    for (int64_t i = 0; i < Sq; ++i)
+      for (int64_t j = 0; j < Sk; ++j)
+        out.data[i * Sk + j] = d.apply(Fn::Eq, {q.data[i], k.data[j]});
+  } else if (isa<MaskedSoftmaxOp>(op)) {
+    const Tensor<V> &x = *in[0], &mask = *in[1];
+    out = Tensor<V>(x.shape, d.constant(Rational(0)));
+    int64_t cols = x.shape.back(), rows = x.data.size() / std::max<int64_t>(cols, 1);
+    int64_t maskSize = mask.data.size();
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<V> shift, e;
+      std::vector<int64_t> cand;
+      for (int64_t j = 0; j < cols; ++j) {
+        const V &mj = mask.data[(r * cols + j) % maskSize];
+        int64_t known;
+        if (d.integer(mj, known) && known == 0)
+          continue; // known invisible: neither in the max nor in the sum
+        shift.push_back(x.data[r * cols + j]);
+        cand.push_back(j);
+      }
+      if (cand.empty())
+        continue; // a row with no visible column: zeros
+      V m = d.apply(Fn::Max, shift);
+      for (int64_t j : cand)
+        e.push_back(d.mul(mask.data[(r * cols + j) % maskSize],
+                          d.apply(Fn::Exp, {d.sub(x.data[r * cols + j], m)})));
+      V inv = d.apply(Fn::Recip, {d.sum(e)});
+      for (size_t c = 0; c < cand.size(); ++c)
+        out.data[r * cols + cand[c]] = d.mul(e[c], inv);
+    }
   } else if (isa<RmsNormOp, LayerNormOp>(op)) {
     const Tensor<V> &x = *in[0];
     Rational eps = attrRational(op->getAttrOfType<mlir::FloatAttr>("eps"));

@@ -77,6 +77,16 @@ PLANPROOF_HD inline int64_t causalAllowed(int64_t i, int64_t offset, int64_t col
   return n < 0 ? 0 : n > cols ? cols : n;
 }
 
+/// Whether a key at position `kp` is visible to a query at `qp` (ref.position_mask):
+/// causal: kp <= qp; a window w > 0: qp - kp < w (and kp - qp < w when not causal).
+PLANPROOF_HD inline bool positionVisible(int64_t qp, int64_t kp, bool causal, int64_t window) {
+  if (causal && kp > qp)
+    return false;
+  if (window > 0 && (qp - kp >= window || kp - qp >= window))
+    return false;
+  return true;
+}
+
 /// 1 when x[e] is among the k largest of x[0..n) (ties go to the lower index), else 0:
 /// a router's top-k expert selection (ref.topk_mask).
 PLANPROOF_HD inline double topkSelected(const double *x, int64_t n, int64_t e, int64_t k) {

@@ -647,13 +647,26 @@ bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
   for (auto &m : spec.modules) {
     // The results of ref.grad are replaced and their ops erased: forget their names, or
     // an op allocated later at the same address would inherit one.
+    // A derived gradient keeps the name written for the ref.grad result it replaces, so
+    // that a violation there names what the author wrote (`%d_w`), not an internal value.
+    llvm::DenseMap<Value, std::string> writtenNames;
     m->walk([&](ref::GradOp g) {
-      for (Value r : g.getResults())
+      for (Value r : g.getResults()) {
+        auto it = spec.names.find(r);
+        if (it != spec.names.end())
+          writtenNames[r] = it->second;
         spec.names.erase(r);
+      }
     });
     std::string why;
     Location where = m->getLoc();
-    if (failed(expandGradOps(*m, why, where, [&](Value v) { return spec.nameOf(v); }))) {
+    auto replaced = [&](Value old, Value now) {
+      auto it = writtenNames.find(old);
+      if (it == writtenNames.end() || !now.getDefiningOp() || spec.names.count(now))
+        return;
+      spec.names[now] = it->second;
+    };
+    if (failed(expandGradOps(*m, why, where, [&](Value v) { return spec.nameOf(v); }, replaced))) {
       spec.undecidable = why;
       spec.undecidableAt = toSourceLoc(where);
       break;

@@ -28,8 +28,10 @@ namespace {
 
 class Differentiator {
 public:
-  Differentiator(GradOp grad, std::function<std::string(Value)> nameOf)
-      : grad(grad), b(grad), loc(grad.getLoc()), gradLoc(grad.getLoc()), nameOf(nameOf) {}
+  Differentiator(GradOp grad, std::function<std::string(Value)> nameOf,
+                 std::function<void(Value, Value)> replaced = nullptr)
+      : grad(grad), b(grad), loc(grad.getLoc()), gradLoc(grad.getLoc()), nameOf(nameOf),
+        replaced(replaced) {}
 
   LogicalResult run(std::string &why, Location &where);
 
@@ -86,6 +88,7 @@ private:
   Location loc;
   Location gradLoc;
   std::function<std::string(Value)> nameOf;
+  std::function<void(Value, Value)> replaced;
   std::map<std::string, unsigned> counters;
   llvm::DenseSet<Value> active;
   llvm::DenseMap<Value, Value> adjoint;
@@ -342,6 +345,13 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     give(0, [&]() -> Value {
       return EmbeddingGradOp::create(b, loc, typeOf(e.getTable()), g, e.getIds(), e.getOffset());
     });
+  } else if (isa<MaskedSoftmaxOp>(op)) {
+    // As softmax (masked entries have y = 0); the mask is data, not differentiated.
+    if (isActive(1))
+      return failure();
+    give(0, [&] { return mul(res, sub(g, rowSumBroadcast(mul(g, res)))); });
+  } else if (isa<PositionMaskOp, DocumentMaskOp>(op)) {
+    // 0/1 masks: piecewise constant in their operands, no gradient flows.
   } else if (isa<ConstantOp, LiteralOp>(op)) {
     // No operands.
   } else if (auto ss = dyn_cast<dist::ShardSliceOp>(op)) {
@@ -461,6 +471,9 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     for (Operation *o = before ? before->getNextNode() : &block->front();
          o && o != grad.getOperation(); o = o->getNextNode())
       o->setAttr("dist.stage", stage);
+  if (replaced)
+    for (auto [old, now] : llvm::zip(grad.getResults(), results))
+      replaced(old, now);
   grad->replaceAllUsesWith(results);
   grad->erase();
   return success();
@@ -485,11 +498,12 @@ struct ExpandGradPass : PassWrapper<ExpandGradPass, OperationPass<ModuleOp>> {
 } // namespace
 
 LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Location &where,
-                                      std::function<std::string(Value)> nameOf) {
+                                      std::function<std::string(Value)> nameOf,
+                                      std::function<void(Value, Value)> replaced) {
   SmallVector<GradOp> grads;
   root->walk([&](GradOp g) { grads.push_back(g); });
   for (GradOp g : grads)
-    if (failed(Differentiator(g, nameOf).run(why, where)))
+    if (failed(Differentiator(g, nameOf, replaced).run(why, where)))
       return failure();
   return success();
 }
