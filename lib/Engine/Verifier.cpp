@@ -12,10 +12,15 @@
 
 #include "Engine/Decide.h"
 #include "Engine/ExactEval.h"
+#include "Engine/PlanEdit.h"
 #include "Engine/Relations.h"
 #include "Engine/SymbolicExec.h"
 #include "Ref/RefDialect.h"
 #include "Semantics/OpSemantics.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <atomic>
 #include <deque>
@@ -110,6 +115,29 @@ private:
   bool fixedByReducing(Operation *op, unsigned operand, const Relation &in);
   void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);
   void addCounterexample(const Failure &f, Violation &viol);
+  std::vector<std::string> axisNames(const std::vector<int> &axes) const {
+    std::vector<std::string> out;
+    for (int a : axes)
+      out.push_back(mesh.axes[a]);
+    return out;
+  }
+  ArrayAttr axesAttr(MLIRContext *ctx, const std::vector<int> &axes) const {
+    SmallVector<Attribute> out;
+    for (int a : axes)
+      out.push_back(StringAttr::get(ctx, mesh.axes[a]));
+    return ArrayAttr::get(ctx, out);
+  }
+  void checkFixes();
+  /// The other plan ops of `op`'s kind for which `same` holds (the same defect).
+  std::vector<Operation *> alikeOps(Operation *op, llvm::function_ref<bool(Operation *)> same) {
+    std::vector<Operation *> out;
+    for (Operation *o : spec.planOps())
+      if (o != op && o->getName() == op->getName() && same(o))
+        out.push_back(o);
+    return out;
+  }
+  bool fixRemoves(const Violation &v);
+  bool checkFix(Violation &v);
   std::string opName(Operation *op) {
     return op->getNumResults() ? spec.nameOf(op->getResult(0)) : "";
   }
@@ -182,6 +210,7 @@ private:
   std::string roleFor(Operation *op);
   void attributeGradNorm();
   void checkDiscardedCollectives();
+  void discardedFix(Violation &v, const Violation &w);
   void mergeDrawViolations(size_t firstRng);
   std::map<std::string, int> refIndexByName;
   std::unique_ptr<RelationFinder> finder, transposeFinder;
@@ -302,6 +331,8 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
   };
   std::vector<std::vector<Pending>> pending; // per output, in element order
   for (const Binding &b : spec.planOutputs) {
+    if (!options.onlyOutputs.empty() && !options.onlyOutputs.count(b.refName))
+      continue;
     const std::vector<SymTensor> &perRank = planTrace.values[ret.getOperand(b.index)];
     const SymTensor &ref = refTrace.byName.at(b.refName);
     std::vector<Pending> todo;
@@ -400,6 +431,8 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
 }
 
 void Engine::checkCoverage() {
+  if (!options.onlyOutputs.empty())
+    return;
   std::set<std::string> produced;
   for (const Binding &b : spec.planOutputs)
     produced.insert(b.refName);
@@ -827,10 +860,24 @@ void Engine::explainOp(Operation *op, Violation &viol) {
         viol.message = head + "reduces over " + axesStr(mesh, axes) +
                        ", but its operand is partial over " + axesStr(mesh, pa);
         viol.hint = "reduce over " + axesStr(mesh, pa) + " instead of " + axesStr(mesh, axes);
+        auto fix = PlanEdit::setAttr(op, "axes", axesAttr(op->getContext(), pa));
+        fix->alike = alikeOps(op, [&](Operation *o) {
+          Relation r = relationOf(o->getOperand(0));
+          return o->getAttr("axes") == op->getAttr("axes") && r.exact() && r.layout.isPartial() &&
+                 r.layout.partialAxes() == pa;
+        });
+        viol.fix = fix;
       } else if (kind != pk) {
         viol.message = head + "expected reduction \"" + pk + "\" over " + axesStr(mesh, pa) +
                        " (the operand is partial-" + pk + "), found \"" + kind + "\"";
         viol.hint = "use \"" + pk + "\" instead of \"" + kind + "\" in this " + name;
+        auto fix = PlanEdit::setAttr(op, "kind", StringAttr::get(op->getContext(), pk));
+        fix->alike = alikeOps(op, [&](Operation *o) {
+          Relation r = relationOf(o->getOperand(0));
+          return o->getAttr("kind") == op->getAttr("kind") && r.exact() && r.layout.isPartial() &&
+                 reduceKindName(r.layout.partial[0].second) == pk;
+        });
+        viol.fix = fix;
       } else {
         viol.kind = "sharding";
         viol.message = head + "the reduction matches the operand, but the result's block of "
@@ -847,6 +894,7 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                      (kind == "sum" ? " multiplies it by " + std::to_string(mesh.groupSize(axes))
                                     : " changes it");
       viol.hint = "remove this " + name + ": its operand is already complete";
+      viol.fix = PlanEdit::forward(op);
       return;
     }
     viol.kind = "reduction";
@@ -876,6 +924,16 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                      ": the result's elements are permuted";
       viol.hint = in.layout.zigzagAt(dim) ? "add `zigzag` to this " + name
                                           : "remove `zigzag` from this " + name;
+      auto fix = in.layout.zigzagAt(dim)
+                     ? PlanEdit::setAttr(op, "zigzag", UnitAttr::get(op->getContext()))
+                     : PlanEdit::removeAttr(op, "zigzag");
+      fix->alike = alikeOps(op, [&](Operation *o) {
+        Relation r = relationOf(o->getOperand(0));
+        int64_t d = o->getAttrOfType<IntegerAttr>("dim").getInt();
+        return r.exact() && r.block.empty() && d < (int64_t)r.layout.dims.size() &&
+               !r.layout.dims[d].empty() && r.layout.zigzagAt(d) != o->hasAttr("zigzag");
+      });
+      viol.fix = fix;
       return;
     }
     viol.kind = "sharding";
@@ -906,6 +964,7 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                    axesStr(mesh, pa) + ")";
     viol.hint = "insert dist.all_reduce \"" + pk + "\" over " + axesStr(mesh, pa) +
                 " on `" + spec.nameOf(op->getOperand(i)) + "` before this op";
+    viol.fix = PlanEdit::insertAllReduce(op, i, pk, axisNames(pa));
     return;
   }
   // A partial operand reaching an op that is not linear in it, even where reducing it
@@ -929,6 +988,7 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                      "its complete value";
       viol.hint = "reduce `" + spec.nameOf(op->getOperand(i)) + "` over " + axesStr(mesh, pa) +
                   " as well before this op";
+      viol.fix = PlanEdit::insertAllReduce(op, i, pk, axisNames(pa));
       lastFixedRef = in.ref;
       return;
     }
@@ -1077,6 +1137,9 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                      ": blocks go to ranks that do not hold their part (experts' slots to the "
                      "wrong ranks)";
       viol.hint = "run this all_to_all over " + axesStr(mesh, in.layout.dims[cdim]);
+      auto fix = PlanEdit::setAttr(op, "axes", axesAttr(op->getContext(), in.layout.dims[cdim]));
+      fix->alike = alikeOps(op, [&](Operation *o) { return o->getAttr("axes") == op->getAttr("axes"); });
+      viol.fix = fix;
       return;
     }
   }
@@ -1151,6 +1214,7 @@ void Engine::explainOp(Operation *op, Violation &viol) {
                    "): the scaling is wrong";
     viol.hint = "remove the extra factor " + res.scale.str() + " (multiply by " +
                 (Rational(1) / res.scale).str() + ")";
+    viol.fix = PlanEdit::scaleResult(op, Rational(1) / res.scale);
     return;
   }
   viol.kind = "sharding";
@@ -1214,15 +1278,19 @@ void Engine::explainOutput(const Binding &b, Value v, const Relation &actual, Vi
                    axesStr(mesh, pa) + ")";
     viol.hint = "insert dist.all_reduce \"" + pk + "\" over " + axesStr(mesh, pa) + " on `" +
                 spec.nameOf(v) + "` before returning it";
+    viol.fix = PlanEdit::insertAllReduce(spec.plan.getBody().front().getTerminator(), b.index, pk,
+                                         axisNames(pa));
   } else if (b.layout.isPartial() && !actual.layout.isPartial()) {
     viol.kind = "reduction";
     viol.message = head + ": gathering it as partial would reduce a complete value";
     viol.hint = "declare the result with layout '" + actual.layout.str(mesh) + "'";
+    viol.fix = PlanEdit::resultLayout(spec.plan, b.index, actual.layout);
   } else {
     viol.kind = actual.layout.partial != b.layout.partial ? "reduction" : "sharding";
     viol.message = head;
     viol.hint = "declare the result with layout '" + actual.layout.str(mesh) +
                 "', or re-lay the value out before returning it";
+    viol.fix = PlanEdit::resultLayout(spec.plan, b.index, actual.layout);
   }
 }
 
@@ -1396,6 +1464,137 @@ void Engine::checkDiscardedCollectives() {
   }
 }
 
+/// The fix of a violation whose culprit reads the operand of a discarded collective:
+/// read the collective's result instead.
+void Engine::discardedFix(Violation &v, const Violation &w) {
+  Operation *culprit = nullptr, *collective = nullptr;
+  for (Operation *op : spec.planOps()) {
+    if (!op->getNumResults())
+      continue;
+    if (opName(op) == v.at)
+      culprit = op;
+    if (opName(op) == w.at)
+      collective = op;
+  }
+  if (!culprit || !collective)
+    return;
+  for (unsigned i = 0; i < culprit->getNumOperands(); ++i)
+    if (culprit->getOperand(i) == collective->getOperand(0)) {
+      v.hint = "read `" + w.at + "` (the result of the discarded collective) instead of `" +
+               spec.nameOf(collective->getOperand(0)) + "` here";
+      v.fix = PlanEdit::replaceOperand(culprit, i, collective->getResult(0));
+      return;
+    }
+}
+
+/// Every hint is checked before it is shown: its edit is applied to a copy of the spec,
+/// which is verified again on the outputs the violation is about; the hint stays only
+/// if they are then right. Hints without an edit, or past the time budget, are dropped.
+void Engine::checkFixes() {
+  int checked = 0;
+  for (Violation &v : result.violations) {
+    if (v.hint.empty())
+      continue;
+    bool keep = false;
+    if (v.fix && options.checkFixes && checked < 4 && options.deadline.remainingMs() > 2000) {
+      ++checked;
+      try {
+        keep = checkFix(v);
+      } catch (const TimeLimit &) {
+        keep = false;
+      }
+    }
+    if (!keep) {
+      v.hint.clear();
+      v.fix.reset();
+    }
+  }
+}
+
+/// Whether applying `v.fix` to a copy of the spec makes the outputs `v` is about right.
+bool Engine::fixRemoves(const Violation &v) {
+  if (v.value.empty())
+    return false;
+  std::set<std::string> outputs;
+  for (size_t start = 0; start <= v.value.size();) {
+    size_t comma = v.value.find(", ", start);
+    outputs.insert(v.value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 2;
+  }
+  Spec edited;
+  edited.path = spec.path;
+  edited.reduceShapes = spec.reduceShapes;
+  edited.sources = spec.sources;
+  // The edit is made on the plan as written, and the copy is loaded again: derived
+  // backward passes follow the edited forward ops.
+  if (!spec.writtenMap)
+    return false;
+  IRMapping map;
+  for (auto &m : spec.written)
+    edited.modules.push_back(
+        OwningOpRef<ModuleOp>(cast<ModuleOp>(m.get().getOperation()->clone(map))));
+  std::string why, errors;
+  if (edited.modules.empty() || !v.fix->apply(PlanEdit::Where{*spec.writtenMap, map}, mesh, why))
+    return false;
+  // The copy is checked like any spec; its errors (an edit that does not fit) are not
+  // shown, they only mean the hint is not confirmed.
+  ScopedDiagnosticHandler quiet(spec.plan->getContext(), [](Diagnostic &) { return success(); });
+  for (auto &m : edited.modules)
+    if (failed(mlir::verify(*m)))
+      return false;
+  if (!analyzeSpec(edited, errors))
+    return false;
+  VerifyOptions o = options;
+  o.checkFixes = false;
+  o.onlyOutputs = outputs;
+  VerifyResult r = verifySpec(edited, o);
+  return r.verdict == Verdict::Verified;
+}
+
+/// The fix of `v`, checked; a value that must be reduced before one op is often needed
+/// reduced by its other consumers too (every microbatch's division by a token count):
+/// then reducing it once, for every use, is the fix.
+bool Engine::checkFix(Violation &v) {
+  if (fixRemoves(v))
+    return true;
+  if ((v.fix->kind == PlanEdit::SetAttr || v.fix->kind == PlanEdit::RemoveAttr) &&
+      !v.fix->everyLike && !v.fix->alike.empty()) {
+    auto wider = std::make_shared<PlanEdit>(*v.fix);
+    wider->everyLike = true;
+    std::shared_ptr<const PlanEdit> narrow = v.fix;
+    v.fix = wider;
+    if (fixRemoves(v)) {
+      std::string others;
+      for (Operation *o : wider->alike)
+        if (spec.writtenMap->lookupOrNull(o))
+          others += (others.empty() ? "`" : ", `") + opName(o) + "`";
+      if (!others.empty())
+        v.hint += ", and likewise in " + others;
+      return true;
+    }
+    v.fix = narrow;
+    return false;
+  }
+  if (v.fix->kind != PlanEdit::InsertAllReduce || v.fix->everyUse ||
+      isa<func::ReturnOp>(v.fix->op))
+    return false;
+  auto wider = std::make_shared<PlanEdit>(*v.fix);
+  wider->everyUse = true;
+  Value value = v.fix->op->getOperand(v.fix->operand);
+  std::shared_ptr<const PlanEdit> narrow = v.fix;
+  v.fix = wider;
+  if (fixRemoves(v)) {
+    v.hint = "insert dist.all_reduce \"" + wider->reduceKind + "\" over [" +
+             llvm::join(wider->axes, ", ") + "] on `" + spec.nameOf(value) +
+             "` where it is computed, for every op that uses it";
+    return true;
+  }
+  v.fix = narrow;
+  return false;
+}
+
 /// A draw that does not draw what the reference draws (RngCheck, violations from
 /// `firstRng` on) is also where the outputs it feeds go wrong: one violation at the
 /// op, with the RNG check's explanation and the outputs' counterexample.
@@ -1458,8 +1657,12 @@ void Engine::attributeGradNorm() {
     std::string n = spec.nameOf(term);
     if (auto r = term.getDefiningOp<ref::ReduceSumOp>())
       if (auto m = r.getInput().getDefiningOp<ref::MulOp>())
-        if (m.getLhs() == m.getRhs())
+        if (m.getLhs() == m.getRhs()) {
+          auto g = spec.gradientOf.find(m.getLhs());
+          if (g != spec.gradientOf.end())
+            return g->second;
           n = spec.nameOf(m.getLhs());
+        }
     if (n.rfind("%d(", 0) == 0 && n.find(')') != std::string::npos)
       return n.substr(3, n.find(')') - 3);
     return n;
@@ -1588,15 +1791,17 @@ VerifyResult Engine::run() {
           v.notes.push_back("the collective `" + w.at + "` (" + w.location.str() +
                             ") computes what this op needs, and its result is never used: " +
                             "read `" + w.at + "` here");
+          discardedFix(v, w);
         }
-      if (spec.rngIndependent) {
+      if (spec.rngIndependent && options.onlyOutputs.empty()) {
         size_t before = result.violations.size();
         options.deadline.check("checking random streams");
         checkRandomStreams(spec, options.deadline.cap(options.solverTimeoutMs), result);
         mergeDrawViolations(before);
       }
-      if (spec.resume || !saved.entries.empty())
+      if ((spec.resume || !saved.entries.empty()) && options.onlyOutputs.empty())
         checkCheckpoint();
+      checkFixes();
     }
   } catch (const NumericLimit &e) {
     result.inconclusiveReasons.push_back({toSourceLoc(spec.plan.getLoc()), e.what()});

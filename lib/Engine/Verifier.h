@@ -12,11 +12,15 @@
 #include "Spec/Spec.h"
 #include "Support/Deadline.h"
 
+#include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace planproof {
+
+struct PlanEdit;
 
 enum class Verdict { Verified, Violated, Inconclusive };
 const char *verdictName(Verdict v);
@@ -34,7 +38,10 @@ struct Counterexample {
 struct Violation {
   std::string kind;     // sharding, reduction, rng, grad-norm, loss-normalization, ...
   std::string message;
-  std::string hint;     // a suggested fix, for recognisable cases ("" if none)
+  /// A suggested fix, shown only once checked: `fix` applied to a copy of the plan makes
+  /// this violation go away (Verifier.cpp, checkFixes). "" when there is none.
+  std::string hint;
+  std::shared_ptr<const PlanEdit> fix;
   SourceLoc location;
   std::string at;       // SSA name of the plan op the violation points at ("" if none)
   std::string value;    // the reference value(s) concerned
@@ -56,6 +63,11 @@ struct VerifyOptions {
   /// The wall-clock budget of the whole run (planproof --time-limit): every phase
   /// checks it, and a spent budget makes the verdict inconclusive (Support/Deadline.h).
   Deadline deadline;
+  /// Check every fix hint by re-verifying the edited plan (else hints are dropped).
+  bool checkFixes = true;
+  /// When not empty: decide only the plan outputs holding these reference values (a
+  /// fix's re-verification), without the coverage, RNG and checkpoint checks.
+  std::set<std::string> onlyOutputs;
 };
 
 struct VerifyStats {

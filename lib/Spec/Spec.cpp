@@ -643,6 +643,11 @@ static bool validateSizesAndConstants(Spec &spec, std::string &errors) {
 bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
   if (!validateSizesAndConstants(spec, errors))
     return false;
+  spec.written.clear();
+  spec.writtenMap = std::make_shared<IRMapping>();
+  for (auto &m : spec.modules)
+    spec.written.push_back(
+        OwningOpRef<ModuleOp>(cast<ModuleOp>(m.get().getOperation()->clone(*spec.writtenMap))));
   // Derive the reference backward pass where the reference asks for it (ref.grad).
   for (auto &m : spec.modules) {
     // The results of ref.grad are replaced and their ops erased: forget their names, or
@@ -660,7 +665,9 @@ bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
     });
     std::string why;
     Location where = m->getLoc();
-    auto replaced = [&](Value old, Value now) {
+    auto replaced = [&](Value old, Value now, Value wrt) {
+      if (now.getDefiningOp())
+        spec.gradientOf.try_emplace(now, spec.nameOf(wrt));
       auto it = writtenNames.find(old);
       if (it == writtenNames.end() || !now.getDefiningOp() || spec.names.count(now))
         return;
@@ -708,6 +715,7 @@ Spec Spec::resumeStep() const {
   view.planInputs = resumeInputs;
   view.planOutputs = resumeOutputs;
   view.names = names;
+  view.gradientOf = gradientOf;
   view.sources = sources;
   view.stateUpdates = stateUpdates;
   return view;

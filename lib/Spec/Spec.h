@@ -18,6 +18,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/DenseMap.h"
@@ -98,6 +99,11 @@ struct DrawBinding {
 struct Spec {
   std::string path;
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
+  /// The modules as written, before the derived backward passes were expanded, and the
+  /// map from the ops and values of `modules` that were written to their copies there:
+  /// a checked fix edits the plan as written (Engine/PlanEdit.h).
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> written;
+  std::shared_ptr<mlir::IRMapping> writtenMap;
   // Op handles are non-const in MLIR; a const Spec still lets engines read its IR.
   mutable mlir::func::FuncOp reference, plan;
   Mesh mesh;
@@ -160,6 +166,9 @@ struct Spec {
   std::map<std::string, std::string> stateUpdates;
   /// Display names of SSA values as written in the source (`%h`, or JSON names).
   llvm::DenseMap<mlir::Value, std::string> names;
+  /// Derived gradients (the values replacing ref.grad results): the name of the value
+  /// each is the gradient of.
+  llvm::DenseMap<mlir::Value, std::string> gradientOf;
   /// Source lines of each loaded file, for diagnostic snippets.
   std::map<std::string, std::vector<std::string>> sources;
   Expectation expect;

@@ -29,7 +29,7 @@ namespace {
 class Differentiator {
 public:
   Differentiator(GradOp grad, std::function<std::string(Value)> nameOf,
-                 std::function<void(Value, Value)> replaced = nullptr)
+                 std::function<void(Value, Value, Value)> replaced = nullptr)
       : grad(grad), b(grad), loc(grad.getLoc()), gradLoc(grad.getLoc()), nameOf(nameOf),
         replaced(replaced) {}
 
@@ -88,7 +88,7 @@ private:
   Location loc;
   Location gradLoc;
   std::function<std::string(Value)> nameOf;
-  std::function<void(Value, Value)> replaced;
+  std::function<void(Value, Value, Value)> replaced;
   std::map<std::string, unsigned> counters;
   llvm::DenseSet<Value> active;
   llvm::DenseMap<Value, Value> adjoint;
@@ -472,8 +472,8 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
          o && o != grad.getOperation(); o = o->getNextNode())
       o->setAttr("dist.stage", stage);
   if (replaced)
-    for (auto [old, now] : llvm::zip(grad.getResults(), results))
-      replaced(old, now);
+    for (auto [old, now, w] : llvm::zip(grad.getResults(), results, grad.getWrt()))
+      replaced(old, now, w);
   grad->replaceAllUsesWith(results);
   grad->erase();
   return success();
@@ -499,7 +499,7 @@ struct ExpandGradPass : PassWrapper<ExpandGradPass, OperationPass<ModuleOp>> {
 
 LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Location &where,
                                       std::function<std::string(Value)> nameOf,
-                                      std::function<void(Value, Value)> replaced) {
+                                      std::function<void(Value, Value, Value)> replaced) {
   SmallVector<GradOp> grads;
   root->walk([&](GradOp g) { grads.push_back(g); });
   for (GradOp g : grads)

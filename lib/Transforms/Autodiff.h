@@ -23,12 +23,13 @@ namespace planproof {
 /// then left partially expanded and must not be verified.
 /// `nameOf`, when given, names values for diagnostics: each op of the backward pass is
 /// located at the grad op under the name "d(<name of the value it differentiates>)".
-/// `replaced`, when given, is told each ref.grad result and the value that replaces it
-/// (so that diagnostics can keep the name the spec's author wrote for it).
-mlir::LogicalResult expandGradOps(mlir::Operation *root, std::string &why,
-                                  mlir::Location &where,
-                                  std::function<std::string(mlir::Value)> nameOf = nullptr,
-                                  std::function<void(mlir::Value, mlir::Value)> replaced = nullptr);
+/// `replaced`, when given, is told each ref.grad result, the value that replaces it and
+/// the `wrt` value it is the gradient of (so that diagnostics can keep the names the
+/// spec's author wrote).
+mlir::LogicalResult
+expandGradOps(mlir::Operation *root, std::string &why, mlir::Location &where,
+              std::function<std::string(mlir::Value)> nameOf = nullptr,
+              std::function<void(mlir::Value, mlir::Value, mlir::Value)> replaced = nullptr);
 
 /// `--ref-expand-grad` for planproof-opt.
 std::unique_ptr<mlir::Pass> createExpandGradPass();
