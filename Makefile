@@ -40,7 +40,7 @@ test: build pytools
 MUTATE_ARGS ?= --per-op 3 --seed 1 --time-limit 120
 mutate: build
 	python3 scripts/mutate.py $(BUILD)/bin/planproof verify-specs $(MUTATE_ARGS) \
-	  --keep $(BUILD)/mutants --out $(BUILD)/mutate-report.md
+	  --keep $(BUILD)/mutants --out $(BUILD)/mutate-report.md --log $(BUILD)/mutate-log.jsonl
 
 # libFuzzer runs of the three harnesses (scripts/fuzz.sh; clang from Debian, built in
 # build-fuzz/). FUZZ_SECONDS per harness.

@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -183,6 +184,8 @@ def run(cmd, timeout):
         return p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired:
         return "timeout", ""
+    except OSError as e:
+        return "error", str(e)
 
 
 def check(planproof, spec, op, what, text, limit, keep):
@@ -192,17 +195,20 @@ def check(planproof, spec, op, what, text, limit, keep):
     try:
         rc, out = run([planproof, "verify", path, "--threads", "1", "--time-limit", str(limit)],
                       limit + 60)
-        status = {0: "survived", 1: "killed", 2: "invalid", 3: "inconclusive"}.get(rc, "CRASH")
+        status = {0: "survived", 1: "killed", 2: "invalid", 3: "inconclusive",
+                  "timeout": "HANG", "error": "ERROR"}.get(rc, "CRASH")
         replay = ""
         if status == "survived":
             rrc, rout = run([planproof, "replay", path, "--time-limit", str(limit)], limit + 60)
             replay = {0: "within", 1: "DIVERGED"}.get(rrc, "could-not-run")
-        if (status == "CRASH" or replay == "DIVERGED") and keep:
+        if (status in ("CRASH", "HANG") or replay == "DIVERGED") and keep:
             os.makedirs(keep, exist_ok=True)
             name = os.path.basename(spec).replace(".mlir", "") + f"-{op}-{abs(hash(what)) % 10**8}.mlir"
             with open(os.path.join(keep, name), "w") as f:
                 f.write(f"// mutant of {spec}: {op}: {what}\n" + text)
         return spec, op, what, status, replay, out.strip().splitlines()[-1:] if out else []
+    except Exception as e:  # a harness failure is reported, never a lost run
+        return spec, op, what, "ERROR", "", [str(e)]
     finally:
         os.unlink(path)
 
@@ -218,7 +224,20 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--keep", default="", help="write crashing and false-proof mutants here")
     ap.add_argument("--only", default="", help="only specs whose path contains this")
+    ap.add_argument("--log", default="", help="results so far, one JSON line per mutant; "
+                    "a run given an existing log skips the mutants it holds")
     a = ap.parse_args()
+    # A private copy of the binary: a rebuild during the run must not change or break it.
+    copy_dir = tempfile.mkdtemp(prefix="mutate-bin-")
+    binary = os.path.join(copy_dir, "planproof")
+    shutil.copy2(a.planproof, binary)
+    a.planproof = binary
+    done = {}
+    if a.log and os.path.exists(a.log):
+        with open(a.log) as f:
+            for line in f:
+                r = json.loads(line)
+                done[(r[0], r[1], r[2])] = tuple(r[:4]) + (r[4], r[5])
     rng = random.Random(a.seed)
     jobs = []
     for root, _, files in os.walk(a.specs):
@@ -239,18 +258,23 @@ def main():
                     jobs.append((path, op, what, mutated))
     jobs.sort(key=lambda j: (j[0], j[1], j[2]))
     started = time.time()
-    results = []
+    results = [done[(p, op, what)] for p, op, what, _ in jobs if (p, op, what) in done]
+    todo = [j for j in jobs if (j[0], j[1], j[2]) not in done]
+    log = open(a.log, "a") if a.log else None
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
         futures = [ex.submit(check, a.planproof, p, op, what, text, a.time_limit, a.keep)
-                   for p, op, what, text in jobs]
+                   for p, op, what, text in todo]
         for n, fut in enumerate(concurrent.futures.as_completed(futures), 1):
             r = fut.result()
             results.append(r)
+            if log:
+                log.write(json.dumps(list(r)) + "\n")
+                log.flush()
             spec, op, what, status, replay, last = r
-            if status == "CRASH" or replay == "DIVERGED":
+            if status in ("CRASH", "HANG", "ERROR") or replay == "DIVERGED":
                 print(f"{status} {replay} {spec}: {op}: {what}", flush=True)
             if n % 50 == 0:
-                print(f"mutate: {n}/{len(jobs)} ({time.time() - started:.0f} s)", file=sys.stderr,
+                print(f"mutate: {n}/{len(todo)} ({time.time() - started:.0f} s)", file=sys.stderr,
                       flush=True)
     table = collections.defaultdict(collections.Counter)
     for spec, op, what, status, replay, last in results:
@@ -258,12 +282,13 @@ def main():
         if status == "survived":
             table[op]["replay " + replay] += 1
     cols = ["mutants", "invalid", "killed", "inconclusive", "survived", "replay within",
-            "replay DIVERGED", "replay could-not-run", "CRASH"]
+            "replay DIVERGED", "replay could-not-run", "CRASH", "HANG"]
     lines = ["| operator | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
     total = collections.Counter()
     for op in sorted(table):
         c = table[op]
-        c["mutants"] = sum(c[s] for s in ("invalid", "killed", "inconclusive", "survived", "CRASH"))
+        c["mutants"] = sum(c[s] for s in ("invalid", "killed", "inconclusive", "survived", "CRASH",
+                                          "HANG", "ERROR"))
         total.update(c)
         lines.append(f"| {op} | " + " | ".join(str(c[k]) for k in cols) + " |")
     lines.append("| **all** | " + " | ".join(str(total[k]) for k in cols) + " |")
@@ -280,7 +305,7 @@ def main():
     if a.out:
         with open(a.out, "w") as f:
             f.write(report)
-    bad = total["replay DIVERGED"] + total["CRASH"]
+    bad = total["replay DIVERGED"] + total["CRASH"] + total["HANG"] + total["ERROR"]
     print(f"mutate: {bad} false proofs or crashes", file=sys.stderr)
     return 1 if bad else 0
 

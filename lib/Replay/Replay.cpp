@@ -890,6 +890,16 @@ bool runStep(const Spec &spec, NumericDomain *domains[4],
     Failure fs[4] = {f, f, f, f};
     bool oks[4] = {false, false, false, false};
     std::vector<std::thread> refs;
+    // Joined on every path: the plan's run may end in an exception (the time limit)
+    // while the reference runs are still going.
+    struct Joiner {
+      std::vector<std::thread> &threads;
+      ~Joiner() {
+        for (std::thread &t : threads)
+          if (t.joinable())
+            t.join();
+      }
+    } joiner{refs};
     for (int k = 0; k < 4; ++k)
       refs.emplace_back([&, k] {
         try {

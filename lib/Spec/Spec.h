@@ -110,8 +110,9 @@ struct Spec {
   std::vector<std::string> refInputs, refOutputs; // names by argument / result number
   std::vector<int64_t> refInputBounds; // per argument: 0 (real) or N (integer in [0, N))
   /// Per argument: a real input declared nonnegative (`ref.nonnegative`: second moments,
-  /// variances). Proofs hold for all reals regardless; the replay draws such inputs
-  /// from |N(0, 1)| so that the reference is defined where the step's state can be.
+  /// variances). The replay draws such inputs from |N(0, 1)| so that the reference is
+  /// defined where the step's state can be; the canonical forms' sqrt(s)^2 = s and
+  /// recip(t) t = 1 take the declaration as given (docs/semantics.md).
   std::vector<bool> refInputNonnegative;
   std::vector<Binding> planInputs, planOutputs;
   /// The losses the plan differentiates with ref.grad (its backward passes' seeds).
