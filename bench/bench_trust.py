@@ -18,22 +18,9 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from common import PLANPROOF, ROOT, write_results  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "test", "CLI", "Inputs", "trust"))
+from chain import chain_spec  # noqa: E402
 
-
-def chain_spec(n, wrong):
-    ref_ops, plan_ops, prev = [], [], "x"
-    for i in range(n):
-        ref_ops.append({"result": f"y{i}", "op": "add", "operands": [prev, "z"]})
-        plan_ops.append({"result": f"y{i}", "op": "add", "operands": [prev, "x" if i == wrong else "z"]})
-        prev = f"y{i}"
-    lay = {"dims": ["tp"]}
-    return {"planproof": 1,
-            "reference": {"inputs": [{"name": "x", "shape": [2]}, {"name": "z", "shape": [2]}],
-                          "ops": ref_ops, "outputs": [prev]},
-            "plan": {"mesh": {"name": "mesh", "axes": [{"name": "tp", "size": 2}]},
-                     "inputs": [{"name": "x", "value": "x", "layout": lay},
-                                {"name": "z", "value": "z", "layout": lay}],
-                     "ops": plan_ops, "outputs": [{"name": prev, "value": prev, "layout": lay}]}}
 
 
 def outputs_spec(n):

@@ -18,9 +18,14 @@ bool planproof::numericallyDifferent(double a, double b) {
 }
 
 namespace {
+/// A candidate difference: the values differ beyond rounding, or the plan's does not
+/// exist (NaN, infinite) where the reference's does. Confirmed before it counts.
 bool differsAt(Evaluator &eval, PolyId p, PolyId q, const std::vector<double> &values) {
   eval.reset(values);
-  return numericallyDifferent(eval.poly(p), eval.poly(q));
+  double a = eval.poly(p), b = eval.poly(q);
+  if (std::isfinite(b) && !std::isfinite(a))
+    return true;
+  return numericallyDifferent(a, b);
 }
 
 /// Random small integers on the support, then a minimization that sets inputs to 0

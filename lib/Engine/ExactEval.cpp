@@ -126,6 +126,9 @@ public:
   struct Iv {
     Num lo, hi;
     bool defined = true;
+    /// Not defined, and certainly so (a function applied wholly outside its domain),
+    /// rather than possibly (an interval straddling the domain's edge).
+    bool nowhere = false;
     bool point() const { return defined && lo == hi; }
   };
 
@@ -163,19 +166,20 @@ public:
 
 private:
   static Iv point(const Num &x) { return {x, x, true}; }
-  static Iv undefined() {
-    Iv r{A::fromDouble(0), A::fromDouble(0), false};
+  static Iv undefined(bool certainly = false) {
+    Iv r{A::fromDouble(0), A::fromDouble(0), false, certainly};
     return r;
   }
+  static Iv undefinedFrom(const Iv &a, const Iv &b) { return undefined(a.nowhere || b.nowhere); }
   static Iv add(const Iv &a, const Iv &b) {
     if (!a.defined || !b.defined)
-      return undefined();
+      return undefinedFrom(a, b);
     Iv r{A::add(a.lo, b.lo, false), A::add(a.hi, b.hi, true), true};
     return finite(r) ? r : undefined();
   }
   static Iv mul(const Iv &a, const Iv &b) {
     if (!a.defined || !b.defined)
-      return undefined();
+      return undefinedFrom(a, b);
     Num lo[4] = {A::mul(a.lo, b.lo, false), A::mul(a.lo, b.hi, false), A::mul(a.hi, b.lo, false),
                  A::mul(a.hi, b.hi, false)};
     Num hi[4] = {A::mul(a.lo, b.lo, true), A::mul(a.lo, b.hi, true), A::mul(a.hi, b.lo, true),
@@ -214,7 +218,7 @@ private:
     for (PolyId q : at.args) {
       args.push_back(poly(q));
       if (!args.back().defined)
-        return undefined();
+        return undefined(args.back().nowhere);
     }
     switch (at.fn) {
     case Fn::Product: {
@@ -288,9 +292,12 @@ private:
                  : undefined();
     }
     default: {
-      double lo, hi;
-      if (args.size() != 1 ||
-          !fnEnclosure(at.fn, A::lowDouble(args[0].lo), A::highDouble(args[0].hi), lo, hi))
+      double lo, hi, a0 = A::lowDouble(args[0].lo), a1 = A::highDouble(args[0].hi);
+      if (args.size() != 1)
+        return undefined();
+      if (fnOutsideDomain(at.fn, a0, a1))
+        return undefined(true);
+      if (!fnEnclosure(at.fn, a0, a1, lo, hi))
         return undefined();
       return fromDoubles(lo, hi);
     }
@@ -304,9 +311,16 @@ private:
 };
 
 /// Disjoint (1), certainly equal points (0), or undecided (-1, also where a function is
-/// applied outside its domain: the exact evaluation may still decide).
+/// applied outside its domain: the exact evaluation may still decide). A plan value that
+/// certainly does not exist where the reference's does differs from it (the plan's
+/// NaN where the reference is finite); where the reference does not exist, nothing is
+/// claimed.
 template <class Iv> int compare(const Iv &p, const Iv &q) {
-  if (!p.defined || !q.defined)
+  if (q.defined && p.nowhere)
+    return 1;
+  if (!q.defined)
+    return q.nowhere ? 0 : -1;
+  if (!p.defined)
     return -1;
   if (p.hi < q.lo || q.hi < p.lo)
     return 1;

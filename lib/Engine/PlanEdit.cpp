@@ -78,6 +78,15 @@ std::shared_ptr<PlanEdit> PlanEdit::resultLayout(Operation *plan, unsigned resul
 }
 
 bool PlanEdit::apply(const Where &at, const Mesh &mesh, std::string &why) const {
+  if (!applyOne(at, mesh, why))
+    return false;
+  for (const auto &e : also)
+    if (!e->apply(at, mesh, why))
+      return false;
+  return true;
+}
+
+bool PlanEdit::applyOne(const Where &at, const Mesh &mesh, std::string &why) const {
   Operation *target = at.op(op);
   if (!target)
     return (why = "the op is not in the copy", false);

@@ -47,6 +47,9 @@ struct PlanEdit {
   bool everyLike = false;
   mlir::Value with;
   Layout layout;
+  /// Further edits made after this one, as one fix (moving a collective: a reduction
+  /// inserted here, and the later one that reduced the same axes removed).
+  std::vector<std::shared_ptr<const PlanEdit>> also;
 
   static std::shared_ptr<PlanEdit> setAttr(mlir::Operation *op, std::string attr, mlir::Attribute v);
   static std::shared_ptr<PlanEdit> removeAttr(mlir::Operation *op, std::string attr);
@@ -75,6 +78,9 @@ struct PlanEdit {
   /// False, with `why`, when it cannot (an op that is not written in the plan: a
   /// derived gradient's).
   bool apply(const Where &at, const Mesh &mesh, std::string &why) const;
+
+private:
+  bool applyOne(const Where &at, const Mesh &mesh, std::string &why) const;
 };
 
 } // namespace planproof

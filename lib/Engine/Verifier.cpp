@@ -92,6 +92,7 @@ private:
   Relation exactRelationOf(Value v);
   llvm::DenseMap<Value, Relation> exactRelations;
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
+  Operation *undefinedCulprit(const Failure &f, Violation &viol);
   Value culpritOperand(Operation *op);
   bool isMicrobatchPartial(Value v);
   bool dispatchMatchesReference(Value v);
@@ -128,6 +129,9 @@ private:
     return ArrayAttr::get(ctx, out);
   }
   void checkFixes();
+  /// Checking hints costs at most about three times the run before it (or 3 s): past
+  /// this point, unchecked hints are dropped. A verified run checks none.
+  std::chrono::steady_clock::time_point started, fixesUntil;
   /// The other plan ops of `op`'s kind for which `same` holds (the same defect).
   std::vector<Operation *> alikeOps(Operation *op, llvm::function_ref<bool(Operation *)> same) {
     std::vector<Operation *> out;
@@ -138,6 +142,8 @@ private:
   }
   bool fixRemoves(const Violation &v);
   bool checkFix(Violation &v);
+  Operation *laterAllReduce(Operation *op, const std::string &kind,
+                            const std::vector<std::string> &axes);
   std::string opName(Operation *op) {
     return op->getNumResults() ? spec.nameOf(op->getResult(0)) : "";
   }
@@ -1333,6 +1339,11 @@ void Engine::localize(const std::vector<Failure> &failures) {
     Relation actual = relationOf(v);
     Operation *culprit;
     Violation viol;
+    // Where the plan has no value at the counterexample (a division by a count that is
+    // 0 there), the first undefined op is the culprit unless a wrong value comes before
+    // it: the data-flow walk below decides first, the undefined op is its fallback.
+    Violation undefinedViol;
+    Operation *undefinedAt = undefinedCulprit(f, undefinedViol);
     if (actual.exact() && actual.block.empty()) {
       culprit = v.getDefiningOp() ? v.getDefiningOp() : ret.getOperation();
       explainOutput(b, v, actual, viol);
@@ -1355,7 +1366,10 @@ void Engine::localize(const std::vector<Failure> &failures) {
             break;
           }
         }
-      if (culprit == ret.getOperation()) {
+      if (culprit == ret.getOperation() && undefinedAt) {
+        culprit = undefinedAt;
+        viol = undefinedViol;
+      } else if (culprit == ret.getOperation()) {
         viol.kind = "dataflow";
         viol.message = "plan result #" + std::to_string(b.index) + " returns argument `" +
                        spec.nameOf(v) + "` as `" + b.refName + "`, which it is not";
@@ -1393,6 +1407,12 @@ void Engine::localize(const std::vector<Failure> &failures) {
         }
         if (culprit->getNumResults() == 1 && culprit->getResult(0).getType().isIndex())
           explainCounter(culprit, b, f, viol);
+        if (culprit == undefinedAt)
+          viol.notes.push_back(undefinedViol.notes.front());
+        else if (undefinedAt)
+          viol.locatedNotes.push_back({toSourceLoc(undefinedAt->getLoc()),
+                                       "`" + opName(undefinedAt) + "`, computed from it: " +
+                                           undefinedViol.notes.front()});
       }
     }
     auto it = byCulprit.find(culprit);
@@ -1492,6 +1512,9 @@ void Engine::discardedFix(Violation &v, const Violation &w) {
 /// if they are then right. Hints without an edit, or past the time budget, are dropped.
 void Engine::checkFixes() {
   int checked = 0;
+  auto now = std::chrono::steady_clock::now();
+  fixesUntil = now + std::max<std::chrono::steady_clock::duration>(3 * (now - started),
+                                                                   std::chrono::seconds(3));
   for (Violation &v : result.violations) {
     if (v.hint.empty())
       continue;
@@ -1549,8 +1572,42 @@ bool Engine::fixRemoves(const Violation &v) {
   VerifyOptions o = options;
   o.checkFixes = false;
   o.onlyOutputs = outputs;
+  double leftMs = std::chrono::duration<double, std::milli>(fixesUntil -
+                                                            std::chrono::steady_clock::now()).count();
+  leftMs = std::min(leftMs, (double)options.deadline.remainingMs());
+  if (leftMs < 50)
+    return false;
+  o.deadline = Deadline(leftMs / 1000);
   VerifyResult r = verifySpec(edited, o);
   return r.verdict == Verdict::Verified;
+}
+
+/// The first dist.all_reduce of kind `kind` over exactly `axes` that the result of `op`
+/// reaches through the plan's later ops (a few steps at most), or null.
+Operation *Engine::laterAllReduce(Operation *op, const std::string &kind,
+                                  const std::vector<std::string> &axes) {
+  std::deque<std::pair<Operation *, int>> work{{op, 0}};
+  std::set<Operation *> seen{op};
+  while (!work.empty()) {
+    auto [o, depth] = work.front();
+    work.pop_front();
+    if (o != op)
+      if (auto ar = dyn_cast<dist::AllReduceOp>(o)) {
+        std::vector<std::string> names;
+        for (Attribute a : ar.getAxes())
+          names.push_back(cast<StringAttr>(a).str());
+        if (ar.getKind() == kind && names == axes)
+          return o;
+        continue;
+      }
+    if (depth >= 4)
+      continue;
+    for (Value r : o->getResults())
+      for (Operation *user : r.getUsers())
+        if (seen.insert(user).second)
+          work.push_back({user, depth + 1});
+  }
+  return nullptr;
 }
 
 /// The fix of `v`, checked; a value that must be reduced before one op is often needed
@@ -1580,10 +1637,24 @@ bool Engine::checkFix(Violation &v) {
   if (v.fix->kind != PlanEdit::InsertAllReduce || v.fix->everyUse ||
       isa<func::ReturnOp>(v.fix->op))
     return false;
-  auto wider = std::make_shared<PlanEdit>(*v.fix);
-  wider->everyUse = true;
-  Value value = v.fix->op->getOperand(v.fix->operand);
   std::shared_ptr<const PlanEdit> narrow = v.fix;
+  Value value = v.fix->op->getOperand(v.fix->operand);
+  // The reduction exists, but too late (a bias added before it): move it, reducing
+  // here and dropping the later all-reduce over the same axes.
+  if (Operation *later = laterAllReduce(v.fix->op, narrow->reduceKind, narrow->axes)) {
+    auto moved = std::make_shared<PlanEdit>(*narrow);
+    moved->also.push_back(PlanEdit::forward(later));
+    v.fix = moved;
+    if (fixRemoves(v)) {
+      v.hint = "move the dist.all_reduce of `" + opName(later) + "` here: insert it on `" +
+               spec.nameOf(value) + "` before this op, and remove it where `" + opName(later) +
+               "` is computed";
+      return true;
+    }
+    v.fix = narrow;
+  }
+  auto wider = std::make_shared<PlanEdit>(*narrow);
+  wider->everyUse = true;
   v.fix = wider;
   if (fixRemoves(v)) {
     v.hint = "insert dist.all_reduce \"" + wider->reduceKind + "\" over [" +
@@ -1593,6 +1664,61 @@ bool Engine::checkFix(Violation &v) {
   }
   v.fix = narrow;
   return false;
+}
+
+/// When the plan's value does not exist at the counterexample (NaN: a division by 0, a
+/// root of a negative number) where the reference's does: the first plan op, in
+/// execution order, whose value is undefined on some rank while its operands are not.
+Operation *Engine::undefinedCulprit(const Failure &f, Violation &viol) {
+  const std::vector<double> &vals = f.decision.assignment;
+  if (vals.empty())
+    return nullptr;
+  Evaluator eval(pool);
+  eval.reset(vals);
+  if (std::isfinite(eval.poly(f.plan)) || !std::isfinite(eval.poly(f.reference)))
+    return nullptr;
+  auto finiteOn = [&](Value x, int64_t r) {
+    auto it = planTrace.values.find(x);
+    if (it == planTrace.values.end() || r >= (int64_t)it->second.size())
+      return true;
+    for (PolyId p : it->second[r].data)
+      if (!std::isfinite(eval.poly(p)))
+        return false;
+    return true;
+  };
+  for (Operation *op : spec.planOps()) {
+    if (op->getNumResults() != 1 || !planTrace.values.count(op->getResult(0)))
+      continue;
+    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+      if (finiteOn(op->getResult(0), r) ||
+          !llvm::all_of(op->getOperands(), [&](Value x) { return finiteOn(x, r); }))
+        continue;
+      std::string why = "an operation in it is undefined there";
+      if (isa<ref::DivOp, ref::RecipOp, ref::RsqrtOp, ref::LogOp, ref::SqrtOp>(op)) {
+        std::string x = "`" + spec.nameOf(op->getOperand(op->getNumOperands() - 1)) + "`";
+        why = isa<ref::DivOp>(op)     ? "it divides by " + x + ", which is 0 there"
+              : isa<ref::RecipOp>(op) ? "it takes the reciprocal of " + x + ", which is 0 there"
+              : isa<ref::SqrtOp>(op)  ? "it takes the square root of " + x + ", which is negative there"
+                                      : "its operand " + x + " is not positive there";
+      }
+      viol.kind = "dataflow";
+      std::string role = roleFor(op);
+      if (!role.empty())
+        viol.kind = role;
+      viol.message = "first wrong value is `" + opName(op) + "` = " +
+                     op->getName().getStringRef().str() + ": on rank " + mesh.rankStr(r) +
+                     " it has no value at the counterexample (" + why +
+                     "), where the reference's outputs do: the plan divides or takes a root "
+                     "where the reference does not";
+      viol.notes.push_back("on rank " + mesh.rankStr(r) + " it has no value at the "
+                           "counterexample (" + why + ")");
+      viol.notes.push_back("the plan must stay defined wherever the reference is: guard the "
+                           "division (a count of at least 1), or compute it as the reference "
+                           "does");
+      return op;
+    }
+  }
+  return nullptr;
 }
 
 /// A draw that does not draw what the reference draws (RngCheck, violations from
@@ -1755,6 +1881,7 @@ void Engine::attributeGradNorm() {
 
 VerifyResult Engine::run() {
   auto start = std::chrono::steady_clock::now();
+  started = start;
   result.stats.ranks = mesh.numRanks();
   for (Operation &op : spec.reference.getBody().front())
     result.stats.referenceOps += !isa<func::ReturnOp>(op);

@@ -637,8 +637,11 @@ void replay::findFirstDivergence(
   // Every intermediate that holds a reference value is within tolerance: the numbers
   // leave the reference where the plan computes something else. The verifier's first
   // wrong op (operands that hold reference values, a result that holds none) is that
-  // point.
-  VerifyResult v = verifySpec(spec);
+  // point. (Its fix hints are not shown here: not checked, which saves re-verifying.)
+  VerifyOptions vo;
+  vo.deadline = options.deadline;
+  vo.checkFixes = false;
+  VerifyResult v = verifySpec(spec, vo);
   for (const Violation &viol : v.violations)
     if (!viol.at.empty()) {
       out.found = true;
@@ -785,6 +788,10 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
           continue; // max mixed with sum: not a layout values are gathered through
         double w = want->second.at(at);
         auto close = [](double x, double y) {
+          // A value that does not exist: the report says nan (the verifier does not tell
+          // 0/0 from 1/0); the float replay gives NaN or an infinity.
+          if (!std::isfinite(x) || !std::isfinite(y))
+            return !std::isfinite(x) && !std::isfinite(y);
           return std::fabs(x - y) <= 1e-12 * std::max({1.0, std::fabs(x), std::fabs(y)});
         };
         std::ostringstream why;
@@ -792,7 +799,9 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
         why << "at these inputs " << cx.element << " is " << w << " in the reference and " << got
             << " in the plan (rank " << mesh.rankStr(r) << "); the report says " << cx.reference
             << " and " << cx.plan;
-        bool differs = numericallyDifferent(w, got); // the verifier's own criterion
+        // The verifier's own criterion: values that differ, or a plan value that does
+        // not exist where the reference's does.
+        bool differs = numericallyDifferent(w, got) || (std::isfinite(w) && !std::isfinite(got));
         bool same = close(w, cx.reference) && close(got, cx.plan);
         if (differs && same)
           return {"confirmed", why.str()};
@@ -1126,7 +1135,10 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
       // The resumed step's values come from the checkpoint, which the relations of a
       // single step do not see: the verifier's first wrong op of the whole spec is
       // where the numbers leave the reference.
-      VerifyResult v = verifySpec(spec);
+      VerifyOptions vo;
+      vo.deadline = options.deadline;
+      vo.checkFixes = false;
+      VerifyResult v = verifySpec(spec, vo);
       for (const Violation &viol : v.violations)
         if (!viol.at.empty() || viol.location.known()) {
           result.first.found = true;

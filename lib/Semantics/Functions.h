@@ -115,6 +115,23 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
   return 0;
 }
 
+/// Whether `f` is undefined on the whole interval [lo, hi] (a logarithm or root of
+/// certainly negative values, the reciprocal of exactly 0): a value computed from it
+/// certainly does not exist.
+inline bool fnOutsideDomain(Fn f, double lo, double hi) {
+  switch (f) {
+  case Fn::Log:
+  case Fn::Rsqrt:
+    return hi <= 0;
+  case Fn::Sqrt:
+    return hi < 0;
+  case Fn::Recip:
+    return lo == 0 && hi == 0;
+  default:
+    return false;
+  }
+}
+
 /// An enclosure of a unary function over an interval: [outLo, outHi] contains f(t)
 /// for every t in [lo, hi] (inputs are finite doubles, lo <= hi), with a margin for
 /// the C library's rounding (at most a few ulps; 2^-44 relative is allowed). Returns

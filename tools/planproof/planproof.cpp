@@ -507,6 +507,7 @@ int cmdReplay(std::vector<std::string> args) {
     // Cross-check of the verifier: each reported counterexample, run concretely.
     VerifyOptions vo;
     vo.deadline = ro.deadline;
+    vo.checkFixes = false; // only the counterexamples are checked here
     VerifyResult v = verifySpec(spec, vo);
     int refuted = 0, confirmed = 0;
     for (const Violation &viol : v.violations) {
