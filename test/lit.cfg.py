@@ -1,6 +1,7 @@
 # lit configuration for planproof: IR round-trips and verifier tests of the dialects
 # (planproof-opt), and CLI behaviour (planproof), checked with FileCheck.
 import os
+import subprocess
 
 import lit.formats
 
@@ -25,6 +26,24 @@ config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%pytools", os.path.join(config.planproof_obj_root, "pytools", "bin", "python")))
 config.substitutions.append(("%docs", os.path.join(config.planproof_src_root, "docs")))
 config.substitutions.append(("%planproof_bin", os.path.join(config.planproof_tools_dir, "planproof")))
+
+# planproof.torch's live captures need PyTorch, in the virtual environment `make
+# torchenv` sets up (PLANPROOF_TORCHENV); tests that capture say `REQUIRES: torch`.
+# Checked-in captures (test/torch/cases/*.json) are verified without it.
+torchenv = os.environ.get("PLANPROOF_TORCHENV",
+                          os.path.expanduser("~/.cache/planproof/torchenv-2.15"))
+torchpy = os.path.join(torchenv, "bin", "python")
+try:
+    if subprocess.run([torchpy, "-c", "import torch"], capture_output=True,
+                      timeout=300).returncode == 0:
+        config.available_features.add("torch")
+    else:
+        lit_config.note("planproof.torch live captures skipped: no PyTorch in " + torchenv)
+except (OSError, subprocess.TimeoutExpired):
+    lit_config.note("planproof.torch live captures skipped: no PyTorch in " + torchenv)
+config.substitutions.append(("%torchpy", "env PYTHONPATH=" +
+                             os.path.join(config.planproof_src_root, "python") + " PLANPROOF=" +
+                             os.path.join(config.planproof_tools_dir, "planproof") + " " + torchpy))
 
 # The CUDA replay backend: `cuda-built` when this build has it, `cuda-gpu` when a GPU
 # answers (the NCCL smoke test passes). Tests that need one say `REQUIRES: cuda-gpu`

@@ -19,6 +19,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 
 #include <nlohmann/json.hpp>
 
@@ -197,6 +199,47 @@ private:
     return FileLineColLoc::get(&ctx, path, it->second.first, it->second.second);
   }
   [[noreturn]] void fail(const std::string &ptr, const std::string &msg) { throw JsonError{ptr, msg}; }
+  /// An op's location: its place in the JSON file, and first, where an importer from a
+  /// framework recorded one, the user's source line (`"loc": {"file", "line", "col"}`):
+  /// diagnostics then point at the user's code.
+  Location opLoc(const json &o, const std::string &p) {
+    if (!o.contains("loc"))
+      return loc(p);
+    const json &l = o["loc"];
+    if (!l.is_object() || !l.contains("file") || !l["file"].is_string() || !l.contains("line") ||
+        !l["line"].is_number_integer() || (l.contains("col") && !l["col"].is_number_integer()))
+      fail(p + "/loc", "'loc' must be {\"file\": string, \"line\": integer, \"col\": integer}");
+    int64_t line = l["line"].get<int64_t>(), col = l.contains("col") ? l["col"].get<int64_t>() : 1;
+    if (line < 1 || line > (1 << 30) || col < 1 || col > (1 << 20))
+      fail(p + "/loc", "'loc' line and col must be positive");
+    // A relative path is relative to the JSON file's folder (captures checked in as
+    // fixtures beside the code they come from).
+    std::string file = l["file"].get<std::string>();
+    if (!file.empty() && !llvm::sys::path::is_absolute(file)) {
+      llvm::SmallString<256> joined(llvm::sys::path::parent_path(path));
+      llvm::sys::path::append(joined, file);
+      llvm::sys::path::remove_dots(joined, true);
+      file = std::string(joined);
+    }
+    readUserSource(file);
+    Location user = FileLineColLoc::get(&ctx, file, (unsigned)line, (unsigned)col);
+    return FusedLoc::get(&ctx, {user, loc(p)});
+  }
+  /// The user's source file named by a `loc`, for the snippets of diagnostics: read once,
+  /// only a regular file of at most 4 MiB (a missing one shows no snippet).
+  void readUserSource(const std::string &file) {
+    if (spec.sources.count(file))
+      return;
+    std::vector<std::string> &lines = spec.sources[file];
+    llvm::sys::fs::file_status st;
+    if (llvm::sys::fs::status(file, st) || st.type() != llvm::sys::fs::file_type::regular_file ||
+        st.getSize() > (4u << 20))
+      return;
+    std::ifstream in(file, std::ios::binary);
+    std::string text;
+    while (std::getline(in, text) && lines.size() < (1u << 20))
+      lines.push_back(text);
+  }
 
   const json &field(const json &obj, const std::string &ptr, const char *key, json::value_t type) {
     if (!obj.is_object())
@@ -587,7 +630,7 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     if (!arity.empty())
       fail(p + "/operands", "op '" + opName + "' takes " + arity + ", got " +
                                 std::to_string(operands.size()));
-    OperationState state(loc(p), *registered);
+    OperationState state(opLoc(o, p), *registered);
     state.addOperands(operands);
     state.addAttributes(attrs);
     state.addTypes(NoneType::get(&ctx));
@@ -640,7 +683,7 @@ void Importer::buildIndexOp(const json &o, const std::string &p, const std::stri
     }
   }
   const json attrs = o.contains("attrs") && o["attrs"].is_object() ? o["attrs"] : json::object();
-  Location l = loc(p);
+  Location l = opLoc(o, p);
   Operation *op = nullptr;
   if (opName == "dist.axis_index") {
     if (!attrs.contains("axis") || !attrs["axis"].is_string() || !operands.empty())

@@ -125,6 +125,7 @@ bool planproof::importParametric(MLIRContext &ctx, const std::string &path,
   Spec &chosen = *best;
   spec.modules = std::move(chosen.modules);
   spec.names = std::move(chosen.names);
+  spec.sources = std::move(chosen.sources); // with the user's files that ops' `loc` name
   spec.reducedDims = chosen.reducedDims;
   spec.reductionQuantum = chosen.reductionQuantum;
   return true;

@@ -1,0 +1,75 @@
+"""python -m planproof.torch CASE.py [--out SPEC.json] [--verify] [--planproof BIN]
+
+CASE.py defines `planproof_case()`, returning the keyword arguments of
+`planproof.torch.capture` (model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names,
+parallelize, and optionally input_placements, description). The captured spec is
+written to SPEC.json (default: CASE.json beside CASE.py); with --verify, `planproof
+verify` checks it and this command exits with its status (0 verified, 1 violated,
+3 inconclusive). An op or placement the capture does not cover is *inconclusive*
+(exit 3), naming it and the user's line; a case file that cannot be run is exit 2.
+"""
+import argparse
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+
+
+def _relative_locs(spec, folder):
+    """User source paths relative to the spec's folder where they lie below it (planproof
+    reads a relative `loc` path from the JSON file's folder), so captures move with the
+    code they come from."""
+    for part in ("reference", "plan"):
+        for op in spec[part]["ops"]:
+            loc = op.get("loc")
+            if loc and os.path.isabs(loc["file"]):
+                rel = os.path.relpath(loc["file"], folder)
+                if not rel.startswith(".."):
+                    loc["file"] = rel
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m planproof.torch", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("case")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--planproof", default=os.environ.get("PLANPROOF", "") or shutil.which("planproof") or "planproof")
+    ap.add_argument("--format", default="text", choices=["text", "json", "sarif"])
+    a = ap.parse_args(argv)
+    out = a.out or os.path.splitext(a.case)[0] + ".json"
+    try:
+        case = runpy.run_path(a.case)["planproof_case"]()
+    except Exception as e:  # the user's file: any failure is bad input
+        print(f"{a.case}: error: the case could not be run: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    from .aten import Unsupported
+    from .capture import capture
+    try:
+        spec = capture(**case)
+        _relative_locs(spec, os.path.dirname(os.path.abspath(out)))
+    except Unsupported as e:
+        print(f"{e.loc['file']}:{e.loc['line']}: " if e.loc else f"{a.case}: ", end="", file=sys.stderr)
+        print(f"inconclusive: {e.what}", file=sys.stderr)
+        print(f"{a.case}: inconclusive -- the capture does not cover this step", file=sys.stderr)
+        return 3
+    except Exception as e:  # the step did not trace: the user's code or its parallelization
+        print(f"{a.case}: error: the step could not be captured: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return 2
+    with open(out, "w") as f:
+        json.dump(spec, f, indent=1)
+        f.write("\n")
+    print(f"{out}: captured {len(spec['reference']['ops'])} reference ops, "
+          f"{len(spec['plan']['ops'])} plan ops on mesh "
+          + " x ".join(f"{x['name']}={x['size']}" for x in spec["plan"]["mesh"]["axes"]),
+          file=sys.stderr)
+    if not a.verify:
+        return 0
+    return subprocess.run([a.planproof, "verify", out, "--format", a.format]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

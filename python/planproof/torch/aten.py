@@ -1,0 +1,562 @@
+"""Translation of a traced PyTorch step (an FX graph of aten ops and functional
+collectives, from `make_fx`) into the ops of a planproof spec (the JSON interchange
+format, docs/json-format.md).
+
+One table, `RULES`, says what each covered aten op means in planproof's `ref` and `dist`
+ops; docs/torch.md lists it. An op outside the table is not guessed at: translation stops
+with `Unsupported`, naming the op and the user's source line, and the capture's verdict
+is *inconclusive*.
+
+Shapes come from the traced values (`node.meta["val"]`), so every op's result shape is
+the one PyTorch computed; implicit broadcasting is made explicit (`reshape` to drop
+size-1 dims, then `broadcast`), scalars become `constant` tensors or `scale` factors.
+"""
+import linecache
+import math
+import operator
+import os
+
+import torch
+
+aten = torch.ops.aten
+
+
+class Unsupported(Exception):
+    """An op, argument or placement the translation does not cover."""
+
+    def __init__(self, what, loc=None):
+        super().__init__(what)
+        self.what = what
+        self.loc = loc
+
+    def __str__(self):
+        if self.loc:
+            return f"{self.loc['file']}:{self.loc['line']}: {self.what}"
+        return self.what
+
+
+# Files whose frames are never the user's line: torch itself and this package.
+_SKIP_DIRS = [os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__))]
+
+
+def user_loc(node):
+    """The innermost frame of the user's code in the node's recorded stack trace, below
+    the traced step (frames of torch, of this package and of the capture's caller are
+    not the user's step); None for ops with no such frame (the backward pass)."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = []
+    for line in trace.splitlines():
+        line = line.strip()
+        if not line.startswith('File "'):
+            continue
+        try:
+            end = line.index('"', len('File "'))
+            file = line[len('File "'):end]
+            lineno = int(line[end:].split("line ")[1].split(",")[0])
+        except (ValueError, IndexError):
+            continue
+        frames.append((file, lineno))
+    # The step starts below the last frame of this package (the traced function).
+    ours = [i for i, (f, _) in enumerate(frames)
+            if os.path.abspath(f).startswith(_SKIP_DIRS[1] + os.sep)]
+    if not ours:
+        return None
+    best = None
+    for file, lineno in frames[ours[-1] + 1:]:
+        path = os.path.abspath(file)
+        if any(path.startswith(d + os.sep) for d in _SKIP_DIRS) or file.startswith("<"):
+            continue
+        best = {"file": path, "line": lineno}
+    if best:
+        text = linecache.getline(best["file"], best["line"])
+        best["col"] = len(text) - len(text.lstrip()) + 1 if text.strip() else 1
+    return best
+
+
+def _shape(node):
+    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if isinstance(v, torch.Tensor):
+        return [int(d) for d in v.shape]
+    return None
+
+
+class Translator:
+    """Emits the ops of one function (the reference or the plan) into `self.ops`.
+
+    `group_axes` maps a process group's name to the mesh axes it spans (plan only)."""
+
+    def __init__(self, prefix, group_axes=None):
+        self.ops = []
+        self.values = {}   # FX node -> value name
+        self.shapes = {}   # value name -> shape
+        self.prefix = prefix
+        self.group_axes = group_axes or {}
+        self.counter = 0
+        self.loc = None
+        self.node = None
+
+    # -- values -------------------------------------------------------------------------
+    def fresh(self, hint):
+        self.counter += 1
+        return f"{hint}_{self.counter}"
+
+    def bind_input(self, node, name, shape):
+        self.values[node] = name
+        self.shapes[name] = list(shape)
+
+    def emit(self, op, operands, shape, attrs=None, result_shape_attr=False, name=None):
+        result = name or self.fresh(self.node.name if self.node is not None else op)
+        entry = {"result": result, "op": op, "operands": list(operands)}
+        if attrs:
+            entry["attrs"] = attrs
+        if result_shape_attr:
+            entry["shape"] = list(shape)
+        if self.loc:
+            entry["loc"] = dict(self.loc)
+        self.ops.append(entry)
+        self.shapes[result] = list(shape)
+        return result
+
+    def fail(self, what):
+        raise Unsupported(what, self.loc)
+
+    def value(self, arg, shape=None):
+        """The value name of an FX argument; a Python number becomes a constant tensor of
+        `shape`."""
+        if isinstance(arg, torch.fx.Node):
+            if arg not in self.values:
+                self.fail(f"operand `{arg.name}` has no translated value")
+            v = self.values[arg]
+            if v is None:
+                self.fail(f"operand `{arg.name}` is not a tensor planproof models")
+            return v
+        if isinstance(arg, (int, float)) and not isinstance(arg, bool) and shape is not None:
+            return self.emit("constant", [], shape, {"value": float(arg)}, result_shape_attr=True)
+        self.fail(f"argument {arg!r} is not a tensor")
+
+    # -- shapes -------------------------------------------------------------------------
+    def reshape(self, v, shape):
+        if self.shapes[v] == list(shape):
+            return v
+        if math.prod(self.shapes[v]) != math.prod(shape):
+            self.fail(f"reshape of {self.shapes[v]} into {list(shape)}")
+        return self.emit("reshape", [v], shape, result_shape_attr=True)
+
+    def broadcast_to(self, v, shape):
+        """NumPy broadcasting of `v` to `shape`, made explicit."""
+        src = self.shapes[v]
+        shape = list(shape)
+        if src == shape:
+            return v
+        if len(src) > len(shape):
+            self.fail(f"cannot broadcast {src} to {shape}")
+        offset = len(shape) - len(src)
+        kept, dims = [], []
+        for k, d in enumerate(src):
+            target = shape[offset + k]
+            if d == target:
+                kept.append(d)
+                dims.append(offset + k)
+            elif d != 1:
+                self.fail(f"cannot broadcast {src} to {shape}")
+        v = self.reshape(v, kept)
+        if kept == shape:
+            return v
+        return self.emit("broadcast", [v], shape, {"dims": dims}, result_shape_attr=True)
+
+    # -- ops ----------------------------------------------------------------------------
+    def binary(self, op, a, b, shape):
+        av = self.broadcast_to(self.value(a, shape), shape)
+        bv = self.broadcast_to(self.value(b, shape), shape)
+        return self.emit(op, [av, bv], shape)
+
+    def scale(self, v, factor, shape):
+        return self.emit("scale", [v], shape, {"factor": float(factor)})
+
+    def reduce(self, op, x, dims, keepdim, shape):
+        xs = self.shapes[x]
+        dims = sorted({d % len(xs) for d in dims}) if xs else []
+        if not dims:
+            return x
+        kept = [d for k, d in enumerate(xs) if k not in dims]
+        r = self.emit(op, [x], kept, {"dims": dims})
+        return self.reshape(r, shape) if keepdim else r
+
+    def run(self, gm):
+        """Translates every node of `gm`; returns the value names of its outputs."""
+        outputs = None
+        forward_loc = {}  # autograd sequence number -> the forward op's user line
+        for node in gm.graph.nodes:
+            self.node = node
+            self.loc = user_loc(node)
+            seq = node.meta.get("seq_nr")
+            if self.loc and seq is not None:
+                forward_loc.setdefault(seq, self.loc)
+            elif self.loc is None and seq is not None:
+                # A backward op: where its forward op is in the user's code.
+                self.loc = forward_loc.get(seq)
+            if node.op == "placeholder":
+                continue  # bound by the caller
+            if node.op == "output":
+                outputs = [self.values.get(a) if isinstance(a, torch.fx.Node) else None
+                           for a in node.args[0]]
+                continue
+            if node.op != "call_function":
+                self.fail(f"FX node `{node.name}` ({node.op}) is not an op call")
+            target = node.target
+            if target is operator.getitem:
+                src, idx = node.args
+                self.values[node] = self.values[src][idx] if isinstance(self.values.get(src), tuple) else None
+                if self.values[node] is None:
+                    self.fail(f"element {idx} of `{src.name}`")
+                continue
+            packet = getattr(target, "overloadpacket", None)
+            rule = RULES.get(target) or RULES.get(packet)
+            if rule is None:
+                self.fail(f"op `{target}` is not covered (docs/torch.md lists the covered "
+                          "ops); the result is inconclusive")
+            self.values[node] = rule(self, node, *node.args, **node.kwargs)
+        return outputs
+
+
+# --- the rules: one per aten op (or op packet) ---------------------------------------------
+RULES = {}
+
+
+def rule(*targets):
+    def register(fn):
+        for t in targets:
+            RULES[t] = fn
+        return fn
+    return register
+
+
+def _out(node):
+    s = _shape(node)
+    if s is None:
+        raise Unsupported(f"`{node.name}` has no tensor result")
+    return s
+
+
+@rule(aten.mm.default)
+def _mm(t, node, a, b):
+    return t.emit("matmul", [t.value(a), t.value(b)], _out(node), {"lhs_dim": 1, "rhs_dim": 0})
+
+
+@rule(aten.bmm.default)
+def _bmm(t, node, a, b):
+    return t.emit("batch_matmul", [t.value(a), t.value(b)], _out(node), {"lhs_dim": 2, "rhs_dim": 1})
+
+
+@rule(aten.addmm.default)
+def _addmm(t, node, bias, a, b, beta=1, alpha=1):
+    if beta != 1 or alpha != 1:
+        t.fail("addmm with beta or alpha other than 1")
+    shape = _out(node)
+    prod = t.emit("matmul", [t.value(a), t.value(b)], shape, {"lhs_dim": 1, "rhs_dim": 0})
+    return t.emit("add", [prod, t.broadcast_to(t.value(bias), shape)], shape)
+
+
+@rule(aten.t.default)
+def _t(t, node, a):
+    v = t.value(a)
+    if len(t.shapes[v]) < 2:
+        return v
+    return t.emit("transpose", [v], _out(node), {"perm": [1, 0]})
+
+
+@rule(aten.transpose.int)
+def _transpose(t, node, a, d0, d1):
+    v = t.value(a)
+    n = len(t.shapes[v])
+    perm = list(range(n))
+    perm[d0 % n], perm[d1 % n] = perm[d1 % n], perm[d0 % n]
+    if perm == list(range(n)):
+        return v
+    return t.emit("transpose", [v], _out(node), {"perm": perm})
+
+
+@rule(aten.permute.default)
+def _permute(t, node, a, dims):
+    v = t.value(a)
+    n = len(t.shapes[v])
+    perm = [d % n for d in dims]
+    if perm == list(range(n)):
+        return v
+    return t.emit("transpose", [v], _out(node), {"perm": perm})
+
+
+@rule(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+      aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
+      aten.flatten.using_ints)
+def _view(t, node, a, *rest):
+    return t.reshape(t.value(a), _out(node))
+
+
+@rule(aten.expand.default)
+def _expand(t, node, a, size, implicit=False):
+    return t.broadcast_to(t.value(a), _out(node))
+
+
+@rule(aten.clone.default, aten.detach.default, aten.alias.default, aten.lift_fresh_copy.default,
+      aten.contiguous.default, torch.ops._c10d_functional.wait_tensor.default)
+def _identity(t, node, a, *rest, **kw):
+    return t.value(a)
+
+
+@rule(aten._to_copy.default)
+def _to_copy(t, node, a, **kw):
+    if kw.get("dtype") not in (None, torch.float32):
+        t.fail(f"conversion to {kw.get('dtype')} (planproof models float32 values)")
+    return t.value(a)
+
+
+@rule(aten.add.Tensor)
+def _add(t, node, a, b, alpha=1):
+    if alpha != 1:
+        t.fail("add with alpha other than 1")
+    return t.binary("add", a, b, _out(node))
+
+
+@rule(aten.sub.Tensor)
+def _sub(t, node, a, b, alpha=1):
+    if alpha != 1:
+        t.fail("sub with alpha other than 1")
+    return t.binary("sub", a, b, _out(node))
+
+
+@rule(aten.rsub.Scalar)
+def _rsub(t, node, a, b, alpha=1):
+    if alpha != 1:
+        t.fail("rsub with alpha other than 1")
+    return t.binary("sub", b, a, _out(node))
+
+
+@rule(aten.mul.Tensor, aten.mul.Scalar)
+def _mul(t, node, a, b):
+    shape = _out(node)
+    for x, y in ((a, b), (b, a)):
+        if isinstance(y, (int, float)) and not isinstance(y, bool):
+            return t.scale(t.broadcast_to(t.value(x), shape), y, shape)
+    return t.binary("mul", a, b, shape)
+
+
+@rule(aten.div.Tensor, aten.div.Scalar)
+def _div(t, node, a, b):
+    # A division by a number stays a division (x / 3 is not x * 0.333...).
+    return t.binary("div", a, b, _out(node))
+
+
+@rule(aten.neg.default)
+def _neg(t, node, a):
+    return t.scale(t.value(a), -1.0, _out(node))
+
+
+@rule(aten.maximum.default)
+def _maximum(t, node, a, b):
+    return t.binary("maximum", a, b, _out(node))
+
+
+@rule(aten.minimum.default)
+def _minimum(t, node, a, b):
+    return t.binary("minimum", a, b, _out(node))
+
+
+def _unary(op):
+    def fn(t, node, a):
+        return t.emit(op, [t.value(a)], _out(node))
+    return fn
+
+
+for _op, _name in ((aten.exp.default, "exp"), (aten.log.default, "log"),
+                   (aten.rsqrt.default, "rsqrt"), (aten.sqrt.default, "sqrt"),
+                   (aten.reciprocal.default, "recip"), (aten.silu.default, "silu")):
+    RULES[_op] = _unary(_name)
+
+
+@rule(aten.gelu.default)
+def _gelu(t, node, a, approximate="none"):
+    if approximate != "none":
+        t.fail(f"gelu with approximate='{approximate}' (planproof's gelu is the exact, "
+               "erf-based one)")
+    return t.emit("gelu", [t.value(a)], _out(node))
+
+
+@rule(aten.gelu_backward.default)
+def _gelu_backward(t, node, grad, a, approximate="none"):
+    if approximate != "none":
+        t.fail(f"gelu_backward with approximate='{approximate}'")
+    return t.emit("gelu_grad", [t.value(a), t.value(grad)], _out(node))
+
+
+@rule(aten.silu_backward.default)
+def _silu_backward(t, node, grad, a):
+    return t.emit("silu_grad", [t.value(a), t.value(grad)], _out(node))
+
+
+@rule(aten.pow.Tensor_Scalar)
+def _pow(t, node, a, exponent):
+    shape = _out(node)
+    v = t.value(a)
+    if exponent == 2:
+        return t.emit("mul", [v, v], shape)
+    if exponent == 1:
+        return v
+    if exponent == 0.5:
+        return t.emit("sqrt", [v], shape)
+    if exponent == -0.5:
+        return t.emit("rsqrt", [v], shape)
+    if exponent == -1:
+        return t.emit("recip", [v], shape)
+    t.fail(f"pow with exponent {exponent}")
+
+
+@rule(aten.sum.default)
+def _sum_all(t, node, a, dtype=None):
+    v = t.value(a)
+    return t.reduce("reduce_sum", v, range(len(t.shapes[v])), False, _out(node))
+
+
+@rule(aten.sum.dim_IntList)
+def _sum(t, node, a, dims, keepdim=False, dtype=None):
+    v = t.value(a)
+    if dims is None or len(dims) == 0:
+        dims = range(len(t.shapes[v]))
+    return t.reduce("reduce_sum", v, dims, keepdim, _out(node))
+
+
+@rule(aten.mean.default)
+def _mean_all(t, node, a, dtype=None):
+    v = t.value(a)
+    return t.reduce("reduce_mean", v, range(len(t.shapes[v])), False, _out(node))
+
+
+@rule(aten.mean.dim)
+def _mean(t, node, a, dims, keepdim=False, dtype=None):
+    v = t.value(a)
+    if dims is None or len(dims) == 0:
+        dims = range(len(t.shapes[v]))
+    return t.reduce("reduce_mean", v, dims, keepdim, _out(node))
+
+
+@rule(aten.amax.default)
+def _amax(t, node, a, dims=(), keepdim=False):
+    v = t.value(a)
+    if not dims:
+        dims = range(len(t.shapes[v]))
+    return t.reduce("reduce_max", v, dims, keepdim, _out(node))
+
+
+@rule(aten.ones_like.default, aten.zeros_like.default, aten.full_like.default,
+      aten.ones.default, aten.zeros.default, aten.full.default, aten.scalar_tensor.default,
+      aten.new_ones.default, aten.new_zeros.default, aten.new_full.default)
+def _filled(t, node, *args, **kw):
+    packet = node.target.overloadpacket
+    if packet in (aten.ones_like, aten.ones, aten.new_ones):
+        value = 1.0
+    elif packet in (aten.zeros_like, aten.zeros, aten.new_zeros):
+        value = 0.0
+    elif packet in (aten.full_like, aten.new_full):
+        value = args[-1] if packet is aten.full_like else args[2]
+    elif packet is aten.full:
+        value = args[1]
+    else:  # scalar_tensor
+        value = args[0]
+    if kw.get("dtype") not in (None, torch.float32):
+        t.fail(f"a {kw.get('dtype')} tensor (planproof models float32 values)")
+    return t.emit("constant", [], _out(node), {"value": float(value)}, result_shape_attr=True)
+
+
+@rule(aten._softmax.default)
+def _softmax(t, node, a, dim, half_to_float=False):
+    v = t.value(a)
+    if dim % len(t.shapes[v]) != len(t.shapes[v]) - 1:
+        t.fail("softmax over a dimension other than the last")
+    return t.emit("softmax", [v], _out(node))
+
+
+@rule(aten._log_softmax.default)
+def _log_softmax(t, node, a, dim, half_to_float=False):
+    v = t.value(a)
+    shape = _out(node)
+    if dim % len(shape) != len(shape) - 1:
+        t.fail("log_softmax over a dimension other than the last")
+    return t.emit("log", [t.emit("softmax", [v], shape)], shape)
+
+
+@rule(aten._softmax_backward_data.default)
+def _softmax_backward(t, node, grad, out, dim, input_dtype):
+    # dx = y * (g - sum_j g_j y_j)
+    shape = _out(node)
+    g, y = t.value(grad), t.value(out)
+    d = dim % len(shape)
+    gy = t.emit("mul", [g, y], shape)
+    s = t.reduce("reduce_sum", gy, [d], False, [k for i, k in enumerate(shape) if i != d])
+    diff = t.emit("sub", [g, t.broadcast_to(t.reshape(s, [k if i != d else 1 for i, k in enumerate(shape)]), shape)], shape)
+    return t.emit("mul", [y, diff], shape)
+
+
+@rule(aten._log_softmax_backward_data.default)
+def _log_softmax_backward(t, node, grad, out, dim, input_dtype):
+    # dx = g - exp(y) * sum_j g_j
+    shape = _out(node)
+    g, y = t.value(grad), t.value(out)
+    d = dim % len(shape)
+    s = t.reduce("reduce_sum", g, [d], False, [k for i, k in enumerate(shape) if i != d])
+    sb = t.broadcast_to(t.reshape(s, [k if i != d else 1 for i, k in enumerate(shape)]), shape)
+    return t.emit("sub", [g, t.emit("mul", [t.emit("exp", [y], shape), sb], shape)], shape)
+
+
+@rule(aten.mse_loss.default)
+def _mse_loss(t, node, a, b, reduction=1):
+    if reduction != 1:
+        t.fail("mse_loss with a reduction other than 'mean'")
+    return t.emit("mse_loss", [t.value(a), t.value(b)], _out(node))
+
+
+@rule(aten.mse_loss_backward.default)
+def _mse_loss_backward(t, node, grad, a, b, reduction=1):
+    # d/da mean((a-b)^2) * g = 2 (a - b) g / N
+    if reduction != 1:
+        t.fail("mse_loss_backward with a reduction other than 'mean'")
+    shape = _out(node)
+    n = math.prod(shape)
+    diff = t.emit("sub", [t.value(a), t.value(b)], shape)
+    g = t.broadcast_to(t.value(grad), shape)
+    prod = t.scale(t.emit("mul", [diff, g], shape), 2.0, shape)
+    return t.emit("div", [prod, t.value(float(n), shape)], shape)
+
+
+# --- functional collectives ----------------------------------------------------------------
+_c10d = torch.ops._c10d_functional
+_KINDS = {"sum": "sum", "avg": "avg", "max": "max"}
+
+
+def _axes(t, group):
+    name = str(group)
+    if name not in t.group_axes:
+        t.fail(f"a collective over process group '{name}', which is no dimension of the "
+               "device mesh")
+    return list(t.group_axes[name])
+
+
+@rule(_c10d.all_reduce.default)
+def _all_reduce(t, node, x, op, group):
+    kind = _KINDS.get(str(op).lower())
+    if kind is None:
+        t.fail(f"all_reduce with reduction '{op}'")
+    return t.emit("all_reduce", [t.value(x)], _out(node), {"axes": _axes(t, group), "kind": kind})
+
+
+@rule(_c10d.all_gather_into_tensor.default)
+def _all_gather(t, node, x, group_size, group):
+    return t.emit("all_gather", [t.value(x)], _out(node), {"axes": _axes(t, group), "dim": 0})
+
+
+@rule(_c10d.reduce_scatter_tensor.default)
+def _reduce_scatter(t, node, x, op, group_size, group):
+    kind = _KINDS.get(str(op).lower())
+    if kind is None:
+        t.fail(f"reduce_scatter with reduction '{op}'")
+    return t.emit("reduce_scatter", [t.value(x)], _out(node),
+                  {"axes": _axes(t, group), "dim": 0, "kind": kind})
