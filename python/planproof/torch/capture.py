@@ -19,6 +19,7 @@ import os
 import pickle
 import re
 import traceback
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -41,6 +42,33 @@ def _user_stack_traces():
         yield
     finally:
         tracer._filter_traceback_frames = saved
+
+
+@contextlib.contextmanager
+def _anomaly():
+    """Anomaly mode (each autograd node keeps its forward op's stack), without its warning."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Anomaly Detection has been enabled")
+        with torch.autograd.detect_anomaly(check_nan=False):
+            yield
+
+
+def _grad_with_forward_lines(loss, wrt):
+    """torch.autograd.grad(loss, wrt), each backward op recorded with the stack trace of
+    the forward op it differentiates (kept by anomaly mode on the autograd node), so that
+    backward ops carry the user's line too."""
+    from torch.fx import traceback as fx_traceback
+    seen, todo = set(), [loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        stack = list(node.metadata.get("traceback_", []))
+        node.register_prehook(lambda grads, stack=stack: fx_traceback.set_stack_trace(stack))
+        todo.extend(fn for fn, _ in node.next_functions)
+    with fx_traceback.preserve_node_meta():
+        return torch.autograd.grad(loss, wrt)
 
 
 def _ident(name):
@@ -269,9 +297,11 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
         # Data reaches every rank as a plain tensor, its own shard (what a data loader
         # gives it); input_placements say which shard that is.
         dinputs = dict(zip(names, xs))
-        loss = torch.func.functional_call(
-            plan_step, {"model." + n: p for (n, _), p in zip(plan_params, dparams)}, (dinputs,))
-        grads = torch.autograd.grad(loss, dparams)
+        with _anomaly():
+            loss = torch.func.functional_call(
+                plan_step, {"model." + n: p for (n, _), p in zip(plan_params, dparams)},
+                (dinputs,))
+        grads = _grad_with_forward_lines(loss, dparams)
         outs, placements = [], []
         for v in (loss, *grads):
             if isinstance(v, DTensor):
@@ -342,10 +372,11 @@ def _trace_reference(model_fn, loss_fn, inputs, names):
 
     def reference(*flat):
         ps, xs = flat[:len(ref_params)], flat[len(ref_params):]
-        loss = torch.func.functional_call(
-            ref_step, {"model." + n: p for (n, _), p in zip(ref_params, ps)},
-            (dict(zip(names, xs)),))
-        grads = torch.autograd.grad(loss, ps)
+        with _anomaly():
+            loss = torch.func.functional_call(
+                ref_step, {"model." + n: p for (n, _), p in zip(ref_params, ps)},
+                (dict(zip(names, xs)),))
+        grads = _grad_with_forward_lines(loss, ps)
         return (loss, *grads)
 
     ref_args = [p.detach().clone().requires_grad_(True) for _, p in ref_params] + \
