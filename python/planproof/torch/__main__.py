@@ -38,6 +38,9 @@ def main(argv=None):
     ap.add_argument("--verify", action="store_true")
     ap.add_argument("--planproof", default=os.environ.get("PLANPROOF", "") or shutil.which("planproof") or "planproof")
     ap.add_argument("--format", default="text", choices=["text", "json", "sarif"])
+    ap.add_argument("--check-numerics", action="store_true",
+                    help="also replay the translated single-device step at concrete inputs "
+                         "against PyTorch's own outputs (a check of the translation)")
     a = ap.parse_args(argv)
     out = a.out or os.path.splitext(a.case)[0] + ".json"
     try:
@@ -66,6 +69,19 @@ def main(argv=None):
           f"{len(spec['plan']['ops'])} plan ops on mesh "
           + " x ".join(f"{x['name']}={x['size']}" for x in spec["plan"]["mesh"]["axes"]),
           file=sys.stderr)
+    if a.check_numerics:
+        from .numerics import numeric_spec
+        check = os.path.splitext(out)[0] + ".numerics.json"
+        with open(check, "w") as f:
+            json.dump(numeric_spec(**case), f)
+        r = subprocess.run([a.planproof, "replay", check], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stdout + r.stderr)
+            print(f"{a.case}: inconclusive -- the translated step disagrees with PyTorch at "
+                  f"concrete inputs ({check}): a translation rule is wrong", file=sys.stderr)
+            return 3
+        print(f"{check}: the translated step agrees with PyTorch at concrete inputs",
+              file=sys.stderr)
     if not a.verify:
         return 0
     return subprocess.run([a.planproof, "verify", out, "--format", a.format]).returncode

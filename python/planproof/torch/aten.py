@@ -396,19 +396,25 @@ def _silu_backward(t, node, grad, a):
 
 @rule(aten.pow.Tensor_Scalar)
 def _pow(t, node, a, exponent):
+    """x^k for integer |k| <= 8 as products (of x, or of recip(x)), and x^(k + 1/2) for
+    those k with one sqrt or rsqrt factor: exact, no transcendental function."""
     shape = _out(node)
     v = t.value(a)
-    if exponent == 2:
-        return t.emit("mul", [v, v], shape)
-    if exponent == 1:
-        return v
-    if exponent == 0.5:
-        return t.emit("sqrt", [v], shape)
-    if exponent == -0.5:
-        return t.emit("rsqrt", [v], shape)
-    if exponent == -1:
-        return t.emit("recip", [v], shape)
-    t.fail(f"pow with exponent {exponent}")
+    e = float(exponent)
+    if e == 0:
+        return t.emit("constant", [], shape, {"value": 1.0}, result_shape_attr=True)
+    whole = math.floor(abs(e))
+    half = abs(e) - whole
+    if half not in (0.0, 0.5) or whole > 8:
+        t.fail(f"pow with exponent {exponent}")
+    base = v if e > 0 else t.emit("recip", [v], shape)
+    factors = [base] * whole
+    if half:
+        factors.append(t.emit("sqrt" if e > 0 else "rsqrt", [v], shape))
+    out = factors[0]
+    for f in factors[1:]:
+        out = t.emit("mul", [out, f], shape)
+    return out
 
 
 @rule(aten.sum.default)

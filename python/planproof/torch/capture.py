@@ -292,8 +292,12 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
 
     def plan(*flat):
         ls, xs = flat[:len(plan_params)], flat[len(plan_params):]
+        # A DTensor parameter is rebuilt from its traced local shard; a plain one (not
+        # parallelized: replicated) stays a plain tensor.
         dparams = [DTensor.from_local(l, m, pl, run_check=False, shape=shape, stride=stride)
-                   for l, (pl, shape, stride), (_, m) in zip(ls, pspecs, param_axes)]
+                   if isinstance(p, DTensor) else l
+                   for l, (pl, shape, stride), (_, m), (_, p) in
+                   zip(ls, pspecs, param_axes, plan_params)]
         # Data reaches every rank as a plain tensor, its own shard (what a data loader
         # gives it); input_placements say which shard that is.
         dinputs = dict(zip(names, xs))
