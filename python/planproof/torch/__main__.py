@@ -72,9 +72,18 @@ def main(argv=None):
     if a.check_numerics:
         from .numerics import numeric_spec
         check = os.path.splitext(out)[0] + ".numerics.json"
+        ids, spec_n = numeric_spec(**case)
         with open(check, "w") as f:
-            json.dump(numeric_spec(**case), f)
-        r = subprocess.run([a.planproof, "replay", check], capture_output=True, text=True)
+            json.dump(spec_n, f)
+        cmd = [a.planproof, "replay", check]
+        if ids:
+            import numpy
+            folder = os.path.splitext(out)[0] + ".numerics-inputs"
+            os.makedirs(folder, exist_ok=True)
+            for name, t in ids.items():
+                numpy.save(os.path.join(folder, name + ".npy"), t.numpy().astype("int64"))
+            cmd += ["--inputs", folder]
+        r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.stderr.write(r.stdout + r.stderr)
             print(f"{a.case}: inconclusive -- the translated step disagrees with PyTorch at "

@@ -94,15 +94,19 @@ class Translator:
         self.counter = 0
         self.loc = None
         self.node = None
+        self.ints = set()       # integer values (token ids): only embedding takes them
+        self.int_bounds = {}    # integer input -> the table rows it indexes
 
     # -- values -------------------------------------------------------------------------
     def fresh(self, hint):
         self.counter += 1
         return f"{hint}_{self.counter}"
 
-    def bind_input(self, node, name, shape):
+    def bind_input(self, node, name, shape, integer=False):
         self.values[node] = name
         self.shapes[name] = list(shape)
+        if integer:
+            self.ints.add(name)
 
     def emit(self, op, operands, shape, attrs=None, result_shape_attr=False, name=None):
         result = name or self.fresh(self.node.name if self.node is not None else op)
@@ -129,6 +133,8 @@ class Translator:
             v = self.values[arg]
             if v is None:
                 self.fail(f"operand `{arg.name}` is not a tensor planproof models")
+            if v in self.ints and not getattr(self, "_ids_ok", False):
+                self.fail(f"integer tensor `{arg.name}` used by an op other than embedding")
             return v
         if isinstance(arg, (int, float)) and not isinstance(arg, bool) and shape is not None:
             return self.emit("constant", [], shape, {"value": float(arg)}, result_shape_attr=True)
@@ -531,6 +537,36 @@ def _mse_loss_backward(t, node, grad, a, b, reduction=1):
     g = t.broadcast_to(t.value(grad), shape)
     prod = t.scale(t.emit("mul", [diff, g], shape), 2.0, shape)
     return t.emit("div", [prod, t.value(float(n), shape)], shape)
+
+
+def _ids(t, node, indices):
+    """A 1-D tensor of token ids, an integer input of the step."""
+    t._ids_ok = True
+    try:
+        v = t.value(indices)
+    finally:
+        t._ids_ok = False
+    if v not in t.ints or len(t.shapes[v]) != 1:
+        t.fail("embedding of ids that are not a 1-D integer input of the step")
+    return v
+
+
+@rule(aten.embedding.default)
+def _embedding(t, node, weight, indices, padding_idx=-1, scale_grad=False, sparse=False):
+    table = t.value(weight)
+    ids = _ids(t, node, indices)
+    # torch requires every id to index a row: that is the domain the proof covers.
+    rows = t.shapes[table][0]
+    t.int_bounds[ids] = min(t.int_bounds.get(ids, rows), rows)
+    return t.emit("embedding", [table, ids], _out(node))
+
+
+@rule(aten.embedding_dense_backward.default)
+def _embedding_backward(t, node, grad, indices, num_weights, padding_idx, scale_grad):
+    if padding_idx not in (-1, None) or scale_grad:
+        t.fail("embedding backward with padding_idx or scale_grad_by_freq")
+    ids = _ids(t, node, indices)
+    return t.emit("embedding_grad", [t.value(grad), ids], _out(node), result_shape_attr=True)
 
 
 # --- functional collectives ----------------------------------------------------------------

@@ -342,7 +342,7 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
     for node, arg, (label, pl, shape, pa) in zip(placeholders, plan_args, labels):
         nm = _ident(label)
         check_even(pl, shape, [sizes[a] for a in pa], f"`{label}`")
-        plan_t.bind_input(node, nm, arg.shape)
+        plan_t.bind_input(node, nm, arg.shape, not arg.is_floating_point())
         plan_inputs.append({"name": nm, "value": nm, "layout": layout_of(pl, len(shape), pa)})
     plan_outs = plan_t.run(plan_gm)
     plan_outputs = []
@@ -394,9 +394,17 @@ def _trace_reference(model_fn, loss_fn, inputs, names):
     for node, (label, arg) in zip(placeholders, [(n, p) for n, p in ref_params] +
                                   [(n, inputs[n]) for n in names]):
         nm = _ident(label)
-        ref_t.bind_input(node, nm, arg.shape)
+        integer = not arg.is_floating_point()
+        ref_t.bind_input(node, nm, arg.shape, integer)
         ref_inputs.append({"name": nm, "shape": [int(d) for d in arg.shape]})
     ref_outs = ref_t.run(ref_gm)
+    for entry in ref_inputs:
+        if entry["name"] in ref_t.ints:
+            # Token ids: every id indexes a row of the tables it is looked up in.
+            if entry["name"] not in ref_t.int_bounds:
+                raise Unsupported(f"integer input `{entry['name']}` is not looked up in an "
+                                  "embedding table (no bound on its values)")
+            entry.update({"dtype": "i64", "bound": int(ref_t.int_bounds[entry["name"]])})
     out_names = ["loss"] + ["grad_" + _ident(n) for n, _ in ref_params]
     _name_outputs(ref_t, ref_outs, out_names)
 

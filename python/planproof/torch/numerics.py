@@ -14,6 +14,7 @@ from .capture import _ident, _in_child, _trace_reference
 
 
 def numeric_spec(model_fn, loss_fn, inputs, **_ignored):
+    """(integer input values by name, the cross-check spec)."""
     names = list(inputs)
     ref_inputs, ref_ops, out_names, _ = _in_child(
         lambda: _trace_reference(model_fn, loss_fn, inputs, names))
@@ -29,16 +30,23 @@ def numeric_spec(model_fn, loss_fn, inputs, **_ignored):
                 "attrs": {"values": [float(x) for x in t.detach().double().flatten()]},
                 "shape": list(t.shape)}
 
-    ops = [literal(i["name"], values[i["name"]]) for i in ref_inputs] + ref_ops
+    # Float inputs become literals; integer inputs (token ids) stay inputs, whose values
+    # the caller hands to replay (`--inputs`, one .npy file each): `ids` below.
+    ints = [i for i in ref_inputs if i.get("dtype") == "i64"]
+    ops = [literal(i["name"], values[i["name"]]) for i in ref_inputs
+           if i.get("dtype") != "i64"] + ref_ops
     plan_ops = [literal("torch_" + n, t) for n, t in zip(out_names, (loss, *grads))]
-    return {
+    ids = {i["name"]: values[i["name"]] for i in ints}
+    inputs_ref = ints or [{"name": "unused", "shape": [1]}]
+    inputs_plan = [{"name": i["name"], "value": i["name"],
+                    "layout": {"dims": [None] * len(i["shape"])}} for i in inputs_ref]
+    return ids, {
         "planproof": 1,
         "description": "planproof.torch numeric cross-check: the translated reference at "
                        "concrete inputs vs PyTorch's outputs",
-        "reference": {"inputs": [{"name": "unused", "shape": [1]}], "ops": ops,
-                      "outputs": out_names},
+        "reference": {"inputs": inputs_ref, "ops": ops, "outputs": out_names},
         "plan": {"mesh": {"name": "mesh", "axes": [{"name": "one", "size": 1}]},
-                 "inputs": [{"name": "unused", "value": "unused", "layout": {"dims": [None]}}],
+                 "inputs": inputs_plan,
                  "ops": plan_ops,
                  "outputs": [{"name": "torch_" + n, "value": n,
                               "layout": {"dims": [None] * t.dim()}}
