@@ -94,6 +94,7 @@ class Translator:
         self.counter = 0
         self.loc = None
         self.node = None
+        self.reshaped = {}      # a reshape's result -> the value it reshapes
         self.ints = set()       # integer values (token ids): only embedding takes them
         self.int_bounds = {}    # integer input -> the table rows it indexes
 
@@ -142,11 +143,16 @@ class Translator:
 
     # -- shapes -------------------------------------------------------------------------
     def reshape(self, v, shape):
+        # A reshape of a reshape reads the original (keepdim sums viewed back are the
+        # sums themselves: one value, as the reference has it).
+        v = self.reshaped.get(v, v)
         if self.shapes[v] == list(shape):
             return v
         if math.prod(self.shapes[v]) != math.prod(shape):
             self.fail(f"reshape of {self.shapes[v]} into {list(shape)}")
-        return self.emit("reshape", [v], shape, result_shape_attr=True)
+        r = self.emit("reshape", [v], shape, result_shape_attr=True)
+        self.reshaped[r] = v
+        return r
 
     def broadcast_to(self, v, shape):
         """NumPy broadcasting of `v` to `shape`, made explicit."""
@@ -188,10 +194,33 @@ class Translator:
         r = self.emit(op, [x], kept, {"dims": dims})
         return self.reshape(r, shape) if keepdim else r
 
+    def in_place(self, node, order):
+        """The rule of an in-place op (`add_`): its out-of-place op's, when that is what
+        it computes here: the tensor it overwrites is an op's own result (not an input,
+        not a view sharing storage) that nothing reads after it."""
+        name = node.target.overloadpacket.__name__
+        if not name.endswith("_") or name.startswith("_"):
+            return None
+        functional = getattr(aten, name[:-1], None)
+        overload = getattr(functional, node.target._overloadname, None) if functional else None
+        rule = RULES.get(overload) or RULES.get(functional)
+        if rule is None:
+            return None
+        dest = node.args[0]
+        views = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand",
+                 "alias", "squeeze", "unsqueeze", "detach", "slice", "select", "as_strided"}
+        if (not isinstance(dest, torch.fx.Node) or dest.op != "call_function" or
+                getattr(getattr(dest.target, "overloadpacket", None), "__name__", "") in views or
+                any(order[u] > order[node] for u in dest.users if u is not node)):
+            self.fail(f"in-place `{node.target}` on a tensor that is an input, a view, or "
+                      "read after it")
+        return rule
+
     def run(self, gm):
         """Translates every node of `gm`; returns the value names of its outputs."""
         outputs = None
         forward_loc = {}  # autograd sequence number -> the forward op's user line
+        order = {n: i for i, n in enumerate(gm.graph.nodes)}
         for node in gm.graph.nodes:
             self.node = node
             self.loc = user_loc(node)
@@ -218,6 +247,8 @@ class Translator:
                 continue
             packet = getattr(target, "overloadpacket", None)
             rule = RULES.get(target) or RULES.get(packet)
+            if rule is None and packet is not None:
+                rule = self.in_place(node, order)
             if rule is None:
                 self.fail(f"op `{target}` is not covered (docs/torch.md lists the covered "
                           "ops); the result is inconclusive")
@@ -317,14 +348,14 @@ def _to_copy(t, node, a, **kw):
     return t.value(a)
 
 
-@rule(aten.add.Tensor)
+@rule(aten.add.Tensor, aten.add.Scalar)
 def _add(t, node, a, b, alpha=1):
     if alpha != 1:
         t.fail("add with alpha other than 1")
     return t.binary("add", a, b, _out(node))
 
 
-@rule(aten.sub.Tensor)
+@rule(aten.sub.Tensor, aten.sub.Scalar)
 def _sub(t, node, a, b, alpha=1):
     if alpha != 1:
         t.fail("sub with alpha other than 1")
@@ -567,6 +598,53 @@ def _embedding_backward(t, node, grad, indices, num_weights, padding_idx, scale_
         t.fail("embedding backward with padding_idx or scale_grad_by_freq")
     ids = _ids(t, node, indices)
     return t.emit("embedding_grad", [t.value(grad), ids], _out(node), result_shape_attr=True)
+
+
+def _slice_of(t, v, dim, start, size, shape):
+    src = t.shapes[v]
+    offsets = [0] * len(src)
+    sizes = list(src)
+    offsets[dim] = start
+    sizes[dim] = size
+    if sizes == src:
+        return v
+    return t.emit("slice", [v], shape, {"offsets": offsets, "sizes": sizes})
+
+
+@rule(aten.split.Tensor, aten.split_with_sizes.default)
+def _split(t, node, a, split, dim=0):
+    v = t.value(a)
+    src = t.shapes[v]
+    d = dim % len(src)
+    sizes = list(split) if isinstance(split, (list, tuple)) else \
+        [min(split, src[d] - k) for k in range(0, src[d], split)]
+    out, start = [], 0
+    for size in sizes:
+        shape = list(src)
+        shape[d] = size
+        out.append(_slice_of(t, v, d, start, size, shape))
+        start += size
+    return tuple(out)
+
+
+@rule(aten.slice.Tensor)
+def _slice(t, node, a, dim=0, start=None, end=None, step=1):
+    v = t.value(a)
+    src = t.shapes[v]
+    d = dim % len(src)
+    if step != 1:
+        t.fail("slice with a step other than 1")
+    lo, hi, _ = slice(start, end).indices(src[d])
+    return _slice_of(t, v, d, lo, max(0, hi - lo), _out(node))
+
+
+@rule(aten.cat.default)
+def _cat(t, node, tensors, dim=0):
+    vals = [t.value(x) for x in tensors]
+    vals = [v for v in vals if t.shapes[v][dim % len(t.shapes[v])] > 0]
+    if len(vals) == 1:
+        return vals[0]
+    return t.emit("concat", vals, _out(node), {"dim": dim % len(_out(node))})
 
 
 # --- functional collectives ----------------------------------------------------------------
