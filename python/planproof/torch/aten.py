@@ -647,6 +647,47 @@ def _cat(t, node, tensors, dim=0):
     return t.emit("concat", vals, _out(node), {"dim": dim % len(_out(node))})
 
 
+def _one_hot(t, node, target, classes):
+    """The one-hot rows of the labels `target` (an i64 input), [N, classes]: rows of the
+    identity looked up by label (torch requires every label to be a class, so the
+    labels are bounded by `classes`; ignored labels are outside that domain)."""
+    ids = _ids(t, node, target)
+    t.int_bounds[ids] = min(t.int_bounds.get(ids, classes), classes)
+    eye = t.emit("literal", [], [classes, classes],
+                 {"values": [1.0 if i == j else 0.0 for i in range(classes) for j in range(classes)]},
+                 result_shape_attr=True)
+    return t.emit("embedding", [eye, ids], [t.shapes[ids][0], classes])
+
+
+@rule(aten.nll_loss_forward.default)
+def _nll_loss(t, node, logp, target, weight, reduction, ignore_index):
+    lp = t.value(logp)
+    if weight is not None or len(t.shapes[lp]) != 2 or reduction not in (1, 2):
+        t.fail("nll_loss other than on [N, C] log-probabilities, unweighted, mean or sum")
+    n, c = t.shapes[lp]
+    hot = _one_hot(t, node, target, c)
+    picked = t.emit("reduce_sum", [t.emit("mul", [hot, lp], [n, c])], [], {"dims": [0, 1]})
+    total = t.value(float(n), [])
+    loss = t.scale(picked, -1.0, [])
+    if reduction == 1:  # mean over the labelled tokens: all N of them in this domain
+        loss = t.emit("div", [loss, total], [])
+    return (loss, total)
+
+
+@rule(aten.nll_loss_backward.default)
+def _nll_loss_backward(t, node, grad, logp, target, weight, reduction, ignore_index, total):
+    lp = t.value(logp)
+    if weight is not None or len(t.shapes[lp]) != 2 or reduction not in (1, 2):
+        t.fail("nll_loss backward other than on [N, C] log-probabilities, unweighted, mean or sum")
+    n, c = t.shapes[lp]
+    hot = _one_hot(t, node, target, c)
+    g = t.broadcast_to(t.value(grad), [n, c])
+    out = t.scale(t.emit("mul", [hot, g], [n, c]), -1.0, [n, c])
+    if reduction == 1:
+        out = t.emit("div", [out, t.value(float(n), [n, c])], [n, c])
+    return out
+
+
 # --- functional collectives ----------------------------------------------------------------
 _c10d = torch.ops._c10d_functional
 _KINDS = {"sum": "sum", "avg": "avg", "max": "max"}
