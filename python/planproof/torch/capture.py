@@ -71,6 +71,9 @@ def _grad_with_forward_lines(loss, wrt):
         return torch.autograd.grad(loss, wrt)
 
 
+MAX_RANKS = 64
+
+
 def _ident(name):
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
@@ -171,10 +174,13 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
 
     # --- the plan: every rank's program, DTensors from their local shards -----------
     # The plan is an SPMD program: the one traced on rank 0, which must be every rank's.
-    # That is checked: the step is traced on the other ranks too (on at most 8 of them:
-    # the first, the last and evenly spread ones) and must translate to the same ops.
+    # That is checked: the step is traced on every rank and must translate to the same
+    # ops. (A capture is for small degrees: at most MAX_RANKS ranks.)
     world = math.prod(mesh_shape)
-    ranks = sorted({0, world - 1} | {round(i * (world - 1) / 7) for i in range(8)})
+    if world > MAX_RANKS:
+        raise Unsupported(f"a mesh of {world} ranks: capture at a smaller degree (at most "
+                          f"{MAX_RANKS} ranks, each traced)")
+    ranks = range(world)
     # Each rank is traced in a process of its own (forked: the fake process group and
     # the device mesh's groups are per process).
     plan_ops = None
