@@ -454,40 +454,20 @@ def _pow(t, node, a, exponent):
     return out
 
 
-@rule(aten.sum.default)
-def _sum_all(t, node, a, dtype=None):
-    v = t.value(a)
-    return t.reduce("reduce_sum", v, range(len(t.shapes[v])), False, _out(node))
+def _reduction(op):
+    """sum / mean / amax, over `dims` (all of them when none are given), with keepdim."""
+    def fn(t, node, a, dims=None, keepdim=False, dtype=None):
+        v = t.value(a)
+        if not dims:
+            dims = range(len(t.shapes[v]))
+        return t.reduce(op, v, dims, keepdim, _out(node))
+    return fn
 
 
-@rule(aten.sum.dim_IntList)
-def _sum(t, node, a, dims, keepdim=False, dtype=None):
-    v = t.value(a)
-    if dims is None or len(dims) == 0:
-        dims = range(len(t.shapes[v]))
-    return t.reduce("reduce_sum", v, dims, keepdim, _out(node))
-
-
-@rule(aten.mean.default)
-def _mean_all(t, node, a, dtype=None):
-    v = t.value(a)
-    return t.reduce("reduce_mean", v, range(len(t.shapes[v])), False, _out(node))
-
-
-@rule(aten.mean.dim)
-def _mean(t, node, a, dims, keepdim=False, dtype=None):
-    v = t.value(a)
-    if dims is None or len(dims) == 0:
-        dims = range(len(t.shapes[v]))
-    return t.reduce("reduce_mean", v, dims, keepdim, _out(node))
-
-
-@rule(aten.amax.default)
-def _amax(t, node, a, dims=(), keepdim=False):
-    v = t.value(a)
-    if not dims:
-        dims = range(len(t.shapes[v]))
-    return t.reduce("reduce_max", v, dims, keepdim, _out(node))
+for _op, _name in ((aten.sum.default, "reduce_sum"), (aten.sum.dim_IntList, "reduce_sum"),
+                   (aten.mean.default, "reduce_mean"), (aten.mean.dim, "reduce_mean"),
+                   (aten.amax.default, "reduce_max")):
+    RULES[_op] = _reduction(_name)
 
 
 @rule(aten.ones_like.default, aten.zeros_like.default, aten.full_like.default,
