@@ -42,8 +42,10 @@ for h in "${harnesses[@]}"; do
     find "$s" -type f \( -name '*.json' -o -name '*.mlir' -o -name '*.txt' \) -size -64k \
       -exec cp {} "$corpus/" \;
   done
+  # The CLI prints its reports; libFuzzer keeps its own copy of stderr for its statistics.
+  quiet=(); [ "$h" = cli ] && quiet=(-close_fd_mask=3)
   echo "fuzz: $h for $seconds s"
-  build-fuzz/bin/planproof-fuzz-$h "$corpus" -max_total_time="$seconds" -timeout=60 \
+  build-fuzz/bin/planproof-fuzz-$h "$corpus" "${quiet[@]}" -max_total_time="$seconds" -timeout=60 \
     -rss_limit_mb=8192 -max_len=65536 -artifact_prefix="$findings/" -print_final_stats=1 \
     2>&1 | tee "build-fuzz/fuzz-$h.log" | grep -E '^(#[0-9]+ +DONE|==|stat::|INFO: Done|SUMMARY)' || true
 done

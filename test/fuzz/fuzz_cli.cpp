@@ -22,12 +22,16 @@ int cliMain(int argc, char **argv, bool watchdog);
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static bool quiet = [] {
-    // The CLI's reports are not what is being tested: silence them.
+    // The CLI's reports are not what is being tested: silence them. Under libFuzzer,
+    // whose statistics and crash reports go to stderr, scripts/fuzz.sh passes
+    // -close_fd_mask=3 instead (libFuzzer keeps a copy of stderr for itself).
+#ifndef PLANPROOF_FUZZ_LIBFUZZER
     int null = ::open("/dev/null", O_WRONLY);
     if (null >= 0 && !std::getenv("PLANPROOF_FUZZ_VERBOSE")) {
       ::dup2(null, 1);
       ::dup2(null, 2);
     }
+#endif
     return true;
   }();
   (void)quiet;
