@@ -384,6 +384,14 @@ PolyId ExprPool::apply(Fn f, std::vector<PolyId> args) {
       return constant(best);
     args = std::move(flat);
   }
+  if (f == Fn::Recip) {
+    // recip(c) = 1/c, exactly, for a nonzero constant c (a mean's divisor, a loss
+    // normalizer): x / 8 and (x / 4) / 2 are then one polynomial. recip(0) stays an
+    // application: it has no value (Functions.h, fnOutsideDomain).
+    Rational c;
+    if (isConstant(args[0], &c) && c.sign() != 0)
+      return constant(Rational(1) / c);
+  }
   if (f == Fn::Eq) {
     Rational x, y;
     if (isConstant(args[0], &x) && isConstant(args[1], &y))

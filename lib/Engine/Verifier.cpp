@@ -1291,6 +1291,14 @@ void Engine::explainOutput(const Binding &b, Value v, const Relation &actual, Vi
     viol.message = head + ": gathering it as partial would reduce a complete value";
     viol.hint = "declare the result with layout '" + actual.layout.str(mesh) + "'";
     viol.fix = PlanEdit::resultLayout(spec.plan, b.index, actual.layout);
+  } else if (actual.scale.isOne() && actual.layout.str(mesh) == b.layout.str(mesh)) {
+    // The relation says the declared value (it is found by numeric fingerprints, which
+    // can match where the values differ elsewhere): say only that the value is wrong.
+    viol.kind = "dataflow";
+    viol.message = "plan result #" + std::to_string(b.index) + " `" + spec.nameOf(v) +
+                   "`, returned as " + declared + ", differs from the reference's value; "
+                   "no single op that computes it was found wrong";
+    viol.hint = "compare how the plan computes `" + b.refName + "` with the reference";
   } else {
     viol.kind = actual.layout.partial != b.layout.partial ? "reduction" : "sharding";
     viol.message = head;

@@ -123,6 +123,22 @@ TEST_CASE("function applications are congruent on canonical arguments", "[expr]"
   CHECK_FALSE(pool.hasApplications(pool.add(a, b)));
 }
 
+TEST_CASE("the reciprocal of a nonzero constant is its exact inverse", "[expr]") {
+  ExprPool pool;
+  PolyId a = pool.inputPoly(pool.addInput({"a", {}}));
+  auto div = [&](PolyId x, int64_t n) {
+    return pool.mul(x, pool.apply(Fn::Recip, {pool.constant(Rational(n))}));
+  };
+  // A mean of two equal shards' means is the global mean: (a / 4) / 2 == a / 8.
+  CHECK(div(div(a, 4), 2) == div(a, 8));
+  CHECK(div(a, 8) == pool.scale(a, Rational(1, 8)));
+  CHECK(pool.apply(Fn::Recip, {pool.constant(Rational(-3, 7))}) == pool.constant(Rational(-7, 3)));
+  // recip(0) has no value: it stays an application (no number stands for it).
+  PolyId r0 = pool.apply(Fn::Recip, {pool.zero()});
+  CHECK(pool.hasApplications(r0));
+  CHECK_FALSE(pool.isConstant(r0));
+}
+
 TEST_CASE("max is flattened, sorted and deduplicated", "[expr]") {
   ExprPool pool;
   PolyId a = pool.inputPoly(pool.addInput({"a", {}}));
