@@ -43,6 +43,8 @@ def main(argv=None):
                          "against PyTorch's own outputs (a check of the translation)")
     a = ap.parse_args(argv)
     out = a.out or os.path.splitext(a.case)[0] + ".json"
+    # The case's folder is importable, as for a script run from it.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(a.case)))
     try:
         case = runpy.run_path(a.case)["planproof_case"]()
     except Exception as e:  # the user's file: any failure is bad input

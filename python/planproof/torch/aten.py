@@ -74,10 +74,25 @@ def user_loc(node):
 
 
 def _shape(node):
+    """The shape of the value planproof holds for `node`: the tensor's, with a trailing
+    2 for a complex tensor (held as its real and imaginary parts, `view_as_real`)."""
     v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     if isinstance(v, torch.Tensor):
-        return [int(d) for d in v.shape]
+        return [int(d) for d in v.shape] + ([2] if v.is_complex() else [])
     return None
+
+
+def _is_complex(node):
+    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return isinstance(v, torch.Tensor) and v.is_complex()
+
+
+def _nodes(args):
+    for a in args:
+        if isinstance(a, torch.fx.Node):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from _nodes(a)
 
 
 class Translator:
@@ -97,6 +112,18 @@ class Translator:
         self.reshaped = {}      # a reshape's result -> the value it reshapes
         self.ints = set()       # integer values (token ids): only embedding takes them
         self.int_bounds = {}    # integer input -> the table rows it indexes
+        self.pieces = {}        # piece I of an even split into N: value -> (source, dim, N, I)
+        # The optimizer's update (inside torch.optim's "Optimizer.step#..." profiler
+        # range): its ops are located at `update_loc` (where the user builds the
+        # optimizer) and, in the reference, carry the role `update_role` ("optimizer").
+        self.update_depth = 0
+        self.update_loc = None
+        self.update_role = None
+        self.view_of = {}       # a view's node -> the node whose storage it shares
+        self.defined = {}       # node -> its position, for the nodes translated so far
+        self.stale = set()      # nodes whose storage an in-place op overwrote since
+        self.unwritten = set()  # `empty` tensors not written yet (a collective's output)
+        self.objects = {}       # graph constants that are no tensors: process groups, ...
 
     # -- values -------------------------------------------------------------------------
     def fresh(self, hint):
@@ -118,6 +145,8 @@ class Translator:
             entry["shape"] = list(shape)
         if self.loc:
             entry["loc"] = dict(self.loc)
+        if self.update_depth and self.update_role:
+            entry["role"] = self.update_role
         self.ops.append(entry)
         self.shapes[result] = list(shape)
         return result
@@ -129,6 +158,11 @@ class Translator:
         """The value name of an FX argument; a Python number becomes a constant tensor of
         `shape`."""
         if isinstance(arg, torch.fx.Node):
+            if arg in self.unwritten:
+                self.fail(f"`{arg.name}` (torch.empty) is read before anything writes it")
+            if arg in self.stale:
+                self.fail(f"`{arg.name}` is read after an in-place update of a tensor it "
+                          "shares storage with (a view, or the tensor it views)")
             if arg not in self.values:
                 self.fail(f"operand `{arg.name}` has no translated value")
             v = self.values[arg]
@@ -194,10 +228,22 @@ class Translator:
         r = self.emit(op, [x], kept, {"dims": dims})
         return self.reshape(r, shape) if keepdim else r
 
-    def in_place(self, node, order):
-        """The rule of an in-place op (`add_`): its out-of-place op's, when that is what
-        it computes here: the tensor it overwrites is an op's own result (not an input,
-        not a view sharing storage) that nothing reads after it."""
+    # -- in-place ops ---------------------------------------------------------------------
+    # An in-place op (`add_`, `mul_`, the optimizer's `addcdiv_`) computes its out-of-place
+    # op's value and makes it the new value of the tensor it overwrites: later reads of
+    # that node see the new value (the graph's order is the program's). What could read
+    # the old storage under another name is refused: after the update, every *other* node
+    # sharing its storage (a view of it, or what it is a view of) is stale, and reading a
+    # stale node stops the translation (Unsupported) rather than guess.
+    def storage(self, node):
+        """The node whose storage `node` shares (itself unless it is a view)."""
+        seen = 0
+        while node in self.view_of and seen < 10000:
+            node, seen = self.view_of[node], seen + 1
+        return node
+
+    def in_place(self, node):
+        """The rule of an in-place op: its out-of-place op's (None when there is none)."""
         name = node.target.overloadpacket.__name__
         if not name.endswith("_") or name.startswith("_"):
             return None
@@ -206,23 +252,38 @@ class Translator:
         rule = RULES.get(overload) or RULES.get(functional)
         if rule is None:
             return None
-        dest = node.args[0]
-        views = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand",
-                 "alias", "squeeze", "unsqueeze", "detach", "slice", "select", "as_strided"}
-        if (not isinstance(dest, torch.fx.Node) or dest.op != "call_function" or
-                getattr(getattr(dest.target, "overloadpacket", None), "__name__", "") in views or
-                any(order[u] > order[node] for u in dest.users if u is not node)):
-            self.fail(f"in-place `{node.target}` on a tensor that is an input, a view, or "
-                      "read after it")
-        return rule
+
+        def update(t, node, dest, *args, **kw):
+            if not isinstance(dest, torch.fx.Node):
+                t.fail(f"in-place `{node.target}` on {dest!r}")
+            shape = t.shapes[t.value(dest)]
+            result = rule(t, node, dest, *args, **kw)
+            if not isinstance(result, str) or t.shapes[result] != shape:
+                t.fail(f"in-place `{node.target}` whose result is not of its operand's shape")
+            return t.overwrite(dest, result)
+        return update
+
+    def overwrite(self, dest, result):
+        """`result` is the new value of the tensor of node `dest` (an in-place op, a c10d
+        collective writing its output tensor): later reads of `dest` see it, and every
+        other node sharing its storage is stale."""
+        if _shape(dest) != self.shapes[result]:
+            self.fail(f"`{dest.name}` overwritten by a value of another shape")
+        root = self.storage(dest)
+        for other in self.defined:
+            if other is not dest and self.storage(other) is root:
+                self.stale.add(other)
+        self.values[dest] = result
+        self.unwritten.discard(dest)
+        return result
 
     def run(self, gm):
         """Translates every node of `gm`; returns the value names of its outputs."""
         outputs = None
         forward_loc = {}  # autograd sequence number -> the forward op's user line
-        order = {n: i for i, n in enumerate(gm.graph.nodes)}
-        for node in gm.graph.nodes:
+        for i, node in enumerate(gm.graph.nodes):
             self.node = node
+            self.defined[node] = i
             self.loc = user_loc(node)
             seq = node.meta.get("seq_nr")
             if self.loc and seq is not None:
@@ -230,34 +291,83 @@ class Translator:
             elif self.loc is None and seq is not None:
                 # A backward op: where its forward op is in the user's code.
                 self.loc = forward_loc.get(seq)
+            if node.target is torch.ops.profiler._record_function_enter_new.default and \
+                    str(node.args[0] if node.args else "").startswith("Optimizer.step"):
+                self.update_depth += 1
+            elif node.target is torch.ops.profiler._record_function_exit._RecordFunction and \
+                    self.update_depth:
+                self.update_depth -= 1
+            if self.update_depth and self.loc is None:
+                self.loc = self.update_loc
             if node.op == "placeholder":
                 continue  # bound by the caller
             if node.op == "output":
-                outputs = [self.values.get(a) if isinstance(a, torch.fx.Node) else None
-                           for a in node.args[0]]
+                outputs = [self.value(a) if isinstance(a, torch.fx.Node) and
+                           self.values.get(a) is not None else None for a in node.args[0]]
+                continue
+            if node.op == "get_attr":
+                const = getattr(gm, node.target, None)
+                if isinstance(const, torch.ScriptObject):
+                    # A process group or reduction of a c10d collective: read by its rule.
+                    self.objects[node] = const
+                    self.values[node] = None
+                else:
+                    self.values[node] = self.constant(node, const)
                 continue
             if node.op != "call_function":
                 self.fail(f"FX node `{node.name}` ({node.op}) is not an op call")
             target = node.target
             if target is operator.getitem:
                 src, idx = node.args
-                self.values[node] = self.values[src][idx] if isinstance(self.values.get(src), tuple) else None
-                if self.values[node] is None:
+                pieces = self.values.get(src)
+                if not isinstance(pieces, tuple):
                     self.fail(f"element {idx} of `{src.name}`")
+                # An element without a value (attention's log-sum-exp) fails when read.
+                self.values[node] = pieces[idx]
+                self.view_of[node] = src  # (conservatively: the parts of one result alias)
                 continue
             packet = getattr(target, "overloadpacket", None)
             rule = RULES.get(target) or RULES.get(packet)
             if rule is None and packet is not None:
-                rule = self.in_place(node, order)
+                rule = self.in_place(node)
             if rule is None:
                 self.fail(f"op `{target}` is not covered (docs/torch.md lists the covered "
                           "ops); the result is inconclusive")
+            if rule not in COMPLEX_RULES and (_is_complex(node) or any(
+                    _is_complex(a) for a in _nodes(list(node.args) + list(node.kwargs.values())))):
+                self.fail(f"op `{target}` on complex tensors (covered for complex: views, "
+                          "slices, mul, conj, view_as_real/complex)")
             self.values[node] = rule(self, node, *node.args, **node.kwargs)
+            if packet is not None and packet.__name__ in VIEWS and node.args and \
+                    isinstance(node.args[0], torch.fx.Node):
+                self.view_of[node] = node.args[0]
         return outputs
+
+    def constant(self, node, value):
+        """A tensor constant of the graph (a `torch.tensor(...)` in the step, a complex
+        buffer such as rotary's `freqs_cis`): a literal (a complex one of its real and
+        imaginary parts)."""
+        if isinstance(value, torch.Tensor) and value.is_complex():
+            value = torch.view_as_real(value)
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or \
+                value.numel() > 65536:
+            self.fail(f"constant `{node.target}` is not a float tensor of at most 65536 "
+                      "elements")
+        shape = [int(d) for d in value.shape]
+        return self.emit("literal", [], shape,
+                         {"values": [float(x) for x in value.detach().double().flatten()]},
+                         result_shape_attr=True)
 
 
 # --- the rules: one per aten op (or op packet) ---------------------------------------------
 RULES = {}
+
+# Ops whose result shares its first operand's storage (an in-place update of one makes
+# the others stale).
+VIEWS = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "alias",
+         "squeeze", "unsqueeze", "detach", "slice", "select", "as_strided", "split",
+         "split_with_sizes", "unbind", "flatten", "view_as", "diagonal", "narrow", "unfold",
+         "contiguous"}
 
 
 def rule(*targets):
@@ -348,18 +458,62 @@ def _to_copy(t, node, a, **kw):
     return t.value(a)
 
 
+def _scaled_operand(t, b, alpha, shape):
+    """alpha * b, broadcast to `shape` (a number b stays a constant)."""
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        return t.value(float(b) * float(alpha), shape)
+    v = t.broadcast_to(t.value(b, shape), shape)
+    return v if alpha == 1 else t.scale(v, alpha, shape)
+
+
 @rule(aten.add.Tensor, aten.add.Scalar)
 def _add(t, node, a, b, alpha=1):
-    if alpha != 1:
-        t.fail("add with alpha other than 1")
-    return t.binary("add", a, b, _out(node))
+    shape = _out(node)
+    return t.emit("add", [t.broadcast_to(t.value(a, shape), shape),
+                          _scaled_operand(t, b, alpha, shape)], shape)
 
 
 @rule(aten.sub.Tensor, aten.sub.Scalar)
 def _sub(t, node, a, b, alpha=1):
-    if alpha != 1:
-        t.fail("sub with alpha other than 1")
-    return t.binary("sub", a, b, _out(node))
+    shape = _out(node)
+    return t.emit("sub", [t.broadcast_to(t.value(a, shape), shape),
+                          _scaled_operand(t, b, alpha, shape)], shape)
+
+
+@rule(aten.lerp.Scalar, aten.lerp.Tensor)
+def _lerp(t, node, a, b, weight):
+    # a + w (b - a), as torch.lerp computes it (Adam's first moment)
+    shape = _out(node)
+    av = t.broadcast_to(t.value(a, shape), shape)
+    diff = t.emit("sub", [t.broadcast_to(t.value(b, shape), shape), av], shape)
+    if isinstance(weight, (int, float)) and not isinstance(weight, bool):
+        step = t.scale(diff, weight, shape)
+    else:
+        step = t.emit("mul", [t.broadcast_to(t.value(weight, shape), shape), diff], shape)
+    return t.emit("add", [av, step], shape)
+
+
+@rule(aten.addcmul.default, aten.addcdiv.default)
+def _addc(t, node, a, b, c, value=1):
+    # a + value * (b * c), a + value * (b / c) (Adam's second moment and its update)
+    shape = _out(node)
+    op = "mul" if node.target.overloadpacket in (aten.addcmul, aten.addcmul_) else "div"
+    term = t.binary(op, b, c, shape)
+    if value != 1:
+        term = t.scale(term, value, shape)
+    return t.emit("add", [t.broadcast_to(t.value(a, shape), shape), term], shape)
+
+
+@rule(aten.copy.default)
+def _copy(t, node, dest, src, non_blocking=False):
+    # The values of src, in dest's shape (copy_ is the in-place form).
+    return t.broadcast_to(t.value(src, _out(node)), _out(node))
+
+
+@rule(torch.ops.profiler._record_function_enter_new.default,
+      torch.ops.profiler._record_function_exit._RecordFunction)
+def _profiler(t, node, *args, **kw):
+    return None  # profiler ranges (torch.optim's "Optimizer.step#..."): no value
 
 
 @rule(aten.rsub.Scalar)
@@ -371,6 +525,8 @@ def _rsub(t, node, a, b, alpha=1):
 
 @rule(aten.mul.Tensor, aten.mul.Scalar)
 def _mul(t, node, a, b):
+    if _is_complex(node):
+        return _complex_mul(t, node, a, b)
     shape = _out(node)
     for x, y in ((a, b), (b, a)):
         if isinstance(y, (int, float)) and not isinstance(y, bool):
@@ -591,6 +747,88 @@ def _slice_of(t, v, dim, start, size, shape):
     return t.emit("slice", [v], shape, {"offsets": offsets, "sizes": sizes})
 
 
+def resolve_pieces(programs, axis_sizes):
+    """One program from the per-rank programs of an SPMD step, or None when they differ.
+
+    `programs`: per rank, (ops, outputs, pieces, coord): `pieces` maps each value that is
+    piece I of an even split of a value into N (dim D) to (value, D, N, I); `coord` the
+    rank's mesh coordinate. The ranks' ops must be equal op by op, except where an
+    operand is, on each rank, a piece of the same split taken by the rank's own coordinate
+    (DTensor's redistribution to `Shard`: split, then take piece `coord`): that operand
+    becomes a `shard_slice` of the split value over the mesh axes (major first) whose
+    coordinate is the piece's index on every rank -- when exactly one sequence of axes
+    is."""
+    import itertools
+    first_ops, first_outs = programs[0][0], programs[0][1]
+    if any(len(p[0]) != len(first_ops) or len(p[1]) != len(first_outs) for p in programs):
+        return None
+    sequences = [seq for n in range(1, len(axis_sizes) + 1)
+                 for seq in itertools.permutations(axis_sizes, n)]
+    made, out = {}, []
+    alias = [{} for _ in programs]  # per rank: a value name -> the name resolved for it
+
+    def operand(names, before):
+        if all(n == names[0] for n in names):
+            return names[0]
+        if all(n in a for n, a in zip(names, alias)) and \
+                len({a[n] for n, a in zip(names, alias)}) == 1:
+            return alias[0][names[0]]
+        # A piece of a split per rank, the split's source resolved the same on all ranks.
+        infos = [p[2].get(n) for p, n in zip(programs, names)]
+        if any(i is None for i in infos):
+            return None
+        infos = [(a.get(i[0], i[0]),) + tuple(i[1:]) for i, a in zip(infos, alias)]
+        if any(i[:3] != infos[0][:3] for i in infos):
+            return None
+        src, dim, count = infos[0][:3]
+        fits = [seq for seq in sequences
+                if math.prod(axis_sizes[a] for a in seq) == count and
+                all(_mixed_radix(p[3], seq, axis_sizes) == i[3] for p, i in zip(programs, infos))]
+        if len(fits) != 1:
+            return None
+        key = (src, dim, fits[0])
+        if key not in made:
+            made[key] = f"{src}_shard_{'_'.join(fits[0])}"
+            before.append({"result": made[key], "op": "shard_slice", "operands": [src],
+                           "attrs": {"axes": list(fits[0]), "dim": dim}})
+        for n, a in zip(names, alias):
+            a[n] = made[key]
+        return made[key]
+
+    for k, op in enumerate(first_ops):
+        bare = {key: v for key, v in op.items() if key not in ("loc", "operands")}
+        if any({key: v for key, v in p[0][k].items() if key not in ("loc", "operands")} != bare
+               for p in programs[1:]):
+            return None
+        before = []
+        operands = [operand([p[0][k]["operands"][j] for p in programs], before)
+                    for j in range(len(op["operands"]))]
+        if None in operands:
+            return None
+        for b in before:
+            if "loc" in op:
+                b["loc"] = op["loc"]
+        out.extend(before)
+        out.append(dict(op, operands=operands))
+    outputs = []
+    for j, o in enumerate(first_outs):
+        if any({k: v for k, v in p[1][j].items() if k != "name"} !=
+               {k: v for k, v in o.items() if k != "name"} for p in programs[1:]):
+            return None
+        name = operand([p[1][j]["name"] for p in programs], out)
+        if name is None:
+            return None
+        outputs.append(dict(o, name=name))
+    return out, outputs
+
+
+def _mixed_radix(coord, seq, sizes):
+    k = 0
+    for a in seq:
+        k = k * sizes[a] + coord[a]
+    return k
+
+
 @rule(aten.split.Tensor, aten.split_with_sizes.default)
 def _split(t, node, a, split, dim=0):
     v = t.value(a)
@@ -599,10 +837,12 @@ def _split(t, node, a, split, dim=0):
     sizes = list(split) if isinstance(split, (list, tuple)) else \
         [min(split, src[d] - k) for k in range(0, src[d], split)]
     out, start = [], 0
-    for size in sizes:
+    for k, size in enumerate(sizes):
         shape = list(src)
         shape[d] = size
         out.append(_slice_of(t, v, d, start, size, shape))
+        if len(sizes) > 1 and len(set(sizes)) == 1:
+            t.pieces[out[-1]] = (v, d, len(sizes), k)
         start += size
     return tuple(out)
 
@@ -611,7 +851,7 @@ def _split(t, node, a, split, dim=0):
 def _slice(t, node, a, dim=0, start=None, end=None, step=1):
     v = t.value(a)
     src = t.shapes[v]
-    d = dim % len(src)
+    d = dim % (len(src) - (1 if _is_complex(a) else 0))
     if step != 1:
         t.fail("slice with a step other than 1")
     lo, hi, _ = slice(start, end).indices(src[d])
@@ -668,6 +908,108 @@ def _nll_loss_backward(t, node, grad, logp, target, weight, reduction, ignore_in
     return out
 
 
+# --- complex tensors (rotary embeddings as torchtitan writes them) ---------------------------
+# A complex tensor is held as its real and imaginary parts on a trailing dim of 2
+# (`view_as_real`), so `view_as_complex` and `view_as_real` are the identity.
+@rule(aten.view_as_complex.default, aten.view_as_real.default, aten._conj.default)
+def _complex_view(t, node, a):
+    v = t.value(a)
+    if node.target is not aten._conj.default or not _is_complex(a):
+        return v
+    shape = _out(node)
+    re, im = _parts(t, v, shape)
+    half = shape[:-1] + [1]
+    return t.emit("concat", [re, t.scale(im, -1.0, half)], shape, {"dim": len(shape) - 1})
+
+
+def _parts(t, v, shape):
+    half = shape[:-1] + [1]
+    n = len(shape)
+    return (t.emit("slice", [v], half, {"offsets": [0] * n, "sizes": half}),
+            t.emit("slice", [v], half, {"offsets": [0] * (n - 1) + [1], "sizes": half}))
+
+
+def _complex_mul(t, node, a, b):
+    """(ar + i ai)(br + i bi) = (ar br - ai bi) + i (ar bi + ai br)."""
+    if not (_is_complex(a) and _is_complex(b)):
+        t.fail("a product of a complex and a real tensor")
+    shape = _out(node)
+    half = shape[:-1] + [1]
+    ar, ai = _parts(t, t.broadcast_to(t.value(a), shape), shape)
+    br, bi = _parts(t, t.broadcast_to(t.value(b), shape), shape)
+    re = t.emit("sub", [t.emit("mul", [ar, br], half), t.emit("mul", [ai, bi], half)], half)
+    im = t.emit("add", [t.emit("mul", [ar, bi], half), t.emit("mul", [ai, br], half)], half)
+    return t.emit("concat", [re, im], shape, {"dim": len(shape) - 1})
+
+
+# --- attention -------------------------------------------------------------------------------
+def _heads(t, v, shape):
+    """[B, H, S, D] -> [B*H, S, D] (batch_matmul's one batch dim)."""
+    return t.reshape(v, [shape[0] * shape[1]] + shape[2:])
+
+
+def _attention_probs(t, q3, k3, scale, causal):
+    bh, sq, d = t.shapes[q3]
+    sk = t.shapes[k3][1]
+    scores = t.emit("batch_matmul", [q3, k3], [bh, sq, sk], {"lhs_dim": 2, "rhs_dim": 2})
+    scores = t.scale(scores, scale, [bh, sq, sk])
+    return t.emit("causal_softmax" if causal else "softmax", [scores], [bh, sq, sk])
+
+
+def _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale):
+    if dropout_p:
+        t.fail("scaled_dot_product_attention with dropout")
+    if attn_mask is not None:
+        t.fail("scaled_dot_product_attention with an attn_mask (is_causal is covered)")
+    qs, ks = t.shapes[t.value(q)], t.shapes[t.value(k)]
+    if len(qs) != 4 or qs[:2] != ks[:2] or ks != t.shapes[t.value(v)]:
+        t.fail("scaled_dot_product_attention other than on [B, H, S, D] q, k, v of one "
+               "head count (expand the KV heads first)")
+    if is_causal and qs[2] != ks[2]:
+        t.fail("causal attention with queries and keys of different lengths")
+    return qs, ks, (1.0 / math.sqrt(qs[3]) if scale is None else float(scale))
+
+
+@rule(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def _sdpa(t, node, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+    """softmax(scale Q K^T [causal]) V per batch entry and head; the log-sum-exp result
+    (used by the backward op only, which recomputes the probabilities) has no value."""
+    qs, ks, sc = _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale)
+    q3, k3, v3 = (_heads(t, t.value(x), t.shapes[t.value(x)]) for x in (q, k, v))
+    p = _attention_probs(t, q3, k3, sc, is_causal)
+    out = t.emit("batch_matmul", [p, v3], t.shapes[q3], {"lhs_dim": 2, "rhs_dim": 1})
+    return (t.reshape(out, qs), None)
+
+
+@rule(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+def _sdpa_backward(t, node, grad_out, q, k, v, out, logsumexp, dropout_p=0.0,
+                   is_causal=False, attn_mask=None, scale=None):
+    """With P the probabilities and dO the output's gradient: dV = P^T dO,
+    dS = P * (dO V^T - rowsum(P * dO V^T)), dQ = scale dS K, dK = scale dS^T Q."""
+    qs, ks, sc = _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale)
+    q3, k3, v3 = (_heads(t, t.value(x), t.shapes[t.value(x)]) for x in (q, k, v))
+    g3 = _heads(t, t.value(grad_out), qs)
+    p = _attention_probs(t, q3, k3, sc, is_causal)
+    bh, sq, sk = t.shapes[p]
+    dv = t.emit("batch_matmul", [p, g3], t.shapes[v3], {"lhs_dim": 1, "rhs_dim": 1})
+    dp = t.emit("batch_matmul", [g3, v3], [bh, sq, sk], {"lhs_dim": 2, "rhs_dim": 2})
+    rows = t.reduce("reduce_sum", t.emit("mul", [p, dp], [bh, sq, sk]), [2], True, [bh, sq, 1])
+    ds = t.emit("mul", [p, t.emit("sub", [dp, t.broadcast_to(rows, [bh, sq, sk])], [bh, sq, sk])],
+                [bh, sq, sk])
+    dq = t.scale(t.emit("batch_matmul", [ds, k3], t.shapes[q3], {"lhs_dim": 2, "rhs_dim": 1}),
+                 sc, t.shapes[q3])
+    dk = t.scale(t.emit("batch_matmul", [ds, q3], t.shapes[k3], {"lhs_dim": 1, "rhs_dim": 1}),
+                 sc, t.shapes[k3])
+    return (t.reshape(dq, qs), t.reshape(dk, ks), t.reshape(dv, ks))
+
+
+@rule(aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default)
+def _empty(t, node, *args, **kw):
+    # No value until something writes it (a c10d collective's output buffer).
+    t.unwritten.add(node)
+    return None
+
+
 # --- functional collectives ----------------------------------------------------------------
 _c10d = torch.ops._c10d_functional
 _KINDS = {"sum": "sum", "avg": "avg", "max": "max"}
@@ -679,6 +1021,50 @@ def _axes(t, group):
         t.fail(f"a collective over process group '{name}', which is no dimension of the "
                "device mesh")
     return list(t.group_axes[name])
+
+
+# --- c10d collectives (torch.distributed.all_reduce & co., in place) --------------------------
+def _pg_axes(t, pg):
+    obj = t.objects.get(pg) if isinstance(pg, torch.fx.Node) else None
+    if obj is None:
+        t.fail("a c10d collective whose process group is not a constant of the graph")
+    import torch.distributed as dist
+    return _axes(t, dist.ProcessGroup.unbox(obj).group_name)
+
+
+def _red_kind(t, op):
+    obj = t.objects.get(op) if isinstance(op, torch.fx.Node) else None
+    import torch.distributed as dist
+    name = str(dist.ReduceOp.unbox(obj).op).split(".")[-1].lower() if obj is not None else ""
+    if name not in _KINDS:
+        t.fail(f"a c10d reduction '{name or op}' (sum, avg and max are covered)")
+    return _KINDS[name]
+
+
+@rule(torch.ops.c10d.allreduce_.default)
+def _c10d_all_reduce(t, node, tensors, pg, op, sparse_indices=None, async_op=True, timeout=-1):
+    if sparse_indices is not None:
+        t.fail("a sparse all_reduce")
+    axes, kind = _pg_axes(t, pg), _red_kind(t, op)
+    outs = []
+    for x in tensors:
+        v = t.value(x)
+        r = t.emit("all_reduce", [v], t.shapes[v], {"axes": axes, "kind": kind})
+        outs.append(t.overwrite(x, r))
+    return (tuple(outs), None)
+
+
+@rule(torch.ops.c10d._allgather_base_.default)
+def _c10d_all_gather(t, node, out, x, pg, async_op=True, timeout=-1):
+    r = t.emit("all_gather", [t.value(x)], _shape(out), {"axes": _pg_axes(t, pg), "dim": 0})
+    return (t.overwrite(out, r), None)
+
+
+@rule(torch.ops.c10d._reduce_scatter_base_.default)
+def _c10d_reduce_scatter(t, node, out, x, pg, op, async_op=True, timeout=-1):
+    r = t.emit("reduce_scatter", [t.value(x)], _shape(out),
+               {"axes": _pg_axes(t, pg), "dim": 0, "kind": _red_kind(t, op)})
+    return (t.overwrite(out, r), None)
 
 
 @rule(_c10d.all_reduce.default)
@@ -701,3 +1087,12 @@ def _reduce_scatter(t, node, x, op, group_size, group):
         t.fail(f"reduce_scatter with reduction '{op}'")
     return t.emit("reduce_scatter", [t.value(x)], _out(node),
                   {"axes": _axes(t, group), "dim": 0, "kind": kind})
+
+
+# Rules that hold for complex operands (held as [..., 2]): the views, slices and copies
+# (their shapes carry the trailing 2), view_as_real/complex, conj and the product.
+COMPLEX_RULES = {RULES[op] for op in (
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
+    aten.expand.default, aten.clone.default, aten.alias.default, aten.detach.default,
+    aten.slice.Tensor, aten.view_as_complex.default, aten.view_as_real.default,
+    aten._conj.default, aten.mul.Tensor)}

@@ -27,7 +27,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from .aten import Translator, Unsupported
+from .aten import Translator, Unsupported, resolve_pieces
 
 
 @contextlib.contextmanager
@@ -151,14 +151,34 @@ def _params(model):
 
 
 def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
-            input_placements=None, description=""):
-    """Captures the step `loss_fn(model, **inputs)` and its gradients, on one device and
-    parallelized by `parallelize(model, mesh)`, as a planproof spec (a JSON-ready dict).
+            input_placements=None, description="", optimizer=None, grad_sync=None,
+            dtensor_inputs=False, loss_placements=None, plan_loss_fn=None,
+            param_placements=None):
+    """Captures the step `loss_fn(model, **inputs)`, its gradients and (with `optimizer`)
+    the parameter update, on one device and parallelized by `parallelize(model, mesh)`,
+    as a planproof spec (a JSON-ready dict).
 
     model_fn: builds the model (called once per step traced).
     inputs: name -> the full (global) tensor of each data input.
     input_placements: name -> the DTensor placements of that input on the mesh (default
-      replicated); the plan's rank 0 receives its shard.
+      replicated); each rank receives its shard.
+    dtensor_inputs: the plan's loss_fn receives each input as a DTensor of its
+      placements (built from the rank's shard) rather than as the plain shard.
+    grad_sync(grads, mesh): the parallel step only, between backward and the update:
+      what a data-parallel wrapper does to the gradients (an all-reduce by hand, a
+      redistribute); `grads` maps parameter names to gradients, and it returns that map.
+    optimizer(params): a torch.optim optimizer over `params` (with foreach=False), the
+      update of both steps; the updated parameters and the optimizer's state are
+      outputs too.
+    plan_loss_fn(model, mesh, **inputs): the parallel step's loss, where it is written
+      differently (a data-parallel step dividing by the token count all-reduced over
+      the mesh); default loss_fn.
+    param_placements: parameter name -> placements, for a parallelized model that holds
+      a parameter as a plain tensor of this rank's shard (Megatron-style layers); its
+      gradient, update and optimizer state are claimed with the same placements.
+    loss_placements: how each rank's loss makes the global one, when it is a plain
+      tensor (default: it is the global loss on every rank); e.g. [Partial("avg")] for
+      a data-parallel step whose logged loss is the mean over ranks.
     Raises Unsupported for what the translation does not cover (the caller reports the
     verdict as inconclusive)."""
     mesh_shape = tuple(mesh_shape)
@@ -170,7 +190,10 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
     # Traced in a process of its own, like every rank below: autograd cannot run in a
     # forked process once it ran in the parent.
     ref_inputs, ref_ops, out_names, ref_params = _in_child(
-        lambda: _trace_reference(model_fn, loss_fn, inputs, names))
+        lambda: _trace_reference(model_fn, loss_fn, inputs, names, optimizer))
+    opts = dict(optimizer=optimizer, grad_sync=grad_sync, dtensor_inputs=dtensor_inputs,
+                loss_placements=loss_placements, plan_loss_fn=plan_loss_fn,
+                param_placements=param_placements)
 
     # --- the plan: every rank's program, DTensors from their local shards -----------
     # The plan is an SPMD program: the one traced on rank 0, which must be every rank's.
@@ -183,20 +206,29 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
     ranks = range(world)
     # Each rank is traced in a process of its own (forked: the fake process group and
     # the device mesh's groups are per process).
-    plan_ops = None
+    programs = []
     for rank in ranks:
         def trace_rank(rank=rank):
             fake_world(world, rank)
             mesh = init_device_mesh("cpu", mesh_shape, mesh_dim_names=tuple(axes))
             return _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs,
-                               names, input_placements, ref_params, out_names)
-        traced = _in_child(trace_rank)
-        if plan_ops is None:
-            plan_ops, plan_inputs, plan_outputs = traced
-        elif _without_locs(traced[0]) != _without_locs(plan_ops) or traced[1:] != (plan_inputs, plan_outputs):
-            raise Unsupported(f"rank {rank} runs another program than rank 0 (the step "
-                              "branches on the rank, or its shards differ): not an SPMD plan "
+                               names, input_placements, ref_params, out_names, **opts)
+        ops, plan_inputs_r, outputs, pieces, coord = _in_child(trace_rank)
+        if not programs:
+            plan_inputs = plan_inputs_r
+        if plan_inputs_r != plan_inputs:
+            raise Unsupported(f"rank {rank} has other inputs than rank 0: not an SPMD plan "
                               "that planproof can check from one trace")
+        programs.append((ops, outputs, pieces, coord))
+    # The same program on every rank, up to the pieces of a split each rank takes by its
+    # coordinate (aten.resolve_pieces).
+    resolved = resolve_pieces(programs, dict(zip(axes, (int(n) for n in mesh_shape))))
+    if resolved is not None:
+        plan_ops, plan_outputs = resolved
+    else:
+        raise Unsupported("the ranks run different programs (the step branches on the rank, "
+                          "or its shards differ): not an SPMD plan that planproof can check "
+                          "from one trace")
 
     return {
         "planproof": 1,
@@ -227,6 +259,46 @@ def _name_outputs(t, outs, names):
         if op["result"] in renamed:
             op["result"] = renamed[op["result"]]
         op["operands"] = [renamed.get(o, o) for o in op["operands"]]
+
+
+def _code_loc(fn):
+    """Where a user's function (the optimizer factory) is written, as an op `loc`."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_filename.startswith("<"):
+        return None
+    import linecache
+    text = linecache.getline(code.co_filename, code.co_firstlineno)
+    return {"file": os.path.abspath(code.co_filename), "line": code.co_firstlineno,
+            "col": len(text) - len(text.lstrip()) + 1 if text.strip() else 1}
+
+
+def _mark_loss_normalization(ops, params):
+    """Gives the reference's loss normalizer its role: the ops computing a divisor of the
+    loss that depends on no parameter (a token count, a batch size) carry
+    `"role": "loss-normalization"`, so that a plan normalizing by another count (its own
+    rank's tokens) is reported as a loss-normalization error."""
+    producer = {op["result"]: op for op in ops}
+    uses_param = set()
+    for op in ops:  # ops are in program order
+        if any(o in params or o in uses_param for o in op["operands"]):
+            uses_param.add(op["result"])
+    todo, on_path = ["loss"], set()
+    while todo:
+        v = todo.pop()
+        if v in on_path or v not in producer:
+            continue
+        on_path.add(v)
+        todo.extend(producer[v]["operands"])
+    divisors = [producer[v]["operands"][1] for v in on_path
+                if producer[v]["op"] == "div" and producer[v]["operands"][1] not in uses_param]
+    marked = set()
+    while divisors:
+        v = divisors.pop()
+        if v in marked or v not in producer:
+            continue
+        marked.add(v)
+        producer[v]["role"] = "loss-normalization"
+        divisors.extend(producer[v]["operands"])
 
 
 class CaptureError(Exception):
@@ -266,27 +338,75 @@ def _in_child(fn):
     return result[1]
 
 
-def _without_locs(ops):
-    return [{k: v for k, v in op.items() if k != "loc"} for op in ops]
+def _run_step(step, params, leaves, inputs, optimizer, grad_sync=None, mesh=None):
+    """One training step, traced or not: the loss, the gradients of `leaves` (the
+    parameters as the model sees them, named by `params`), after `grad_sync` where the
+    parallel step has one, and with `optimizer` the updated parameters and the
+    optimizer's state. Returns [(output name, tensor, the parameter's name or None)] in
+    the spec's output order."""
+    with _anomaly():
+        loss = torch.func.functional_call(
+            step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (inputs,))
+    grads = list(_grad_with_forward_lines(loss, leaves))
+    if grad_sync is not None:
+        synced = grad_sync({n: g for (n, _), g in zip(params, grads)}, mesh)
+        if not isinstance(synced, dict) or set(synced) != {n for n, _ in params}:
+            raise CaptureError("grad_sync must return a dict with a gradient for every "
+                               "parameter")
+        grads = [synced[n] for n, _ in params]
+    outs = [("loss", loss, None)] + [("grad_" + _ident(n), g, n)
+                                     for (n, _), g in zip(params, grads)]
+    if optimizer is None:
+        return outs
+    # The update runs on leaves sharing the parameters' storage (torch.optim updates
+    # them in place; the translation follows the in-place ops).
+    updated = [p.detach() for p in leaves]
+    for p, g in zip(updated, grads):
+        p.grad = g
+    opt = optimizer(updated)
+    opt.step()
+    outs += [("new_" + _ident(n), p, n) for (n, _), p in zip(params, updated)]
+    for (n, _), p in zip(params, updated):
+        for key, v in sorted(opt.state[p].items()):
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                outs.append((f"{_ident(key)}_{_ident(n)}", v, n if v.dim() else None))
+    return outs
 
 
 def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, names,
-                input_placements, ref_params, out_names):
+                input_placements, ref_params, out_names, optimizer=None, grad_sync=None,
+                dtensor_inputs=False, loss_placements=None, plan_loss_fn=None,
+                param_placements=None):
     """Traces and translates the parallel step on this process's rank of `mesh`:
-    (plan ops, plan inputs, plan outputs)."""
+    (plan ops, plan inputs, plan outputs, the pieces of even splits (Translator.pieces),
+    this rank's coordinate by mesh axis)."""
     plan_model = parallelize(model_fn(), mesh)
+    if plan_loss_fn is not None:
+        def loss_fn(model, **xs):
+            return plan_loss_fn(model, mesh, **xs)
     plan_step = _Step(plan_model, loss_fn)
     plan_params = _params(plan_model)
-    if [n for n, _ in plan_params] != [n for n, _ in ref_params] or \
-            [tuple(p.shape) for _, p in plan_params] != [s for _, s in ref_params]:
+    ref_shape = dict(ref_params)
+    declared = {n: tuple(pl) for n, pl in (param_placements or {}).items()}
+    if sorted(declared) != sorted(n for n in declared if n in ref_shape):
+        raise CaptureError(f"param_placements names parameters the model does not have: "
+                           f"{sorted(n for n in declared if n not in ref_shape)}")
+    if [n for n, _ in plan_params] != [n for n, _ in ref_params] or any(
+            (tuple(p.shape) if n not in declared or isinstance(p, DTensor) else
+             _global_shape(p.shape, declared[n], mesh_shape, n)) != ref_shape[n]
+            for n, p in plan_params):
         raise Unsupported("the parallelized model's parameters differ from the model's: "
-                          f"{[n for n, _ in plan_params]} vs {[n for n, _ in ref_params]}")
+                          f"{[(n, tuple(p.shape)) for n, p in plan_params]} vs {ref_params}")
     pspecs = []
     param_axes = []
     for n, p in plan_params:
         if isinstance(p, DTensor):
             pspecs.append((tuple(p.placements), p.shape, p.stride()))
             param_axes.append((_mesh_axes(p, axes), p.device_mesh))
+        elif n in declared:
+            # A plain tensor holding this rank's shard (Megatron's parallel layers).
+            pspecs.append((declared[n], torch.Size(ref_shape[n]), None))
+            param_axes.append((axes, mesh))
         else:
             pspecs.append((tuple(Replicate() for _ in axes), p.shape, p.stride()))
             param_axes.append((axes, mesh))
@@ -304,24 +424,37 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
                    if isinstance(p, DTensor) else l
                    for l, (pl, shape, stride), (_, m), (_, p) in
                    zip(ls, pspecs, param_axes, plan_params)]
-        # Data reaches every rank as a plain tensor, its own shard (what a data loader
-        # gives it); input_placements say which shard that is.
+        # Data reaches every rank as its own shard (what a data loader gives it), a
+        # plain tensor or (dtensor_inputs) a DTensor; input_placements say which shard.
         dinputs = dict(zip(names, xs))
-        with _anomaly():
-            loss = torch.func.functional_call(
-                plan_step, {"model." + n: p for (n, _), p in zip(plan_params, dparams)},
-                (dinputs,))
-        grads = _grad_with_forward_lines(loss, dparams)
-        outs, placements = [], []
-        for v in (loss, *grads):
+        if dtensor_inputs:
+            dinputs = {n: DTensor.from_local(x, mesh, pl, run_check=False,
+                                             shape=inputs[n].shape, stride=inputs[n].stride())
+                       for (n, x), pl in zip(dinputs.items(), in_specs)}
+        named = _run_step(plan_step, plan_params, dparams, dinputs, optimizer, grad_sync, mesh)
+        if [n for n, _, _ in named] != out_names:
+            raise Unsupported(f"the parallel step's outputs {[n for n, _, _ in named]} are "
+                              f"not the single-device step's {out_names}")
+        outs, placements, shapes = [], [], []
+        for k, (name, v, param) in enumerate(named):
+            shapes.append(tuple(v.shape))
             if isinstance(v, DTensor):
                 placements.append((tuple(v.placements), _mesh_axes(v, axes)))
                 outs.append(v.to_local())
+            elif not isinstance(v, torch.Tensor):
+                raise Unsupported(f"the parallel step's `{name}` is not a tensor")
             else:
-                # A plain tensor is claimed whole on every rank (the strictest claim).
-                placements.append(((), axes))
+                # A plain tensor is claimed whole on every rank (the strictest claim),
+                # the loss as loss_placements say, a sharded parameter's gradient,
+                # update and state as its param_placements say.
+                pl = tuple(loss_placements) if k == 0 and loss_placements else ()
+                if param in declared:
+                    pl = declared[param]
+                    shapes[-1] = ref_shape[param]
+                placements.append((pl, axes))
                 outs.append(v)
         captured["placements"] = placements
+        captured["shapes"] = shapes
         return tuple(outs)
 
     plan_args = []
@@ -339,6 +472,7 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
     if mesh.size() == dist.get_world_size():
         groups.setdefault(str(dist.group.WORLD.group_name), list(axes))
     plan_t = Translator("plan", groups)
+    plan_t.update_loc = _code_loc(optimizer)
     plan_inputs = []
     placeholders = [n for n in plan_gm.graph.nodes if n.op == "placeholder"]
     labels = [(n, pl, shape, pa) for (n, _), (pl, shape, _), (pa, _) in
@@ -353,13 +487,25 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
     plan_outs = plan_t.run(plan_gm)
     plan_outputs = []
     for v, ref_name, (pl, pa), shape in zip(plan_outs, out_names, captured["placements"],
-                                            [()] + [shape for _, shape in ref_params]):
+                                            captured["shapes"]):
         if v is None:
             raise Unsupported(f"the plan's `{ref_name}` is not a translated tensor")
         check_even(pl, shape, [sizes[a] for a in pa], f"`{ref_name}`")
         plan_outputs.append({"name": v, "value": ref_name, "layout": layout_of(pl, len(shape), pa)})
 
-    return plan_t.ops, plan_inputs, plan_outputs
+    coord = dict(zip(axes, (int(c) for c in mesh.get_coordinate())))
+    return plan_t.ops, plan_inputs, plan_outputs, plan_t.pieces, coord
+
+
+def _global_shape(local, placements, mesh_shape, what):
+    """The global shape of which `local` is one rank's even shard under `placements`."""
+    shape = list(local)
+    for size, p in zip(mesh_shape, placements):
+        if isinstance(p, Shard):
+            shape[p.dim % len(shape)] *= int(size)
+        elif not isinstance(p, Replicate):
+            raise Unsupported(f"`{what}`: param_placements {p} (Shard or Replicate)")
+    return tuple(shape)
 
 
 def _local_shard(x, placements, mesh):
@@ -373,21 +519,19 @@ def _local_shard(x, placements, mesh):
     return x.contiguous()
 
 
-def _trace_reference(model_fn, loss_fn, inputs, names):
+def _trace_reference(model_fn, loss_fn, inputs, names, optimizer=None):
     """Traces and translates the single-device step: (inputs, ops, output names, the
     parameters' (name, shape))."""
     ref_model = model_fn()
     ref_step = _Step(ref_model, loss_fn)
     ref_params = _params(ref_model)
+    captured = {}
 
     def reference(*flat):
         ps, xs = flat[:len(ref_params)], flat[len(ref_params):]
-        with _anomaly():
-            loss = torch.func.functional_call(
-                ref_step, {"model." + n: p for (n, _), p in zip(ref_params, ps)},
-                (dict(zip(names, xs)),))
-        grads = _grad_with_forward_lines(loss, ps)
-        return (loss, *grads)
+        named = _run_step(ref_step, ref_params, ps, dict(zip(names, xs)), optimizer)
+        captured["names"] = [n for n, _, _ in named]
+        return tuple(v for _, v, _ in named)
 
     ref_args = [p.detach().clone().requires_grad_(True) for _, p in ref_params] + \
                [inputs[n] for n in names]
@@ -395,6 +539,7 @@ def _trace_reference(model_fn, loss_fn, inputs, names):
         ref_gm = make_fx(reference, record_stack_traces=True)(*ref_args)
 
     ref_t = Translator("ref")
+    ref_t.update_loc, ref_t.update_role = _code_loc(optimizer), "optimizer"
     ref_inputs = []
     placeholders = [n for n in ref_gm.graph.nodes if n.op == "placeholder"]
     for node, (label, arg) in zip(placeholders, [(n, p) for n, p in ref_params] +
@@ -411,7 +556,10 @@ def _trace_reference(model_fn, loss_fn, inputs, names):
                 raise Unsupported(f"integer input `{entry['name']}` is not looked up in an "
                                   "embedding table (no bound on its values)")
             entry.update({"dtype": "i64", "bound": int(ref_t.int_bounds[entry["name"]])})
-    out_names = ["loss"] + ["grad_" + _ident(n) for n, _ in ref_params]
+    out_names = captured["names"]
+    if len(set(out_names)) != len(out_names):
+        raise Unsupported(f"two outputs of the step have one name: {out_names}")
     _name_outputs(ref_t, ref_outs, out_names)
+    _mark_loss_normalization(ref_t.ops, {_ident(n) for n, _ in ref_params})
 
     return ref_inputs, ref_t.ops, out_names, [(n, tuple(p.shape)) for n, p in ref_params]

@@ -2,28 +2,32 @@
 evaluated by `planproof replay` at concrete inputs, against what PyTorch computes there.
 
 The spec built here has the translated reference ops with every input a `literal` of
-its concrete value, and a one-rank "plan" whose outputs are PyTorch's own loss and
-gradients as literals; `planproof replay` runs the reference in fp64 and compares within
+its concrete value, and a one-rank "plan" whose outputs are PyTorch's own loss,
+gradients (and updated parameters and optimizer state) as literals; `planproof replay` runs the reference in fp64 and compares within
 its fp32 error model. A translation rule that misstates an op's meaning shows as a
 divergence, whatever the plan does (both sides of a capture share the rules, so a wrong
 rule could otherwise hide a plan's bug in that op).
 """
 import torch
 
-from .capture import _ident, _in_child, _trace_reference
+from .capture import _Step, _ident, _in_child, _params, _run_step, _trace_reference
 
 
-def numeric_spec(model_fn, loss_fn, inputs, **_ignored):
+def numeric_spec(model_fn, loss_fn, inputs, optimizer=None, **_ignored):
     """(integer input values by name, the cross-check spec)."""
     names = list(inputs)
     ref_inputs, ref_ops, out_names, _ = _in_child(
-        lambda: _trace_reference(model_fn, loss_fn, inputs, names))
+        lambda: _trace_reference(model_fn, loss_fn, inputs, names, optimizer))
     model = model_fn()
-    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    values = {_ident(n): p.detach() for n, p in params}
+    params = _params(model)
+    values = {_ident(n): p.detach().clone() for n, p in params}
     values.update({_ident(n): v for n, v in inputs.items()})
-    loss = loss_fn(model, **inputs)
-    grads = torch.autograd.grad(loss, [p for _, p in params])
+    leaves = [p.detach().clone().requires_grad_(True) for _, p in params]
+    named = _run_step(_Step(model, loss_fn), params, leaves, dict(inputs), optimizer)
+    if [n for n, _, _ in named] != out_names:
+        raise RuntimeError(f"the step's outputs {[n for n, _, _ in named]} are not the "
+                           f"traced step's {out_names}")
+    outs = [v.detach().clone() for _, v, _ in named]
 
     def literal(name, t):
         return {"result": name, "op": "literal", "operands": [],
@@ -35,7 +39,7 @@ def numeric_spec(model_fn, loss_fn, inputs, **_ignored):
     ints = [i for i in ref_inputs if i.get("dtype") == "i64"]
     ops = [literal(i["name"], values[i["name"]]) for i in ref_inputs
            if i.get("dtype") != "i64"] + ref_ops
-    plan_ops = [literal("torch_" + n, t) for n, t in zip(out_names, (loss, *grads))]
+    plan_ops = [literal("torch_" + n, t) for n, t in zip(out_names, outs)]
     ids = {i["name"]: values[i["name"]] for i in ints}
     inputs_ref = ints or [{"name": "unused", "shape": [1]}]
     inputs_plan = [{"name": i["name"], "value": i["name"],
@@ -50,5 +54,5 @@ def numeric_spec(model_fn, loss_fn, inputs, **_ignored):
                  "ops": plan_ops,
                  "outputs": [{"name": "torch_" + n, "value": n,
                               "layout": {"dims": [None] * t.dim()}}
-                             for n, t in zip(out_names, (loss, *grads))]},
+                             for n, t in zip(out_names, outs)]},
     }
