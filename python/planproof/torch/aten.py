@@ -166,7 +166,7 @@ class Translator:
             if arg not in self.values:
                 self.fail(f"operand `{arg.name}` has no translated value")
             v = self.values[arg]
-            if v is None:
+            if v is None or not isinstance(v, str):
                 self.fail(f"operand `{arg.name}` is not a tensor planproof models")
             if v in self.ints and not getattr(self, "_ids_ok", False):
                 self.fail(f"integer tensor `{arg.name}` used by an op other than embedding")
@@ -437,6 +437,12 @@ def _permute(t, node, a, dims):
       aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
       aten.flatten.using_ints)
 def _view(t, node, a, *rest):
+    raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if isinstance(raw, IdsExpr) and raw.kind == "mask":
+        return raw  # (unsqueezed to mask embedding rows)
+    if isinstance(raw, str) and raw in t.ints and a not in t.stale and \
+            t.shapes[raw] == _out(node):
+        return raw  # token ids viewed as themselves
     return t.reshape(t.value(a), _out(node))
 
 
@@ -448,6 +454,9 @@ def _expand(t, node, a, size, implicit=False):
 @rule(aten.clone.default, aten.detach.default, aten.alias.default, aten.lift_fresh_copy.default,
       aten.contiguous.default, torch.ops._c10d_functional.wait_tensor.default)
 def _identity(t, node, a, *rest, **kw):
+    raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if isinstance(raw, IdsExpr) or (raw in t.ints and a not in t.stale):
+        return raw  # token ids (and the shard masks built from them) pass through
     return t.value(a)
 
 
@@ -475,6 +484,11 @@ def _add(t, node, a, b, alpha=1):
 
 @rule(aten.sub.Tensor, aten.sub.Scalar)
 def _sub(t, node, a, b, alpha=1):
+    ids = _ids_of(t, a)
+    if ids is not None:
+        if not isinstance(b, int) or alpha != 1:
+            t.fail("arithmetic on token ids other than subtracting a shard's first row")
+        return IdsExpr("shift", ids, lo=b)
     shape = _out(node)
     return t.emit("sub", [t.broadcast_to(t.value(a, shape), shape),
                           _scaled_operand(t, b, alpha, shape)], shape)
@@ -706,6 +720,71 @@ def _mse_loss_backward(t, node, grad, a, b, reduction=1):
     return t.emit("div", [prod, t.value(float(n), shape)], shape)
 
 
+class IdsExpr:
+    """What the translation knows of an integer tensor computed from token ids, for
+    DTensor's vocabulary-parallel embedding (`MaskPartial`): `mask` = ids outside
+    [lo, hi) (`lt`, `ge`, `bitwise_or`), `shift` = ids - lo, `masked_shift` = the shift
+    with the masked ids set to 0, `masked_embedding` = the lookup of those in the
+    shard's table. Only the whole idiom -- that lookup with the masked rows zeroed --
+    becomes an op (planproof's `embedding` with a row offset); reading any part
+    otherwise stops the translation."""
+
+    def __init__(self, kind, ids, lo=None, hi=None, mask=None, table=None, shape=None):
+        self.kind, self.ids, self.lo, self.hi = kind, ids, lo, hi
+        self.mask, self.table, self.shape = mask, table, shape
+
+
+def _ids_of(t, x):
+    """The token-id input `x` is (through identities), or None."""
+    raw = t.values.get(x) if isinstance(x, torch.fx.Node) else None
+    return raw if isinstance(raw, str) and raw in t.ints else None
+
+
+@rule(aten.lt.Scalar, aten.ge.Scalar)
+def _compare_ids(t, node, a, k):
+    ids = _ids_of(t, a)
+    if ids is None or not isinstance(k, int):
+        t.fail(f"comparison `{node.target}` (covered: token ids against a shard's row "
+               "bounds, as DTensor's vocabulary-parallel embedding does)")
+    lo, hi = (k, None) if node.target is aten.lt.Scalar else (None, k)
+    return IdsExpr("mask", ids, lo=lo, hi=hi)
+
+
+@rule(aten.bitwise_or.Tensor)
+def _mask_or(t, node, a, b):
+    ma, mb = (t.values.get(x) if isinstance(x, torch.fx.Node) else None for x in (a, b))
+    if not (isinstance(ma, IdsExpr) and isinstance(mb, IdsExpr) and ma.kind == mb.kind == "mask"
+            and ma.ids == mb.ids):
+        t.fail("bitwise_or other than of two bounds on the same token ids")
+    lo = ma.lo if ma.lo is not None else mb.lo
+    hi = ma.hi if ma.hi is not None else mb.hi
+    if lo is None or hi is None:
+        t.fail("bitwise_or of two bounds on the same side")
+    return IdsExpr("mask", ma.ids, lo=lo, hi=hi)
+
+
+@rule(aten.masked_fill.Scalar, aten.masked_fill_.Scalar)
+def _masked_fill(t, node, x, mask, value):
+    """The two masked fills of DTensor's vocabulary-parallel lookup: the shifted ids of
+    other shards' rows set to 0, then their looked-up rows set to 0 -- together
+    `embedding(table, ids, offset=lo)` (rows outside [lo, lo + rows) give zeros)."""
+    raw = t.values.get(x) if isinstance(x, torch.fx.Node) else None
+    m = t.values.get(mask) if isinstance(mask, torch.fx.Node) else None
+    if not (isinstance(raw, IdsExpr) and isinstance(m, IdsExpr) and m.kind == "mask" and
+            value == 0 and m.ids == raw.ids and m.lo == raw.lo):
+        t.fail("masked_fill other than DTensor's vocabulary-parallel embedding masks")
+    if raw.kind == "shift":
+        return IdsExpr("masked_shift", raw.ids, lo=raw.lo, mask=m)
+    if raw.kind != "masked_embedding" or raw.mask is not m and (raw.mask.lo, raw.mask.hi) != (m.lo, m.hi):
+        t.fail("masked_fill of an embedding by another mask than its ids'")
+    rows = t.shapes[raw.table][0]
+    if m.hi - m.lo != rows:
+        t.fail(f"a vocabulary shard of {rows} rows masked to ids [{m.lo}, {m.hi})")
+    t.int_bounds[raw.ids] = t.int_bounds.get(raw.ids, m.hi)
+    offset = t.emit("arith.constant", [], [], {"value": int(m.lo)})
+    return t.emit("embedding", [raw.table, raw.ids, offset], raw.shape)
+
+
 def _ids(t, node, indices):
     """A 1-D tensor of token ids, an integer input of the step."""
     t._ids_ok = True
@@ -720,6 +799,14 @@ def _ids(t, node, indices):
 
 @rule(aten.embedding.default)
 def _embedding(t, node, weight, indices, padding_idx=-1, scale_grad=False, sparse=False):
+    raw = t.values.get(indices) if isinstance(indices, torch.fx.Node) else None
+    if isinstance(raw, IdsExpr):
+        # DTensor's vocabulary-parallel lookup: the shifted ids of this shard's rows;
+        # the rows outside it are zeroed next (masked_fill), which completes the idiom.
+        if raw.kind != "masked_shift":
+            t.fail("an embedding of ids transformed otherwise than by a shard's offset")
+        return IdsExpr("masked_embedding", raw.ids, lo=raw.lo, mask=raw.mask,
+                       table=t.value(weight), shape=_out(node))
     table = t.value(weight)
     ids = _ids(t, node, indices)
     # torch requires every id to index a row: that is the domain the proof covers.
@@ -795,8 +882,55 @@ def resolve_pieces(programs, axis_sizes):
             a[n] = made[key]
         return made[key]
 
+    def rank_constant(k, op):
+        """An index constant that differs between ranks as a multiple of their
+        coordinate on some mesh axes (a vocabulary shard's first row): the ops computing
+        it from dist.axis_index, or None."""
+        values = [p[0][k]["attrs"]["value"] for p in programs]
+        for seq in sequences:
+            coords = [_mixed_radix(p[3], seq, axis_sizes) for p in programs]
+            if not any(coords):
+                continue
+            step = next(v // c for v, c in zip(values, coords) if c)
+            if all(v == step * c for v, c in zip(values, coords)):
+                ops, name = [], op["result"]
+                index = None
+                for a in seq:
+                    ax = {"result": f"{name}_{a}", "op": "dist.axis_index", "operands": [],
+                          "attrs": {"axis": a}}
+                    ops.append(ax)
+                    if index is None:
+                        index = ax["result"]
+                    else:
+                        size = {"result": f"{name}_{a}_size", "op": "arith.constant",
+                                "operands": [], "attrs": {"value": axis_sizes[a]}}
+                        mul = {"result": f"{name}_{a}_mul", "op": "arith.muli",
+                               "operands": [index, size["result"]]}
+                        add = {"result": f"{name}_{a}_add", "op": "arith.addi",
+                               "operands": [mul["result"], ax["result"]]}
+                        ops += [size, mul, add]
+                        index = add["result"]
+                stride = {"result": f"{name}_step", "op": "arith.constant", "operands": [],
+                          "attrs": {"value": step}}
+                ops += [stride, {"result": name, "op": "arith.muli",
+                                 "operands": [index, stride["result"]]}]
+                for o in ops:
+                    if "loc" in op:
+                        o["loc"] = op["loc"]
+                return ops
+        return None
+
     for k, op in enumerate(first_ops):
         bare = {key: v for key, v in op.items() if key not in ("loc", "operands")}
+        if op["op"] == "arith.constant" and all(
+                p[0][k]["op"] == "arith.constant" and p[0][k]["result"] == op["result"]
+                for p in programs[1:]) and \
+                len({p[0][k]["attrs"]["value"] for p in programs}) > 1:
+            made_ops = rank_constant(k, op)
+            if made_ops is None:
+                return None
+            out.extend(made_ops)
+            continue
         if any({key: v for key, v in p[0][k].items() if key not in ("loc", "operands")} != bare
                for p in programs[1:]):
             return None

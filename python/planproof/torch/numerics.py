@@ -2,7 +2,7 @@
 evaluated by `planproof replay` at concrete inputs, against what PyTorch computes there.
 
 The spec built here has the translated reference ops with every input a `literal` of
-its concrete value, and a one-rank "plan" whose outputs are PyTorch's own loss,
+its concrete value (PyTorch's side computed in float64 where the user's code lets it), and a one-rank "plan" whose outputs are PyTorch's own loss,
 gradients (and updated parameters and optimizer state) as literals; `planproof replay` runs the reference in fp64 and compares within
 its fp32 error model. A translation rule that misstates an op's meaning shows as a
 divergence, whatever the plan does (both sides of a capture share the rules, so a wrong
@@ -22,8 +22,14 @@ def numeric_spec(model_fn, loss_fn, inputs, optimizer=None, **_ignored):
     params = _params(model)
     values = {_ident(n): p.detach().clone() for n, p in params}
     values.update({_ident(n): v for n, v in inputs.items()})
-    leaves = [p.detach().clone().requires_grad_(True) for _, p in params]
-    named = _run_step(_Step(model, loss_fn), params, leaves, dict(inputs), optimizer)
+    # PyTorch's side runs in float64 (the same values, widened exactly): the check is of
+    # the translation's meaning, and PyTorch's fp32 kernels (a blocked, online softmax in
+    # SDPA) round differently from the order replay's fp32 error model assumes. Code that
+    # casts to float32 itself (`xq.float()` in a rotary embedding) still runs in fp32.
+    model = model.double()
+    leaves = [p.detach().clone().double().requires_grad_(True) for _, p in params]
+    wide = {n: v.double() if v.is_floating_point() else v for n, v in inputs.items()}
+    named = _run_step(_Step(model, loss_fn), params, leaves, wide, optimizer)
     if [n for n, _, _ in named] != out_names:
         raise RuntimeError(f"the step's outputs {[n for n, _, _ in named]} are not the "
                            f"traced step's {out_names}")
