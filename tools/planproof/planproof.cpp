@@ -11,6 +11,7 @@
 #include "Engine/Verifier.h"
 #include "Import/JsonExport.h"
 #include "Import/JsonImport.h"
+#include "Import/XlaImport.h"
 #include "Replay/Device.h"
 #include "Replay/Replay.h"
 #include "Plan/PlanGen.h"
@@ -58,6 +59,10 @@ Usage:
                                                verdict it states (planproof.expect)
   planproof import FILE.json                   print the MLIR of a JSON spec
   planproof export FILE.mlir                   print a spec in the JSON interchange format
+  planproof import-xla BEFORE.txt AFTER.txt [--mesh dp=2,tp=4] [-o SPEC.json]
+                                               a spec from the HLO XLA dumps before and
+                                               after its SPMD partitioner (docs/xla.md);
+                                               exit 3 when an op is not covered
   planproof replay SPEC [replay options]       run the reference and the plan on numbers
                                                and compare under an error model
                                                (docs/replay.md)
@@ -792,6 +797,71 @@ int cmdImport(std::vector<std::string> args) {
   llvm::outs() << "\n";
   return 0;
 }
+/// `planproof import-xla BEFORE AFTER [--mesh ...] [-o OUT] [--format text|json]`
+/// (lib/Import/XlaImport.h, docs/xla.md).
+int cmdImportXla(std::vector<std::string> args) {
+  std::string out, format = "text";
+  XlaImportOptions opts;
+  std::vector<std::string> files;
+  std::set<std::string> given;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--mesh" || a == "-o" || a == "--format" || a == "--description") {
+      if (i + 1 >= args.size())
+        return usage(a + " needs a value");
+      if (!given.insert(a).second)
+        return usage(a + " is given twice");
+      const std::string &v = args[++i];
+      std::string why;
+      if (a == "--mesh" && !parseMeshOption(v, opts.mesh, why))
+        return usage(why);
+      if (a == "-o")
+        out = v;
+      if (a == "--description")
+        opts.description = v;
+      if (a == "--format") {
+        if (v != "text" && v != "json")
+          return usage("--format for import-xla is text or json");
+        format = v;
+      }
+    } else if (a.rfind("-", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.size() != 2)
+    return usage("import-xla needs BEFORE.txt and AFTER.txt (the dumps around "
+                 "spmd-partitioning)");
+  std::string texts[2], errors;
+  for (int k = 0; k < 2; ++k)
+    if (!readInputFile(files[k], texts[k], errors))
+      return badInput(files[k], errors, format);
+  nlohmann::ordered_json spec;
+  std::string message;
+  XlaImportStatus st = importXla(files[0], texts[0], files[1], texts[1], opts, spec, message);
+  if (st == XlaImportStatus::BadInput)
+    return badInput(files[0], message + "\n", format);
+  if (st == XlaImportStatus::Unsupported) {
+    std::cerr << printable(message) << "\n";
+    if (format == "json")
+      std::cout << nlohmann::ordered_json{{"verdict", "inconclusive"}, {"reason", message}}.dump(2)
+                << "\n";
+    else
+      std::cout << "inconclusive: the import does not cover this program\n";
+    return 3;
+  }
+  std::string text = spec.dump(1) + "\n";
+  if (out.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  std::ofstream f(out);
+  if (!(f << text))
+    return usage("cannot write '" + out + "'");
+  return 0;
+}
+
 int cmdExport(std::vector<std::string> args) {
   if (args.size() != 1)
     return usage("export needs one spec file");
@@ -837,6 +907,8 @@ int planproof::cliMain(int argc, char **argv, bool watchdog) {
       return cmdImport(args);
     if (cmd == "export")
       return cmdExport(args);
+    if (cmd == "import-xla")
+      return cmdImportXla(args);
     if (cmd == "replay")
       return cmdReplay(args);
     if (cmd == "plan")

@@ -1,0 +1,495 @@
+//===- Hlo.cpp - XLA's text HLO, as its dumps write it -----------------------===//
+#include "Import/Hlo.h"
+
+#include "Support/Limits.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+
+using namespace planproof;
+using namespace planproof::hlo;
+
+std::string Shape::str() const {
+  if (isTuple()) {
+    std::string s = "(";
+    for (size_t i = 0; i < elements.size(); ++i)
+      s += (i ? ", " : "") + elements[i].str();
+    return s + ")";
+  }
+  std::string s = type + "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string Error::str() const {
+  return path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": error: " + message;
+}
+
+const Instruction *Computation::root() const {
+  for (auto &i : insts)
+    if (i.root)
+      return &i;
+  return insts.empty() ? nullptr : &insts.back();
+}
+
+const Computation *Module::entry() const {
+  for (auto &c : computations)
+    if (c.entry)
+      return &c;
+  return nullptr;
+}
+
+static std::string trim(const std::string &s) {
+  size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos)
+    return "";
+  size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> hlo::splitTopLevel(const std::string &text, char sep) {
+  std::vector<std::string> out;
+  int depth = 0;
+  bool quoted = false;
+  std::string cur;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quoted) {
+      cur += c;
+      if (c == '\\' && i + 1 < text.size())
+        cur += text[++i];
+      else if (c == '"')
+        quoted = false;
+      continue;
+    }
+    if (c == '"')
+      quoted = true;
+    else if (c == '(' || c == '[' || c == '{')
+      ++depth;
+    else if (c == ')' || c == ']' || c == '}')
+      --depth;
+    else if (c == sep && depth == 0) {
+      out.push_back(trim(cur));
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  if (!trim(cur).empty() || !out.empty())
+    out.push_back(trim(cur));
+  return out;
+}
+
+bool hlo::parseIntList(const std::string &text, std::vector<int64_t> &out) {
+  std::string t = trim(text);
+  if (!t.empty() && t.front() == '{') {
+    if (t.back() != '}')
+      return false;
+    t = t.substr(1, t.size() - 2);
+  }
+  out.clear();
+  if (trim(t).empty())
+    return true;
+  for (auto &item : splitTopLevel(t)) {
+    if (item.empty())
+      return false;
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (errno || *end || end == item.c_str() || v < -kMaxElements || v > kMaxElements)
+      return false;
+    out.push_back(v);
+  }
+  return true;
+}
+
+namespace {
+
+/// Removes /*...*/ comments outside quotes (tuple shapes carry /*index=5*/).
+std::string stripComments(const std::string &line) {
+  std::string out;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      out += c;
+      if (c == '\\' && i + 1 < line.size())
+        out += line[++i];
+      else if (c == '"')
+        quoted = false;
+      continue;
+    }
+    if (c == '"')
+      quoted = true;
+    if (c == '/' && i + 1 < line.size() && line[i + 1] == '*') {
+      size_t e = line.find("*/", i + 2);
+      if (e == std::string::npos)
+        break;
+      i = e + 1;
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+/// The index just past the bracket that closes the one at `open`, or npos.
+size_t matchBracket(const std::string &s, size_t open) {
+  int depth = 0;
+  bool quoted = false;
+  for (size_t i = open; i < s.size(); ++i) {
+    char c = s[i];
+    if (quoted) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        quoted = false;
+      continue;
+    }
+    if (c == '"')
+      quoted = true;
+    else if (c == '(' || c == '[' || c == '{')
+      ++depth;
+    else if (c == ')' || c == ']' || c == '}') {
+      if (--depth == 0)
+        return i + 1;
+    }
+  }
+  return std::string::npos;
+}
+
+struct Parser {
+  const std::string &path;
+  Error &err;
+  unsigned line = 0;
+
+  bool fail(unsigned col, const std::string &msg) {
+    err.path = path;
+    err.line = line;
+    err.col = col;
+    err.message = msg;
+    return false;
+  }
+
+  /// Parses a shape at s[pos...]; advances pos.
+  bool parseShape(const std::string &s, size_t &pos, Shape &shape, int depth) {
+    if (depth > 64)
+      return fail(pos + 1, "tuple shapes nested too deeply");
+    while (pos < s.size() && s[pos] == ' ')
+      ++pos;
+    if (pos < s.size() && s[pos] == '(') {
+      size_t end = matchBracket(s, pos);
+      if (end == std::string::npos)
+        return fail(pos + 1, "unbalanced '(' in a tuple shape");
+      std::string inner = s.substr(pos + 1, end - pos - 2);
+      shape.type.clear();
+      size_t base = pos + 1;
+      if (!trim(inner).empty()) {
+        size_t p = 0;
+        while (true) {
+          Shape el;
+          if (!parseShape(inner, p, el, depth + 1)) {
+            err.col += base;
+            return false;
+          }
+          shape.elements.push_back(std::move(el));
+          while (p < inner.size() && inner[p] == ' ')
+            ++p;
+          if (p >= inner.size())
+            break;
+          if (inner[p] != ',')
+            return fail(base + p + 1, "expected ',' between tuple elements");
+          ++p;
+        }
+      }
+      pos = end;
+      return true;
+    }
+    size_t b = pos;
+    while (pos < s.size() && (std::isalnum((unsigned char)s[pos]) || s[pos] == '_'))
+      ++pos;
+    if (pos == b)
+      return fail(b + 1, "expected a shape");
+    shape.type = s.substr(b, pos - b);
+    if (pos >= s.size() || s[pos] != '[')
+      return fail(pos + 1, "expected '[' after the element type '" + shape.type + "'");
+    size_t close = s.find(']', pos);
+    if (close == std::string::npos)
+      return fail(pos + 1, "unbalanced '[' in a shape");
+    std::string dims = s.substr(pos + 1, close - pos - 1);
+    if (dims.find('<') != std::string::npos || dims.find('?') != std::string::npos)
+      return fail(pos + 1, "dynamic dimensions are not supported");
+    if (!parseIntList(dims, shape.dims))
+      return fail(pos + 1, "malformed dimensions '" + dims + "'");
+    for (int64_t d : shape.dims)
+      if (d < 0 || d > kMaxDimSize)
+        return fail(pos + 1, "dimension " + std::to_string(d) + " out of range");
+    if (checkedProduct(shape.dims) < 0)
+      return fail(pos + 1, "shape has more than 2^40 elements");
+    pos = close + 1;
+    if (pos < s.size() && s[pos] == '{') {  // layout
+      size_t end = matchBracket(s, pos);
+      if (end == std::string::npos)
+        return fail(pos + 1, "unbalanced '{' in a layout");
+      pos = end;
+    }
+    return true;
+  }
+
+  bool parseInstruction(const std::string &raw, Instruction &inst) {
+    std::string s = stripComments(raw);
+    size_t pos = s.find_first_not_of(' ');
+    inst.line = line;
+    inst.col = pos + 1;
+    if (s.compare(pos, 5, "ROOT ") == 0) {
+      inst.root = true;
+      pos += 5;
+      while (pos < s.size() && s[pos] == ' ')
+        ++pos;
+    }
+    size_t eq = s.find(" = ", pos);
+    if (eq == std::string::npos)
+      return fail(pos + 1, "expected 'NAME = SHAPE OPCODE(OPERANDS)'");
+    inst.name = trim(s.substr(pos, eq - pos));
+    if (!inst.name.empty() && inst.name[0] == '%')
+      inst.name.erase(0, 1);
+    if (inst.name.empty() || inst.name.find(' ') != std::string::npos)
+      return fail(pos + 1, "malformed instruction name");
+    pos = eq + 3;
+    if (!parseShape(s, pos, inst.shape, 0))
+      return false;
+    while (pos < s.size() && s[pos] == ' ')
+      ++pos;
+    size_t b = pos;
+    while (pos < s.size() && (std::isalnum((unsigned char)s[pos]) || s[pos] == '-' || s[pos] == '_'))
+      ++pos;
+    inst.opcode = s.substr(b, pos - b);
+    if (inst.opcode.empty() || pos >= s.size() || s[pos] != '(')
+      return fail(b + 1, "expected an opcode and '('");
+    size_t close = matchBracket(s, pos);
+    if (close == std::string::npos)
+      return fail(pos + 1, "unbalanced '(' in the operand list");
+    inst.rawOperands = s.substr(pos + 1, close - pos - 2);
+    if (inst.opcode != "constant" && inst.opcode != "parameter") {
+      for (auto &o : splitTopLevel(inst.rawOperands)) {
+        // `%a`, `a`, or `f32[4]{0} %a` (operands printed with their shapes)
+        size_t sp = o.find_last_of(' ');
+        std::string n = sp == std::string::npos ? o : o.substr(sp + 1);
+        if (!n.empty() && n[0] == '%')
+          n.erase(0, 1);
+        if (n.empty())
+          return fail(pos + 1, "empty operand");
+        inst.operands.push_back(n);
+      }
+    }
+    pos = close;
+    while (pos < s.size() && s[pos] == ' ')
+      ++pos;
+    if (pos < s.size()) {
+      if (s[pos] != ',')
+        return fail(pos + 1, "expected ',' before the attributes");
+      for (auto &a : splitTopLevel(s.substr(pos + 1))) {
+        size_t e = a.find('=');
+        if (e == std::string::npos || e == 0)
+          return fail(pos + 1, "malformed attribute '" + a.substr(0, 40) + "'");
+        inst.attrs[trim(a.substr(0, e))] = trim(a.substr(e + 1));
+      }
+    }
+    return true;
+  }
+};
+
+/// `{key=value key="quoted value" ...}` (the metadata and source tables).
+std::map<std::string, std::string> parseSpaced(const std::string &text) {
+  std::map<std::string, std::string> out;
+  std::string t = trim(text);
+  if (t.size() >= 2 && t.front() == '{' && t.back() == '}')
+    t = t.substr(1, t.size() - 2);
+  size_t i = 0;
+  while (i < t.size()) {
+    while (i < t.size() && t[i] == ' ')
+      ++i;
+    size_t e = t.find('=', i);
+    if (e == std::string::npos)
+      break;
+    std::string key = trim(t.substr(i, e - i));
+    i = e + 1;
+    std::string val;
+    if (i < t.size() && t[i] == '"') {
+      ++i;
+      while (i < t.size() && t[i] != '"') {
+        if (t[i] == '\\' && i + 1 < t.size())
+          ++i;
+        val += t[i++];
+      }
+      ++i;
+    } else {
+      while (i < t.size() && t[i] != ' ')
+        val += t[i++];
+    }
+    out[key] = val;
+  }
+  return out;
+}
+
+std::string unquote(const std::string &s) {
+  std::string t = trim(s);
+  if (t.size() >= 2 && t.front() == '"' && t.back() == '"')
+    return t.substr(1, t.size() - 2);
+  return t;
+}
+
+int64_t toInt(const std::string &s, int64_t dflt = -1) {
+  if (s.empty())
+    return dflt;
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || *end || v < 0 || v > kMaxElements)
+    return dflt;
+  return v;
+}
+
+} // namespace
+
+bool hlo::parseModule(const std::string &path, const std::string &text, Module &m, Error &err) {
+  Parser p{path, err};
+  m.path = path;
+  std::map<int64_t, std::string> files, functions;
+  std::map<int64_t, std::map<std::string, std::string>> locations, frames;
+  std::string table;
+  Computation *comp = nullptr;
+  bool sawHeader = false;
+  size_t start = 0;
+  unsigned lineNo = 0;
+  while (start <= text.size()) {
+    size_t nl = text.find('\n', start);
+    std::string raw = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    start = nl == std::string::npos ? text.size() + 1 : nl + 1;
+    p.line = ++lineNo;
+    std::string t = trim(raw);
+    if (t.empty()) {
+      table.clear();
+      continue;
+    }
+    if (!sawHeader) {
+      if (t.rfind("HloModule ", 0) != 0)
+        return p.fail(1, "expected 'HloModule NAME' (a text HLO dump)");
+      sawHeader = true;
+      std::string rest = t.substr(10);
+      size_t c = rest.find(',');
+      m.name = trim(rest.substr(0, c));
+      if (c != std::string::npos)
+        for (auto &a : splitTopLevel(rest.substr(c + 1))) {
+          size_t e = a.find('=');
+          if (e != std::string::npos)
+            m.attrs[trim(a.substr(0, e))] = trim(a.substr(e + 1));
+        }
+      continue;
+    }
+    if (comp) {
+      if (t == "}") {
+        if (comp->insts.empty())
+          return p.fail(1, "computation '" + comp->name + "' has no instructions");
+        comp = nullptr;
+        continue;
+      }
+      Instruction inst;
+      if (!p.parseInstruction(raw, inst))
+        return false;
+      if (comp->byName.count(inst.name))
+        return p.fail(inst.col, "instruction '" + inst.name + "' is defined twice");
+      if (comp->insts.size() >= 10000000)
+        return p.fail(1, "too many instructions");
+      comp->byName[inst.name] = comp->insts.size();
+      comp->insts.push_back(std::move(inst));
+      continue;
+    }
+    if (t == "FileNames" || t == "FunctionNames" || t == "FileLocations" || t == "StackFrames") {
+      table = t;
+      continue;
+    }
+    if (!table.empty() && std::isdigit((unsigned char)t[0])) {
+      size_t sp = t.find(' ');
+      int64_t id = toInt(t.substr(0, sp));
+      if (id < 0 || sp == std::string::npos)
+        return p.fail(1, "malformed " + table + " entry");
+      std::string rest = t.substr(sp + 1);
+      if (table == "FileNames")
+        files[id] = unquote(rest);
+      else if (table == "FunctionNames")
+        functions[id] = unquote(rest);
+      else if (table == "FileLocations")
+        locations[id] = parseSpaced(rest);
+      else
+        frames[id] = parseSpaced(rest);
+      continue;
+    }
+    if (t.back() == '{') {
+      std::string h = t;
+      bool entry = false;
+      if (h.rfind("ENTRY ", 0) == 0) {
+        entry = true;
+        h = trim(h.substr(6));
+      }
+      size_t e = h.find_first_of(" (");
+      std::string name = h.substr(0, e);
+      if (!name.empty() && name[0] == '%')
+        name.erase(0, 1);
+      if (name.empty())
+        return p.fail(1, "malformed computation header");
+      if (m.byName.count(name))
+        return p.fail(1, "computation '" + name + "' is defined twice");
+      m.byName[name] = m.computations.size();
+      m.computations.emplace_back();
+      comp = &m.computations.back();
+      comp->name = name;
+      comp->entry = entry;
+      comp->line = lineNo;
+      continue;
+    }
+    return p.fail(1, "unexpected line outside a computation");
+  }
+  if (!sawHeader) {
+    p.line = 1;
+    return p.fail(1, "empty file: expected a text HLO dump");
+  }
+  if (comp)
+    return p.fail(1, "computation '" + comp->name + "' is not closed");
+  if (!m.entry()) {
+    p.line = lineNo;
+    return p.fail(1, "the module has no ENTRY computation");
+  }
+  // Source locations: metadata's stack_frame_id through the tables, or the older
+  // source_file / source_line fields.
+  for (auto &c : m.computations)
+    for (auto &inst : c.insts) {
+      auto it = inst.attrs.find("metadata");
+      if (it == inst.attrs.end())
+        continue;
+      auto md = parseSpaced(it->second);
+      inst.loc.opName = md["op_name"];
+      if (md.count("source_file")) {
+        inst.loc.file = md["source_file"];
+        inst.loc.line = toInt(md["source_line"], 0);
+        inst.loc.col = toInt(md["source_column"], 0);
+      }
+      int64_t frame = toInt(md["stack_frame_id"], 0);
+      if (frame > 0 && frames.count(frame)) {
+        int64_t locId = toInt(frames[frame]["file_location_id"], 0);
+        if (locations.count(locId)) {
+          auto &l = locations[locId];
+          int64_t fileId = toInt(l["file_name_id"], 0);
+          if (files.count(fileId)) {
+            inst.loc.file = files[fileId];
+            inst.loc.line = toInt(l["line"], 0);
+            inst.loc.col = toInt(l["column"], 0);
+          }
+        }
+      }
+    }
+  (void)functions;
+  return true;
+}
