@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfenv>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <unordered_map>
 
@@ -39,6 +40,11 @@ struct DoubleArith {
   }
   static Num coefficient(const Rational &c, bool upward) {
     double d = c.toDouble();
+    // Beyond the doubles (|c| > DBL_MAX rounds to infinity): the bound on the side of
+    // zero is the largest finite double, the other side infinite (mpq_class of an
+    // infinity is an invalid operation, a SIGFPE in GMP).
+    if (!std::isfinite(d))
+      return (d > 0) == upward ? d : std::copysign(std::numeric_limits<double>::max(), d);
     mpq_class q, e(d);
     c.toMpq(q.get_mpq_t());
     if (e == q)
@@ -50,6 +56,8 @@ struct DoubleArith {
     one_minus_p.toMpq(q.get_mpq_t());
     mpq_class r = 1 / q;
     double d = r.get_d();
+    if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<double>::max())
+      return upward ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::max();
     return upward ? (mpq_class(d) < r ? up(d) : d) : (mpq_class(d) > r ? down(d) : d);
   }
   static double toDouble(Num x) { return x; }
@@ -90,10 +98,14 @@ struct RationalArith {
   /// The double just below (above) x.
   static double lowDouble(const Num &x) {
     double d = x.get_d();
+    if (!std::isfinite(d)) // beyond the doubles: mpq_class(inf) would raise SIGFPE
+      return d > 0 ? std::numeric_limits<double>::max() : -HUGE_VAL;
     return mpq_class(d) > x ? std::nextafter(d, -HUGE_VAL) : d;
   }
   static double highDouble(const Num &x) {
     double d = x.get_d();
+    if (!std::isfinite(d))
+      return d > 0 ? HUGE_VAL : -std::numeric_limits<double>::max();
     return mpq_class(d) < x ? std::nextafter(d, HUGE_VAL) : d;
   }
   static void bound(Num &q, bool upward) {
