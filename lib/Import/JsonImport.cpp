@@ -64,6 +64,8 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.recip", {}},
       {"ref.silu", {}},
       {"ref.sqrt", {}},
+      {"ref.tanh", {}},
+      {"ref.logistic", {}},
       {"ref.minimum", {}},
       {"ref.silu_grad", {}},
       {"ref.div", {}},

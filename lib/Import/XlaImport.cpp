@@ -294,6 +294,59 @@ struct MeshBuilder {
   }
 };
 
+/// The mesh cut into axes of prime size (names `axis.k`), for finding sub-axes.
+Mesh primeRefined(const Mesh &m) {
+  Mesh f;
+  f.devices = m.devices;
+  for (auto &a : m.axes) {
+    std::vector<int64_t> primes;
+    int64_t s = a.size;
+    for (int64_t q = 2; q * q <= s; ++q)
+      while (s % q == 0)
+        primes.push_back(q), s /= q;
+    if (s > 1)
+      primes.push_back(s);
+    int64_t stride = a.stride * a.size;
+    for (size_t k = 0; k < primes.size(); ++k) {
+      stride /= primes[k];
+      f.axes.push_back({a.name + "." + std::to_string(k), primes[k], stride});
+    }
+  }
+  return f;
+}
+
+/// Whether offsets `off` (by rank) are `size` x the rank's index over some mesh axes
+/// (major first, written to `axes`) and tile a dimension of `extent`; "" or why not.
+std::string blockAxes(const Mesh &mesh, const std::vector<int64_t> &off, int64_t size,
+                      int64_t extent, std::vector<size_t> &axes) {
+  if (off[0] != 0)
+    return "rank-dependent slice offsets that do not start at 0 on rank 0";
+  std::vector<std::pair<int64_t, size_t>> weights;  // (offset step, axis)
+  for (size_t a = 0; a < mesh.axes.size(); ++a) {
+    int64_t step = off[mesh.axes[a].stride] - off[0];
+    if (step)
+      weights.push_back({step, a});
+  }
+  std::sort(weights.begin(), weights.end());
+  axes.clear();
+  int64_t expect = size;
+  for (auto &[step, a] : weights) {
+    if (step != expect)
+      return "rank-dependent slice offsets that are not a block of mesh axes";
+    expect *= mesh.axes[a].size;
+    axes.insert(axes.begin(), a);
+  }
+  if (expect != extent)
+    return "rank-dependent slice offsets that do not tile the dimension";
+  for (int64_t r = 0; r < mesh.devices; ++r)
+    if (off[r] != size * mesh.indexOver(r, axes))
+      return "rank-dependent slice offsets that are not a block of mesh axes";
+  return "";
+}
+
+/// Thrown when the plan needs mesh axes cut finer than the shardings say.
+struct Remesh {};
+
 //===--- Shardings ------------------------------------------------------------===//
 
 struct Sharding {
@@ -632,6 +685,8 @@ public:
   /// mirrored into *track so that errors are located.
   const hlo::Instruction *cur = nullptr;
   const hlo::Instruction **track = nullptr;
+  /// Where the plan's translation records mesh cuts it needs (then throws Remesh).
+  std::set<int64_t> *newBounds = nullptr;
 
   json loc() const {
     if (!cur || cur->loc.file.empty() || cur->loc.line <= 0)
@@ -717,6 +772,13 @@ private:
   void checkTensor(const Val &v) {
     if (v.kind != Val::Tensor)
       unsupported("'" + cur->opcode + "' on an integer or tuple value (" + cur->shape.str() + ")");
+    if (v.name.empty())
+      unsupported("'" + cur->opcode + "' on the non-finite constant " + v.scalarConst);
+  }
+  /// A non-finite constant is kept unemitted (no JSON number denotes it); it may only
+  /// start a max reduction or be the neutral side of maximum/minimum.
+  static bool isConst(const Val &v, const char *text) {
+    return v.kind == Val::Tensor && trim(v.scalarConst) == text;
   }
 
   /// The kind of a reduction computation: "sum" or "max".
@@ -744,6 +806,8 @@ private:
   Val indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   Val dot(const std::vector<const Val *> &in);
   Val dynamicSlice(const std::vector<const Val *> &in);
+  Val select(const std::vector<const Val *> &in);
+  Val collectivePermute(const std::vector<const Val *> &in);
   Val collective(const std::vector<const Val *> &in);
   std::vector<size_t> collectiveAxes();
   json axisNames(const std::vector<size_t> &axes) {
@@ -827,6 +891,12 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
       malformed("a constant with " + std::to_string(els.size()) + " values for " +
                 std::to_string(n) + " elements");
     if (dims.empty()) {
+      std::string t = trim(els[0]);
+      if (t == "inf" || t == "-inf") {
+        Val v = tensor("", type, dims);
+        v.scalarConst = t;
+        return v;
+      }
       Val v = tensor(emit("constant", {}, {{"value", floatLiteral(els[0])}}, &dims, base), type,
                      dims);
       v.scalarConst = els[0];
@@ -852,12 +922,16 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   if (auto it = binary.find(op); it != binary.end()) {
     if (in.size() != 2)
       malformed("'" + op + "' takes 2 operands");
+    for (int k = 0; k < 2; ++k)  // max(x, -inf) = x, min(x, inf) = x
+      if ((op == "maximum" && isConst(*in[k], "-inf")) || (op == "minimum" && isConst(*in[k], "inf")))
+        return *in[1 - k];
     checkTensor(*in[0]);
     checkTensor(*in[1]);
     return tensor(emit(it->second, {in[0]->name, in[1]->name}, nullptr, nullptr, base), type, dims);
   }
   static const std::map<std::string, std::string> unary = {
-      {"exponential", "exp"}, {"log", "log"}, {"rsqrt", "rsqrt"}, {"sqrt", "sqrt"}};
+      {"exponential", "exp"}, {"log", "log"}, {"rsqrt", "rsqrt"}, {"sqrt", "sqrt"},
+      {"tanh", "tanh"}, {"logistic", "logistic"}};
   if (auto it = unary.find(op); it != unary.end()) {
     const Val &x = need(in, 1);
     checkTensor(x);
@@ -870,8 +944,14 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   }
   if (op == "broadcast") {
     const Val &x = need(in, 1);
-    checkTensor(x);
+    if (x.kind != Val::Tensor)
+      checkTensor(x);
     std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+    if (x.name.empty() && x.dims.empty()) {  // a non-finite constant, still unemitted
+      Val v = tensor("", type, dims);
+      v.scalarConst = x.scalarConst;
+      return v;
+    }
     if (!x.scalarConst.empty() && x.dims.empty())
       return tensor(emit("constant", {}, {{"value", floatLiteral(x.scalarConst)}}, &dims, base),
                     type, dims);
@@ -956,6 +1036,13 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   }
   if (op == "dynamic-slice")
     return dynamicSlice(in);
+  if (op == "select")
+    return select(in);
+  if (op == "collective-permute") {
+    if (!plan)
+      malformed("a collective in the module before partitioning");
+    return collectivePermute(in);
+  }
   if (op == "all-reduce" || op == "all-gather" || op == "reduce-scatter" || op == "all-to-all") {
     if (!plan)
       malformed("a collective in the module before partitioning");
@@ -1131,33 +1218,152 @@ Val Translator::dynamicSlice(const std::vector<const Val *> &in) {
     // offset(rank) = size x (index of the rank over some mesh axes, major first)
     if (!plan)
       malformed("rank-dependent offsets outside the plan");
-    std::vector<std::pair<int64_t, size_t>> weights;  // (offset step, axis)
-    for (size_t a = 0; a < mesh->axes.size(); ++a) {
-      int64_t step = off[mesh->axes[a].stride] - off[0];
-      if (step)
-        weights.push_back({step, a});
-    }
-    if (off[0] != 0)
-      unsupported("rank-dependent slice offsets that do not start at 0 on rank 0");
-    std::sort(weights.begin(), weights.end());
     std::vector<size_t> axes;
-    int64_t expect = sizes[d];
-    for (auto &[step, a] : weights) {
-      if (step != expect)
-        unsupported("rank-dependent slice offsets that are not a block of mesh axes");
-      expect *= mesh->axes[a].size;
-      axes.insert(axes.begin(), a);
+    std::string why = blockAxes(*mesh, off, sizes[d], x.dims[d], axes);
+    if (!why.empty()) {
+      // Perhaps over parts of mesh axes that no sharding names: find them on the mesh
+      // cut into prime factors, and restart the import with those cuts.
+      Mesh fine = primeRefined(*mesh);
+      std::vector<size_t> fineAxes;
+      if (!newBounds || !blockAxes(fine, off, sizes[d], x.dims[d], fineAxes).empty())
+        unsupported(why);
+      for (size_t a : fineAxes) {
+        newBounds->insert(fine.axes[a].stride);
+        newBounds->insert(fine.axes[a].stride * fine.axes[a].size);
+      }
+      throw Remesh{};
     }
-    if (expect != x.dims[d])
-      unsupported("rank-dependent slice offsets that do not tile the dimension");
-    for (int64_t r = 0; r < mesh->devices; ++r)
-      if (off[r] != sizes[d] * mesh->indexOver(r, axes))
-        unsupported("rank-dependent slice offsets that are not a block of mesh axes");
     dims[d] = sizes[d];
     name = emit("shard_slice", {name}, {{"axes", axisNames(axes)}, {"dim", (int64_t)d}}, nullptr,
                 cur->name);
   }
   return tensor(name, x.type, dims);
+}
+
+/// The axis map of a permutation of ranks that permutes mesh coordinates: the source
+/// of rank t has, on axis a, t's coordinate on axis perm[a]. Empty when `src` is not one.
+std::vector<size_t> coordinatePermutation(const Mesh &mesh, const std::vector<int64_t> &src) {
+  std::vector<size_t> perm(mesh.axes.size());
+  std::vector<bool> taken(mesh.axes.size(), false);
+  for (size_t a = 0; a < mesh.axes.size(); ++a) {
+    bool found = false;
+    for (size_t b = 0; b < mesh.axes.size() && !found; ++b) {
+      if (taken[b] || mesh.axes[b].size != mesh.axes[a].size)
+        continue;
+      bool ok = true;
+      for (int64_t t = 0; t < mesh.devices && ok; ++t)
+        ok = mesh.coord(src[t], a) == mesh.coord(t, b);
+      if (ok) {
+        perm[a] = b;
+        taken[b] = found = true;
+      }
+    }
+    if (!found)
+      return {};
+  }
+  return perm;
+}
+
+/// collective-permute: rank t receives the value of rank src(t). When src permutes mesh
+/// coordinates (axis a of the source is axis perm[a] of the receiver), rank t's value is
+/// block indexOver(t, perm(A)) of the all-gather over the moved axes A -- exactly what
+/// all_gather over A followed by shard_slice over perm(A) computes.
+Val Translator::collectivePermute(const std::vector<const Val *> &in) {
+  const Val &x = need(in, 1);
+  checkTensor(x);
+  if (!cur->attrs.count("channel_id"))
+    unsupported("a cross-replica collective-permute (no channel_id)");
+  std::string pairsText = trim(attr("source_target_pairs"));
+  if (pairsText.size() < 2 || pairsText.front() != '{' || pairsText.back() != '}')
+    malformed("malformed source_target_pairs");
+  std::vector<int64_t> src(mesh->devices, -1);
+  for (auto &pr : hlo::splitTopLevel(pairsText.substr(1, pairsText.size() - 2))) {
+    std::vector<int64_t> st = ints(pr, "source-target pair");
+    if (st.size() != 2 || st[0] < 0 || st[1] < 0 || st[0] >= mesh->devices ||
+        st[1] >= mesh->devices)
+      malformed("source-target pair out of range");
+    if (src[st[1]] != -1)
+      malformed("rank " + std::to_string(st[1]) + " receives twice");
+    src[st[1]] = st[0];
+  }
+  std::vector<bool> sent(mesh->devices, false);
+  for (int64_t t = 0; t < mesh->devices; ++t) {
+    if (src[t] < 0)
+      unsupported("a collective-permute in which rank " + std::to_string(t) +
+                  " receives nothing (it gets zeros)");
+    if (sent[src[t]])
+      unsupported("a collective-permute that sends one rank's value twice");
+    sent[src[t]] = true;
+  }
+  std::vector<size_t> perm = coordinatePermutation(*mesh, src);
+  if (perm.empty()) {
+    Mesh fine = primeRefined(*mesh);
+    std::vector<size_t> finePerm = coordinatePermutation(fine, src);
+    if (finePerm.empty() || !newBounds)
+      unsupported("a collective-permute that does not permute mesh coordinates");
+    for (size_t a = 0; a < fine.axes.size(); ++a)
+      if (finePerm[a] != a) {
+        newBounds->insert(fine.axes[a].stride);
+        newBounds->insert(fine.axes[a].stride * fine.axes[a].size);
+      }
+    throw Remesh{};
+  }
+  std::vector<size_t> moved, onto;
+  for (size_t a = 0; a < perm.size(); ++a)
+    if (perm[a] != a) {
+      moved.push_back(a);
+      onto.push_back(perm[a]);
+    }
+  if (moved.empty())
+    return x;
+  std::vector<int64_t> one = x.dims;
+  one.insert(one.begin(), 1);
+  int64_t k = 1;
+  for (size_t a : moved)
+    k *= mesh->axes[a].size;
+  std::vector<int64_t> gathered = one;
+  gathered[0] = k;
+  std::string r = emit("reshape", {x.name}, nullptr, &one, cur->name + "_block");
+  r = emit("all_gather", {r}, {{"axes", axisNames(moved)}, {"dim", 0}}, nullptr, cur->name + "_gather");
+  r = emit("shard_slice", {r}, {{"axes", axisNames(onto)}, {"dim", 0}}, nullptr, cur->name + "_pick");
+  r = emit("reshape", {r}, nullptr, &x.dims, cur->name);
+  return tensor(r, x.type, x.dims);
+}
+
+/// select(p, a, b) with a predicate known element by element (a mask from iota and
+/// constants, the same on every rank) is p*a + (1-p)*b with p a 0/1 literal: exactly
+/// the selection for finite values, which is every value planproof reasons about.
+Val Translator::select(const std::vector<const Val *> &in) {
+  if (in.size() != 3)
+    malformed("select takes 3 operands");
+  const Val &p = *in[0];
+  if (p.kind != Val::Index)
+    unsupported("a select on a predicate computed from the data");
+  checkTensor(*in[1]);
+  checkTensor(*in[2]);
+  std::vector<int64_t> dims = dimsOf();
+  int64_t n = product(dims);
+  for (auto &row : p.idx)
+    if (row != p.idx[0])
+      unsupported("a select whose mask differs between ranks");
+  auto bit = [&](int64_t e) { return p.idx[0][p.dims.empty() ? 0 : e] != 0; };
+  bool all = true, none = true;
+  for (int64_t e = 0; e < n; ++e)
+    (bit(e) ? none : all) = false;
+  if (all)
+    return *in[1];
+  if (none)
+    return *in[2];
+  json mask = json::array(), inverse = json::array();
+  for (int64_t e = 0; e < n; ++e) {
+    mask.push_back(bit(e) ? 1 : 0);
+    inverse.push_back(bit(e) ? 0 : 1);
+  }
+  std::string m = emit("literal", {}, {{"values", mask}}, &dims, cur->name + "_mask");
+  std::string im = emit("literal", {}, {{"values", inverse}}, &dims, cur->name + "_unmask");
+  std::string a = emit("mul", {m, in[1]->name}, nullptr, nullptr, cur->name + "_on");
+  std::string b = emit("mul", {im, in[2]->name}, nullptr, nullptr, cur->name + "_off");
+  return tensor(emit("add", {a, b}, nullptr, nullptr, cur->name), cur->shape.type, dims);
 }
 
 Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
@@ -1218,10 +1424,23 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
   }
   if (op == "broadcast") {
     const Val &x = operand(0);
-    if (!x.dims.empty())
-      unsupported("a broadcast of an integer tensor");
-    for (int64_t r = 0; r < ranks; ++r)
-      std::fill(v.idx[r].begin(), v.idx[r].end(), x.idx[r][0]);
+    std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+    if (bd.size() != x.dims.size())
+      malformed("broadcast dimensions do not match the operand's rank");
+    for (size_t k = 0; k < bd.size(); ++k)
+      if (bd[k] < 0 || bd[k] >= (int64_t)dims.size() || dims[bd[k]] != x.dims[k])
+        malformed("broadcast dimension " + std::to_string(k) + " out of range");
+    // result element -> operand element: the operand's dims read at dims[bd[k]]
+    std::vector<int64_t> stride(dims.size(), 1);
+    for (int k = (int)dims.size() - 2; k >= 0; --k)
+      stride[k] = stride[k + 1] * dims[k + 1];
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t src = 0;
+      for (size_t k = 0; k < bd.size(); ++k)
+        src = src * x.dims[k] + (e / stride[bd[k]]) % dims[bd[k]];
+      for (int64_t r = 0; r < ranks; ++r)
+        v.idx[r][e] = x.idx[r][src];
+    }
     return v;
   }
   if (op == "dynamic-slice") {
@@ -1373,6 +1592,14 @@ bool planproof::parseMeshOption(const std::string &text,
   return true;
 }
 
+namespace {
+XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after,
+                             const Mesh &mesh, const XlaImportOptions &options,
+                             const std::string &beforePath, const std::string &afterPath,
+                             std::set<int64_t> *cuts, const hlo::Instruction *&at,
+                             const hlo::Module *&where, json &spec);
+} // namespace
+
 XlaImportStatus planproof::importXla(const std::string &beforePath, const std::string &beforeText,
                                      const std::string &afterPath, const std::string &afterText,
                                      const XlaImportOptions &options, json &spec,
@@ -1428,7 +1655,36 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
         }
     }
     at = nullptr;
-    Mesh mesh = mb.build(options.mesh);
+    std::set<int64_t> cuts;
+    for (int attempt = 0;; ++attempt) {
+      MeshBuilder again = mb;
+      again.bounds.insert(cuts.begin(), cuts.end());
+      Mesh mesh = again.build(options.mesh);
+      try {
+        return translateAll(before, after, mesh, options, beforePath, afterPath, &cuts, at,
+                            where, spec);
+      } catch (const Remesh &) {
+        if (attempt >= 16)
+          unsupported("the plan's rank-dependent slices need more than 16 cuts of the mesh");
+      }
+    }
+  } catch (const Malformed &e) {
+    message = located(*where, at, "error: " + e.what);
+    return XlaImportStatus::BadInput;
+  } catch (const Unsupported &e) {
+    message = located(*where, at, "unsupported: " + e.what);
+    return XlaImportStatus::Unsupported;
+  }
+}
+
+namespace {
+XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after,
+                             const Mesh &mesh, const XlaImportOptions &options,
+                             const std::string &beforePath, const std::string &afterPath,
+                             std::set<int64_t> *cuts, const hlo::Instruction *&at,
+                             const hlo::Module *&where, json &spec) {
+  int64_t devices = mesh.devices;
+  {
 
     // 2. The reference: the entry before partitioning, parameters named by metadata.
     where = &before;
@@ -1486,7 +1742,7 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
       inputNames.insert(v.name);
     std::set<std::string> seen;
     for (auto &v : routs) {
-      if (v.kind != Val::Tensor)
+      if (v.kind != Val::Tensor || v.name.empty())
         unsupported("a result that is not a float array");
       std::string n = v.name;
       if (seen.count(n) || inputNames.count(n)) {  // a distinct value for each result
@@ -1522,6 +1778,7 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
     where = &after;
     Translator pl(after, true, &mesh);
     pl.track = &at;
+    pl.newBounds = cuts;
     std::vector<Val> pargs;
     for (size_t k = 0; k < aparams.size(); ++k) {
       const hlo::Instruction &p = *aparams[k];
@@ -1551,7 +1808,7 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
                 std::to_string(pouts.size()) + " results");
     json poutputs = json::array();
     for (size_t i = 0; i < pouts.size(); ++i) {
-      if (pouts[i].kind != Val::Tensor)
+      if (pouts[i].kind != Val::Tensor || pouts[i].name.empty())
         unsupported("a result that is not a float array");
       where = &before;
       at = broot;
@@ -1573,11 +1830,6 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
                     {"ops", pl.ops},
                     {"outputs", poutputs}};
     return XlaImportStatus::Ok;
-  } catch (const Malformed &e) {
-    message = located(*where, at, "error: " + e.what);
-    return XlaImportStatus::BadInput;
-  } catch (const Unsupported &e) {
-    message = located(*where, at, "unsupported: " + e.what);
-    return XlaImportStatus::Unsupported;
   }
 }
+} // namespace
