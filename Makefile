@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 
 PYTOOLS := $(BUILD)/pytools
 
-.PHONY: all deps configure build run test clean docs pytools torchenv mutate fuzz
+.PHONY: all deps configure build run test clean docs pytools torchenv jaxenv mutate fuzz
 
 all: build
 
@@ -40,8 +40,17 @@ torchenv: deps
 	$(TORCHENV)/bin/python -c "import torch, numpy" 2>/dev/null || \
 	  $(TORCHENV)/bin/python -m pip install -q "torch==2.15.*" "numpy<3"
 
-test: build pytools torchenv
-	cd $(BUILD) && PLANPROOF_TORCHENV=$(abspath $(TORCHENV)) ctest --output-on-failure -j $(JOBS)
+# JAX for CPU from PyPI (about 620 MB) for planproof.xla's live captures (XLA's SPMD
+# partitioner on virtual CPU devices), likewise outside the build folder.
+JAXENV ?= $(HOME)/.cache/planproof/jaxenv-0.10
+jaxenv: deps
+	test -x $(JAXENV)/bin/python || python3 -m venv $(JAXENV)
+	$(JAXENV)/bin/python -c "import jax" 2>/dev/null || \
+	  $(JAXENV)/bin/python -m pip install -q "jax[cpu]==0.10.2"
+
+test: build pytools torchenv jaxenv
+	cd $(BUILD) && PLANPROOF_TORCHENV=$(abspath $(TORCHENV)) PLANPROOF_JAXENV=$(abspath $(JAXENV)) \
+	  ctest --output-on-failure -j $(JOBS)
 
 # Mutation testing over the catalogue's correct specs (scripts/mutate.py): every verified
 # mutant is replayed; a divergent one is a false proof and fails the target. Takes about

@@ -45,6 +45,23 @@ config.substitutions.append(("%torchpy", "env PYTHONPATH=" +
                              os.path.join(config.planproof_src_root, "python") + " PLANPROOF=" +
                              os.path.join(config.planproof_tools_dir, "planproof") + " " + torchpy))
 
+# planproof.xla's live captures need JAX, in the virtual environment `make jaxenv` sets
+# up (PLANPROOF_JAXENV); tests that capture say `REQUIRES: jax`. The checked-in dumps
+# (test/xla/cases/*.hlo) are imported and verified without it.
+jaxenv = os.environ.get("PLANPROOF_JAXENV", os.path.expanduser("~/.cache/planproof/jaxenv-0.10"))
+jaxpy = os.path.join(jaxenv, "bin", "python")
+try:
+    if subprocess.run([jaxpy, "-c", "import jax"], capture_output=True,
+                      timeout=300).returncode == 0:
+        config.available_features.add("jax")
+    else:
+        lit_config.note("planproof.xla live captures skipped: no JAX in " + jaxenv)
+except (OSError, subprocess.TimeoutExpired):
+    lit_config.note("planproof.xla live captures skipped: no JAX in " + jaxenv)
+config.substitutions.append(("%jaxpy", "env PYTHONPATH=" +
+                             os.path.join(config.planproof_src_root, "python") + " PLANPROOF=" +
+                             os.path.join(config.planproof_tools_dir, "planproof") + " " + jaxpy))
+
 # The CUDA replay backend: `cuda-built` when this build has it, `cuda-gpu` when a GPU
 # answers (the NCCL smoke test passes). Tests that need one say `REQUIRES: cuda-gpu`
 # and are reported UNSUPPORTED (skipped) elsewhere, with the reason printed here.

@@ -317,6 +317,7 @@ bool ExprPool::atomNonnegative(AtomId a, bool strict) const {
   switch (at.fn) {
   case Fn::Exp:
   case Fn::Rsqrt:
+  case Fn::Logistic:
     return true; // positive wherever defined
   case Fn::Sqrt:
   case Fn::Eq:

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -252,14 +253,14 @@ struct MeshBuilder {
       int64_t stride = devices;
       for (auto &[n, size] : names) {
         if (size <= 0 || stride % size)
-          unsupported("--mesh does not multiply to the module's " + std::to_string(devices) +
+          malformed("--mesh does not multiply to the module's " + std::to_string(devices) +
                       " partitions");
         stride /= size;
         user.push_back({stride, size});
         bounds.insert(stride);
       }
       if (stride != 1)
-        unsupported("--mesh does not multiply to the module's " + std::to_string(devices) +
+        malformed("--mesh does not multiply to the module's " + std::to_string(devices) +
                     " partitions");
     }
     std::vector<int64_t> b(bounds.begin(), bounds.end());
@@ -691,7 +692,16 @@ public:
   json loc() const {
     if (!cur || cur->loc.file.empty() || cur->loc.line <= 0)
       return nullptr;
-    json l = {{"file", cur->loc.file}, {"line", cur->loc.line}};
+    // A relative source path is relative to the dump's folder (planproof.xla writes
+    // them so); the spec may be written elsewhere, so it gets the resolved path.
+    std::string file = cur->loc.file;
+    if (file[0] != '/' && file[0] != '<') {
+      std::error_code ec;
+      auto p = std::filesystem::absolute(std::filesystem::path(m.path).parent_path() / file, ec);
+      if (!ec)
+        file = p.lexically_normal().string();
+    }
+    json l = {{"file", file}, {"line", cur->loc.line}};
     if (cur->loc.col > 0)
       l["col"] = cur->loc.col;
     return l;
@@ -1594,7 +1604,8 @@ bool planproof::parseMeshOption(const std::string &text,
 
 namespace {
 XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after,
-                             const Mesh &mesh, const XlaImportOptions &options,
+                             const hlo::Module &refm, const Mesh &mesh,
+                             const XlaImportOptions &options,
                              const std::string &beforePath, const std::string &afterPath,
                              std::set<int64_t> *cuts, const hlo::Instruction *&at,
                              const hlo::Module *&where, json &spec);
@@ -1604,10 +1615,12 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
                                      const std::string &afterPath, const std::string &afterText,
                                      const XlaImportOptions &options, json &spec,
                                      std::string &message) {
-  hlo::Module before, after;
+  hlo::Module before, after, refModule;
   hlo::Error perr;
   if (!hlo::parseModule(beforePath, beforeText, before, perr) ||
-      !hlo::parseModule(afterPath, afterText, after, perr)) {
+      !hlo::parseModule(afterPath, afterText, after, perr) ||
+      (!options.referenceText.empty() &&
+       !hlo::parseModule(options.referencePath, options.referenceText, refModule, perr))) {
     message = perr.str();
     return XlaImportStatus::BadInput;
   }
@@ -1661,8 +1674,8 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
       again.bounds.insert(cuts.begin(), cuts.end());
       Mesh mesh = again.build(options.mesh);
       try {
-        return translateAll(before, after, mesh, options, beforePath, afterPath, &cuts, at,
-                            where, spec);
+        return translateAll(before, after, options.referenceText.empty() ? before : refModule,
+                            mesh, options, beforePath, afterPath, &cuts, at, where, spec);
       } catch (const Remesh &) {
         if (attempt >= 16)
           unsupported("the plan's rank-dependent slices need more than 16 cuts of the mesh");
@@ -1679,7 +1692,8 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
 
 namespace {
 XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after,
-                             const Mesh &mesh, const XlaImportOptions &options,
+                             const hlo::Module &refm, const Mesh &mesh,
+                             const XlaImportOptions &options,
                              const std::string &beforePath, const std::string &afterPath,
                              std::set<int64_t> *cuts, const hlo::Instruction *&at,
                              const hlo::Module *&where, json &spec) {
@@ -1713,14 +1727,29 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
     if (aparams.size() != bparams.size())
       malformed("the modules have " + std::to_string(bparams.size()) + " and " +
                 std::to_string(aparams.size()) + " parameters");
+    // The reference program: the module before partitioning, or a separate one (the
+    // single-device step, for shard_map programs whose module before partitioning
+    // already runs per shard); its parameters are the same arrays.
+    where = &refm;
+    const hlo::Computation *rentry = refm.entry();
+    std::vector<const hlo::Instruction *> rparams;
+    params(rentry, rparams);
+    if (rparams.size() != bparams.size())
+      malformed("the reference has " + std::to_string(rparams.size()) + " parameters, the " +
+                "partitioned program " + std::to_string(bparams.size()));
+    for (size_t k = 0; k < rparams.size(); ++k) {
+      at = rparams[k];
+      if (rparams[k]->shape.str() != bparams[k]->shape.str())
+        malformed("reference parameter " + std::to_string(k) + " is " + rparams[k]->shape.str() +
+                  ", the partitioned program's " + bparams[k]->shape.str());
+    }
 
-    where = &before;
-    Translator ref(before, false, &mesh);
+    Translator ref(refm, false, &mesh);
     ref.track = &at;
     json rinputs = json::array(), pinputs = json::array();
     std::vector<Val> rargs;
-    for (size_t k = 0; k < bparams.size(); ++k) {
-      const hlo::Instruction &p = *bparams[k];
+    for (size_t k = 0; k < rparams.size(); ++k) {
+      const hlo::Instruction &p = *rparams[k];
       at = &p;
       if (p.shape.isTuple() || !isFloat(p.shape.type))
         unsupported("parameter " + std::to_string(k) + " of type " + p.shape.str() +
@@ -1733,8 +1762,8 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
       rargs.push_back(v);
       rinputs.push_back({{"name", name}, {"shape", p.shape.dims}});
     }
-    Val rroot = ref.run(*bentry, rargs, 0);
-    at = bentry->root();
+    Val rroot = ref.run(*rentry, rargs, 0);
+    at = rentry->root();
     std::vector<Val> routs = rroot.kind == Val::Tuple ? rroot.elements : std::vector<Val>{rroot};
     json routNames = json::array();
     std::set<std::string> inputNames;
@@ -1755,6 +1784,7 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
     }
 
     // Output layouts: the root's sharding before partitioning.
+    where = &before;
     const hlo::Instruction *broot = bentry->root();
     std::vector<Sharding> outSh;
     {
@@ -1791,6 +1821,27 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
       std::vector<int64_t> global = bparams[k]->shape.dims;
       json layout = shText ? layoutOf(mesh, parseSharding(*shText, devices), global)
                            : layoutJson(mesh, {}, global.size());
+      std::vector<int64_t> local = global;
+      for (size_t d = 0; d < local.size(); ++d) {
+        const json &e = layout["dims"][d];
+        std::vector<std::string> names;
+        if (e.is_string())
+          names.push_back(e.get<std::string>());
+        else if (e.is_array())
+          for (auto &n : e)
+            names.push_back(n.get<std::string>());
+        for (auto &n : names)
+          for (auto &ax : mesh.axes)
+            if (ax.name == n)
+              local[d] /= ax.size;
+      }
+      if (local != p.shape.dims) {
+        hlo::Shape want = p.shape;
+        want.dims = local;
+        malformed("parameter " + std::to_string(k) + " is " + p.shape.str() + ", but its "
+                  "sharding gives each partition " + want.str() + " (is this the module after "
+                  "partitioning?)");
+      }
       std::string name = pl.fresh(p.name);
       Val v;
       v.name = name;

@@ -33,6 +33,11 @@ struct XlaImportOptions {
   /// Names for the mesh axes, major to minor (`--mesh dp=2,tp=4`); their product must be
   /// the number of partitions. Axes the shardings split further are named `dp_0`, ...
   std::vector<std::pair<std::string, int64_t>> mesh;
+  /// A separate reference program (text HLO of the single-device step, e.g. the
+  /// `before_optimizations` dump of the unsharded jit): for shard_map programs, whose
+  /// module before partitioning already computes per shard. Empty: the module before
+  /// partitioning is the reference.
+  std::string referencePath, referenceText;
   /// Written into the spec's "description".
   std::string description;
 };

@@ -26,7 +26,8 @@ enum : int {
   kMax, kMin, kDropMask
 };
 /// Function codes: the values of Fn (Functions.h) that maps apply.
-enum : int { kFnGelu = 0, kFnExp = 3, kFnLog = 4, kFnRsqrt = 5, kFnRecip = 6, kFnSilu = 7, kFnSqrt = 11 };
+enum : int { kFnGelu = 0, kFnExp = 3, kFnLog = 4, kFnRsqrt = 5, kFnRecip = 6, kFnSilu = 7, kFnSqrt = 11,
+             kFnTanh = 15, kFnLogistic = 16 };
 
 template <class T> PLANPROOF_HD inline T store(double x, bool bf16) {
   T v = (T)x;
@@ -44,6 +45,8 @@ PLANPROOF_HD inline double function(int fn, double x) {
   case kFnRecip: return scalar::recip(x);
   case kFnSilu: return scalar::silu(x);
   case kFnSqrt: return sqrt(x);
+  case kFnTanh: return tanh(x);
+  case kFnLogistic: return scalar::logistic(x);
   }
   return NAN;
 }

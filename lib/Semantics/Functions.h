@@ -36,7 +36,9 @@ enum class Fn : uint8_t {
   /// topk(x_0, ..., x_{n-1}, e, k): 1 when x_e is among the k largest of the x's (ties
   /// to the lower index), else 0 -- a router's expert selection. Piecewise constant:
   /// the solver encodes it exactly by counting the x's that beat x_e.
-  TopK
+  TopK,
+  /// The hyperbolic tangent and the logistic sigmoid 1 / (1 + exp(-x)).
+  Tanh, Logistic
 };
 
 struct FnInfo {
@@ -66,6 +68,8 @@ inline const FnInfo &fnInfo(Fn f) {
       {"dropmask", false, false},
       {"pow", false, false},
       {"topk", false, true},
+      {"tanh", false, false},
+      {"logistic", false, false},
   };
   return infos[(int)f];
 }
@@ -93,6 +97,8 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
   case Fn::Silu: return scalar::silu(a0);
   case Fn::SiluDeriv: return scalar::siluDeriv(a0);
   case Fn::Sqrt: return std::sqrt(a0);
+  case Fn::Tanh: return std::tanh(a0);
+  case Fn::Logistic: return scalar::logistic(a0);
   case Fn::Eq: return a0 == a1 ? 1.0 : 0.0;
   case Fn::Pow: return std::pow(a0, a1);
   case Fn::DropMask: return scalar::dropMask(a0, a1, a2);
@@ -161,6 +167,10 @@ inline bool fnEnclosure(Fn f, double lo, double hi, double &outLo, double &outHi
     return lo > 0 && widen(std::log(lo), std::log(hi));
   case Fn::Sqrt:
     return lo >= 0 && widen(std::sqrt(lo), std::sqrt(hi));
+  case Fn::Tanh: // increasing
+    return widen(std::tanh(lo), std::tanh(hi));
+  case Fn::Logistic: // increasing
+    return widen(scalar::logistic(lo), scalar::logistic(hi));
   case Fn::Rsqrt:
     return lo > 0 && widen(scalar::rsqrt(hi), scalar::rsqrt(lo));
   case Fn::Recip:

@@ -55,6 +55,8 @@ inline std::optional<Fn> unaryFunction(mlir::Operation *op) {
   if (mlir::isa<RecipOp>(op)) return Fn::Recip;
   if (mlir::isa<SiluOp>(op)) return Fn::Silu;
   if (mlir::isa<SqrtOp>(op)) return Fn::Sqrt;
+  if (mlir::isa<TanhOp>(op)) return Fn::Tanh;
+  if (mlir::isa<LogisticOp>(op)) return Fn::Logistic;
   return std::nullopt;
 }
 

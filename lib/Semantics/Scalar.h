@@ -103,6 +103,7 @@ PLANPROOF_HD inline double geluDeriv(double x) {
   double pdf = exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846);
   return cdf + x * pdf;
 }
+PLANPROOF_HD inline double logistic(double x) { return 1.0 / (1.0 + exp(-x)); }
 PLANPROOF_HD inline double silu(double x) { return x / (1.0 + exp(-x)); }
 PLANPROOF_HD inline double siluDeriv(double x) {
   double sig = 1.0 / (1.0 + exp(-x));

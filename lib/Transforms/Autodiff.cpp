@@ -171,6 +171,10 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     give(0, [&] { return div(g, op->getOperand(0)); });
   } else if (isa<RecipOp>(op)) {
     give(0, [&] { return scale(mul(g, mul(res, res)), -1); });
+  } else if (isa<TanhOp>(op)) {  // tanh' = 1 - tanh^2
+    give(0, [&] { return sub(g, mul(g, mul(res, res))); });
+  } else if (isa<LogisticOp>(op)) {  // logistic' = s (1 - s)
+    give(0, [&] { return mul(g, sub(res, mul(res, res))); });
   } else if (isa<SqrtOp>(op)) {
     give(0, [&] { return scale(div(g, res), 0.5); });
   } else if (isa<RsqrtOp>(op)) {

@@ -60,9 +60,12 @@ Usage:
   planproof import FILE.json                   print the MLIR of a JSON spec
   planproof export FILE.mlir                   print a spec in the JSON interchange format
   planproof import-xla BEFORE.txt AFTER.txt [--mesh dp=2,tp=4] [-o SPEC.json]
+                 [--reference REF.txt]
                                                a spec from the HLO XLA dumps before and
                                                after its SPMD partitioner (docs/xla.md);
-                                               exit 3 when an op is not covered
+                                               --reference: the single-device step (for
+                                               shard_map); exit 3 when an op is not
+                                               covered
   planproof replay SPEC [replay options]       run the reference and the plan on numbers
                                                and compare under an error model
                                                (docs/replay.md)
@@ -806,7 +809,8 @@ int cmdImportXla(std::vector<std::string> args) {
   std::set<std::string> given;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
-    if (a == "--mesh" || a == "-o" || a == "--format" || a == "--description") {
+    if (a == "--mesh" || a == "-o" || a == "--format" || a == "--description" ||
+        a == "--reference") {
       if (i + 1 >= args.size())
         return usage(a + " needs a value");
       if (!given.insert(a).second)
@@ -819,6 +823,8 @@ int cmdImportXla(std::vector<std::string> args) {
         out = v;
       if (a == "--description")
         opts.description = v;
+      if (a == "--reference")
+        opts.referencePath = v;
       if (a == "--format") {
         if (v != "text" && v != "json")
           return usage("--format for import-xla is text or json");
@@ -837,6 +843,12 @@ int cmdImportXla(std::vector<std::string> args) {
   for (int k = 0; k < 2; ++k)
     if (!readInputFile(files[k], texts[k], errors))
       return badInput(files[k], errors, format);
+  if (!opts.referencePath.empty()) {
+    if (!readInputFile(opts.referencePath, opts.referenceText, errors))
+      return badInput(opts.referencePath, errors, format);
+    if (opts.referenceText.empty())
+      return badInput(opts.referencePath, opts.referencePath + ": error: empty file\n", format);
+  }
   nlohmann::ordered_json spec;
   std::string message;
   XlaImportStatus st = importXla(files[0], texts[0], files[1], texts[1], opts, spec, message);

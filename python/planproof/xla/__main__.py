@@ -1,4 +1,4 @@
-"""python -m planproof.xla CASE.py [--out-dir DIR] [--mesh-names] [--verify] [--planproof BIN]
+"""python -m planproof.xla CASE.py [--out-dir DIR] [--name NAME] [--verify] [--planproof BIN]
 
 CASE.py defines `planproof_case()`, returning a dict with
   step           the training step (a Python function of arrays or pytrees of arrays)
@@ -6,7 +6,10 @@ CASE.py defines `planproof_case()`, returning a dict with
                  the mesh returning them
   mesh_shape     e.g. (2, 4), and mesh_axes, e.g. ("dp", "tp")
   in_shardings   PartitionSpecs (pytrees matching args), out_shardings likewise
-and optionally `description`. The step is compiled with jax.jit for that many virtual
+and optionally `description`, `make_step` (a function of the jax Mesh returning the
+step, for steps that need it: shard_map), and `reference_step`: the single-device step
+whose meaning the parallel one must keep (needed with shard_map, where the module before
+partitioning already computes per shard; written to DIR/CASE.reference.hlo). The step is compiled with jax.jit for that many virtual
 CPU devices; XLA's modules before and after its SPMD partitioner are written to
 DIR/CASE.before.hlo and DIR/CASE.after.hlo (DIR: the case's folder), then
 `planproof import-xla` writes DIR/CASE.json; with --verify, `planproof verify` checks it
@@ -29,6 +32,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("case")
     ap.add_argument("--out-dir", default="")
+    ap.add_argument("--name", default="", help="base name of the files written (default: the case's)")
     ap.add_argument("--devices", type=int, default=8,
                     help="virtual CPU devices (default 8; the case's mesh must use all)")
     ap.add_argument("--verify", action="store_true")
@@ -36,7 +40,7 @@ def main(argv=None):
     ap.add_argument("--format", default="text", choices=["text", "json", "sarif"])
     a = ap.parse_args(argv)
     case_path = os.path.abspath(a.case)
-    name = os.path.splitext(os.path.basename(case_path))[0]
+    name = a.name or os.path.splitext(os.path.basename(case_path))[0]
     out_dir = os.path.abspath(a.out_dir or os.path.dirname(case_path))
     dump = tempfile.mkdtemp(prefix="planproof-xla-")
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
@@ -57,10 +61,15 @@ def main(argv=None):
         args = case["args"](mesh) if callable(case["args"]) else case["args"]
         to_sharding = lambda specs: jax.tree.map(lambda p: NamedSharding(mesh, p), specs,
                                                  is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
-        step = case["step"]
+        step = case["make_step"](mesh) if "make_step" in case else case["step"]
         fn = jax.jit(step, in_shardings=to_sharding(case["in_shardings"]),
                      out_shardings=to_sharding(case["out_shardings"]))
         fn.lower(*args).compile()
+        reference = case.get("reference_step")
+        if reference is not None:
+            if reference.__name__ == step.__name__:
+                raise ValueError("reference_step needs a name other than the step's")
+            jax.jit(reference).lower(*args).compile()
     except Exception as e:  # the user's file: any failure is bad input
         print(f"{a.case}: error: the case could not be compiled: {type(e).__name__}: {e}",
               file=sys.stderr)
@@ -76,6 +85,13 @@ def main(argv=None):
                   f"{dump} (is the step jitted over more than one device?)", file=sys.stderr)
             return 2
         found[kind] = files[-1]
+    if reference is not None:
+        files = sorted(glob.glob(os.path.join(dump, f"*.jit_{reference.__name__}.before_optimizations.txt")))
+        if not files:
+            print(f"{a.case}: error: XLA wrote no module for the reference step in {dump}",
+                  file=sys.stderr)
+            return 2
+        found["reference"] = files[-1]
     os.makedirs(out_dir, exist_ok=True)
     paths = {}
     for kind, f in found.items():
@@ -93,6 +109,8 @@ def main(argv=None):
     spec = os.path.join(out_dir, f"{name}.json")
     cmd = [a.planproof, "import-xla", paths["before"], paths["after"], "-o", spec,
            "--mesh", ",".join(f"{n}={s}" for n, s in zip(case["mesh_axes"], shape))]
+    if "reference" in paths:
+        cmd += ["--reference", paths["reference"]]
     if case.get("description"):
         cmd += ["--description", case["description"]]
     r = subprocess.run(cmd)
