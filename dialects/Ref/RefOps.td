@@ -358,6 +358,9 @@ def Ref_RsqrtOp : Ref_FnOp<"rsqrt", "rsqrt">;
 def Ref_RecipOp : Ref_FnOp<"recip", "recip">;
 def Ref_SiluOp : Ref_FnOp<"silu", "silu">;
 def Ref_SqrtOp : Ref_FnOp<"sqrt", "sqrt">;
+def Ref_TanhOp : Ref_FnOp<"tanh", "tanh">;
+/// `logistic(x) = 1 / (1 + exp(-x))`, the sigmoid (XLA's `logistic`, PyTorch's `sigmoid`).
+def Ref_LogisticOp : Ref_FnOp<"logistic", "logistic">;
 
 def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType]> {
   let summary = "backward of SiLU";
