@@ -5,13 +5,13 @@
 # for SECONDS (default 600) from the catalogue as seed corpus. Crashes and hangs
 # (inputs running past 60 s) are written to build-fuzz/findings/HARNESS/.
 #
-# usage: scripts/fuzz.sh [SECONDS] [HARNESS...]      (HARNESS: json mlir cli)
+# usage: scripts/fuzz.sh [SECONDS] [HARNESS...]      (HARNESS: json mlir cli xla)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(json mlir cli)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(json mlir cli xla)
 
 need=()
 for p in clang-22 libclang-rt-22-dev; do
@@ -28,7 +28,8 @@ if [ ! -f build-fuzz/build.ninja ]; then
     -DPLANPROOF_LIBFUZZER=ON -DPLANPROOF_ENABLE_CUDA=OFF \
     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link -gline-tables-only"
 fi
-cmake --build build-fuzz --target planproof-fuzz-json planproof-fuzz-mlir planproof-fuzz-cli
+cmake --build build-fuzz --target planproof-fuzz-json planproof-fuzz-mlir planproof-fuzz-cli \
+  planproof-fuzz-xla
 
 for h in "${harnesses[@]}"; do
   corpus=build-fuzz/corpus/$h findings=build-fuzz/findings/$h
@@ -37,6 +38,7 @@ for h in "${harnesses[@]}"; do
     json) seeds=(verify-specs/json test/CLI/Inputs/trust test/fuzz/corpus/json) ;;
     mlir) seeds=(verify-specs/mlp verify-specs/rng verify-specs/checkpoint test/fuzz/corpus/mlir) ;;
     cli) seeds=(test/fuzz/corpus/cli) ;;
+    xla) seeds=(test/fuzz/corpus/xla) ;;
   esac
   for s in "${seeds[@]}"; do
     find "$s" -type f \( -name '*.json' -o -name '*.mlir' -o -name '*.txt' \) -size -64k \
