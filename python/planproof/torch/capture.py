@@ -338,6 +338,34 @@ def _in_child(fn):
     return result[1]
 
 
+def _groups_by_ranks(mesh, axes, groups):
+    """Process groups made outside the mesh (Megatron-core's parallel_state builds its
+    own with new_group) mean the mesh axes whose ranks they hold: a group whose ranks, in
+    order, are this rank's row-major neighbours along some axes is a collective over
+    those axes. Groups that are no such set stay unknown (their collectives are
+    inconclusive)."""
+    import itertools
+    import torch.distributed.distributed_c10d as c10d
+    me = dist.get_rank()
+    ranks_of_mesh = mesh.mesh
+    coord = (ranks_of_mesh == me).nonzero()[0].tolist()
+    for pg in list(getattr(c10d._world, "pg_names", {})):
+        name = str(getattr(pg, "group_name", ""))
+        if not name or name in groups:
+            continue
+        try:
+            ranks = list(dist.get_process_group_ranks(pg))
+        except Exception:  # not a group of this process
+            continue
+        if me not in ranks:
+            continue
+        for k in range(1, len(axes) + 1):
+            for sub in itertools.combinations(range(len(axes)), k):
+                index = tuple(slice(None) if i in sub else coord[i] for i in range(len(axes)))
+                if ranks_of_mesh[index].flatten().tolist() == ranks:
+                    groups.setdefault(name, [axes[i] for i in sub])
+
+
 def _run_step(step, params, leaves, inputs, optimizer, grad_sync=None, mesh=None):
     """One training step, traced or not: the loss, the gradients of `leaves` (the
     parameters as the model sees them, named by `params`), after `grad_sync` where the
@@ -471,6 +499,7 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
         groups[str(mesh.get_group(i).group_name)] = [a]
     if mesh.size() == dist.get_world_size():
         groups.setdefault(str(dist.group.WORLD.group_name), list(axes))
+    _groups_by_ranks(mesh, axes, groups)
     plan_t = Translator("plan", groups)
     plan_t.update_loc = _code_loc(optimizer)
     plan_inputs = []
