@@ -577,8 +577,25 @@ def _unary(op):
 
 for _op, _name in ((aten.exp.default, "exp"), (aten.log.default, "log"),
                    (aten.rsqrt.default, "rsqrt"), (aten.sqrt.default, "sqrt"),
-                   (aten.reciprocal.default, "recip"), (aten.silu.default, "silu")):
+                   (aten.reciprocal.default, "recip"), (aten.silu.default, "silu"),
+                   (aten.tanh.default, "tanh"), (aten.sigmoid.default, "logistic")):
     RULES[_op] = _unary(_name)
+
+
+@rule(aten.tanh_backward.default)
+def _tanh_backward(t, node, grad, out):
+    # grad * (1 - out^2), from the forward's output
+    shape = _out(node)
+    g, y = t.value(grad), t.value(out)
+    return t.emit("sub", [g, t.emit("mul", [g, t.emit("mul", [y, y], shape)], shape)], shape)
+
+
+@rule(aten.sigmoid_backward.default)
+def _sigmoid_backward(t, node, grad, out):
+    # grad * out * (1 - out), from the forward's output
+    shape = _out(node)
+    g, y = t.value(grad), t.value(out)
+    return t.emit("mul", [g, t.emit("sub", [y, t.emit("mul", [y, y], shape)], shape)], shape)
 
 
 @rule(aten.gelu.default)
@@ -990,6 +1007,30 @@ def _slice(t, node, a, dim=0, start=None, end=None, step=1):
         t.fail("slice with a step other than 1")
     lo, hi, _ = slice(start, end).indices(src[d])
     return _slice_of(t, v, d, lo, max(0, hi - lo), _out(node))
+
+
+@rule(aten.slice_backward.default)
+def _slice_backward(t, node, grad, input_sizes, dim, start, end, step):
+    # The adjoint of slice: the gradient at [start, end) of `dim`, zeros elsewhere.
+    if step != 1:
+        t.fail("slice_backward with a step other than 1")
+    sizes = [int(s) for s in input_sizes]
+    d = dim % len(sizes)
+    lo, hi, _ = slice(start, end).indices(sizes[d])
+    hi = max(lo, hi)
+    parts = []
+    for a, b in ((0, lo), (lo, hi), (hi, sizes[d])):
+        if b <= a:
+            continue
+        if a == lo and b == hi:
+            parts.append(t.value(grad))
+        else:
+            shape = list(sizes)
+            shape[d] = b - a
+            parts.append(t.emit("constant", [], shape, {"value": 0.0}, result_shape_attr=True))
+    if len(parts) == 1:
+        return parts[0]
+    return t.emit("concat", parts, _out(node), {"dim": d})
 
 
 @rule(aten.cat.default)

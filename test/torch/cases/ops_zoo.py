@@ -24,6 +24,7 @@ class Zoo(nn.Module):
         s = s.permute(0, 2, 1).reshape(2, 9).sum(dim=1)         # permute, reshape, sum
         e = torch.exp(-h.pow(2)) / 3                            # neg, pow, exp, div.Scalar
         z = torch.sqrt(self.g) + torch.reciprocal(self.g) + torch.log(self.g)
+        z = z + torch.tanh(h[:1]).sum(0) * torch.sigmoid(h[1:2]).sum(0)  # tanh, sigmoid
         return (p * lp).sum() + e.mean() + s.sum() * 0.1 + z.sum()
 
 
