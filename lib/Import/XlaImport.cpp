@@ -152,6 +152,31 @@ DeviceArray parseTileAssignment(const std::string &s, size_t &pos, int64_t devic
   return a;
 }
 
+/// The index just past the ')' closing the '(' at `open`, or npos.
+size_t matchParen(const std::string &s, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < s.size(); ++i) {
+    if (s[i] == '(')
+      ++depth;
+    else if (s[i] == ')' && --depth == 0)
+      return i + 1;
+  }
+  return std::string::npos;
+}
+
+/// The replica groups of `inst` as written: the attribute, with the `device_ids=...`
+/// that the mesh syntax puts after a top-level comma joined back on.
+std::string replicaGroupsText(const hlo::Instruction &inst) {
+  auto it = inst.attrs.find("replica_groups");
+  if (it == inst.attrs.end())
+    return "{}";
+  std::string rg = it->second;
+  auto ids = inst.attrs.find("device_ids");
+  if (rg.rfind("mesh[", 0) == 0 && ids != inst.attrs.end())
+    rg += ", device_ids=" + ids->second;
+  return rg;
+}
+
 /// One digit of a mixed-radix pattern: `count` values `stride` apart.
 struct Piece {
   int64_t count, stride;
@@ -441,8 +466,33 @@ std::vector<std::vector<int64_t>> parseReplicaGroups(const std::string &raw, int
       sizes.push_back(ints(item.substr(e + 1), "mesh axis size").at(0));
     }
     std::string rest = trim(t.substr(close + 1));
-    if (rest.find(':') != std::string::npos || rest.find("device_ids") != std::string::npos)
-      unsupported("replica groups over sub-axes or explicit device ids: " + rest.substr(0, 60));
+    // `, device_ids=([2,4]T(1,0))` or `, device_ids=(0,2,...)`: mesh position k (row
+    // major) is device ids[k]; without it, device k.
+    std::vector<int64_t> ids;
+    if (rest.rfind(",", 0) == 0)
+      rest = trim(rest.substr(1));
+    if (rest.rfind("device_ids=", 0) == 0) {
+      size_t open = rest.find('('), end = open == std::string::npos ? open : matchParen(rest, open);
+      if (end == std::string::npos)
+        malformed("malformed device_ids in mesh replica groups");
+      std::string inner = trim(rest.substr(open + 1, end - open - 2));
+      if (!inner.empty() && inner[0] == '[') {
+        // an iota over reshape dims, transposed: the same form as a tile assignment
+        std::string as = "[" + std::to_string(devices) + "]<=" + inner;
+        size_t pos = 0;
+        ids = parseTileAssignment(as, pos, devices).ids;
+      } else {
+        ids = ints(inner, "device_ids");
+      }
+      rest = trim(rest.substr(end));
+      std::vector<int64_t> sorted = ids;
+      std::sort(sorted.begin(), sorted.end());
+      for (size_t k = 0; k < sorted.size(); ++k)
+        if (sorted[k] != (int64_t)k || (int64_t)sorted.size() != devices)
+          malformed("device_ids of mesh replica groups are not a permutation of the devices");
+    }
+    if (rest.find(':') != std::string::npos)
+      unsupported("replica groups over sub-axes: " + rest.substr(0, 60));
     if (rest.size() < 2 || rest.front() != '{' || rest.back() != '}')
       malformed("malformed mesh replica groups");
     std::vector<size_t> sel;
@@ -477,7 +527,7 @@ std::vector<std::vector<int64_t>> parseReplicaGroups(const std::string &raw, int
           d += (rest2 % sizes[sel[i]]) * stride[sel[i]];
           rest2 /= sizes[sel[i]];
         }
-        g.push_back(d);
+        g.push_back(ids.empty() ? d : ids[d]);
       }
       groups.push_back(g);
     }
@@ -1138,8 +1188,7 @@ Val Translator::dot(const std::vector<const Val *> &in) {
 }
 
 std::vector<size_t> Translator::collectiveAxes() {
-  auto it = cur->attrs.find("replica_groups");
-  std::string rg = it == cur->attrs.end() ? "{}" : it->second;
+  std::string rg = replicaGroupsText(*cur);
   if (!cur->attrs.count("channel_id"))
     unsupported("a cross-replica collective (no channel_id): only cross-partition "
                 "collectives are covered");
@@ -1660,8 +1709,8 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
               if (s->kind == Sharding::Tiled && !mb.addArray(s->tiles))
                 unsupported("a tile assignment that is not a mixed-radix pattern of devices");
           }
-          if (auto it = inst.attrs.find("replica_groups"); it != inst.attrs.end()) {
-            auto groups = parseReplicaGroups(it->second, devices);
+          if (inst.attrs.count("replica_groups")) {
+            auto groups = parseReplicaGroups(replicaGroupsText(inst), devices);
             if (!mb.addArray(groupsArray(groups, devices)))
               unsupported("replica groups that are not a mixed-radix pattern of devices");
           }

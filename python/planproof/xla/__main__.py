@@ -64,7 +64,9 @@ def main(argv=None):
         step = case["make_step"](mesh) if "make_step" in case else case["step"]
         fn = jax.jit(step, in_shardings=to_sharding(case["in_shardings"]),
                      out_shardings=to_sharding(case["out_shardings"]))
-        fn.lower(*args).compile()
+        # The mesh in context, for with_sharding_constraint(x, PartitionSpec) in the step.
+        with jax.set_mesh(mesh):
+            fn.lower(*args).compile()
         reference = case.get("reference_step")
         if reference is not None:
             if reference.__name__ == step.__name__:
