@@ -639,8 +639,11 @@ bool isInt(const std::string &t) {
 }
 
 struct Val {
-  enum Kind { Tensor, Index, Tuple } kind = Tensor;
-  std::string name;                 // Tensor: the JSON value
+  /// Ids: token ids or labels, an integer parameter (a symbolic i64 vector in the spec,
+  /// every id in [0, rows) of the tables it indexes), viewed with `dims`, plus `offset`.
+  enum Kind { Tensor, Index, Tuple, Ids } kind = Tensor;
+  std::string name;                 // Tensor: the JSON value; Ids: the i64 input
+  int64_t offset = 0;               // Ids: added to every id
   std::string type;
   std::vector<int64_t> dims;
   std::string scalarConst;          // Tensor: a float constant's literal, when scalar
@@ -868,6 +871,52 @@ private:
   Val dynamicSlice(const std::vector<const Val *> &in);
   Val select(const std::vector<const Val *> &in);
   Val collectivePermute(const std::vector<const Val *> &in);
+  Val idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val gather(const std::vector<const Val *> &in);
+  Val scatterAdd(const std::vector<const Val *> &in);
+  const Val &idsOperand(const Val &v);
+  std::string oneHot(const Val &ids, int64_t classes);
+  std::map<int64_t, std::string> identities;  // the V x V identity literal, by V
+  std::vector<int64_t> attrInts(const char *k) {
+    auto it = cur->attrs.find(k);
+    return it == cur->attrs.end() ? std::vector<int64_t>{} : ints(it->second, k);
+  }
+
+public:
+  /// The rows an id input indexes (the least over its gathers): its bound.
+  std::map<std::string, int64_t> bounds;
+  /// The plan's: the reference's bounds (by the plan input's name), which every lookup
+  /// must cover -- XLA clamps an out-of-range index where `embedding` gives zeros, so a
+  /// lookup in fewer rows than the ids range has no translation.
+  std::map<std::string, int64_t> refBounds;
+  /// Comparisons decided by assuming bound(ids) <= limit; checked once bounds are known.
+  struct BoundLimit {
+    std::string ids;
+    int64_t limit;
+    const hlo::Instruction *at;
+  };
+  std::vector<BoundLimit> boundLimits;
+  /// Throws unsupported, located at the comparison, when a recorded decision is wrong.
+  void checkBoundLimits(const std::map<std::string, int64_t> &final, const hlo::Instruction *&at) {
+    for (auto &l : boundLimits) {
+      auto b = final.find(l.ids);
+      if (b == final.end() || b->second > l.limit) {
+        at = l.at;
+        unsupported("a comparison of token ids that their range [0, rows) does not decide");
+      }
+    }
+  }
+  void useRows(const Val &ids, int64_t rows) {
+    auto &b = bounds[ids.name];
+    b = b ? std::min(b, rows) : rows;
+    auto r = refBounds.find(ids.name);
+    if (plan && (r == refBounds.end() || rows < r->second))
+      unsupported("a lookup by token ids in " + std::to_string(rows) + " rows, fewer than the "
+                  "ids range (XLA clamps an out-of-range id; a vocabulary-sharded lookup is "
+                  "not covered)");
+  }
+
+private:
   Val collective(const std::vector<const Val *> &in);
   std::vector<size_t> collectiveAxes();
   json axisNames(const std::vector<size_t> &axes) {
@@ -935,9 +984,14 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   if (op == "while" || op == "conditional")
     unsupported("HLO op '" + op + "' (control flow)");
 
-  // Integer values (partition ids, index arithmetic and tables) are evaluated.
-  if (!inst.shape.isTuple() && isInt(inst.shape.type) && op != "all-reduce")
+  // Integer values: token ids stay symbolic; partition ids, index arithmetic and tables
+  // are evaluated.
+  if (!inst.shape.isTuple() && isInt(inst.shape.type) && op != "all-reduce") {
+    for (auto *v : in)
+      if (v->kind == Val::Ids)
+        return idsOp(inst, in);
     return indexOp(inst, in);
+  }
   if (!inst.shape.isTuple() && !isFloat(inst.shape.type))
     unsupported("element type " + inst.shape.type);
 
@@ -952,7 +1006,7 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
                 std::to_string(n) + " elements");
     if (dims.empty()) {
       std::string t = trim(els[0]);
-      if (t == "inf" || t == "-inf") {
+      if (t == "inf" || t == "-inf" || t == "nan" || t == "-nan") {
         Val v = tensor("", type, dims);
         v.scalarConst = t;
         return v;
@@ -1012,9 +1066,12 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
       v.scalarConst = x.scalarConst;
       return v;
     }
-    if (!x.scalarConst.empty() && x.dims.empty())
-      return tensor(emit("constant", {}, {{"value", floatLiteral(x.scalarConst)}}, &dims, base),
-                    type, dims);
+    if (!x.scalarConst.empty() && x.dims.empty()) {
+      Val v = tensor(emit("constant", {}, {{"value", floatLiteral(x.scalarConst)}}, &dims, base),
+                     type, dims);
+      v.scalarConst = x.scalarConst;  // a splat: scatters into zeros are recognized
+      return v;
+    }
     if (bd.size() == dims.size() && x.dims == dims)
       return x;
     return tensor(emit("broadcast", {x.name}, {{"dims", bd}}, &dims, base), type, dims);
@@ -1098,6 +1155,10 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     return dynamicSlice(in);
   if (op == "select")
     return select(in);
+  if (op == "gather")
+    return gather(in);
+  if (op == "scatter")
+    return scatterAdd(in);
   if (op == "collective-permute") {
     if (!plan)
       malformed("a collective in the module before partitioning");
@@ -1389,6 +1450,240 @@ Val Translator::collectivePermute(const std::vector<const Val *> &in) {
   return tensor(r, x.type, x.dims);
 }
 
+/// Integer ops on token ids. Ids are assumed in [0, rows) of every table they index (the
+/// spec's `bound`), so a comparison with a constant that this range decides (JAX's
+/// `ids < 0` wrap-around of negative indices) is that constant predicate; ids keep their
+/// shape through reshapes and conversions; anything else on ids is unsupported.
+Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  std::vector<int64_t> dims = inst.shape.dims;
+  int64_t n = product(dims);
+  auto constant = [&](const Val &v, int64_t &c) {
+    if (v.kind != Val::Index)
+      return false;
+    c = v.idx[0].empty() ? 0 : v.idx[0][0];
+    for (auto &row : v.idx)
+      for (int64_t x : row)
+        if (x != c)
+          return false;
+    return true;
+  };
+  if (op == "reshape" || op == "bitcast" || op == "copy" || op == "convert" ||
+      op == "broadcast") {
+    const Val &x = need(in, 1);
+    if (product(x.dims) != n)
+      unsupported("a broadcast of token ids");
+    Val v = x;
+    v.dims = dims;
+    v.type = inst.shape.type;
+    return v;
+  }
+  if (op == "add" && in.size() == 2) {
+    for (int k = 0; k < 2; ++k) {
+      int64_t c;
+      if (in[k]->kind == Val::Ids && constant(*in[1 - k], c)) {
+        Val v = *in[k];
+        if (!checkedAdd(v.offset, c, v.offset))
+          unsupported("integer overflow in token-id arithmetic");
+        v.dims = dims;
+        return v;
+      }
+    }
+  }
+  if (op == "compare" && in.size() == 2) {
+    // ids + offset (in [offset, inf)) against a constant c: decided when the range is
+    // on one side of c.
+    int k = in[0]->kind == Val::Ids ? 0 : 1;
+    int64_t c;
+    if (in[1 - k]->kind != Val::Ids && constant(*in[1 - k], c)) {
+      std::string dir = attr("direction");
+      if (k == 1) {  // c OP ids  ->  ids OP' c
+        static const std::map<std::string, std::string> flip = {
+            {"LT", "GT"}, {"LE", "GE"}, {"GT", "LT"}, {"GE", "LE"}, {"EQ", "EQ"}, {"NE", "NE"}};
+        dir = flip.count(dir) ? flip.at(dir) : dir;
+      }
+      int64_t lo = in[k]->offset;  // the least value ids + offset takes
+      int decided = -1;
+      if (dir == "LT" && lo >= c) decided = 0;
+      if (dir == "LE" && lo > c) decided = 0;
+      if (dir == "GT" && lo > c) decided = 1;
+      if (dir == "GE" && lo >= c) decided = 1;
+      if (dir == "EQ" && lo > c) decided = 0;
+      if (dir == "NE" && lo > c) decided = 1;
+      // Against the upper end (a bounds check, `ids <= rows - 1`): decided by the bound,
+      // which the gathers fix later; the decision is recorded and checked at the end
+      // (every id + offset <= c  iff  bound + offset - 1 <= c).
+      int64_t limit;  // the decision holds iff bound <= limit
+      if (decided < 0 && (dir == "LE" || dir == "GT") && !__builtin_sub_overflow(c + 1, in[k]->offset, &limit)) {
+        decided = dir == "LE" ? 1 : 0;
+        boundLimits.push_back({in[k]->name, limit, cur});
+      } else if (decided < 0 && (dir == "LT" || dir == "GE") && !__builtin_sub_overflow(c, in[k]->offset, &limit)) {
+        decided = dir == "LT" ? 1 : 0;
+        boundLimits.push_back({in[k]->name, limit, cur});
+      }
+      if (decided >= 0) {
+        Val v;
+        v.kind = Val::Index;
+        v.type = inst.shape.type;
+        v.dims = dims;
+        v.idx.assign(ranks, std::vector<int64_t>(n, decided));
+        return v;
+      }
+    }
+    unsupported("a comparison of token ids that their range [0, rows) does not decide");
+  }
+  if (op == "select" && in.size() == 3) {
+    int64_t c;
+    if (constant(*in[0], c)) {
+      const Val &pick = c ? *in[1] : *in[2];
+      if (pick.kind == Val::Ids) {
+        Val v = pick;
+        v.dims = dims;
+        return v;
+      }
+    }
+    unsupported("a select between token ids on a predicate that is not constant");
+  }
+  unsupported("integer HLO op '" + op + "' on token ids");
+}
+
+const Val &Translator::idsOperand(const Val &v) {
+  if (v.kind != Val::Ids)
+    unsupported("'" + cur->opcode + "' with indices that are not token ids of an input");
+  if (v.offset != 0)
+    unsupported("'" + cur->opcode + "' with token ids shifted by " + std::to_string(v.offset));
+  return v;
+}
+
+/// one_hot(ids) as [T, classes]: the embedding of the classes x classes identity.
+std::string Translator::oneHot(const Val &ids, int64_t classes) {
+  if (classes > 1024)
+    unsupported("a one-hot over more than 1024 classes");
+  auto it = identities.find(classes);
+  if (it == identities.end()) {
+    json values = json::array();
+    for (int64_t i = 0; i < classes; ++i)
+      for (int64_t j = 0; j < classes; ++j)
+        values.push_back(i == j ? 1 : 0);
+    std::vector<int64_t> shape = {classes, classes};
+    it = identities.emplace(classes, emit("literal", {}, {{"values", values}}, &shape,
+                                          "identity_" + std::to_string(classes))).first;
+  }
+  useRows(ids, classes);
+  return emit("embedding", {it->second, ids.name}, nullptr, nullptr, cur->name + "_onehot");
+}
+
+/// gather in the two forms JAX emits for token ids:
+///  - an embedding lookup (jnp.take(table, ids, axis=0)): rows of the table by id;
+///  - take_along_axis on the last dim with the other dims as batch dims (the label's
+///    log-probability in a cross-entropy): the sum over that dim of x * one_hot(id).
+Val Translator::gather(const std::vector<const Val *> &in) {
+  if (in.size() != 2)
+    malformed("gather takes 2 operands");
+  const Val &x = *in[0];
+  checkTensor(x);
+  const Val &ids = idsOperand(*in[1]);
+  std::vector<int64_t> out = dimsOf(), collapsed = attrInts("collapsed_slice_dims"),
+                       startMap = attrInts("start_index_map"), sizes = attrInts("slice_sizes"),
+                       offsetDims = attrInts("offset_dims"),
+                       opBatch = attrInts("operand_batching_dims"),
+                       idxBatch = attrInts("start_indices_batching_dims");
+  int64_t ivd = ints(attr("index_vector_dim"), "index_vector_dim").at(0);
+  int64_t r = x.dims.size(), t = product(ids.dims);
+  // the index vector has one component
+  if (!(ivd == (int64_t)ids.dims.size() ||
+        (ivd >= 0 && ivd < (int64_t)ids.dims.size() && ids.dims[ivd] == 1)))
+    unsupported("a gather whose index vectors have more than one component");
+  if (r >= 2 && opBatch.empty() && collapsed == std::vector<int64_t>{0} &&
+      startMap == std::vector<int64_t>{0} && (int64_t)sizes.size() == r && sizes[0] == 1) {
+    bool whole = true;
+    for (int64_t d = 1; d < r; ++d)
+      whole &= sizes[d] == x.dims[d];
+    int64_t lead = out.size() - (r - 1);
+    for (int64_t k = 0; k < r - 1; ++k)
+      whole &= k < (int64_t)offsetDims.size() && offsetDims[k] == lead + k;
+    if (whole && (int64_t)offsetDims.size() == r - 1) {
+      std::vector<int64_t> rows = {x.dims[0], product(x.dims) / x.dims[0]};
+      std::string table = x.name;
+      if (r > 2)
+        table = emit("reshape", {table}, nullptr, &rows, cur->name + "_table");
+      useRows(ids, x.dims[0]);
+      std::string e = emit("embedding", {table, ids.name}, nullptr, nullptr, cur->name);
+      std::vector<int64_t> flat = {t, rows[1]};
+      if (flat != out)
+        e = emit("reshape", {e}, nullptr, &out, cur->name + "_r");
+      return tensor(e, x.type, out);
+    }
+  }
+  // take_along_axis over the last dim: batch dims 0..r-2 on both sides, in order.
+  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
+  std::iota(lead.begin(), lead.end(), 0);
+  if (r >= 1 && opBatch == lead && idxBatch == lead && collapsed == std::vector<int64_t>{r - 1} &&
+      startMap == std::vector<int64_t>{r - 1} && offsetDims.empty() &&
+      t == product(x.dims) / x.dims[r - 1] && product(out) == t) {
+    int64_t v = x.dims[r - 1];
+    std::vector<int64_t> flat = {t, v}, col = {t};
+    std::string oh = oneHot(ids, v);
+    std::string xf = x.dims == flat ? x.name : emit("reshape", {x.name}, nullptr, &flat, cur->name + "_x");
+    std::string pick = emit("mul", {xf, oh}, nullptr, nullptr, cur->name + "_pick");
+    std::string s = emit("reduce_sum", {pick}, {{"dims", {1}}}, nullptr, cur->name + "_sum");
+    if (out != col)
+      s = emit("reshape", {s}, nullptr, &out, cur->name);
+    return tensor(s, x.type, out);
+  }
+  unsupported("a gather other than an embedding lookup or take_along_axis on the last dim");
+}
+
+/// scatter with an add computation, the adjoints of the two gathers above: rows added
+/// by id (embedding_grad), or updates placed at each batch position's id (one-hot
+/// times the update). Added to the scattered-into operand unless it is zeros.
+Val Translator::scatterAdd(const std::vector<const Val *> &in) {
+  if (in.size() != 3)
+    unsupported("a variadic scatter");
+  if (reductionKind() != "sum")
+    unsupported("a scatter that does not add");
+  const Val &base = *in[0], &upd = *in[2];
+  checkTensor(base);
+  checkTensor(upd);
+  const Val &ids = idsOperand(*in[1]);
+  std::vector<int64_t> window = attrInts("update_window_dims"), inserted = attrInts("inserted_window_dims"),
+                       toOperand = attrInts("scatter_dims_to_operand_dims"),
+                       inBatch = attrInts("input_batching_dims"),
+                       idxBatch = attrInts("scatter_indices_batching_dims");
+  int64_t r = base.dims.size(), t = product(ids.dims);
+  bool zeros = !base.scalarConst.empty() && floatLiteral(base.scalarConst) == 0.0;
+  std::string result;
+  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
+  std::iota(lead.begin(), lead.end(), 0);
+  if (r >= 2 && inBatch.empty() && inserted == std::vector<int64_t>{0} &&
+      toOperand == std::vector<int64_t>{0} && (int64_t)window.size() == r - 1 &&
+      product(upd.dims) == t * (product(base.dims) / base.dims[0])) {
+    std::vector<int64_t> rows = {base.dims[0], product(base.dims) / base.dims[0]}, flat = {t, rows[1]};
+    std::string u = upd.dims == flat ? upd.name : emit("reshape", {upd.name}, nullptr, &flat, cur->name + "_u");
+    useRows(ids, base.dims[0]);
+    result = emit("embedding_grad", {u, ids.name}, nullptr, &rows, cur->name + "_rows");
+    if (rows != base.dims)
+      result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
+  } else if (r >= 1 && inBatch == lead && idxBatch == lead &&
+             inserted == std::vector<int64_t>{r - 1} && toOperand == std::vector<int64_t>{r - 1} &&
+             window.empty() && product(upd.dims) == t && t == product(base.dims) / base.dims[r - 1]) {
+    int64_t v = base.dims[r - 1];
+    std::vector<int64_t> flat = {t, v}, col = {t};
+    std::string oh = oneHot(ids, v);
+    std::string u = upd.dims == col ? upd.name : emit("reshape", {upd.name}, nullptr, &col, cur->name + "_u");
+    u = emit("broadcast", {u}, {{"dims", {0}}}, &flat, cur->name + "_ub");
+    result = emit("mul", {oh, u}, nullptr, nullptr, cur->name + "_place");
+    if (flat != base.dims)
+      result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
+  } else {
+    unsupported("a scatter other than the adjoint of an embedding lookup or of "
+                "take_along_axis on the last dim");
+  }
+  if (!zeros)
+    result = emit("add", {base.name, result}, nullptr, nullptr, cur->name);
+  return tensor(result, base.type, base.dims);
+}
+
 /// select(p, a, b) with a predicate known element by element (a mask from iota and
 /// constants, the same on every rank) is p*a + (1-p)*b with p a 0/1 literal: exactly
 /// the selection for finite values, which is every value planproof reasons about.
@@ -1396,10 +1691,11 @@ Val Translator::select(const std::vector<const Val *> &in) {
   if (in.size() != 3)
     malformed("select takes 3 operands");
   const Val &p = *in[0];
+  if (in[1]->kind == Val::Tensor && in[2]->kind == Val::Tensor && !in[1]->name.empty() &&
+      in[1]->name == in[2]->name)
+    return *in[1];  // the same value either way, whatever the predicate
   if (p.kind != Val::Index)
     unsupported("a select on a predicate computed from the data");
-  checkTensor(*in[1]);
-  checkTensor(*in[2]);
   std::vector<int64_t> dims = dimsOf();
   int64_t n = product(dims);
   for (auto &row : p.idx)
@@ -1409,10 +1705,17 @@ Val Translator::select(const std::vector<const Val *> &in) {
   bool all = true, none = true;
   for (int64_t e = 0; e < n; ++e)
     (bit(e) ? none : all) = false;
-  if (all)
+  // (a fill value that is never selected, NaN for out-of-range indices, is never read)
+  if (all) {
+    checkTensor(*in[1]);
     return *in[1];
-  if (none)
+  }
+  if (none) {
+    checkTensor(*in[2]);
     return *in[2];
+  }
+  checkTensor(*in[1]);
+  checkTensor(*in[2]);
   json mask = json::array(), inverse = json::array();
   for (int64_t e = 0; e < n; ++e) {
     mask.push_back(bit(e) ? 1 : 0);
@@ -1549,6 +1852,39 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
           unsupported("integer overflow in index arithmetic");
         v.idx[r][e] = z;
       }
+    return v;
+  }
+  if (op == "reduce") {
+    const Val &x = operand(0), &init = operand(1);
+    std::string fn = attr("to_apply");
+    const hlo::Computation *c = m.find(fn.substr(fn[0] == '%'));
+    if (!c || in.size() != 2)
+      unsupported("an integer reduce other than one operand with a computation");
+    std::string how = c->root()->opcode;
+    if (how != "and" && how != "or" && how != "add" && how != "maximum" && how != "minimum")
+      unsupported("an integer reduce by '" + how + "'");
+    std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
+    std::vector<int64_t> stride(x.dims.size(), 1);
+    for (int k = (int)x.dims.size() - 2; k >= 0; --k)
+      stride[k] = stride[k + 1] * x.dims[k + 1];
+    int64_t xn = product(x.dims);
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::vector<bool> seen(n, false);
+      for (int64_t e = 0; e < xn; ++e) {
+        int64_t o = 0;
+        for (size_t d = 0; d < x.dims.size(); ++d)
+          if (std::find(rd.begin(), rd.end(), (int64_t)d) == rd.end())
+            o = o * x.dims[d] + (e / stride[d]) % x.dims[d];
+        int64_t acc = seen[o] ? v.idx[r][o] : init.idx[r][0], y = x.idx[r][e];
+        acc = how == "and" ? (acc && y) : how == "or" ? (acc || y) : how == "add" ? acc + y
+              : how == "maximum" ? std::max(acc, y) : std::min(acc, y);
+        v.idx[r][o] = acc;
+        seen[o] = true;
+      }
+      for (int64_t o = 0; o < n; ++o)
+        if (!seen[o])
+          v.idx[r][o] = init.idx[r][0];
+    }
     return v;
   }
   if (op == "select" || op == "clamp") {
@@ -1800,18 +2136,35 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
     for (size_t k = 0; k < rparams.size(); ++k) {
       const hlo::Instruction &p = *rparams[k];
       at = &p;
-      if (p.shape.isTuple() || !isFloat(p.shape.type))
+      bool ids = !p.shape.isTuple() && isInt(p.shape.type) && p.shape.type != "pred";
+      if (p.shape.isTuple() || (!isFloat(p.shape.type) && !ids))
         unsupported("parameter " + std::to_string(k) + " of type " + p.shape.str() +
-                    " (float array parameters are covered)");
+                    " (float arrays and integer token ids are covered)");
       std::string name = ref.fresh(p.loc.opName.empty() ? p.name : p.loc.opName);
       Val v;
       v.name = name;
       v.type = p.shape.type;
       v.dims = p.shape.dims;
+      if (ids) {
+        // Token ids: one i64 vector in the spec (its bound found from the gathers).
+        v.kind = Val::Ids;
+        rinputs.push_back({{"name", name}, {"shape", {product(p.shape.dims)}}, {"dtype", "i64"}});
+      } else {
+        rinputs.push_back({{"name", name}, {"shape", p.shape.dims}});
+      }
       rargs.push_back(v);
-      rinputs.push_back({{"name", name}, {"shape", p.shape.dims}});
     }
     Val rroot = ref.run(*rentry, rargs, 0);
+    ref.checkBoundLimits(ref.bounds, at);
+    for (auto &input : rinputs)
+      if (input.contains("dtype")) {
+        std::string n = input["name"];
+        auto b = ref.bounds.find(n);
+        if (b == ref.bounds.end())
+          unsupported("integer parameter `" + n + "` is not used as the indices of a gather "
+                      "(token ids and labels are covered)");
+        input["bound"] = b->second;
+      }
     at = rentry->root();
     std::vector<Val> routs = rroot.kind == Val::Tuple ? rroot.elements : std::vector<Val>{rroot};
     json routNames = json::array();
@@ -1896,11 +2249,25 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
       v.name = name;
       v.type = p.shape.type;
       v.dims = p.shape.dims;
+      std::vector<int64_t> shape = p.shape.dims;
+      if (rargs[k].kind == Val::Ids) {
+        // The ids as one vector: a split of dim 0 is a split of the vector; a split of
+        // any later dim is not a block of it.
+        v.kind = Val::Ids;
+        for (size_t d = 1; d < global.size(); ++d)
+          if (!layout["dims"][d].is_null())
+            unsupported("token ids split on dim " + std::to_string(d) + " (only the leading "
+                        "dim of ids may be split)");
+        layout = {{"dims", json::array({global.empty() ? json(nullptr) : layout["dims"][0]})}};
+        shape = {product(p.shape.dims)};
+        pl.refBounds[name] = ref.bounds.at(rargs[k].name);
+      }
       pargs.push_back(v);
       pinputs.push_back({{"name", name}, {"value", rargs[k].name}, {"layout", layout},
-                         {"shape", p.shape.dims}});
+                         {"shape", shape}});
     }
     Val proot = pl.run(*aentry, pargs, 0);
+    pl.checkBoundLimits(pl.refBounds, at);
     at = aentry->root();
     std::vector<Val> pouts = proot.kind == Val::Tuple ? proot.elements : std::vector<Val>{proot};
     if (pouts.size() != routs.size())

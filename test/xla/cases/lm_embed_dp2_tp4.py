@@ -1,0 +1,30 @@
+"""A small language-model step with integer token ids and labels, at dp x tp = 2 x 4:
+an embedding lookup (jnp.take) whose table is split over tp on the model dim, a tanh-GELU
+layer, an output head, and the cross-entropy of integer labels (log_softmax and
+take_along_axis), with gradients (the lookup's is a scatter-add by id). VOCAB_SHARDED=1
+splits the table over tp by vocabulary rows instead: XLA then masks each rank's ids,
+which the import does not cover (inconclusive)."""
+import os
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+B, S, D, V = 2, 4, 4, 8
+def loss(p, ids, labels):
+    h = jnp.take(p["emb"], ids, axis=0)
+    h = jax.nn.gelu(h @ p["w"], approximate=True)
+    logits = h @ p["out"]
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[..., None], axis=-1))
+def step(p, ids, labels):
+    return jax.value_and_grad(loss)(p, ids, labels)
+def planproof_case():
+    f32 = jnp.float32
+    p = {"emb": jax.ShapeDtypeStruct((V, D), f32), "w": jax.ShapeDtypeStruct((D, D), f32), "out": jax.ShapeDtypeStruct((D, V), f32)}
+    ps = {"emb": P("tp", None) if os.environ.get("VOCAB_SHARDED") else P(None, "tp"),
+          "w": P(None, "tp"), "out": P("tp", None)}
+    i32 = jnp.int32
+    return dict(step=step, args=(p, jax.ShapeDtypeStruct((B, S), i32), jax.ShapeDtypeStruct((B, S), i32)),
+                mesh_shape=(2, 4), mesh_axes=("dp", "tp"),
+                in_shardings=(ps, P("dp", None), P("dp", None)), out_shardings=(P(), ps))
