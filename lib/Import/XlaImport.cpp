@@ -762,6 +762,8 @@ public:
 
   std::string emit(const std::string &op, const std::vector<std::string> &operands,
                    json attrs, const std::vector<int64_t> *shape, const std::string &base) {
+    if (ops.size() >= 2000000)
+      unsupported("the program translates to more than 2 million ops (unrolled loops)");
     json o;
     std::string r = fresh(base);
     o["result"] = r;
@@ -872,6 +874,13 @@ private:
   Val select(const std::vector<const Val *> &in);
   Val collectivePermute(const std::vector<const Val *> &in);
   Val idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val whileLoop(const std::vector<const Val *> &in, int depth);
+  Val dynamicUpdateSlice(const std::vector<const Val *> &in);
+  std::string replaceBlock(const std::string &base, const std::vector<int64_t> &baseDims,
+                           const std::string &update, const std::vector<int64_t> &updDims,
+                           const std::vector<int64_t> &offsets, size_t from);
+  /// Loop iterations unrolled so far (every while of the module together).
+  int64_t iterations = 0;
   Val gather(const std::vector<const Val *> &in);
   Val scatterAdd(const std::vector<const Val *> &in);
   const Val &idsOperand(const Val &v);
@@ -979,9 +988,11 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     unsupported("custom-call " + target);
   }
 
-  if (inst.shape.isTuple() && op != "all-reduce" && op != "while")
+  if (op == "while")
+    return whileLoop(in, depth);
+  if (inst.shape.isTuple() && op != "all-reduce")
     unsupported("HLO op '" + op + "' with a tuple result");
-  if (op == "while" || op == "conditional")
+  if (op == "conditional")
     unsupported("HLO op '" + op + "' (control flow)");
 
   // Integer values: token ids stay symbolic; partition ids, index arithmetic and tables
@@ -1153,6 +1164,8 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   }
   if (op == "dynamic-slice")
     return dynamicSlice(in);
+  if (op == "dynamic-update-slice")
+    return dynamicUpdateSlice(in);
   if (op == "select")
     return select(in);
   if (op == "gather")
@@ -1682,6 +1695,101 @@ Val Translator::scatterAdd(const std::vector<const Val *> &in) {
   if (!zeros)
     result = emit("add", {base.name, result}, nullptr, nullptr, cur->name);
   return tensor(result, base.type, base.dims);
+}
+
+/// while: unrolled. The condition must evaluate to the same constant on every rank
+/// (a trip count: scan over layers, over microbatches); each iteration runs the body
+/// on the loop state. At most 4096 iterations in all, else unsupported.
+Val Translator::whileLoop(const std::vector<const Val *> &in, int depth) {
+  const Val &init = need(in, 1);
+  auto comp = [&](const char *key) {
+    std::string n = attr(key);
+    if (!n.empty() && n[0] == '%')
+      n.erase(0, 1);
+    const hlo::Computation *c = m.find(n);
+    if (!c)
+      malformed(std::string("while: unknown ") + key + " computation '" + n + "'");
+    return c;
+  };
+  const hlo::Computation *cond = comp("condition"), *body = comp("body");
+  const hlo::Instruction *self = cur;
+  Val state = init;
+  for (;;) {
+    Val c = run(*cond, {state}, depth + 1);
+    cur = self;
+    if (track)
+      *track = self;
+    if (c.kind != Val::Index || product(c.dims) != 1)
+      unsupported("a while loop whose condition is not an integer computation");
+    for (auto &row : c.idx)
+      if (row[0] != c.idx[0][0])
+        unsupported("a while loop whose trip count differs between ranks");
+    if (!c.idx[0][0])
+      return state;
+    if (++iterations > 4096)
+      unsupported("while loops of more than 4096 iterations in all (unrolled)");
+    state = run(*body, {state}, depth + 1);
+    cur = self;
+    if (track)
+      *track = self;
+  }
+}
+
+/// base with `update` written at `offsets` (from dim `from` on), by slices and concats.
+std::string Translator::replaceBlock(const std::string &base, const std::vector<int64_t> &baseDims,
+                                     const std::string &update, const std::vector<int64_t> &updDims,
+                                     const std::vector<int64_t> &offsets, size_t from) {
+  size_t d = from;
+  while (d < baseDims.size() && updDims[d] == baseDims[d])
+    ++d;
+  if (d == baseDims.size())
+    return update;
+  int64_t o = offsets[d], u = updDims[d];
+  auto slice = [&](int64_t lo, int64_t size) {
+    std::vector<int64_t> off(baseDims.size(), 0), sz = baseDims;
+    off[d] = lo;
+    sz[d] = size;
+    return emit("slice", {base}, {{"offsets", off}, {"sizes", sz}}, nullptr, cur->name + "_keep");
+  };
+  std::vector<int64_t> midDims = baseDims;
+  midDims[d] = u;
+  std::string mid = replaceBlock(slice(o, u), midDims, update, updDims, offsets, d + 1);
+  std::vector<std::string> parts;
+  if (o > 0)
+    parts.push_back(slice(0, o));
+  parts.push_back(mid);
+  if (o + u < baseDims[d])
+    parts.push_back(slice(o + u, baseDims[d] - o - u));
+  if (parts.size() == 1)
+    return mid;
+  return emit("concat", parts, {{"dim", (int64_t)d}}, nullptr, cur->name);
+}
+
+/// dynamic-update-slice with offsets the same on every rank (a loop counter's): the
+/// base with the update's block replaced. XLA clamps each offset into
+/// [0, dim - update dim].
+Val Translator::dynamicUpdateSlice(const std::vector<const Val *> &in) {
+  if (in.size() < 2)
+    malformed("dynamic-update-slice needs operands");
+  const Val &base = *in[0], &upd = *in[1];
+  checkTensor(base);
+  checkTensor(upd);
+  if (in.size() != base.dims.size() + 2 || upd.dims.size() != base.dims.size())
+    unsupported("dynamic-update-slice with offsets in one tensor operand");
+  std::vector<int64_t> offsets;
+  for (size_t d = 0; d < base.dims.size(); ++d) {
+    const Val &o = *in[d + 2];
+    if (o.kind != Val::Index || !o.dims.empty())
+      unsupported("a dynamic-update-slice offset that depends on the data");
+    if (upd.dims[d] > base.dims[d])
+      malformed("dynamic-update-slice update larger than its base");
+    for (auto &row : o.idx)
+      if (row[0] != o.idx[0][0])
+        unsupported("a dynamic-update-slice whose offsets differ between ranks");
+    offsets.push_back(std::clamp<int64_t>(o.idx[0][0], 0, base.dims[d] - upd.dims[d]));
+  }
+  return tensor(replaceBlock(base.name, base.dims, upd.name, upd.dims, offsets, 0), base.type,
+                base.dims);
 }
 
 /// select(p, a, b) with a predicate known element by element (a mask from iota and
