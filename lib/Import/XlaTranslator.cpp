@@ -1,0 +1,1146 @@
+//===- XlaTranslator.cpp - HLO instructions as planproof ops ------------------===//
+//
+// See XlaTranslator.h and docs/xla.md (the table of covered ops).
+//
+//===----------------------------------------------------------------------===//
+#include "Import/XlaTranslator.h"
+
+#include "Support/Limits.h"
+#include "Support/Rational.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+
+namespace planproof::xla {
+
+//===--- Values ---------------------------------------------------------------===//
+
+bool isFloat(const std::string &t) {
+  return t == "f32" || t == "bf16" || t == "f16" || t == "f64";
+}
+bool isInt(const std::string &t) {
+  return t == "s8" || t == "s16" || t == "s32" || t == "s64" || t == "u8" || t == "u16" ||
+         t == "u32" || t == "u64" || t == "pred";
+}
+
+
+std::string sanitize(const std::string &n) {
+  std::string s;
+  for (char c : n)
+    s += (std::isalnum((unsigned char)c) || c == '_') ? c : '_';
+  if (s.empty() || std::isdigit((unsigned char)s[0]))
+    s = "v" + s;
+  return s;
+}
+
+/// A float literal as JSON: exact decimal text kept as the number it denotes.
+json floatLiteral(const std::string &text) {
+  std::string t = trim(text);
+  if (t == "inf" || t == "-inf" || t == "nan" || t == "-nan")
+    unsupported("the non-finite constant " + t);
+  if (t == "true")
+    return 1;
+  if (t == "false")
+    return 0;
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(t.c_str(), &end);
+  if (end == t.c_str() || *end)
+    malformed("malformed constant '" + t.substr(0, 40) + "'");
+  if (errno == ERANGE)
+    unsupported("the constant " + t + " is outside the range of a double");
+  // The spec's number denotes exactConstant(v) (docs/semantics.md, "Constants"); that
+  // must be the decimal written here (XLA writes f32 literals in at most 9 digits, for
+  // which it always is).
+  Rational written, denoted;
+  std::string why;
+  if (!Rational::fromDecimal(t, written, why) || !exactConstant(v, denoted, why) ||
+      written != denoted)
+    unsupported("the constant " + t + " has no JSON number denoting it exactly");
+  return v;
+}
+
+/// Flattens a literal `{ {1, 2}, {3, 4} }` (or a scalar) into element texts.
+std::vector<std::string> literalElements(const std::string &raw) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : raw) {
+    if (c == '{' || c == '}' || c == ',' || c == ' ') {
+      if (!cur.empty())
+        out.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  if (!cur.empty())
+    out.push_back(cur);
+  return out;
+}
+
+int64_t intLiteral(const std::string &t) {
+  if (t == "true")
+    return 1;
+  if (t == "false")
+    return 0;
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(t.c_str(), &end, 10);
+  if (end == t.c_str() || *end || errno)
+    malformed("malformed integer constant '" + t.substr(0, 40) + "'");
+  return v;
+}
+
+Val Translator::translate(const hlo::Instruction &inst, const std::vector<const Val *> &in,
+                          const std::vector<Val> &args, int depth) {
+  const std::string &op = inst.opcode;
+  std::string base = inst.name;
+
+  if (op == "parameter") {
+    std::vector<int64_t> k = ints(inst.rawOperands, "parameter number");
+    if (k.size() != 1 || k[0] < 0 || k[0] >= (int64_t)args.size())
+      malformed("parameter(" + inst.rawOperands + ") out of range");
+    return args[k[0]];
+  }
+  if (op == "tuple") {
+    Val t;
+    t.kind = Val::Tuple;
+    for (auto *v : in)
+      t.elements.push_back(*v);
+    return t;
+  }
+  if (op == "get-tuple-element") {
+    const Val &t = need(in, 1);
+    std::vector<int64_t> k = ints(attr("index"), "tuple index");
+    if (t.kind != Val::Tuple || k.size() != 1 || k[0] < 0 || k[0] >= (int64_t)t.elements.size())
+      malformed("get-tuple-element index out of range");
+    return t.elements[k[0]];
+  }
+  if (op == "call") {
+    std::string callee = attr("to_apply");
+    if (!callee.empty() && callee[0] == '%')
+      callee.erase(0, 1);
+    const hlo::Computation *c = m.find(callee);
+    if (!c)
+      malformed("call of an unknown computation '" + callee + "'");
+    std::vector<Val> a;
+    for (auto *v : in)
+      a.push_back(*v);
+    const hlo::Instruction *saved = cur;
+    Val r = run(*c, a, depth + 1);
+    cur = saved;
+    if (track)
+      *track = saved;
+    return r;
+  }
+  if (op == "opt-barrier" || op == "optimization-barrier")
+    return need(in, 1);
+  if (op == "custom-call") {
+    auto it = inst.attrs.find("custom_call_target");
+    std::string target = it == inst.attrs.end() ? "" : trim(it->second);
+    if (target == "\"Sharding\"" && in.size() == 1)
+      return *in[0];  // an annotation: the value itself
+    unsupported("custom-call " + target);
+  }
+
+  if (op == "while")
+    return whileLoop(in, depth);
+  if (inst.shape.isTuple() && op != "all-reduce")
+    unsupported("HLO op '" + op + "' with a tuple result");
+  if (op == "conditional")
+    unsupported("HLO op '" + op + "' (control flow)");
+
+  // Integer values: token ids stay symbolic; partition ids, index arithmetic and tables
+  // are evaluated.
+  if (!inst.shape.isTuple() && isInt(inst.shape.type) && op != "all-reduce") {
+    for (auto *v : in)
+      if (v->kind == Val::Ids)
+        return idsOp(inst, in);
+    return indexOp(inst, in);
+  }
+  if (!inst.shape.isTuple() && !isFloat(inst.shape.type))
+    unsupported("element type " + inst.shape.type);
+
+  std::vector<int64_t> dims = inst.shape.isTuple() ? std::vector<int64_t>{} : inst.shape.dims;
+  const std::string &type = inst.shape.type;
+
+  if (op == "constant") {
+    std::vector<std::string> els = literalElements(inst.rawOperands);
+    int64_t n = product(dims);
+    if ((int64_t)els.size() != n)
+      malformed("a constant with " + std::to_string(els.size()) + " values for " +
+                std::to_string(n) + " elements");
+    if (dims.empty()) {
+      std::string t = trim(els[0]);
+      if (t == "inf" || t == "-inf" || t == "nan" || t == "-nan") {
+        Val v = tensor("", type, dims);
+        v.scalarConst = t;
+        return v;
+      }
+      Val v = tensor(emit("constant", {}, {{"value", floatLiteral(els[0])}}, &dims, base), type,
+                     dims);
+      v.scalarConst = els[0];
+      return v;
+    }
+    if (n > 1 << 20)
+      unsupported("a dense constant of more than 2^20 elements");
+    json values = json::array();
+    for (auto &e : els)
+      values.push_back(floatLiteral(e));
+    return tensor(emit("literal", {}, {{"values", values}}, &dims, base), type, dims);
+  }
+  if (op == "convert" || op == "copy") {
+    const Val &x = need(in, 1);
+    checkTensor(x);  // float to float: the same real number (rounding is replay's concern)
+    Val v = x;
+    v.type = type;
+    return v;
+  }
+  static const std::map<std::string, std::string> binary = {
+      {"add", "add"}, {"subtract", "sub"}, {"multiply", "mul"},
+      {"divide", "div"}, {"maximum", "maximum"}, {"minimum", "minimum"}};
+  if (auto it = binary.find(op); it != binary.end()) {
+    if (in.size() != 2)
+      malformed("'" + op + "' takes 2 operands");
+    for (int k = 0; k < 2; ++k)  // max(x, -inf) = x, min(x, inf) = x
+      if ((op == "maximum" && isConst(*in[k], "-inf")) || (op == "minimum" && isConst(*in[k], "inf")))
+        return *in[1 - k];
+    checkTensor(*in[0]);
+    checkTensor(*in[1]);
+    return tensor(emit(it->second, {in[0]->name, in[1]->name}, nullptr, nullptr, base), type, dims);
+  }
+  static const std::map<std::string, std::string> unary = {
+      {"exponential", "exp"}, {"log", "log"}, {"rsqrt", "rsqrt"}, {"sqrt", "sqrt"},
+      {"tanh", "tanh"}, {"logistic", "logistic"}};
+  if (auto it = unary.find(op); it != unary.end()) {
+    const Val &x = need(in, 1);
+    checkTensor(x);
+    return tensor(emit(it->second, {x.name}, nullptr, nullptr, base), type, dims);
+  }
+  if (op == "negate") {
+    const Val &x = need(in, 1);
+    checkTensor(x);
+    return tensor(emit("scale", {x.name}, {{"factor", -1}}, nullptr, base), type, dims);
+  }
+  if (op == "broadcast") {
+    const Val &x = need(in, 1);
+    if (x.kind != Val::Tensor)
+      checkTensor(x);
+    std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+    if (x.name.empty() && x.dims.empty()) {  // a non-finite constant, still unemitted
+      Val v = tensor("", type, dims);
+      v.scalarConst = x.scalarConst;
+      return v;
+    }
+    if (!x.scalarConst.empty() && x.dims.empty()) {
+      Val v = tensor(emit("constant", {}, {{"value", floatLiteral(x.scalarConst)}}, &dims, base),
+                     type, dims);
+      v.scalarConst = x.scalarConst;  // a splat: scatters into zeros are recognized
+      return v;
+    }
+    if (bd.size() == dims.size() && x.dims == dims)
+      return x;
+    return tensor(emit("broadcast", {x.name}, {{"dims", bd}}, &dims, base), type, dims);
+  }
+  if (op == "reshape" || op == "bitcast") {
+    const Val &x = need(in, 1);
+    checkTensor(x);
+    if (x.dims == dims)
+      return x;
+    if (op == "bitcast")
+      unsupported("a bitcast that changes the shape");
+    return tensor(emit("reshape", {x.name}, nullptr, &dims, base), type, dims);
+  }
+  if (op == "transpose") {
+    const Val &x = need(in, 1);
+    checkTensor(x);
+    std::vector<int64_t> perm = ints(attr("dimensions"), "transpose dimensions");
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i)
+      identity &= perm[i] == (int64_t)i;
+    if (identity)
+      return x;
+    return tensor(emit("transpose", {x.name}, {{"perm", perm}}, nullptr, base), type, dims);
+  }
+  if (op == "slice") {
+    const Val &x = need(in, 1);
+    checkTensor(x);
+    std::string s = trim(attr("slice"));
+    if (s.size() < 2 || s.front() != '{' || s.back() != '}')
+      malformed("malformed slice attribute");
+    std::vector<int64_t> offsets, sizes;
+    for (auto &r : hlo::splitTopLevel(s.substr(1, s.size() - 2))) {
+      if (r.size() < 2 || r.front() != '[' || r.back() != ']')
+        malformed("malformed slice range '" + r + "'");
+      std::string range = r.substr(1, r.size() - 2);
+      std::replace(range.begin(), range.end(), ':', ',');
+      std::vector<int64_t> b = ints(range, "slice range");
+      if (b.size() == 3 && b[2] != 1)
+        unsupported("a strided slice");
+      if (b.size() < 2)
+        malformed("malformed slice range '" + r + "'");
+      offsets.push_back(b[0]);
+      sizes.push_back(b[1] - b[0]);
+    }
+    if (sizes == x.dims)
+      return x;
+    return tensor(emit("slice", {x.name}, {{"offsets", offsets}, {"sizes", sizes}}, nullptr, base),
+                  type, dims);
+  }
+  if (op == "concatenate") {
+    std::vector<std::string> names;
+    for (auto *v : in) {
+      checkTensor(*v);
+      names.push_back(v->name);
+    }
+    std::vector<int64_t> d = ints(attr("dimensions"), "concatenate dimension");
+    if (d.size() != 1)
+      malformed("concatenate needs one dimension");
+    return tensor(emit("concat", names, {{"dim", d[0]}}, nullptr, base), type, dims);
+  }
+  if (op == "dot")
+    return dot(in);
+  if (op == "reduce") {
+    if (in.size() != 2)
+      unsupported("a variadic reduce");
+    checkTensor(*in[0]);
+    std::string kind = reductionKind();
+    const Val &init = *in[1];
+    std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
+    std::sort(rd.begin(), rd.end());
+    if (kind == "sum") {
+      if (init.scalarConst.empty() || floatLiteral(init.scalarConst) != 0.0)
+        unsupported("a sum reduction whose initial value is not the constant 0");
+      return tensor(emit("reduce_sum", {in[0]->name}, {{"dims", rd}}, nullptr, base), type, dims);
+    }
+    if (trim(init.scalarConst) != "-inf")
+      unsupported("a max reduction whose initial value is not -inf");
+    return tensor(emit("reduce_max", {in[0]->name}, {{"dims", rd}}, nullptr, base), type, dims);
+  }
+  if (op == "dynamic-slice")
+    return dynamicSlice(in);
+  if (op == "dynamic-update-slice")
+    return dynamicUpdateSlice(in);
+  if (op == "select")
+    return select(in);
+  if (op == "gather")
+    return gather(in);
+  if (op == "scatter")
+    return scatterAdd(in);
+  if (op == "collective-permute") {
+    if (!plan)
+      malformed("a collective in the module before partitioning");
+    return collectivePermute(in);
+  }
+  if (op == "all-reduce" || op == "all-gather" || op == "reduce-scatter" || op == "all-to-all") {
+    if (!plan)
+      malformed("a collective in the module before partitioning");
+    return collective(in);
+  }
+  unsupported("HLO op '" + op + "'");
+}
+
+Val Translator::dot(const std::vector<const Val *> &in) {
+  if (in.size() != 2)
+    malformed("dot takes 2 operands");
+  const Val &l = *in[0], &r = *in[1];
+  checkTensor(l);
+  checkTensor(r);
+  auto get = [&](const char *k) {
+    auto it = cur->attrs.find(k);
+    return it == cur->attrs.end() ? std::vector<int64_t>{} : ints(it->second, k);
+  };
+  std::vector<int64_t> lb = get("lhs_batch_dims"), rb = get("rhs_batch_dims"),
+                       lc = get("lhs_contracting_dims"), rc = get("rhs_contracting_dims");
+  if (lb.size() != rb.size() || lc.size() != rc.size())
+    malformed("dot dimension lists disagree");
+  auto check = [&](const std::vector<int64_t> &ds, size_t rank) {
+    for (int64_t d : ds)
+      if (d < 0 || d >= (int64_t)rank)
+        malformed("dot dimension out of range");
+  };
+  check(lb, l.dims.size()), check(lc, l.dims.size());
+  check(rb, r.dims.size()), check(rc, r.dims.size());
+  auto freeDims = [](size_t rank, const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+    std::vector<int64_t> f;
+    for (int64_t d = 0; d < (int64_t)rank; ++d)
+      if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end())
+        f.push_back(d);
+    return f;
+  };
+  std::vector<int64_t> lf = freeDims(l.dims.size(), lb, lc), rf = freeDims(r.dims.size(), rb, rc);
+  std::vector<int64_t> out = dimsOf();
+  std::string type = cur->shape.type;
+  auto sizeOf = [](const Val &v, const std::vector<int64_t> &ds) {
+    int64_t n = 1;
+    for (int64_t d : ds)
+      n *= v.dims[d];
+    return n;
+  };
+  // The plain matmul: 2-D operands, one contracted dim each, no batch.
+  if (lb.empty() && lc.size() == 1 && l.dims.size() == 2 && r.dims.size() == 2)
+    return tensor(emit("matmul", {l.name, r.name}, {{"lhs_dim", lc[0]}, {"rhs_dim", rc[0]}},
+                       nullptr, cur->name),
+                  type, out);
+  // Otherwise: lhs to [B, M, K], rhs to [B, K, N] (transposes and reshapes), one
+  // batch_matmul, and the result back to [batch..., lhs free..., rhs free...].
+  auto arrange = [&](const Val &v, std::vector<int64_t> order, std::vector<int64_t> shape3,
+                     const char *what) {
+    std::string name = v.name;
+    std::vector<int64_t> dims;
+    bool identity = true;
+    for (size_t i = 0; i < order.size(); ++i) {
+      identity &= order[i] == (int64_t)i;
+      dims.push_back(v.dims[order[i]]);
+    }
+    if (!identity)
+      name = emit("transpose", {name}, {{"perm", order}}, nullptr, cur->name + "_" + what + "_t");
+    if (dims != shape3)
+      name = emit("reshape", {name}, nullptr, &shape3, cur->name + "_" + what + "_r");
+    return name;
+  };
+  int64_t B = sizeOf(l, lb), M = sizeOf(l, lf), K = sizeOf(l, lc), N = sizeOf(r, rf);
+  if (sizeOf(r, rb) != B || sizeOf(r, rc) != K)
+    malformed("dot operand sizes disagree");
+  std::vector<int64_t> lo = lb, ro = rb;
+  lo.insert(lo.end(), lf.begin(), lf.end());
+  lo.insert(lo.end(), lc.begin(), lc.end());
+  ro.insert(ro.end(), rc.begin(), rc.end());
+  ro.insert(ro.end(), rf.begin(), rf.end());
+  std::string ln = arrange(l, lo, {B, M, K}, "lhs"), rn = arrange(r, ro, {B, K, N}, "rhs");
+  std::vector<int64_t> res3 = {B, M, N};
+  std::string res = emit("batch_matmul", {ln, rn}, {{"lhs_dim", 2}, {"rhs_dim", 1}}, nullptr,
+                         cur->name);
+  if (out != res3)
+    res = emit("reshape", {res}, nullptr, &out, cur->name + "_r");
+  return tensor(res, type, out);
+}
+
+std::vector<size_t> Translator::collectiveAxes() {
+  std::string rg = replicaGroupsText(*cur);
+  if (!cur->attrs.count("channel_id"))
+    unsupported("a cross-replica collective (no channel_id): only cross-partition "
+                "collectives are covered");
+  return groupAxes(*mesh, parseReplicaGroups(rg, mesh->devices));
+}
+
+Val Translator::collective(const std::vector<const Val *> &in) {
+  const std::string &op = cur->opcode;
+  std::vector<size_t> axes = collectiveAxes();
+  if (op == "all-reduce") {
+    std::string kind = reductionKind();
+    auto one = [&](const Val &x, const std::vector<int64_t> &dims) {
+      checkTensor(x);
+      if (axes.empty())
+        return x;
+      return tensor(emit("all_reduce", {x.name}, {{"axes", axisNames(axes)}, {"kind", kind}},
+                         nullptr, cur->name),
+                    x.type, dims);
+    };
+    if (!cur->shape.isTuple())
+      return one(need(in, 1), cur->shape.dims);
+    Val t;
+    t.kind = Val::Tuple;
+    if (in.size() != cur->shape.elements.size())
+      malformed("a tuple all-reduce with mismatched operands");
+    for (size_t i = 0; i < in.size(); ++i)
+      t.elements.push_back(one(*in[i], cur->shape.elements[i].dims));
+    return t;
+  }
+  const Val &x = need(in, 1);
+  checkTensor(x);
+  std::vector<int64_t> d = ints(attr("dimensions"), "collective dimension");
+  if (d.size() != 1)
+    unsupported("'" + op + "' over several dimensions");
+  std::vector<int64_t> dims = dimsOf();
+  if (axes.empty())
+    return x;
+  if (op == "all-gather")
+    return tensor(emit("all_gather", {x.name}, {{"axes", axisNames(axes)}, {"dim", d[0]}}, nullptr,
+                       cur->name),
+                  x.type, dims);
+  if (op == "reduce-scatter")
+    return tensor(emit("reduce_scatter", {x.name},
+                       {{"axes", axisNames(axes)}, {"dim", d[0]}, {"kind", reductionKind()}},
+                       nullptr, cur->name),
+                  x.type, dims);
+  return tensor(emit("all_to_all", {x.name},
+                     {{"axes", axisNames(axes)}, {"split_dim", d[0]}, {"concat_dim", d[0]}},
+                     nullptr, cur->name),
+                x.type, dims);
+}
+
+Val Translator::dynamicSlice(const std::vector<const Val *> &in) {
+  if (in.empty())
+    malformed("dynamic-slice needs operands");
+  const Val &x = *in[0];
+  checkTensor(x);
+  if (in.size() != x.dims.size() + 1)
+    unsupported("dynamic-slice with offsets in one tensor operand");
+  std::vector<int64_t> sizes = ints(attr("dynamic_slice_sizes"), "dynamic_slice_sizes");
+  if (sizes.size() != x.dims.size())
+    malformed("dynamic_slice_sizes has the wrong rank");
+  std::string name = x.name;
+  std::vector<int64_t> dims = x.dims;
+  for (size_t d = 0; d < x.dims.size(); ++d) {
+    const Val &o = *in[d + 1];
+    if (o.kind != Val::Index || !o.dims.empty())
+      unsupported("a dynamic-slice offset that depends on the data");
+    if (sizes[d] < 0 || sizes[d] > x.dims[d])
+      malformed("dynamic-slice size out of range");
+    // XLA clamps every offset into [0, dim - size].
+    std::vector<int64_t> off(o.idx.size());
+    for (size_t r = 0; r < off.size(); ++r)
+      off[r] = std::clamp<int64_t>(o.idx[r][0], 0, x.dims[d] - sizes[d]);
+    bool same = std::all_of(off.begin(), off.end(), [&](int64_t v) { return v == off[0]; });
+    if (same) {
+      if (sizes[d] == x.dims[d])
+        continue;
+      std::vector<int64_t> offsets(dims.size(), 0), sz = dims;
+      offsets[d] = off[0];
+      sz[d] = sizes[d];
+      name = emit("slice", {name}, {{"offsets", offsets}, {"sizes", sz}}, nullptr, cur->name);
+      dims = sz;
+      continue;
+    }
+    // offset(rank) = size x (index of the rank over some mesh axes, major first)
+    if (!plan)
+      malformed("rank-dependent offsets outside the plan");
+    std::vector<size_t> axes;
+    std::string why = blockAxes(*mesh, off, sizes[d], x.dims[d], axes);
+    if (!why.empty()) {
+      // Perhaps over parts of mesh axes that no sharding names: find them on the mesh
+      // cut into prime factors, and restart the import with those cuts.
+      Mesh fine = primeRefined(*mesh);
+      std::vector<size_t> fineAxes;
+      if (!newBounds || !blockAxes(fine, off, sizes[d], x.dims[d], fineAxes).empty())
+        unsupported(why);
+      for (size_t a : fineAxes) {
+        newBounds->insert(fine.axes[a].stride);
+        newBounds->insert(fine.axes[a].stride * fine.axes[a].size);
+      }
+      throw Remesh{};
+    }
+    dims[d] = sizes[d];
+    name = emit("shard_slice", {name}, {{"axes", axisNames(axes)}, {"dim", (int64_t)d}}, nullptr,
+                cur->name);
+  }
+  return tensor(name, x.type, dims);
+}
+
+/// collective-permute: rank t receives the value of rank src(t). When src permutes mesh
+/// coordinates (axis a of the source is axis perm[a] of the receiver), rank t's value is
+/// block indexOver(t, perm(A)) of the all-gather over the moved axes A -- exactly what
+/// all_gather over A followed by shard_slice over perm(A) computes.
+Val Translator::collectivePermute(const std::vector<const Val *> &in) {
+  const Val &x = need(in, 1);
+  checkTensor(x);
+  if (!cur->attrs.count("channel_id"))
+    unsupported("a cross-replica collective-permute (no channel_id)");
+  std::string pairsText = trim(attr("source_target_pairs"));
+  if (pairsText.size() < 2 || pairsText.front() != '{' || pairsText.back() != '}')
+    malformed("malformed source_target_pairs");
+  std::vector<int64_t> src(mesh->devices, -1);
+  for (auto &pr : hlo::splitTopLevel(pairsText.substr(1, pairsText.size() - 2))) {
+    std::vector<int64_t> st = ints(pr, "source-target pair");
+    if (st.size() != 2 || st[0] < 0 || st[1] < 0 || st[0] >= mesh->devices ||
+        st[1] >= mesh->devices)
+      malformed("source-target pair out of range");
+    if (src[st[1]] != -1)
+      malformed("rank " + std::to_string(st[1]) + " receives twice");
+    src[st[1]] = st[0];
+  }
+  std::vector<bool> sent(mesh->devices, false);
+  for (int64_t t = 0; t < mesh->devices; ++t) {
+    if (src[t] < 0)
+      unsupported("a collective-permute in which rank " + std::to_string(t) +
+                  " receives nothing (it gets zeros)");
+    if (sent[src[t]])
+      unsupported("a collective-permute that sends one rank's value twice");
+    sent[src[t]] = true;
+  }
+  std::vector<size_t> perm = coordinatePermutation(*mesh, src);
+  if (perm.empty()) {
+    Mesh fine = primeRefined(*mesh);
+    std::vector<size_t> finePerm = coordinatePermutation(fine, src);
+    if (finePerm.empty() || !newBounds)
+      unsupported("a collective-permute that does not permute mesh coordinates");
+    for (size_t a = 0; a < fine.axes.size(); ++a)
+      if (finePerm[a] != a) {
+        newBounds->insert(fine.axes[a].stride);
+        newBounds->insert(fine.axes[a].stride * fine.axes[a].size);
+      }
+    throw Remesh{};
+  }
+  std::vector<size_t> moved, onto;
+  for (size_t a = 0; a < perm.size(); ++a)
+    if (perm[a] != a) {
+      moved.push_back(a);
+      onto.push_back(perm[a]);
+    }
+  if (moved.empty())
+    return x;
+  std::vector<int64_t> one = x.dims;
+  one.insert(one.begin(), 1);
+  int64_t k = 1;
+  for (size_t a : moved)
+    k *= mesh->axes[a].size;
+  std::vector<int64_t> gathered = one;
+  gathered[0] = k;
+  std::string r = emit("reshape", {x.name}, nullptr, &one, cur->name + "_block");
+  r = emit("all_gather", {r}, {{"axes", axisNames(moved)}, {"dim", 0}}, nullptr, cur->name + "_gather");
+  r = emit("shard_slice", {r}, {{"axes", axisNames(onto)}, {"dim", 0}}, nullptr, cur->name + "_pick");
+  r = emit("reshape", {r}, nullptr, &x.dims, cur->name);
+  return tensor(r, x.type, x.dims);
+}
+
+/// Integer ops on token ids. Ids are assumed in [0, rows) of every table they index (the
+/// spec's `bound`), so a comparison with a constant that this range decides (JAX's
+/// `ids < 0` wrap-around of negative indices) is that constant predicate; ids keep their
+/// shape through reshapes and conversions; anything else on ids is unsupported.
+Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  std::vector<int64_t> dims = inst.shape.dims;
+  int64_t n = product(dims);
+  auto constant = [&](const Val &v, int64_t &c) {
+    if (v.kind != Val::Index)
+      return false;
+    c = v.idx[0].empty() ? 0 : v.idx[0][0];
+    for (auto &row : v.idx)
+      for (int64_t x : row)
+        if (x != c)
+          return false;
+    return true;
+  };
+  if (op == "reshape" || op == "bitcast" || op == "copy" || op == "convert" ||
+      op == "broadcast") {
+    const Val &x = need(in, 1);
+    if (product(x.dims) != n)
+      unsupported("a broadcast of token ids");
+    Val v = x;
+    v.dims = dims;
+    v.type = inst.shape.type;
+    return v;
+  }
+  if (op == "add" && in.size() == 2) {
+    for (int k = 0; k < 2; ++k) {
+      int64_t c;
+      if (in[k]->kind == Val::Ids && constant(*in[1 - k], c)) {
+        Val v = *in[k];
+        if (!checkedAdd(v.offset, c, v.offset))
+          unsupported("integer overflow in token-id arithmetic");
+        v.dims = dims;
+        return v;
+      }
+    }
+  }
+  if (op == "compare" && in.size() == 2) {
+    // ids + offset (in [offset, inf)) against a constant c: decided when the range is
+    // on one side of c.
+    int k = in[0]->kind == Val::Ids ? 0 : 1;
+    int64_t c;
+    if (in[1 - k]->kind != Val::Ids && constant(*in[1 - k], c)) {
+      std::string dir = attr("direction");
+      if (k == 1) {  // c OP ids  ->  ids OP' c
+        static const std::map<std::string, std::string> flip = {
+            {"LT", "GT"}, {"LE", "GE"}, {"GT", "LT"}, {"GE", "LE"}, {"EQ", "EQ"}, {"NE", "NE"}};
+        dir = flip.count(dir) ? flip.at(dir) : dir;
+      }
+      int64_t lo = in[k]->offset;  // the least value ids + offset takes
+      int decided = -1;
+      if (dir == "LT" && lo >= c) decided = 0;
+      if (dir == "LE" && lo > c) decided = 0;
+      if (dir == "GT" && lo > c) decided = 1;
+      if (dir == "GE" && lo >= c) decided = 1;
+      if (dir == "EQ" && lo > c) decided = 0;
+      if (dir == "NE" && lo > c) decided = 1;
+      // Against the upper end (a bounds check, `ids <= rows - 1`): decided by the bound,
+      // which the gathers fix later; the decision is recorded and checked at the end
+      // (every id + offset <= c  iff  bound + offset - 1 <= c).
+      int64_t limit;  // the decision holds iff bound <= limit
+      if (decided < 0 && (dir == "LE" || dir == "GT") && !__builtin_sub_overflow(c + 1, in[k]->offset, &limit)) {
+        decided = dir == "LE" ? 1 : 0;
+        boundLimits.push_back({in[k]->name, limit, cur});
+      } else if (decided < 0 && (dir == "LT" || dir == "GE") && !__builtin_sub_overflow(c, in[k]->offset, &limit)) {
+        decided = dir == "LT" ? 1 : 0;
+        boundLimits.push_back({in[k]->name, limit, cur});
+      }
+      if (decided >= 0) {
+        Val v;
+        v.kind = Val::Index;
+        v.type = inst.shape.type;
+        v.dims = dims;
+        v.idx.assign(ranks, std::vector<int64_t>(n, decided));
+        return v;
+      }
+    }
+    unsupported("a comparison of token ids that their range [0, rows) does not decide");
+  }
+  if (op == "select" && in.size() == 3) {
+    int64_t c;
+    if (constant(*in[0], c)) {
+      const Val &pick = c ? *in[1] : *in[2];
+      if (pick.kind == Val::Ids) {
+        Val v = pick;
+        v.dims = dims;
+        return v;
+      }
+    }
+    unsupported("a select between token ids on a predicate that is not constant");
+  }
+  unsupported("integer HLO op '" + op + "' on token ids");
+}
+
+const Val &Translator::idsOperand(const Val &v) {
+  if (v.kind != Val::Ids)
+    unsupported("'" + cur->opcode + "' with indices that are not token ids of an input");
+  if (v.offset != 0)
+    unsupported("'" + cur->opcode + "' with token ids shifted by " + std::to_string(v.offset));
+  return v;
+}
+
+/// one_hot(ids) as [T, classes]: the embedding of the classes x classes identity.
+std::string Translator::oneHot(const Val &ids, int64_t classes) {
+  if (classes > 1024)
+    unsupported("a one-hot over more than 1024 classes");
+  auto it = identities.find(classes);
+  if (it == identities.end()) {
+    json values = json::array();
+    for (int64_t i = 0; i < classes; ++i)
+      for (int64_t j = 0; j < classes; ++j)
+        values.push_back(i == j ? 1 : 0);
+    std::vector<int64_t> shape = {classes, classes};
+    it = identities.emplace(classes, emit("literal", {}, {{"values", values}}, &shape,
+                                          "identity_" + std::to_string(classes))).first;
+  }
+  useRows(ids, classes);
+  return emit("embedding", {it->second, ids.name}, nullptr, nullptr, cur->name + "_onehot");
+}
+
+/// gather in the two forms JAX emits for token ids:
+///  - an embedding lookup (jnp.take(table, ids, axis=0)): rows of the table by id;
+///  - take_along_axis on the last dim with the other dims as batch dims (the label's
+///    log-probability in a cross-entropy): the sum over that dim of x * one_hot(id).
+Val Translator::gather(const std::vector<const Val *> &in) {
+  if (in.size() != 2)
+    malformed("gather takes 2 operands");
+  const Val &x = *in[0];
+  checkTensor(x);
+  const Val &ids = idsOperand(*in[1]);
+  std::vector<int64_t> out = dimsOf(), collapsed = attrInts("collapsed_slice_dims"),
+                       startMap = attrInts("start_index_map"), sizes = attrInts("slice_sizes"),
+                       offsetDims = attrInts("offset_dims"),
+                       opBatch = attrInts("operand_batching_dims"),
+                       idxBatch = attrInts("start_indices_batching_dims");
+  int64_t ivd = ints(attr("index_vector_dim"), "index_vector_dim").at(0);
+  int64_t r = x.dims.size(), t = product(ids.dims);
+  // the index vector has one component
+  if (!(ivd == (int64_t)ids.dims.size() ||
+        (ivd >= 0 && ivd < (int64_t)ids.dims.size() && ids.dims[ivd] == 1)))
+    unsupported("a gather whose index vectors have more than one component");
+  if (r >= 2 && opBatch.empty() && collapsed == std::vector<int64_t>{0} &&
+      startMap == std::vector<int64_t>{0} && (int64_t)sizes.size() == r && sizes[0] == 1) {
+    bool whole = true;
+    for (int64_t d = 1; d < r; ++d)
+      whole &= sizes[d] == x.dims[d];
+    int64_t lead = out.size() - (r - 1);
+    for (int64_t k = 0; k < r - 1; ++k)
+      whole &= k < (int64_t)offsetDims.size() && offsetDims[k] == lead + k;
+    if (whole && (int64_t)offsetDims.size() == r - 1) {
+      std::vector<int64_t> rows = {x.dims[0], product(x.dims) / x.dims[0]};
+      std::string table = x.name;
+      if (r > 2)
+        table = emit("reshape", {table}, nullptr, &rows, cur->name + "_table");
+      useRows(ids, x.dims[0]);
+      std::string e = emit("embedding", {table, ids.name}, nullptr, nullptr, cur->name);
+      std::vector<int64_t> flat = {t, rows[1]};
+      if (flat != out)
+        e = emit("reshape", {e}, nullptr, &out, cur->name + "_r");
+      return tensor(e, x.type, out);
+    }
+  }
+  // take_along_axis over the last dim: batch dims 0..r-2 on both sides, in order.
+  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
+  std::iota(lead.begin(), lead.end(), 0);
+  if (r >= 1 && opBatch == lead && idxBatch == lead && collapsed == std::vector<int64_t>{r - 1} &&
+      startMap == std::vector<int64_t>{r - 1} && offsetDims.empty() &&
+      t == product(x.dims) / x.dims[r - 1] && product(out) == t) {
+    int64_t v = x.dims[r - 1];
+    std::vector<int64_t> flat = {t, v}, col = {t};
+    std::string oh = oneHot(ids, v);
+    std::string xf = x.dims == flat ? x.name : emit("reshape", {x.name}, nullptr, &flat, cur->name + "_x");
+    std::string pick = emit("mul", {xf, oh}, nullptr, nullptr, cur->name + "_pick");
+    std::string s = emit("reduce_sum", {pick}, {{"dims", {1}}}, nullptr, cur->name + "_sum");
+    if (out != col)
+      s = emit("reshape", {s}, nullptr, &out, cur->name);
+    return tensor(s, x.type, out);
+  }
+  unsupported("a gather other than an embedding lookup or take_along_axis on the last dim");
+}
+
+/// scatter with an add computation, the adjoints of the two gathers above: rows added
+/// by id (embedding_grad), or updates placed at each batch position's id (one-hot
+/// times the update). Added to the scattered-into operand unless it is zeros.
+Val Translator::scatterAdd(const std::vector<const Val *> &in) {
+  if (in.size() != 3)
+    unsupported("a variadic scatter");
+  if (reductionKind() != "sum")
+    unsupported("a scatter that does not add");
+  const Val &base = *in[0], &upd = *in[2];
+  checkTensor(base);
+  checkTensor(upd);
+  const Val &ids = idsOperand(*in[1]);
+  std::vector<int64_t> window = attrInts("update_window_dims"), inserted = attrInts("inserted_window_dims"),
+                       toOperand = attrInts("scatter_dims_to_operand_dims"),
+                       inBatch = attrInts("input_batching_dims"),
+                       idxBatch = attrInts("scatter_indices_batching_dims");
+  int64_t r = base.dims.size(), t = product(ids.dims);
+  bool zeros = !base.scalarConst.empty() && floatLiteral(base.scalarConst) == 0.0;
+  std::string result;
+  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
+  std::iota(lead.begin(), lead.end(), 0);
+  if (r >= 2 && inBatch.empty() && inserted == std::vector<int64_t>{0} &&
+      toOperand == std::vector<int64_t>{0} && (int64_t)window.size() == r - 1 &&
+      product(upd.dims) == t * (product(base.dims) / base.dims[0])) {
+    std::vector<int64_t> rows = {base.dims[0], product(base.dims) / base.dims[0]}, flat = {t, rows[1]};
+    std::string u = upd.dims == flat ? upd.name : emit("reshape", {upd.name}, nullptr, &flat, cur->name + "_u");
+    useRows(ids, base.dims[0]);
+    result = emit("embedding_grad", {u, ids.name}, nullptr, &rows, cur->name + "_rows");
+    if (rows != base.dims)
+      result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
+  } else if (r >= 1 && inBatch == lead && idxBatch == lead &&
+             inserted == std::vector<int64_t>{r - 1} && toOperand == std::vector<int64_t>{r - 1} &&
+             window.empty() && product(upd.dims) == t && t == product(base.dims) / base.dims[r - 1]) {
+    int64_t v = base.dims[r - 1];
+    std::vector<int64_t> flat = {t, v}, col = {t};
+    std::string oh = oneHot(ids, v);
+    std::string u = upd.dims == col ? upd.name : emit("reshape", {upd.name}, nullptr, &col, cur->name + "_u");
+    u = emit("broadcast", {u}, {{"dims", {0}}}, &flat, cur->name + "_ub");
+    result = emit("mul", {oh, u}, nullptr, nullptr, cur->name + "_place");
+    if (flat != base.dims)
+      result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
+  } else {
+    unsupported("a scatter other than the adjoint of an embedding lookup or of "
+                "take_along_axis on the last dim");
+  }
+  if (!zeros)
+    result = emit("add", {base.name, result}, nullptr, nullptr, cur->name);
+  return tensor(result, base.type, base.dims);
+}
+
+/// while: unrolled. The condition must evaluate to the same constant on every rank
+/// (a trip count: scan over layers, over microbatches); each iteration runs the body
+/// on the loop state. At most 4096 iterations in all, else unsupported.
+Val Translator::whileLoop(const std::vector<const Val *> &in, int depth) {
+  const Val &init = need(in, 1);
+  auto comp = [&](const char *key) {
+    std::string n = attr(key);
+    if (!n.empty() && n[0] == '%')
+      n.erase(0, 1);
+    const hlo::Computation *c = m.find(n);
+    if (!c)
+      malformed(std::string("while: unknown ") + key + " computation '" + n + "'");
+    return c;
+  };
+  const hlo::Computation *cond = comp("condition"), *body = comp("body");
+  const hlo::Instruction *self = cur;
+  Val state = init;
+  for (;;) {
+    Val c = run(*cond, {state}, depth + 1);
+    cur = self;
+    if (track)
+      *track = self;
+    if (c.kind != Val::Index || product(c.dims) != 1)
+      unsupported("a while loop whose condition is not an integer computation");
+    for (auto &row : c.idx)
+      if (row[0] != c.idx[0][0])
+        unsupported("a while loop whose trip count differs between ranks");
+    if (!c.idx[0][0])
+      return state;
+    if (++iterations > 4096)
+      unsupported("while loops of more than 4096 iterations in all (unrolled)");
+    state = run(*body, {state}, depth + 1);
+    cur = self;
+    if (track)
+      *track = self;
+  }
+}
+
+/// base with `update` written at `offsets` (from dim `from` on), by slices and concats.
+std::string Translator::replaceBlock(const std::string &base, const std::vector<int64_t> &baseDims,
+                                     const std::string &update, const std::vector<int64_t> &updDims,
+                                     const std::vector<int64_t> &offsets, size_t from) {
+  size_t d = from;
+  while (d < baseDims.size() && updDims[d] == baseDims[d])
+    ++d;
+  if (d == baseDims.size())
+    return update;
+  int64_t o = offsets[d], u = updDims[d];
+  auto slice = [&](int64_t lo, int64_t size) {
+    std::vector<int64_t> off(baseDims.size(), 0), sz = baseDims;
+    off[d] = lo;
+    sz[d] = size;
+    return emit("slice", {base}, {{"offsets", off}, {"sizes", sz}}, nullptr, cur->name + "_keep");
+  };
+  std::vector<int64_t> midDims = baseDims;
+  midDims[d] = u;
+  std::string mid = replaceBlock(slice(o, u), midDims, update, updDims, offsets, d + 1);
+  std::vector<std::string> parts;
+  if (o > 0)
+    parts.push_back(slice(0, o));
+  parts.push_back(mid);
+  if (o + u < baseDims[d])
+    parts.push_back(slice(o + u, baseDims[d] - o - u));
+  if (parts.size() == 1)
+    return mid;
+  return emit("concat", parts, {{"dim", (int64_t)d}}, nullptr, cur->name);
+}
+
+/// dynamic-update-slice with offsets the same on every rank (a loop counter's): the
+/// base with the update's block replaced. XLA clamps each offset into
+/// [0, dim - update dim].
+Val Translator::dynamicUpdateSlice(const std::vector<const Val *> &in) {
+  if (in.size() < 2)
+    malformed("dynamic-update-slice needs operands");
+  const Val &base = *in[0], &upd = *in[1];
+  checkTensor(base);
+  checkTensor(upd);
+  if (in.size() != base.dims.size() + 2 || upd.dims.size() != base.dims.size())
+    unsupported("dynamic-update-slice with offsets in one tensor operand");
+  std::vector<int64_t> offsets;
+  for (size_t d = 0; d < base.dims.size(); ++d) {
+    const Val &o = *in[d + 2];
+    if (o.kind != Val::Index || !o.dims.empty())
+      unsupported("a dynamic-update-slice offset that depends on the data");
+    if (upd.dims[d] > base.dims[d])
+      malformed("dynamic-update-slice update larger than its base");
+    for (auto &row : o.idx)
+      if (row[0] != o.idx[0][0])
+        unsupported("a dynamic-update-slice whose offsets differ between ranks");
+    offsets.push_back(std::clamp<int64_t>(o.idx[0][0], 0, base.dims[d] - upd.dims[d]));
+  }
+  return tensor(replaceBlock(base.name, base.dims, upd.name, upd.dims, offsets, 0), base.type,
+                base.dims);
+}
+
+/// select(p, a, b) with a predicate known element by element (a mask from iota and
+/// constants, the same on every rank) is p*a + (1-p)*b with p a 0/1 literal: exactly
+/// the selection for finite values, which is every value planproof reasons about.
+Val Translator::select(const std::vector<const Val *> &in) {
+  if (in.size() != 3)
+    malformed("select takes 3 operands");
+  const Val &p = *in[0];
+  if (in[1]->kind == Val::Tensor && in[2]->kind == Val::Tensor && !in[1]->name.empty() &&
+      in[1]->name == in[2]->name)
+    return *in[1];  // the same value either way, whatever the predicate
+  if (p.kind != Val::Index)
+    unsupported("a select on a predicate computed from the data");
+  std::vector<int64_t> dims = dimsOf();
+  int64_t n = product(dims);
+  for (auto &row : p.idx)
+    if (row != p.idx[0])
+      unsupported("a select whose mask differs between ranks");
+  auto bit = [&](int64_t e) { return p.idx[0][p.dims.empty() ? 0 : e] != 0; };
+  bool all = true, none = true;
+  for (int64_t e = 0; e < n; ++e)
+    (bit(e) ? none : all) = false;
+  // (a fill value that is never selected, NaN for out-of-range indices, is never read)
+  if (all) {
+    checkTensor(*in[1]);
+    return *in[1];
+  }
+  if (none) {
+    checkTensor(*in[2]);
+    return *in[2];
+  }
+  checkTensor(*in[1]);
+  checkTensor(*in[2]);
+  json mask = json::array(), inverse = json::array();
+  for (int64_t e = 0; e < n; ++e) {
+    mask.push_back(bit(e) ? 1 : 0);
+    inverse.push_back(bit(e) ? 0 : 1);
+  }
+  std::string m = emit("literal", {}, {{"values", mask}}, &dims, cur->name + "_mask");
+  std::string im = emit("literal", {}, {{"values", inverse}}, &dims, cur->name + "_unmask");
+  std::string a = emit("mul", {m, in[1]->name}, nullptr, nullptr, cur->name + "_on");
+  std::string b = emit("mul", {im, in[2]->name}, nullptr, nullptr, cur->name + "_off");
+  return tensor(emit("add", {a, b}, nullptr, nullptr, cur->name), cur->shape.type, dims);
+}
+
+Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  std::vector<int64_t> dims = inst.shape.dims;
+  int64_t n = product(dims);
+  if (n > 1 << 16)
+    unsupported("an integer tensor of more than 2^16 elements (token ids and masks are not "
+                "covered yet)");
+  Val v;
+  v.kind = Val::Index;
+  v.type = inst.shape.type;
+  v.dims = dims;
+  v.idx.assign(ranks, std::vector<int64_t>(n, 0));
+  auto operand = [&](size_t i) -> const Val & {
+    if (i >= in.size())
+      malformed("'" + op + "' has too few operands");
+    if (in[i]->kind != Val::Index)
+      unsupported("'" + op + "' mixing integer and float values");
+    return *in[i];
+  };
+  if (op == "partition-id") {
+    if (!plan)
+      unsupported("partition-id in the module before partitioning");
+    for (int64_t r = 0; r < ranks; ++r)
+      v.idx[r][0] = r;
+    return v;
+  }
+  if (op == "replica-id")
+    return v;
+  if (op == "constant") {
+    std::vector<std::string> els = literalElements(inst.rawOperands);
+    if ((int64_t)els.size() != n)
+      malformed("a constant with the wrong number of values");
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e)
+        v.idx[r][e] = intLiteral(els[e]);
+    return v;
+  }
+  if (op == "iota") {
+    int64_t id = ints(attr("iota_dimension"), "iota_dimension").at(0);
+    if (id < 0 || id >= (int64_t)dims.size())
+      malformed("iota_dimension out of range");
+    int64_t inner = 1;
+    for (size_t k = id + 1; k < dims.size(); ++k)
+      inner *= dims[k];
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e)
+        v.idx[r][e] = (e / inner) % dims[id];
+    return v;
+  }
+  if (op == "convert" || op == "copy" || op == "reshape" || op == "bitcast") {
+    const Val &x = operand(0);
+    if (product(x.dims) != n)
+      malformed("'" + op + "' changes the element count");
+    v.idx = x.idx;
+    return v;
+  }
+  if (op == "broadcast") {
+    const Val &x = operand(0);
+    std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+    if (bd.size() != x.dims.size())
+      malformed("broadcast dimensions do not match the operand's rank");
+    for (size_t k = 0; k < bd.size(); ++k)
+      if (bd[k] < 0 || bd[k] >= (int64_t)dims.size() || dims[bd[k]] != x.dims[k])
+        malformed("broadcast dimension " + std::to_string(k) + " out of range");
+    // result element -> operand element: the operand's dims read at dims[bd[k]]
+    std::vector<int64_t> stride(dims.size(), 1);
+    for (int k = (int)dims.size() - 2; k >= 0; --k)
+      stride[k] = stride[k + 1] * dims[k + 1];
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t src = 0;
+      for (size_t k = 0; k < bd.size(); ++k)
+        src = src * x.dims[k] + (e / stride[bd[k]]) % dims[bd[k]];
+      for (int64_t r = 0; r < ranks; ++r)
+        v.idx[r][e] = x.idx[r][src];
+    }
+    return v;
+  }
+  if (op == "dynamic-slice") {
+    const Val &t = operand(0);
+    if (t.dims.size() != 1 || in.size() != 2 || n != 1)
+      unsupported("an integer dynamic-slice other than one entry of a table");
+    const Val &o = operand(1);
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t k = std::clamp<int64_t>(o.idx[r][0], 0, t.dims[0] - 1);
+      v.idx[r][0] = t.idx[r][k];
+    }
+    return v;
+  }
+  static const std::set<std::string> binary = {"add", "subtract", "multiply", "divide",
+                                               "remainder", "minimum", "maximum", "compare",
+                                               "and", "or"};
+  if (binary.count(op)) {
+    const Val &a = operand(0), &b = operand(1);
+    if (product(a.dims) != n || product(b.dims) != n)
+      malformed("'" + op + "' operand shapes disagree");
+    std::string dir;
+    if (op == "compare")
+      dir = attr("direction");
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t x = a.idx[r][e], y = b.idx[r][e], z = 0;
+        bool ok = true;
+        if (op == "add") ok = checkedAdd(x, y, z);
+        else if (op == "subtract") ok = !__builtin_sub_overflow(x, y, &z);
+        else if (op == "multiply") ok = checkedMul(x, y, z);
+        else if (op == "divide" || op == "remainder") {
+          if (y == 0)
+            unsupported("an integer division by zero");
+          z = op == "divide" ? x / y : x % y;
+        } else if (op == "minimum") z = std::min(x, y);
+        else if (op == "maximum") z = std::max(x, y);
+        else if (op == "and") z = x & y;
+        else if (op == "or") z = x | y;
+        else if (dir == "EQ") z = x == y;
+        else if (dir == "NE") z = x != y;
+        else if (dir == "LT") z = x < y;
+        else if (dir == "LE") z = x <= y;
+        else if (dir == "GT") z = x > y;
+        else if (dir == "GE") z = x >= y;
+        else malformed("unknown compare direction '" + dir + "'");
+        if (!ok)
+          unsupported("integer overflow in index arithmetic");
+        v.idx[r][e] = z;
+      }
+    return v;
+  }
+  if (op == "reduce") {
+    const Val &x = operand(0), &init = operand(1);
+    std::string fn = attr("to_apply");
+    const hlo::Computation *c = m.find(fn.substr(fn[0] == '%'));
+    if (!c || in.size() != 2)
+      unsupported("an integer reduce other than one operand with a computation");
+    std::string how = c->root()->opcode;
+    if (how != "and" && how != "or" && how != "add" && how != "maximum" && how != "minimum")
+      unsupported("an integer reduce by '" + how + "'");
+    std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
+    std::vector<int64_t> stride(x.dims.size(), 1);
+    for (int k = (int)x.dims.size() - 2; k >= 0; --k)
+      stride[k] = stride[k + 1] * x.dims[k + 1];
+    int64_t xn = product(x.dims);
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::vector<bool> seen(n, false);
+      for (int64_t e = 0; e < xn; ++e) {
+        int64_t o = 0;
+        for (size_t d = 0; d < x.dims.size(); ++d)
+          if (std::find(rd.begin(), rd.end(), (int64_t)d) == rd.end())
+            o = o * x.dims[d] + (e / stride[d]) % x.dims[d];
+        int64_t acc = seen[o] ? v.idx[r][o] : init.idx[r][0], y = x.idx[r][e];
+        acc = how == "and" ? (acc && y) : how == "or" ? (acc || y) : how == "add" ? acc + y
+              : how == "maximum" ? std::max(acc, y) : std::min(acc, y);
+        v.idx[r][o] = acc;
+        seen[o] = true;
+      }
+      for (int64_t o = 0; o < n; ++o)
+        if (!seen[o])
+          v.idx[r][o] = init.idx[r][0];
+    }
+    return v;
+  }
+  if (op == "select" || op == "clamp") {
+    const Val &a = operand(0), &b = operand(1), &c = operand(2);
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e) {
+        auto at = [&](const Val &x) { return x.idx[r][x.dims.empty() ? 0 : e]; };
+        v.idx[r][e] = op == "select" ? (at(a) ? at(b) : at(c))
+                                     : std::clamp(at(b), at(a), std::max(at(a), at(c)));
+      }
+    return v;
+  }
+  unsupported("integer HLO op '" + op + "' (index arithmetic other than +, -, *, /, %, min, "
+              "max, compare, select, tables)");
+}
+
+} // namespace planproof::xla

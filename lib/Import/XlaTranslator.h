@@ -1,0 +1,277 @@
+//===- XlaTranslator.h - HLO instructions as planproof ops -------*- C++ -*-===//
+//
+// The part of the XLA importer (XlaImport.h) that gives HLO instructions their meaning:
+// one translation for the module before partitioning (the reference) and the one after
+// it (the plan, every partition at once). Float tensors become JSON interchange ops;
+// integer values are evaluated per partition (partition ids, tables, loop counters) or
+// kept symbolic (token ids); what is outside the covered set throws xla::Unsupported.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_IMPORT_XLATRANSLATOR_H
+#define PLANPROOF_IMPORT_XLATRANSLATOR_H
+
+#include "Import/XlaMesh.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace planproof::xla {
+
+using json = nlohmann::ordered_json;
+
+bool isFloat(const std::string &t);
+bool isInt(const std::string &t);
+/// A JSON value name from an HLO name (letters, digits, '_').
+std::string sanitize(const std::string &n);
+/// A float literal as JSON (non-finite values are unsupported).
+json floatLiteral(const std::string &text);
+/// The element texts of a literal `{ {1, 2}, {3, 4} }` (or a scalar), flattened.
+std::vector<std::string> literalElements(const std::string &raw);
+int64_t intLiteral(const std::string &t);
+
+struct Val {
+  /// Ids: token ids or labels, an integer parameter (a symbolic i64 vector in the spec,
+  /// every id in [0, rows) of the tables it indexes), viewed with `dims`, plus `offset`.
+  enum Kind { Tensor, Index, Tuple, Ids } kind = Tensor;
+  std::string name;                 // Tensor: the JSON value; Ids: the i64 input
+  int64_t offset = 0;               // Ids: added to every id
+  std::string type;
+  std::vector<int64_t> dims;
+  std::string scalarConst;          // Tensor: a float constant's literal, when scalar
+  std::vector<std::vector<int64_t>> idx;  // Index: [rank][element]
+  std::vector<Val> elements;        // Tuple
+};
+
+//===--- The translation ------------------------------------------------------===//
+
+class Translator {
+public:
+  Translator(const hlo::Module &m, bool plan, const Mesh *mesh)
+      : m(m), plan(plan), mesh(mesh), ranks(plan ? mesh->devices : 1) {}
+
+  json ops = json::array();
+  std::set<std::string> used;
+
+  std::string fresh(const std::string &base) {
+    std::string s = sanitize(base);
+    if (!used.count(s)) {
+      used.insert(s);
+      return s;
+    }
+    for (int i = 1;; ++i) {
+      std::string c = s + "_" + std::to_string(i);
+      if (!used.count(c)) {
+        used.insert(c);
+        return c;
+      }
+    }
+  }
+
+  /// Where the instruction being translated is (for messages), and its user location;
+  /// mirrored into *track so that errors are located.
+  const hlo::Instruction *cur = nullptr;
+  const hlo::Instruction **track = nullptr;
+  /// Where the plan's translation records mesh cuts it needs (then throws Remesh).
+  std::set<int64_t> *newBounds = nullptr;
+
+  json loc() const {
+    if (!cur || cur->loc.file.empty() || cur->loc.line <= 0)
+      return nullptr;
+    // A relative source path is relative to the dump's folder (planproof.xla writes
+    // them so); the spec may be written elsewhere, so it gets the resolved path.
+    std::string file = cur->loc.file;
+    if (file[0] != '/' && file[0] != '<') {
+      std::error_code ec;
+      auto p = std::filesystem::absolute(std::filesystem::path(m.path).parent_path() / file, ec);
+      if (!ec)
+        file = p.lexically_normal().string();
+    }
+    json l = {{"file", file}, {"line", cur->loc.line}};
+    if (cur->loc.col > 0)
+      l["col"] = cur->loc.col;
+    return l;
+  }
+
+  std::string emit(const std::string &op, const std::vector<std::string> &operands,
+                   json attrs, const std::vector<int64_t> *shape, const std::string &base) {
+    if (ops.size() >= 2000000)
+      unsupported("the program translates to more than 2 million ops (unrolled loops)");
+    json o;
+    std::string r = fresh(base);
+    o["result"] = r;
+    o["op"] = op;
+    o["operands"] = operands;
+    if (!attrs.is_null() && !attrs.empty())
+      o["attrs"] = attrs;
+    if (shape)
+      o["shape"] = *shape;
+    json l = loc();
+    if (!l.is_null())
+      o["loc"] = l;
+    ops.push_back(o);
+    return r;
+  }
+
+  Val tensor(const std::string &name, const std::string &type, std::vector<int64_t> dims) {
+    Val v;
+    v.kind = Val::Tensor;
+    v.name = name;
+    v.type = type;
+    v.dims = std::move(dims);
+    return v;
+  }
+
+  /// Runs computation `c` on `args`; returns its root's value. Calls nest at most 64.
+  Val run(const hlo::Computation &c, const std::vector<Val> &args, int depth) {
+    if (depth > 64)
+      unsupported("calls nested more than 64 deep");
+    std::map<std::string, Val> env;
+    for (auto &inst : c.insts) {
+      cur = &inst;
+      if (track)
+        *track = &inst;
+      std::vector<const Val *> in;
+      for (auto &o : inst.operands) {
+        auto it = env.find(o);
+        if (it == env.end())
+          malformed("operand '" + o + "' is not defined before its use");
+        in.push_back(&it->second);
+      }
+      env[inst.name] = translate(inst, in, args, depth);
+    }
+    const hlo::Instruction *r = c.root();
+    return env.at(r->name);
+  }
+
+private:
+  const hlo::Module &m;
+  bool plan;
+  const Mesh *mesh;
+  int64_t ranks;
+
+  const Val &need(const std::vector<const Val *> &in, size_t n) {
+    if (in.size() != n)
+      malformed("'" + cur->opcode + "' takes " + std::to_string(n) + " operands, not " +
+                std::to_string(in.size()));
+    return *in[0];
+  }
+  const std::string &attr(const char *key) {
+    auto it = cur->attrs.find(key);
+    if (it == cur->attrs.end())
+      malformed("'" + cur->opcode + "' needs the attribute " + key);
+    return it->second;
+  }
+  std::vector<int64_t> dimsOf() {
+    if (cur->shape.isTuple())
+      malformed("'" + cur->opcode + "' cannot have a tuple shape");
+    return cur->shape.dims;
+  }
+  void checkTensor(const Val &v) {
+    if (v.kind != Val::Tensor)
+      unsupported("'" + cur->opcode + "' on an integer or tuple value (" + cur->shape.str() + ")");
+    if (v.name.empty())
+      unsupported("'" + cur->opcode + "' on the non-finite constant " + v.scalarConst);
+  }
+  /// A non-finite constant is kept unemitted (no JSON number denotes it); it may only
+  /// start a max reduction or be the neutral side of maximum/minimum.
+  static bool isConst(const Val &v, const char *text) {
+    return v.kind == Val::Tensor && trim(v.scalarConst) == text;
+  }
+
+  /// The kind of a reduction computation: "sum" or "max".
+  std::string reductionKind() {
+    const hlo::Computation *c = m.find(attr("to_apply").substr(attr("to_apply")[0] == '%'));
+    if (!c)
+      malformed("to_apply names an unknown computation");
+    const hlo::Instruction *r = c->root();
+    if (c->insts.size() != 3 || r->operands.size() != 2)
+      unsupported("a reduction computation other than add or maximum of its two parameters");
+    for (auto &o : r->operands) {
+      auto *p = c->find(o);
+      if (!p || p->opcode != "parameter")
+        unsupported("a reduction computation other than add or maximum of its two parameters");
+    }
+    if (r->opcode == "add")
+      return "sum";
+    if (r->opcode == "maximum")
+      return "max";
+    unsupported("a reduction by '" + r->opcode + "'");
+  }
+
+  Val translate(const hlo::Instruction &inst, const std::vector<const Val *> &in,
+                const std::vector<Val> &args, int depth);
+  Val indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val dot(const std::vector<const Val *> &in);
+  Val dynamicSlice(const std::vector<const Val *> &in);
+  Val select(const std::vector<const Val *> &in);
+  Val collectivePermute(const std::vector<const Val *> &in);
+  Val idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val whileLoop(const std::vector<const Val *> &in, int depth);
+  Val dynamicUpdateSlice(const std::vector<const Val *> &in);
+  std::string replaceBlock(const std::string &base, const std::vector<int64_t> &baseDims,
+                           const std::string &update, const std::vector<int64_t> &updDims,
+                           const std::vector<int64_t> &offsets, size_t from);
+  /// Loop iterations unrolled so far (every while of the module together).
+  int64_t iterations = 0;
+  Val gather(const std::vector<const Val *> &in);
+  Val scatterAdd(const std::vector<const Val *> &in);
+  const Val &idsOperand(const Val &v);
+  std::string oneHot(const Val &ids, int64_t classes);
+  std::map<int64_t, std::string> identities;  // the V x V identity literal, by V
+  std::vector<int64_t> attrInts(const char *k) {
+    auto it = cur->attrs.find(k);
+    return it == cur->attrs.end() ? std::vector<int64_t>{} : ints(it->second, k);
+  }
+
+public:
+  /// The rows an id input indexes (the least over its gathers): its bound.
+  std::map<std::string, int64_t> bounds;
+  /// The plan's: the reference's bounds (by the plan input's name), which every lookup
+  /// must cover -- XLA clamps an out-of-range index where `embedding` gives zeros, so a
+  /// lookup in fewer rows than the ids range has no translation.
+  std::map<std::string, int64_t> refBounds;
+  /// Comparisons decided by assuming bound(ids) <= limit; checked once bounds are known.
+  struct BoundLimit {
+    std::string ids;
+    int64_t limit;
+    const hlo::Instruction *at;
+  };
+  std::vector<BoundLimit> boundLimits;
+  /// Throws unsupported, located at the comparison, when a recorded decision is wrong.
+  void checkBoundLimits(const std::map<std::string, int64_t> &final, const hlo::Instruction *&at) {
+    for (auto &l : boundLimits) {
+      auto b = final.find(l.ids);
+      if (b == final.end() || b->second > l.limit) {
+        at = l.at;
+        unsupported("a comparison of token ids that their range [0, rows) does not decide");
+      }
+    }
+  }
+  void useRows(const Val &ids, int64_t rows) {
+    auto &b = bounds[ids.name];
+    b = b ? std::min(b, rows) : rows;
+    auto r = refBounds.find(ids.name);
+    if (plan && (r == refBounds.end() || rows < r->second))
+      unsupported("a lookup by token ids in " + std::to_string(rows) + " rows, fewer than the "
+                  "ids range (XLA clamps an out-of-range id; a vocabulary-sharded lookup is "
+                  "not covered)");
+  }
+
+private:
+  Val collective(const std::vector<const Val *> &in);
+  std::vector<size_t> collectiveAxes();
+  json axisNames(const std::vector<size_t> &axes) {
+    json a = json::array();
+    for (size_t x : axes)
+      a.push_back(mesh->axes[x].name);
+    return a;
+  }
+};
+
+} // namespace planproof::xla
+
+#endif
