@@ -126,6 +126,20 @@ def main():
         f.binary("mul", "r3", "r2", "r")
         return {"x": f.scale("dx", f.binary("mul", "cr3", "c", "r3"), -0.5)}
     case("rsqrt", [("x", [2, 3])], lambda f: f.unary("rsqrt", "y", "x"), ["x"], rsqrt_hand)
+
+    def tanh_hand(f):  # c * (1 - tanh(x)^2), written as c - c*t*t
+        f.unary("tanh", "t", "x")
+        return {"x": f.binary("sub", "dx", "c", f.binary("mul", "ctt", "c", f.binary("mul", "tt", "t", "t")))}
+    case("tanh", [("x", [2, 3])], lambda f: f.unary("tanh", "y", "x"), ["x"], tanh_hand)
+
+    def logistic_hand(f):  # c * s * (1 - s)
+        f.unary("logistic", "s", "x")
+        one = f.constant("one", 1.0, [2, 3])
+        return {"x": f.binary("mul", "dx", f.binary("mul", "cs", "c", "s"), f.binary("sub", "oms", one, "s"))}
+    case("logistic", [("x", [2, 3])], lambda f: f.unary("logistic", "y", "x"), ["x"], logistic_hand)
+    # step: its derivative is 0 (everywhere it has one).
+    case("step", [("x", [2, 3])], lambda f: f.binary("mul", "y", "x", f.unary("step", "s", "x")),
+         ["x"], lambda f: {"x": f.binary("mul", "dx", "c", f.unary("step", "s2", "x"))})
     case("reduce_sum", [("x", [2, 3])], lambda f: f.reduce("reduce_sum", "y", "x", [1]), ["x"],
          lambda f: {"x": f.broadcast("dx", "c", [0], [2, 3])})
     case("reduce_mean", [("x", [2, 3])], lambda f: f.reduce("reduce_mean", "y", "x", [0]), ["x"],

@@ -361,6 +361,11 @@ def Ref_SqrtOp : Ref_FnOp<"sqrt", "sqrt">;
 def Ref_TanhOp : Ref_FnOp<"tanh", "tanh">;
 /// `logistic(x) = 1 / (1 + exp(-x))`, the sigmoid (XLA's `logistic`, PyTorch's `sigmoid`).
 def Ref_LogisticOp : Ref_FnOp<"logistic", "logistic">;
+/// `step(x) = 1` when `x > 0`, else 0 (Heaviside): the mask of ReLU's backward
+/// (`threshold_backward`) and of comparisons of data (`x > c` is `step(x - c)`). Its
+/// derivative is taken as 0 (everywhere but at 0, where it has none), as PyTorch and
+/// JAX do.
+def Ref_StepOp : Ref_FnOp<"step", "step">;
 
 def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType]> {
   let summary = "backward of SiLU";

@@ -201,6 +201,8 @@ struct Z3Encoder {
     }
     if (at.fn == Fn::Eq)
       return z3::ite(args[0] == args[1], ctx.real_val(1), ctx.real_val(0));
+    if (at.fn == Fn::Step)
+      return z3::ite(args[0] > ctx.real_val(0), ctx.real_val(1), ctx.real_val(0));
     if (at.fn == Fn::TopK) {
       // Selected when fewer than k entries beat x_e (greater, or equal at a lower index).
       size_t n = args.size() - 2;

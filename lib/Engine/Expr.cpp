@@ -320,6 +320,7 @@ bool ExprPool::atomNonnegative(AtomId a, bool strict) const {
   case Fn::Logistic:
     return true; // positive wherever defined
   case Fn::Sqrt:
+  case Fn::Step:
   case Fn::Eq:
   case Fn::DropMask:
   case Fn::TopK:

@@ -66,6 +66,7 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
       {"ref.sqrt", {}},
       {"ref.tanh", {}},
       {"ref.logistic", {}},
+      {"ref.step", {}},
       {"ref.minimum", {}},
       {"ref.silu_grad", {}},
       {"ref.div", {}},

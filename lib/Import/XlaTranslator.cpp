@@ -159,6 +159,9 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     for (auto *v : in)
       if (v->kind == Val::Ids)
         return idsOp(inst, in);
+    for (auto *v : in)
+      if (v->kind == Val::Pred || (v->kind == Val::Tensor && op == "compare"))
+        return predOp(inst, in);
     return indexOp(inst, in);
   }
   if (!inst.shape.isTuple() && !isFloat(inst.shape.type))
@@ -191,6 +194,12 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     for (auto &e : els)
       values.push_back(floatLiteral(e));
     return tensor(emit("literal", {}, {{"values", values}}, &dims, base), type, dims);
+  }
+  if (op == "convert" && need(in, 1).kind == Val::Pred) {  // a predicate as 0/1 numbers
+    Val v = *in[0];
+    v.kind = Val::Tensor;
+    v.type = type;
+    return v;
   }
   if (op == "convert" || op == "copy") {
     const Val &x = need(in, 1);
@@ -926,6 +935,77 @@ Val Translator::dynamicUpdateSlice(const std::vector<const Val *> &in) {
                 base.dims);
 }
 
+std::string Translator::oneMinus(const std::string &p, const std::vector<int64_t> &dims) {
+  std::string one = emit("constant", {}, {{"value", 1}}, &dims, cur->name + "_one");
+  return emit("sub", {one, p}, nullptr, nullptr, cur->name + "_not");
+}
+
+/// Predicates on float data, as 0/1 float tensors: a comparison is a step of the
+/// difference (x > y is step(x - y), x >= y is 1 - step(y - x)); and, or, not are
+/// products and sums; shape ops apply to the 0/1 tensor. Equality of floats is not
+/// covered (no step expresses it).
+Val Translator::predOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  std::vector<int64_t> dims = dimsOf();
+  auto pred = [&](const std::string &name) {
+    Val v = tensor(name, "pred", dims);
+    v.kind = Val::Pred;
+    return v;
+  };
+  auto floatOf = [&](const Val &v) -> const std::string & {
+    if (v.kind != Val::Pred && v.kind != Val::Tensor)
+      unsupported("'" + op + "' mixing a predicate on data with integer values");
+    if (v.name.empty())
+      unsupported("'" + op + "' on the non-finite constant " + v.scalarConst);
+    return v.name;
+  };
+  if (op == "compare") {
+    if (in.size() != 2 || in[0]->kind != Val::Tensor || in[1]->kind != Val::Tensor)
+      unsupported("a comparison mixing float and integer values");
+    std::string dir = attr("direction");
+    const std::string &a = floatOf(*in[0]), &b = floatOf(*in[1]);
+    auto stepOf = [&](const std::string &x, const std::string &y) {
+      std::string d = emit("sub", {x, y}, nullptr, nullptr, cur->name + "_diff");
+      return emit("step", {d}, nullptr, nullptr, cur->name);
+    };
+    if (dir == "GT")
+      return pred(stepOf(a, b));
+    if (dir == "LT")
+      return pred(stepOf(b, a));
+    if (dir == "GE")
+      return pred(oneMinus(stepOf(b, a), dims));
+    if (dir == "LE")
+      return pred(oneMinus(stepOf(a, b), dims));
+    unsupported("a comparison of float data by '" + dir + "' (only <, <=, >, >= are covered)");
+  }
+  if (op == "not")
+    return pred(oneMinus(floatOf(need(in, 1)), dims));
+  if ((op == "and" || op == "or") && in.size() == 2) {
+    std::string pq = emit("mul", {floatOf(*in[0]), floatOf(*in[1])}, nullptr, nullptr,
+                          cur->name + (op == "and" ? "" : "_both"));
+    if (op == "and")
+      return pred(pq);
+    std::string s = emit("add", {floatOf(*in[0]), floatOf(*in[1])}, nullptr, nullptr, cur->name + "_sum");
+    return pred(emit("sub", {s, pq}, nullptr, nullptr, cur->name));
+  }
+  if (op == "copy" || op == "convert" || op == "bitcast" || op == "reshape")
+    return pred(product(need(in, 1).dims) == product(dims) && need(in, 1).dims == dims
+                    ? floatOf(*in[0])
+                    : emit("reshape", {floatOf(*in[0])}, nullptr, &dims, cur->name));
+  if (op == "broadcast") {
+    std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+    const Val &x = need(in, 1);
+    if (x.dims == dims)
+      return pred(floatOf(x));
+    return pred(emit("broadcast", {floatOf(x)}, {{"dims", bd}}, &dims, cur->name));
+  }
+  if (op == "transpose") {
+    std::vector<int64_t> perm = ints(attr("dimensions"), "transpose dimensions");
+    return pred(emit("transpose", {floatOf(need(in, 1))}, {{"perm", perm}}, nullptr, cur->name));
+  }
+  unsupported("'" + op + "' on a predicate computed from the data");
+}
+
 /// select(p, a, b) with a predicate known element by element (a mask from iota and
 /// constants, the same on every rank) is p*a + (1-p)*b with p a 0/1 literal: exactly
 /// the selection for finite values, which is every value planproof reasons about.
@@ -936,6 +1016,17 @@ Val Translator::select(const std::vector<const Val *> &in) {
   if (in[1]->kind == Val::Tensor && in[2]->kind == Val::Tensor && !in[1]->name.empty() &&
       in[1]->name == in[2]->name)
     return *in[1];  // the same value either way, whatever the predicate
+  if (p.kind == Val::Pred) {  // p*a + (1-p)*b, with p a 0/1 tensor (exact for finite values)
+    checkTensor(*in[1]);
+    checkTensor(*in[2]);
+    std::vector<int64_t> dims = dimsOf();
+    std::string on = emit("mul", {p.name, in[1]->name}, nullptr, nullptr, cur->name + "_on");
+    if (!in[2]->scalarConst.empty() && floatLiteral(in[2]->scalarConst) == 0.0)
+      return tensor(on, cur->shape.type, dims);
+    std::string off = emit("mul", {oneMinus(p.name, dims), in[2]->name}, nullptr, nullptr,
+                           cur->name + "_off");
+    return tensor(emit("add", {on, off}, nullptr, nullptr, cur->name), cur->shape.type, dims);
+  }
   if (p.kind != Val::Index)
     unsupported("a select on a predicate computed from the data");
   std::vector<int64_t> dims = dimsOf();

@@ -36,7 +36,9 @@ int64_t intLiteral(const std::string &t);
 struct Val {
   /// Ids: token ids or labels, an integer parameter (a symbolic i64 vector in the spec,
   /// every id in [0, rows) of the tables it indexes), viewed with `dims`, plus `offset`.
-  enum Kind { Tensor, Index, Tuple, Ids } kind = Tensor;
+  /// Pred: a predicate on float data, held as a 0/1 float tensor `name` (built from
+  /// `step`: x > c is step(x - c)).
+  enum Kind { Tensor, Index, Tuple, Ids, Pred } kind = Tensor;
   std::string name;                 // Tensor: the JSON value; Ids: the i64 input
   int64_t offset = 0;               // Ids: added to every id
   std::string type;
@@ -210,6 +212,8 @@ private:
   Val select(const std::vector<const Val *> &in);
   Val collectivePermute(const std::vector<const Val *> &in);
   Val idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val predOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  std::string oneMinus(const std::string &p, const std::vector<int64_t> &dims);
   Val whileLoop(const std::vector<const Val *> &in, int depth);
   Val dynamicUpdateSlice(const std::vector<const Val *> &in);
   std::string replaceBlock(const std::string &base, const std::vector<int64_t> &baseDims,

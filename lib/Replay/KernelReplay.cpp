@@ -27,7 +27,8 @@ static_assert((int)MapKind::DropMask == body::kDropMask, "MapKind and the kernel
 static_assert((int)RowKind::Mean == body::kRowMean, "RowKind and the kernel codes agree");
 static_assert((int)Fn::Sqrt == body::kFnSqrt && (int)Fn::Silu == body::kFnSilu &&
                   (int)Fn::Gelu == body::kFnGelu && (int)Fn::Exp == body::kFnExp &&
-                  (int)Fn::Tanh == body::kFnTanh && (int)Fn::Logistic == body::kFnLogistic,
+                  (int)Fn::Tanh == body::kFnTanh && (int)Fn::Logistic == body::kFnLogistic &&
+                  (int)Fn::Step == body::kFnStep,
               "Fn and the kernel function codes agree");
 
 namespace {

@@ -27,7 +27,7 @@ enum : int {
 };
 /// Function codes: the values of Fn (Functions.h) that maps apply.
 enum : int { kFnGelu = 0, kFnExp = 3, kFnLog = 4, kFnRsqrt = 5, kFnRecip = 6, kFnSilu = 7, kFnSqrt = 11,
-             kFnTanh = 15, kFnLogistic = 16 };
+             kFnTanh = 15, kFnLogistic = 16, kFnStep = 17 };
 
 template <class T> PLANPROOF_HD inline T store(double x, bool bf16) {
   T v = (T)x;
@@ -47,6 +47,7 @@ PLANPROOF_HD inline double function(int fn, double x) {
   case kFnSqrt: return sqrt(x);
   case kFnTanh: return tanh(x);
   case kFnLogistic: return scalar::logistic(x);
+  case kFnStep: return x > 0 ? 1.0 : 0.0;
   }
   return NAN;
 }

@@ -38,7 +38,9 @@ enum class Fn : uint8_t {
   /// the solver encodes it exactly by counting the x's that beat x_e.
   TopK,
   /// The hyperbolic tangent and the logistic sigmoid 1 / (1 + exp(-x)).
-  Tanh, Logistic
+  Tanh, Logistic,
+  /// The Heaviside step [x > 0]: piecewise constant, encoded exactly by the solver.
+  Step
 };
 
 struct FnInfo {
@@ -70,6 +72,7 @@ inline const FnInfo &fnInfo(Fn f) {
       {"topk", false, true},
       {"tanh", false, false},
       {"logistic", false, false},
+      {"step", false, true},
   };
   return infos[(int)f];
 }
@@ -99,6 +102,7 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
   case Fn::Sqrt: return std::sqrt(a0);
   case Fn::Tanh: return std::tanh(a0);
   case Fn::Logistic: return scalar::logistic(a0);
+  case Fn::Step: return a0 > 0 ? 1.0 : 0.0;
   case Fn::Eq: return a0 == a1 ? 1.0 : 0.0;
   case Fn::Pow: return std::pow(a0, a1);
   case Fn::DropMask: return scalar::dropMask(a0, a1, a2);
@@ -171,6 +175,10 @@ inline bool fnEnclosure(Fn f, double lo, double hi, double &outLo, double &outHi
     return widen(std::tanh(lo), std::tanh(hi));
   case Fn::Logistic: // increasing
     return widen(scalar::logistic(lo), scalar::logistic(hi));
+  case Fn::Step: // nondecreasing, exact values
+    outLo = lo > 0 ? 1.0 : 0.0;
+    outHi = hi > 0 ? 1.0 : 0.0;
+    return true;
   case Fn::Rsqrt:
     return lo > 0 && widen(scalar::rsqrt(hi), scalar::rsqrt(lo));
   case Fn::Recip:

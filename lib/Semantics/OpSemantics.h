@@ -57,6 +57,7 @@ inline std::optional<Fn> unaryFunction(mlir::Operation *op) {
   if (mlir::isa<SqrtOp>(op)) return Fn::Sqrt;
   if (mlir::isa<TanhOp>(op)) return Fn::Tanh;
   if (mlir::isa<LogisticOp>(op)) return Fn::Logistic;
+  if (mlir::isa<StepOp>(op)) return Fn::Step;
   return std::nullopt;
 }
 

@@ -175,6 +175,8 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     give(0, [&] { return sub(g, mul(g, mul(res, res))); });
   } else if (isa<LogisticOp>(op)) {  // logistic' = s (1 - s)
     give(0, [&] { return mul(g, sub(res, mul(res, res))); });
+  } else if (isa<StepOp>(op)) {  // step' = 0 (where it has a derivative)
+    give(0, [&] { return scale(g, 0); });
   } else if (isa<SqrtOp>(op)) {
     give(0, [&] { return scale(div(g, res), 0.5); });
   } else if (isa<RsqrtOp>(op)) {

@@ -582,6 +582,22 @@ for _op, _name in ((aten.exp.default, "exp"), (aten.log.default, "log"),
     RULES[_op] = _unary(_name)
 
 
+@rule(aten.relu.default)
+def _relu(t, node, a):
+    # max(x, 0)
+    return t.binary("maximum", a, 0.0, _out(node))
+
+
+@rule(aten.threshold_backward.default)
+def _threshold_backward(t, node, grad, x, threshold):
+    # grad where x > threshold, else 0: grad * step(x - threshold)
+    shape = _out(node)
+    xv = t.value(x)
+    if float(threshold) != 0.0:
+        xv = t.emit("sub", [xv, t.value(float(threshold), shape)], shape)
+    return t.emit("mul", [t.value(grad), t.emit("step", [xv], shape)], shape)
+
+
 @rule(aten.tanh_backward.default)
 def _tanh_backward(t, node, grad, out):
     # grad * (1 - out^2), from the forward's output
