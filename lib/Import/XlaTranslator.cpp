@@ -1061,6 +1061,20 @@ Val Translator::select(const std::vector<const Val *> &in) {
   return tensor(emit("add", {a, b}, nullptr, nullptr, cur->name), cur->shape.type, dims);
 }
 
+/// Whether integer `z` is a value of HLO type `t` (pred, sN, uN).
+bool fitsType(const std::string &t, int64_t z) {
+  if (t == "pred")
+    return z == 0 || z == 1;
+  int bits = std::atoi(t.c_str() + 1);
+  if (bits <= 0 || bits > 64)
+    return false;
+  if (t[0] == 'u')
+    return z >= 0 && (bits >= 63 || z < (int64_t(1) << bits));
+  if (bits == 64)
+    return true;
+  return z >= -(int64_t(1) << (bits - 1)) && z < (int64_t(1) << (bits - 1));
+}
+
 Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
   const std::string &op = inst.opcode;
   std::vector<int64_t> dims = inst.shape.dims;
@@ -1115,6 +1129,13 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
     if (product(x.dims) != n)
       malformed("'" + op + "' changes the element count");
     v.idx = x.idx;
+    for (auto &row : v.idx)
+      for (int64_t &z : row) {
+        if (op == "convert" && v.type == "pred")
+          z = z != 0;
+        else if (!fitsType(v.type, z))
+          unsupported("an integer " + op + " to " + v.type + " of a value outside its range");
+      }
     return v;
   }
   if (op == "broadcast") {
@@ -1181,8 +1202,9 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
         else if (dir == "GT") z = x > y;
         else if (dir == "GE") z = x >= y;
         else malformed("unknown compare direction '" + dir + "'");
-        if (!ok)
-          unsupported("integer overflow in index arithmetic");
+        if (!ok || !fitsType(v.type, z))
+          unsupported("integer arithmetic that leaves the range of " + v.type +
+                      " (XLA wraps around; the import evaluates exactly)");
         v.idx[r][e] = z;
       }
     return v;
