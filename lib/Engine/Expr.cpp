@@ -195,9 +195,37 @@ MonoId ExprPool::mulMono(MonoId a, MonoId b) {
       ++j;
     }
   }
-  MonoId r = internMono(std::move(m));
+  MonoId r = indicatorLaws(m) ? internMono(std::move(m)) : kZeroMono;
   monoProducts[key] = r;
   return r;
+}
+
+/// The laws of indicators [x == c] (Fn::Eq, valued 0 or 1 at every point): a power of
+/// one is itself, and a product of two with the same x and different constants is 0
+/// (x equals at most one of them). Applies them to `m` in place; false when `m` is 0.
+/// An embedding's row selectors multiply this way (a lookup of a lookup, a norm of an
+/// embedding): without these laws their products grow with the square of the rows.
+bool ExprPool::indicatorLaws(Monomial &m) const {
+  std::vector<std::pair<PolyId, Rational>> seen;
+  for (auto &[a, e] : m.factors) {
+    const Atom &at = atoms[a];
+    if (at.isInput || at.fn != Fn::Eq || at.args.size() != 2)
+      continue;
+    e = 1;
+    Rational c;
+    PolyId x;
+    if (isConstant(at.args[1], &c))
+      x = at.args[0];
+    else if (isConstant(at.args[0], &c))
+      x = at.args[1];
+    else
+      continue;
+    for (auto &[y, d] : seen)
+      if (y == x && d != c)
+        return false;
+    seen.push_back({x, c});
+  }
+  return true;
 }
 
 PolyId ExprPool::mul(PolyId a, PolyId b) {
@@ -256,6 +284,8 @@ PolyId ExprPool::mul(PolyId a, PolyId b) {
   for (auto &[ma, ca] : ta)
     for (auto &[mb, cb] : tb) {
       MonoId m = mulMono(ma, mb);
+      if (m == kZeroMono)
+        continue;
       auto [it, inserted] = acc.emplace(m, ca * cb);
       if (!inserted)
         it->second = it->second + ca * cb;

@@ -141,7 +141,10 @@ private:
   bool atomNonnegative(AtomId a, bool strict) const;
   MonoId internMono(Monomial &&m);
   AtomId internAtom(Atom &&a);
+  /// The product of two monomials; kZeroMono where the indicator laws make it 0.
   MonoId mulMono(MonoId a, MonoId b);
+  static constexpr MonoId kZeroMono = ~MonoId(0);
+  bool indicatorLaws(Monomial &m) const;
   void strPoly(PolyId p, std::string &out, size_t maxChars) const;
 
   std::vector<InputSymbol> inputs;

@@ -123,6 +123,35 @@ TEST_CASE("function applications are congruent on canonical arguments", "[expr]"
   CHECK_FALSE(pool.hasApplications(pool.add(a, b)));
 }
 
+TEST_CASE("indicators are idempotent and a value equals one constant at most", "[expr]") {
+  ExprPool pool;
+  InputSymbol idSym{"ids", {0}};
+  idSym.bound = 4;
+  PolyId id = pool.inputPoly(pool.addInput(idSym));
+  PolyId x = pool.inputPoly(pool.addInput({"x", {}}));
+  PolyId y = pool.inputPoly(pool.addInput({"y", {}}));
+  auto eq = [&](PolyId v, int64_t c) { return pool.apply(Fn::Eq, {v, pool.constant(Rational(c))}); };
+  // [id == 2]^2 == [id == 2]; [id == 1][id == 2] == 0 (either argument order).
+  CHECK(pool.mul(eq(id, 2), eq(id, 2)) == eq(id, 2));
+  CHECK(pool.mul(eq(id, 1), eq(id, 2)) == pool.zero());
+  CHECK(pool.mul(pool.apply(Fn::Eq, {pool.constant(Rational(1)), id}), eq(id, 2)) == pool.zero());
+  // A lookup times the indicator of its own row keeps only that row:
+  // ([id==0] x + [id==1] y) [id==1] == [id==1] y.
+  PolyId lookup = pool.add(pool.mul(eq(id, 0), x), pool.mul(eq(id, 1), y));
+  CHECK(pool.mul(lookup, eq(id, 1)) == pool.mul(eq(id, 1), y));
+  // The square of a lookup is the lookup of the squares (no cross terms).
+  CHECK(pool.mul(lookup, lookup) ==
+        pool.add(pool.mul(eq(id, 0), pool.mul(x, x)), pool.mul(eq(id, 1), pool.mul(y, y))));
+  // Indicators of different values, or of a value against a non-constant, stay products.
+  InputSymbol otherSym{"ids", {1}};
+  otherSym.bound = 4;
+  PolyId other = pool.inputPoly(pool.addInput(otherSym));
+  CHECK(pool.mul(eq(id, 1), eq(other, 2)) != pool.zero());
+  PolyId eqXY = pool.apply(Fn::Eq, {x, y});
+  CHECK(pool.mul(eqXY, eq(x, 2)) != pool.zero());
+  CHECK(pool.mul(eqXY, eqXY) == eqXY);
+}
+
 TEST_CASE("the reciprocal of a nonzero constant is its exact inverse", "[expr]") {
   ExprPool pool;
   PolyId a = pool.inputPoly(pool.addInput({"a", {}}));
