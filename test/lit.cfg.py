@@ -46,6 +46,10 @@ try:
             [torchpy, "-c", "import megatron.core.tensor_parallel"], capture_output=True,
             timeout=300).returncode == 0:
         config.available_features.add("megatron")
+    if "torch" in config.available_features and subprocess.run(
+            [torchpy, "-c", "import torchtitan.models.llama3, torchtitan.components.loss"],
+            capture_output=True, timeout=300).returncode == 0:
+        config.available_features.add("torchtitan")
 except (OSError, subprocess.TimeoutExpired):
     pass
 config.substitutions.append(("%torchpy", "env PYTHONPATH=" +

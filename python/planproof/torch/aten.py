@@ -124,6 +124,14 @@ class Translator:
         self.stale = set()      # nodes whose storage an in-place op overwrote since
         self.unwritten = set()  # `empty` tensors not written yet (a collective's output)
         self.objects = {}       # graph constants that are no tensors: process groups, ...
+        # Masks of token ids made float tensors (_mask_value): value -> its IdsExpr; the
+        # values that are 0 at every id outside a shard's [lo, hi): value -> that mask;
+        # tensors filled with zeros.
+        self.mask_of = {}
+        self.zero_outside = {}
+        self.zero_filled = set()
+        self.row_sums = {}      # value -> its sums over the last dim, where known exactly
+        self.unmasked = {}      # x * [id in shard] -> x (the other factor)
 
     # -- values -------------------------------------------------------------------------
     def fresh(self, hint):
@@ -131,8 +139,11 @@ class Translator:
         return f"{hint}_{self.counter}"
 
     def bind_input(self, node, name, shape, integer=False):
+        """An input of the step. Integer tensors (token ids, labels) are held flat, [N]:
+        the ops that read them (embedding, the labels' one-hot rows) take ids in one
+        dim, and views of them are the same ids (`_view`)."""
         self.values[node] = name
-        self.shapes[name] = list(shape)
+        self.shapes[name] = [math.prod(shape)] if integer else list(shape)
         if integer:
             self.ints.add(name)
 
@@ -438,11 +449,11 @@ def _permute(t, node, a, dims):
       aten.flatten.using_ints)
 def _view(t, node, a, *rest):
     raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
-    if isinstance(raw, IdsExpr) and raw.kind == "mask":
-        return raw  # (unsqueezed to mask embedding rows)
+    if isinstance(raw, IdsExpr) and raw.kind in IdsExpr.PER_ID:
+        return raw  # a function of each id, viewed (unsqueezed to mask embedding rows)
     if isinstance(raw, str) and raw in t.ints and a not in t.stale and \
-            t.shapes[raw] == _out(node):
-        return raw  # token ids viewed as themselves
+            t.shapes[raw] == [math.prod(_out(node))]:
+        return raw  # token ids (held flat) viewed as themselves
     return t.reshape(t.value(a), _out(node))
 
 
@@ -464,6 +475,9 @@ def _identity(t, node, a, *rest, **kw):
 def _to_copy(t, node, a, **kw):
     if kw.get("dtype") not in (None, torch.float32):
         t.fail(f"conversion to {kw.get('dtype')} (planproof models float32 values)")
+    raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if isinstance(raw, IdsExpr) and raw.kind in ("mask", "inside"):
+        return _mask_value(t, raw, _out(node))
     return t.value(a)
 
 
@@ -490,8 +504,12 @@ def _sub(t, node, a, b, alpha=1):
             t.fail("arithmetic on token ids other than subtracting a shard's first row")
         return IdsExpr("shift", ids, lo=b)
     shape = _out(node)
-    return t.emit("sub", [t.broadcast_to(t.value(a, shape), shape),
-                          _scaled_operand(t, b, alpha, shape)], shape)
+    r = t.emit("sub", [t.broadcast_to(t.value(a, shape), shape),
+                       _scaled_operand(t, b, alpha, shape)], shape)
+    m = t.mask_of.get(t.values.get(a)) if isinstance(a, torch.fx.Node) else None
+    if m is not None and m.kind == "mask" and b == 1 and alpha == 1:
+        t.zero_outside[r] = m  # [id outside] - 1 = -[id inside]: 0 for ids outside
+    return r
 
 
 @rule(aten.lerp.Scalar, aten.lerp.Tensor)
@@ -545,7 +563,28 @@ def _mul(t, node, a, b):
     for x, y in ((a, b), (b, a)):
         if isinstance(y, (int, float)) and not isinstance(y, bool):
             return t.scale(t.broadcast_to(t.value(x), shape), y, shape)
-    return t.binary("mul", a, b, shape)
+    for x, y in ((a, b), (b, a)):
+        raw = t.values.get(x) if isinstance(x, torch.fx.Node) else None
+        m = t.mask_of.get(t.values.get(y)) if isinstance(y, torch.fx.Node) else None
+        if isinstance(raw, IdsExpr) and raw.kind == "clamped_embedding":
+            # torchtitan's vocabulary-parallel embedding: the rows of the clamped
+            # shifted ids times [id in [lo, lo + rows)] -- embedding with the offset lo
+            # (rows outside the shard give zeros).
+            rows = t.shapes[raw.table][0]
+            if m is None or m.kind != "inside" or m.ids != raw.ids or \
+                    (m.lo, m.hi) != (raw.lo, raw.lo + rows):
+                t.fail("the rows of clamped shifted ids multiplied by other than the mask "
+                       "of the ids in the shard")
+            return t.reshape(_offset_embedding(t, raw.table, raw.ids, raw.lo, rows), shape)
+    av = t.broadcast_to(t.value(a, shape), shape)
+    bv = t.broadcast_to(t.value(b, shape), shape)
+    r = t.emit("mul", [av, bv], shape)
+    for y, other in ((a, bv), (b, av)):
+        m = t.mask_of.get(t.values.get(y)) if isinstance(y, torch.fx.Node) else None
+        if m is not None and m.kind == "inside":
+            t.zero_outside[r] = m
+            t.unmasked[r] = other
+    return r
 
 
 @rule(aten.div.Tensor, aten.div.Scalar)
@@ -660,6 +699,13 @@ def _pow(t, node, a, exponent):
 def _reduction(op):
     """sum / mean / amax, over `dims` (all of them when none are given), with keepdim."""
     def fn(t, node, a, dims=None, keepdim=False, dtype=None):
+        raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+        if op == "reduce_sum" and isinstance(raw, IdsExpr) and raw.kind == "all" and \
+                not dims and dtype is None:
+            # The count of labels that are not the ignored label: all of them, every
+            # label being a class (the domain the proof covers).
+            return t.emit("constant", [], [], {"value": float(t.shapes[raw.ids][0])},
+                          result_shape_attr=True)
         v = t.value(a)
         if not dims:
             dims = range(len(t.shapes[v]))
@@ -688,9 +734,14 @@ def _filled(t, node, *args, **kw):
         value = args[1]
     else:  # scalar_tensor
         value = args[0]
+    if kw.get("dtype") in (torch.int64, torch.int32) and packet is aten.scalar_tensor:
+        return IdsExpr("int_constant", None, lo=int(value))  # (where's other branch)
     if kw.get("dtype") not in (None, torch.float32):
         t.fail(f"a {kw.get('dtype')} tensor (planproof models float32 values)")
-    return t.emit("constant", [], _out(node), {"value": float(value)}, result_shape_attr=True)
+    r = t.emit("constant", [], _out(node), {"value": float(value)}, result_shape_attr=True)
+    if float(value) == 0:
+        t.zero_filled.add(r)
+    return r
 
 
 @rule(aten._softmax.default)
@@ -707,7 +758,17 @@ def _log_softmax(t, node, a, dim, half_to_float=False):
     shape = _out(node)
     if dim % len(shape) != len(shape) - 1:
         t.fail("log_softmax over a dimension other than the last")
-    return t.emit("log", [t.emit("softmax", [v], shape)], shape)
+    # (x - m) - log(sum(exp(x - m))), m the row maximum: the form every stable
+    # implementation computes (torch's kernel, a vocabulary-parallel cross-entropy
+    # all-reducing m and the sum), so that those meet it op for op.
+    d = len(shape) - 1
+    rows = shape[:-1]
+    kept = rows + [1]
+    m = t.broadcast_to(t.reshape(t.reduce("reduce_max", v, [d], False, rows), kept), shape)
+    shifted = t.emit("sub", [v, m], shape)
+    total = t.reduce("reduce_sum", t.emit("exp", [shifted], shape), [d], False, rows)
+    lse = t.broadcast_to(t.reshape(t.emit("log", [total], rows), kept), shape)
+    return t.emit("sub", [shifted, lse], shape)
 
 
 @rule(aten._softmax_backward_data.default)
@@ -728,7 +789,10 @@ def _log_softmax_backward(t, node, grad, out, dim, input_dtype):
     shape = _out(node)
     g, y = t.value(grad), t.value(out)
     d = dim % len(shape)
-    s = t.reduce("reduce_sum", g, [d], False, [k for i, k in enumerate(shape) if i != d])
+    if g in t.row_sums and d == len(shape) - 1:
+        s = t.row_sums[g]  # (nll_loss_backward's rows: one nonzero each)
+    else:
+        s = t.reduce("reduce_sum", g, [d], False, [k for i, k in enumerate(shape) if i != d])
     sb = t.broadcast_to(t.reshape(s, [k if i != d else 1 for i, k in enumerate(shape)]), shape)
     return t.emit("sub", [g, t.emit("mul", [t.emit("exp", [y], shape), sb], shape)], shape)
 
@@ -761,6 +825,9 @@ class IdsExpr:
     shard's table. Only the whole idiom -- that lookup with the masked rows zeroed --
     becomes an op (planproof's `embedding` with a row offset); reading any part
     otherwise stops the translation."""
+
+    # Kinds that are a function of each id (elementwise), so views pass them through.
+    PER_ID = ("mask", "inside", "all", "shift", "masked_shift", "clamped_shift")
 
     def __init__(self, kind, ids, lo=None, hi=None, mask=None, table=None, shape=None):
         self.kind, self.ids, self.lo, self.hi = kind, ids, lo, hi
@@ -796,6 +863,138 @@ def _mask_or(t, node, a, b):
     return IdsExpr("mask", ma.ids, lo=lo, hi=hi)
 
 
+@rule(aten.bitwise_and.Tensor)
+def _mask_and(t, node, a, b):
+    """ids >= lo & ids < hi: the ids in [lo, hi) (torchtitan's vocabulary-parallel
+    embedding)."""
+    ma, mb = (t.values.get(x) if isinstance(x, torch.fx.Node) else None for x in (a, b))
+    if not (isinstance(ma, IdsExpr) and isinstance(mb, IdsExpr) and ma.kind == mb.kind == "mask"
+            and ma.ids == mb.ids):
+        t.fail("bitwise_and other than of two bounds on the same token ids")
+    # (a "mask" from ge(k) has hi = k: ids >= k; from lt(k) lo = k: ids < k)
+    ge = ma if ma.hi is not None and ma.lo is None else mb
+    lt = mb if ge is ma else ma
+    if ge.hi is None or ge.lo is not None or lt.lo is None or lt.hi is not None:
+        t.fail("bitwise_and of two bounds on the same side")
+    return IdsExpr("inside", ge.ids, lo=ge.hi, hi=lt.lo)
+
+
+@rule(aten.ne.Scalar)
+def _ne_ids(t, node, a, k):
+    """ids != k for a negative k (the ignored label -100): true for every id, the ids
+    being rows of a table (the domain the proof covers)."""
+    ids = _ids_of(t, a)
+    if ids is None or not isinstance(k, int) or k >= 0:
+        t.fail(f"comparison `{node.target}` (covered: token ids against a negative "
+               "number, which no id equals)")
+    return IdsExpr("all", ids)
+
+
+@rule(aten.where.self)
+def _where(t, node, cond, a, b):
+    """where(c, a, b) with c true everywhere (`_ne_ids`): a."""
+    c = t.values.get(cond) if isinstance(cond, torch.fx.Node) else None
+    if not (isinstance(c, IdsExpr) and c.kind == "all"):
+        t.fail("where with a condition other than one true for every token id")
+    raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if isinstance(raw, IdsExpr) or (isinstance(raw, str) and raw in t.ints):
+        return raw
+    return t.broadcast_to(t.value(a, _out(node)), _out(node))
+
+
+@rule(aten.clamp.default)
+def _clamp_ids(t, node, a, lo=None, hi=None):
+    """clamp(ids - lo, 0, rows - 1): the shifted ids kept in a shard's rows."""
+    raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if not (isinstance(raw, IdsExpr) and raw.kind == "shift" and lo == 0 and
+            isinstance(hi, int) and hi >= 0):
+        t.fail("clamp other than of shifted token ids to [0, rows - 1]")
+    return IdsExpr("clamped_shift", raw.ids, lo=raw.lo, hi=raw.lo + hi + 1)
+
+
+@rule(aten.arange.default, aten.arange.start)
+def _arange(t, node, *args, **kw):
+    """The row numbers 0..N-1 (index_put's rows): only index_put reads them."""
+    if node.target is aten.arange.start and args[0] != 0:
+        t.fail("arange not from 0")
+    return IdsExpr("arange", None, hi=int(args[-1]))
+
+
+@rule(aten.gather.default)
+def _gather(t, node, x, dim, index, sparse_grad=False):
+    """gather(x, -1, masked shifted ids): column id - lo of each row (0 for the ids
+    outside the shard, which the next masked_fill zeroes)."""
+    raw = t.values.get(index) if isinstance(index, torch.fx.Node) else None
+    xv = t.value(x)
+    if not (isinstance(raw, IdsExpr) and raw.kind == "masked_shift" and
+            dim % len(t.shapes[xv]) == len(t.shapes[xv]) - 1 and len(t.shapes[xv]) == 2):
+        t.fail("gather other than on the last dim of [N, C] by shifted token ids masked "
+               "to a shard (torchtitan's vocabulary-parallel cross-entropy)")
+    return IdsExpr("masked_gather", raw.ids, lo=raw.lo, mask=raw.mask, table=xv)
+
+
+@rule(aten.index_put_.default, aten.index_put.default)
+def _index_put(t, node, x, indices, values, accumulate=False):
+    """x[arange(N), ids - lo] = v on zeros x: v at column id - lo of each row -- the rows
+    of the identity the ids select with the shard's offset, times v -- when v is 0 at
+    every id outside the shard (masked shifted ids point those rows at column 0)."""
+    xv = t.value(x)
+    rows_ix, cols = (t.values.get(i) if isinstance(i, torch.fx.Node) else None
+                     for i in (list(indices) + [None, None])[:2])
+    if not (len(indices) == 2 and not accumulate and xv in t.zero_filled and
+            isinstance(rows_ix, IdsExpr) and rows_ix.kind == "arange" and
+            isinstance(cols, IdsExpr) and cols.kind == "masked_shift" and
+            len(t.shapes[xv]) == 2 and rows_ix.hi == t.shapes[xv][0]):
+        t.fail("index_put other than of values at (row, shifted token id) into zeros")
+    v = t.value(values)
+    m = t.zero_outside.get(v)
+    n, c = t.shapes[xv]
+    if m is None or m.ids != cols.ids or (m.lo, m.hi) != (cols.mask.lo, cols.mask.hi) or \
+            m.hi - m.lo != c or t.shapes[v] != [n]:
+        t.fail("index_put of values that are not zero for the ids outside the shard")
+    hot = _offset_embedding(t, _identity_literal(t, c), cols.ids, m.lo, c)
+    return t.emit("mul", [hot, t.broadcast_to(t.reshape(v, [n, 1]), [n, c])], [n, c])
+
+
+def _identity_literal(t, n):
+    return t.emit("literal", [], [n, n],
+                  {"values": [1.0 if i == j else 0.0 for i in range(n) for j in range(n)]},
+                  result_shape_attr=True)
+
+
+def _offset_embedding(t, table, ids, lo, rows):
+    """embedding(table, ids) with row v the global row lo + v (rows outside give 0)."""
+    offset = t.emit("arith.constant", [], [], {"value": int(lo)})
+    return t.emit("embedding", [table, ids, offset], [t.shapes[ids][0], t.shapes[table][1]])
+
+
+def _mask_value(t, m, shape):
+    """A mask of the ids as a float tensor: [id in [lo, hi)] is the sum of the identity's
+    rows the ids select with the offset lo; [id outside] is 1 minus that."""
+    rows = m.hi - m.lo
+    if m.lo is None or m.hi is None or rows <= 0 or rows > 256:
+        t.fail(f"a mask of the ids in [{m.lo}, {m.hi}) (covered: a shard of at most 256 rows)")
+    n = t.shapes[m.ids][0]
+    inside = t.emit("reduce_sum", [_offset_embedding(t, _identity_literal(t, rows), m.ids,
+                                                     m.lo, rows)], [n], {"dims": [1]})
+    v = inside if m.kind == "inside" else t.emit("sub", [t.value(1.0, [n]), inside], [n])
+    v = t.reshape(v, shape)
+    t.mask_of[v] = m
+    if m.kind == "inside":
+        t.zero_outside[v] = m
+    return v
+
+
+def _offset_pick(t, x, ids, lo, hi, shape):
+    """x[t, id_t - lo] for the ids in [lo, hi), 0 for the others."""
+    n, c = t.shapes[x]
+    if hi - lo != c:
+        t.fail(f"a pick of ids in [{lo}, {hi}) from {c} columns")
+    hot = _offset_embedding(t, _identity_literal(t, c), ids, lo, c)
+    picked = t.emit("reduce_sum", [t.emit("mul", [x, hot], [n, c])], [n], {"dims": [1]})
+    return t.reshape(picked, shape)
+
+
 @rule(aten.masked_fill.Scalar, aten.masked_fill_.Scalar)
 def _masked_fill(t, node, x, mask, value):
     """The two masked fills of DTensor's vocabulary-parallel lookup: the shifted ids of
@@ -806,6 +1005,13 @@ def _masked_fill(t, node, x, mask, value):
     if not (isinstance(raw, IdsExpr) and isinstance(m, IdsExpr) and m.kind == "mask" and
             value == 0 and m.ids == raw.ids and m.lo == raw.lo):
         t.fail("masked_fill other than DTensor's vocabulary-parallel embedding masks")
+    if raw.kind == "masked_gather":
+        # The picked entries of ids outside the shard zeroed: x[t, id - lo] for the ids
+        # in [lo, hi), 0 for the others -- x times the rows of the identity that the
+        # ids select with the shard's offset, summed.
+        if (raw.mask.lo, raw.mask.hi) != (m.lo, m.hi):
+            t.fail("masked_fill of a gather by another mask than its ids'")
+        return _offset_pick(t, raw.table, raw.ids, m.lo, m.hi, _out(node))
     if raw.kind == "shift":
         return IdsExpr("masked_shift", raw.ids, lo=raw.lo, mask=m)
     if raw.kind != "masked_embedding" or raw.mask is not m and (raw.mask.lo, raw.mask.hi) != (m.lo, m.hi):
@@ -819,14 +1025,15 @@ def _masked_fill(t, node, x, mask, value):
 
 
 def _ids(t, node, indices):
-    """A 1-D tensor of token ids, an integer input of the step."""
+    """The token ids `indices`, an integer input of the step or a view of one (held flat,
+    [N], whatever the view's shape)."""
     t._ids_ok = True
     try:
         v = t.value(indices)
     finally:
         t._ids_ok = False
     if v not in t.ints or len(t.shapes[v]) != 1:
-        t.fail("embedding of ids that are not a 1-D integer input of the step")
+        t.fail("embedding of ids that are not an integer input of the step")
     return v
 
 
@@ -836,8 +1043,16 @@ def _embedding(t, node, weight, indices, padding_idx=-1, scale_grad=False, spars
     if isinstance(raw, IdsExpr):
         # DTensor's vocabulary-parallel lookup: the shifted ids of this shard's rows;
         # the rows outside it are zeroed next (masked_fill), which completes the idiom.
-        if raw.kind != "masked_shift":
+        if raw.kind not in ("masked_shift", "clamped_shift"):
             t.fail("an embedding of ids transformed otherwise than by a shard's offset")
+        if raw.kind == "clamped_shift":
+            # torchtitan's vocabulary-parallel lookup; the mask multiplies next (_mul).
+            table = t.value(weight)
+            if raw.hi - raw.lo != t.shapes[table][0]:
+                t.fail(f"ids clamped to [0, {raw.hi - raw.lo}) looking up a table of "
+                       f"{t.shapes[table][0]} rows")
+            return IdsExpr("clamped_embedding", raw.ids, lo=raw.lo, table=table,
+                           shape=_out(node))
         return IdsExpr("masked_embedding", raw.ids, lo=raw.lo, mask=raw.mask,
                        table=t.value(weight), shape=_out(node))
     table = t.value(weight)
@@ -845,15 +1060,42 @@ def _embedding(t, node, weight, indices, padding_idx=-1, scale_grad=False, spars
     # torch requires every id to index a row: that is the domain the proof covers.
     rows = t.shapes[table][0]
     t.int_bounds[ids] = min(t.int_bounds.get(ids, rows), rows)
-    return t.emit("embedding", [table, ids], _out(node))
+    out = _out(node)
+    if len(out) == 2:
+        return t.emit("embedding", [table, ids], out)
+    # ids of more dims ([B, S]): the rows of the flat ids, viewed as [B, S, W]
+    rows_flat = t.emit("embedding", [table, ids], [t.shapes[ids][0], out[-1]])
+    return t.reshape(rows_flat, out)
 
 
 @rule(aten.embedding_dense_backward.default)
 def _embedding_backward(t, node, grad, indices, num_weights, padding_idx, scale_grad):
     if padding_idx not in (-1, None) or scale_grad:
         t.fail("embedding backward with padding_idx or scale_grad_by_freq")
+    raw = t.values.get(indices) if isinstance(indices, torch.fx.Node) else None
+    if isinstance(raw, IdsExpr) and raw.kind == "clamped_shift":
+        # The backward of torchtitan's vocabulary-parallel lookup: the gradient rows of
+        # the clamped shifted ids summed into the shard's rows. It is embedding_grad with
+        # the offset lo when the gradient is 0 at every id outside [lo, hi) (it is the
+        # product with that mask): clamping would add those to rows 0 and rows - 1.
+        g = t.value(grad)
+        m = t.zero_outside.get(g)
+        if m is None or m.ids != raw.ids or (m.lo, m.hi) != (raw.lo, raw.hi) or \
+                int(num_weights) != raw.hi - raw.lo:
+            t.fail("the backward of a lookup by clamped ids whose gradient is not zero "
+                   "for the ids outside the shard")
+        # The shard's rows of g * [id in shard] are those of g: the lookup reads g
+        # itself (the product need not be formed and then simplified again).
+        g = t.unmasked.get(g, g)
+        flat = [t.shapes[raw.ids][0], t.shapes[g][-1]]
+        offset = t.emit("arith.constant", [], [], {"value": int(raw.lo)})
+        return t.emit("embedding_grad", [t.reshape(g, flat), raw.ids, offset], _out(node),
+                      result_shape_attr=True)
     ids = _ids(t, node, indices)
-    return t.emit("embedding_grad", [t.value(grad), ids], _out(node), result_shape_attr=True)
+    g = t.value(grad)
+    flat = [t.shapes[ids][0], t.shapes[g][-1]]
+    return t.emit("embedding_grad", [t.reshape(g, flat), ids], _out(node),
+                  result_shape_attr=True)
 
 
 def _slice_of(t, v, dim, start, size, shape):
@@ -1096,6 +1338,14 @@ def _nll_loss_backward(t, node, grad, logp, target, weight, reduction, ignore_in
     out = t.scale(t.emit("mul", [hot, g], [n, c]), -1.0, [n, c])
     if reduction == 1:
         out = t.emit("div", [out, t.value(float(n), [n, c])], [n, c])
+    # Each row holds one nonzero: the label is one of the c classes (the domain the
+    # proof covers), so its row sums are -g (over n for the mean). log_softmax's
+    # backward reads them (g - exp(y) * rowsum), and a fused cross-entropy backward
+    # (softmax - one-hot) meets it only in this form.
+    total = t.scale(t.broadcast_to(t.value(grad), [n]), -1.0, [n])
+    if reduction == 1:
+        total = t.emit("div", [total, t.value(float(n), [n])], [n])
+    t.row_sums[out] = total
     return out
 
 

@@ -108,8 +108,8 @@ def layout_of(placements, ndim, axes):
     dims = [[] for _ in range(ndim)]
     partial = {}
     for axis, p in zip(axes, placements):
-        if isinstance(p, Replicate):
-            continue
+        if axis is None or isinstance(p, Replicate):
+            continue  # (None: a mesh dim of one rank, which distributes nothing)
         if isinstance(p, Shard) and type(p) is Shard:
             dims[p.dim % ndim].append(axis)
         elif isinstance(p, Partial):
@@ -126,11 +126,16 @@ def layout_of(placements, ndim, axes):
 
 
 def _mesh_axes(dtensor, axes):
-    names = dtensor.device_mesh.mesh_dim_names
-    if not names or any(n not in axes for n in names):
+    """The capture's mesh axes that the dims of a DTensor's mesh are; None for a dim of
+    one rank that the capture's mesh does not name (torchtitan keeps a `dp_shard` dim of
+    size 1 on every parameter's mesh): a placement on it distributes nothing -- a shard
+    of one piece is the whole, a partial value of one rank is complete."""
+    mesh = dtensor.device_mesh
+    names = mesh.mesh_dim_names
+    if not names or any(n not in axes and mesh.size(i) != 1 for i, n in enumerate(names)):
         raise Unsupported(f"a DTensor on a mesh with dims {names}, which are not dims of the "
                           f"capture's mesh {axes}")
-    return list(names)
+    return [n if n in axes else None for n in names]
 
 
 class _Step(torch.nn.Module):
@@ -510,20 +515,39 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
     sizes = dict(zip(axes, mesh_shape))
     for node, arg, (label, pl, shape, pa) in zip(placeholders, plan_args, labels):
         nm = _ident(label)
-        check_even(pl, shape, [sizes[a] for a in pa], f"`{label}`")
-        plan_t.bind_input(node, nm, arg.shape, not arg.is_floating_point())
-        plan_inputs.append({"name": nm, "value": nm, "layout": layout_of(pl, len(shape), pa)})
+        check_even(pl, shape, [sizes.get(a, 1) for a in pa], f"`{label}`")
+        integer = not arg.is_floating_point()
+        plan_t.bind_input(node, nm, arg.shape, integer)
+        layout = layout_of(pl, len(shape), pa)
+        if integer:
+            layout = _flat_layout(layout, shape, f"`{label}`")
+        plan_inputs.append({"name": nm, "value": nm, "layout": layout})
     plan_outs = plan_t.run(plan_gm)
     plan_outputs = []
     for v, ref_name, (pl, pa), shape in zip(plan_outs, out_names, captured["placements"],
                                             captured["shapes"]):
         if v is None:
             raise Unsupported(f"the plan's `{ref_name}` is not a translated tensor")
-        check_even(pl, shape, [sizes[a] for a in pa], f"`{ref_name}`")
+        check_even(pl, shape, [sizes.get(a, 1) for a in pa], f"`{ref_name}`")
         plan_outputs.append({"name": v, "value": ref_name, "layout": layout_of(pl, len(shape), pa)})
 
     coord = dict(zip(axes, (int(c) for c in mesh.get_coordinate())))
     return plan_t.ops, plan_inputs, plan_outputs, plan_t.pieces, coord
+
+
+def _flat_layout(layout, shape, what):
+    """The layout of an integer input held flat (aten.Translator.bind_input): its one
+    dim is split as the tensor's only split dim, which must have no dim of more than
+    one element before it (so that each rank's block stays contiguous in the flat
+    order)."""
+    split = [d for d, axes in enumerate(layout["dims"]) if axes is not None]
+    if not split:
+        return {**layout, "dims": [None]}
+    if len(split) > 1 or any(int(n) != 1 for n in list(shape)[:split[0]]):
+        raise Unsupported(f"{what}: integer input split on dim {split} of shape "
+                          f"{list(shape)} (covered: a split that keeps each rank's ids "
+                          "contiguous in row-major order)")
+    return {**layout, "dims": [layout["dims"][split[0]]]}
 
 
 def _global_shape(local, placements, mesh_shape, what):
@@ -576,7 +600,7 @@ def _trace_reference(model_fn, loss_fn, inputs, names, optimizer=None):
         nm = _ident(label)
         integer = not arg.is_floating_point()
         ref_t.bind_input(node, nm, arg.shape, integer)
-        ref_inputs.append({"name": nm, "shape": [int(d) for d in arg.shape]})
+        ref_inputs.append({"name": nm, "shape": [int(d) for d in ref_t.shapes[nm]]})
     ref_outs = ref_t.run(ref_gm)
     for entry in ref_inputs:
         if entry["name"] in ref_t.ints:

@@ -46,7 +46,7 @@ def numeric_spec(model_fn, loss_fn, inputs, optimizer=None, **_ignored):
     ops = [literal(i["name"], values[i["name"]]) for i in ref_inputs
            if i.get("dtype") != "i64"] + ref_ops
     plan_ops = [literal("torch_" + n, t) for n, t in zip(out_names, outs)]
-    ids = {i["name"]: values[i["name"]] for i in ints}
+    ids = {i["name"]: values[i["name"]].flatten() for i in ints}  # (held flat)
     inputs_ref = ints or [{"name": "unused", "shape": [1]}]
     inputs_plan = [{"name": i["name"], "value": i["name"],
                     "layout": {"dims": [None] * len(i["shape"])}} for i in inputs_ref]

@@ -1,0 +1,112 @@
+# torchtitan's own Llama3 model and parallelization (torchtitan 0.3.0), as a planproof
+# case: the model built from the debug model's recipe (models.llama3._debugmodel: fused
+# QKV, ComplexRoPE with llama scaling, RMSNorm, SwiGLU, an untied lm_head) at dims that an
+# element-wise proof covers; parallelized by torchtitan's own code -- its Llama3 sharding
+# config (set_llama3_sharding_config, sequence parallelism on) applied by
+# Module.parallelize on torchtitan's ParallelDims (spmd_backend="full_dtensor"); inputs
+# made DTensors by full_dtensor.parallelize_inputs, as the trainer does; the loss
+# torchtitan's CrossEntropyLoss (vocabulary-parallel: its _LossParallelCrossEntropy)
+# over the valid tokens, summed over the batch mesh as train_step does; AdamW with
+# torchtitan's default_adamw settings.
+import torch
+import torch.distributed._functional_collectives as funcol
+import torchtitan.distributed.parallel_dims as parallel_dims_module
+import torchtitan.models.llama3 as llama3
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+from torchtitan.components.loss import IGNORE_INDEX, CrossEntropyLoss
+from torchtitan.components.optimizer import default_adamw
+from torchtitan.distributed import ParallelDims, full_dtensor
+from torchtitan.distributed import utils as dist_utils
+from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
+from torchtitan.models.common.attention import ScaledDotProductAttention
+from torchtitan.models.llama3 import Llama3Model
+from torchtitan.models.llama3.sharding import set_llama3_sharding_config
+
+DIM, LAYERS, VOCAB, SEQ, HIDDEN = 8, 1, 16, 4, 8
+
+
+def model_fn(heads):
+    config = Llama3Model.Config(
+        dim=DIM, vocab_size=VOCAB,
+        tok_embeddings=Embedding.Config(num_embeddings=VOCAB, embedding_dim=DIM,
+                                        param_init=llama3._EMBEDDING_INIT),
+        norm=RMSNorm.Config(normalized_shape=DIM, param_init=llama3._NORM_INIT),
+        lm_head=Linear.Config(in_features=DIM, out_features=VOCAB,
+                              param_init=llama3._output_linear_init(DIM)),
+        layers=llama3._build_llama3_layers(
+            fuse_qkv=True, n_layers=LAYERS, dim=DIM, n_heads=heads, hidden_dim=HIDDEN,
+            rope=ComplexRoPE.Config(dim=DIM // heads, max_seq_len=64, theta=500000,
+                                    scaling="llama"),
+            attn_backend="flex"))
+    # FlexAttention's backward does not run on the CPU (torch 2.15): causal SDPA, the
+    # maskless attention torchtitan keeps (its graph_trainer tests), is the same
+    # attention for sequences of one document each.
+    for layer in config.layers:
+        layer.attention.inner_attention = ScaledDotProductAttention.Config()
+    set_llama3_sharding_config(config, enable_sp=True)
+    torch.manual_seed(0)
+    return config.build()
+
+
+def loss_fn(model, tokens, labels):
+    valid = (labels != IGNORE_INDEX).sum()
+    loss, _ = CrossEntropyLoss(CrossEntropyLoss.Config())(model(tokens), labels, valid)
+    return loss
+
+
+def parallelize(dp, tp):
+    def fn(model, mesh):
+        parallel_dims_module.device_type = "cpu"  # (torchtitan's default without a GPU: cuda)
+        dims = ParallelDims(dp_replicate=1, dp_shard=dp, cp=1, tp=tp, pp=1, ep=1,
+                            world_size=dp * tp, spmd_backend="full_dtensor")
+        dims.build_mesh()
+        model.parallelize(dims)
+        model.parallel_dims = dims
+        return model
+    return fn
+
+
+def plan_loss_fn(model, mesh, tokens, labels):
+    # The trainer's count of valid tokens, summed over the batch mesh (train_step).
+    valid = (labels != IGNORE_INDEX).sum()
+    if model.parallel_dims.dp_enabled:
+        valid = dist_utils.dist_sum_tensor(valid, model.parallel_dims.get_mesh("batch"))
+    tokens, labels, _ = full_dtensor.parallelize_inputs(model.parallel_dims, tokens, labels, {})
+    loss, _ = CrossEntropyLoss(CrossEntropyLoss.Config())(model(tokens), labels, valid)
+    return loss
+
+
+def fsdp_grad_sync(grads, mesh):
+    """FSDP's gradient reduction, which planproof.torch does not trace (docs/torch.md):
+    FSDP2 reduce-scatters each rank's *local* gradient over dp_shard whatever its
+    DTensor placements say, summing (torchtitan divides the loss by the global token
+    count instead); modelled as that sum, held replicated over dp_shard."""
+    out = {}
+    for name, g in grads.items():
+        dims = list(g.device_mesh.mesh_dim_names)
+        local = funcol.all_reduce(g.to_local(), "sum", (g.device_mesh, dims.index("dp_shard")))
+        out[name] = DTensor.from_local(local, g.device_mesh,
+                                       [Replicate() if d == "dp_shard" else p
+                                        for d, p in zip(dims, g.placements)],
+                                       run_check=False, shape=g.shape, stride=g.stride())
+    return out
+
+
+def adamw(params):
+    return torch.optim.AdamW(params, foreach=False,
+                             **default_adamw().param_groups[0].optimizer_kwargs)
+
+
+def case(dp, tp, heads, grad_sync=None, optimizer=adamw):
+    g = torch.Generator().manual_seed(1)
+    data = {"tokens": torch.randint(0, VOCAB, (dp, SEQ), generator=g),
+            "labels": torch.randint(0, VOCAB, (dp, SEQ), generator=g)}
+    out = dict(model_fn=lambda: model_fn(heads), loss_fn=loss_fn, plan_loss_fn=plan_loss_fn,
+               optimizer=optimizer, inputs=data, parallelize=parallelize(dp, tp),
+               description=f"torchtitan 0.3.0 Llama3 (debug model recipe, dim {DIM}), "
+                           f"dp_shard={dp} tp={tp} with sequence parallelism")
+    if dp == 1:
+        return dict(out, mesh_shape=(tp,), mesh_dim_names=("tp",))
+    return dict(out, mesh_shape=(dp, tp), mesh_dim_names=("dp_shard", "tp"),
+                input_placements={n: [Shard(0), Replicate()] for n in data},
+                loss_placements=[Partial("sum"), Replicate()], grad_sync=grad_sync)
