@@ -318,10 +318,17 @@ class Translator:
                 continue
             if node.op == "get_attr":
                 const = getattr(gm, node.target, None)
-                if isinstance(const, torch.ScriptObject):
-                    # A process group or reduction of a c10d collective: read by its rule.
+                if isinstance(const, (torch.ScriptObject, torch.fx.GraphModule)):
+                    # A process group or reduction of a c10d collective, a subgraph of a
+                    # higher-order op (FlexAttention's mask): read by its rule.
                     self.objects[node] = const
                     self.values[node] = None
+                elif isinstance(const, torch.Tensor) and not const.is_floating_point() and \
+                        not const.is_complex():
+                    # An integer constant (FlexAttention's block-mask tables and the
+                    # buffers its mask reads): only a rule that evaluates it reads it.
+                    self.objects[node] = const
+                    self.values[node] = IdsExpr("int_constant", None)
                 else:
                     self.values[node] = self.constant(node, const)
                 continue
@@ -468,6 +475,8 @@ def _identity(t, node, a, *rest, **kw):
     raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
     if isinstance(raw, IdsExpr) or (raw in t.ints and a not in t.stale):
         return raw  # token ids (and the shard masks built from them) pass through
+    if isinstance(a, torch.fx.Node) and a in t.values and raw is None and a not in t.unwritten:
+        return None  # an alias of a result without a value (attention's log-sum-exp)
     return t.value(a)
 
 
@@ -734,8 +743,10 @@ def _filled(t, node, *args, **kw):
         value = args[1]
     else:  # scalar_tensor
         value = args[0]
-    if kw.get("dtype") in (torch.int64, torch.int32) and packet is aten.scalar_tensor:
-        return IdsExpr("int_constant", None, lo=int(value))  # (where's other branch)
+    if kw.get("dtype") in (torch.int64, torch.int32, torch.bool):
+        # An integer tensor (where's other branch, FlexAttention's unused counters):
+        # only a rule that evaluates it may read it.
+        return IdsExpr("int_constant", None, lo=int(value))
     if kw.get("dtype") not in (None, torch.float32):
         t.fail(f"a {kw.get('dtype')} tensor (planproof models float32 values)")
     r = t.emit("constant", [], _out(node), {"value": float(value)}, result_shape_attr=True)
@@ -1416,10 +1427,14 @@ def _sdpa(t, node, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scal
     """softmax(scale Q K^T [causal]) V per batch entry and head; the log-sum-exp result
     (used by the backward op only, which recomputes the probabilities) has no value."""
     qs, ks, sc = _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale)
+    return (_attention(t, q, k, v, qs, sc, is_causal), None)
+
+
+def _attention(t, q, k, v, qs, sc, is_causal):
     q3, k3, v3 = (_heads(t, t.value(x), t.shapes[t.value(x)]) for x in (q, k, v))
     p = _attention_probs(t, q3, k3, sc, is_causal)
     out = t.emit("batch_matmul", [p, v3], t.shapes[q3], {"lhs_dim": 2, "rhs_dim": 1})
-    return (t.reshape(out, qs), None)
+    return t.reshape(out, qs)
 
 
 @rule(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
@@ -1428,6 +1443,82 @@ def _sdpa_backward(t, node, grad_out, q, k, v, out, logsumexp, dropout_p=0.0,
     """With P the probabilities and dO the output's gradient: dV = P^T dO,
     dS = P * (dO V^T - rowsum(P * dO V^T)), dQ = scale dS K, dK = scale dS^T Q."""
     qs, ks, sc = _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale)
+    return _attention_backward(t, grad_out, q, k, v, qs, ks, sc, is_causal)
+
+
+def _flex_mask(t, node, q, k, block_mask, mask_buffers):
+    """Whether the mask of a FlexAttention call is causal (True) or absent (False): its
+    mask function (the block mask's last element, a traced subgraph) evaluated at every
+    (batch, head, query, key) of the traced sizes, with the buffers it reads -- constants
+    of the graph (the BlockMask is built before the step, as torchtitan's trainer builds
+    it from the batch's positions: the proof covers inputs of that document structure).
+    Any other mask is not covered."""
+    mask_mod = t.objects.get(block_mask[-1]) if isinstance(block_mask[-1], torch.fx.Node) else None
+    bufs = [t.objects.get(b) if isinstance(b, torch.fx.Node) else b for b in mask_buffers]
+    if mask_mod is None or any(not isinstance(b, torch.Tensor) for b in bufs):
+        t.fail("FlexAttention whose mask reads values computed in the step (build the "
+               "BlockMask before it, as torchtitan's trainer does)")
+    b_, h_, sq, _ = t.shapes[t.value(q)]
+    sk = t.shapes[t.value(k)][2]
+    if b_ * h_ * sq * sk > 65536:
+        t.fail(f"FlexAttention mask of {b_ * h_ * sq * sk} entries (at most 65536 are evaluated)")
+    causal = full = True
+    ix = lambda i: torch.tensor(i, dtype=torch.int32)  # noqa: E731
+    with torch.no_grad():
+        for b in range(b_):
+            for h in range(h_):
+                for i in range(sq):
+                    for j in range(sk):
+                        m = bool(mask_mod(ix(b), ix(h), ix(i), ix(j), *bufs))
+                        causal &= m == (i >= j)
+                        full &= m
+    if full:
+        return False
+    if causal and sq == sk:
+        return True
+    t.fail("FlexAttention with a mask other than causal or none at the traced positions "
+           "(a document mask over several documents, a sliding window) is not covered")
+
+
+def _flex_checks(t, score_mod, score_buffers, kernel_options):
+    graph = t.objects.get(score_mod) if isinstance(score_mod, torch.fx.Node) else None
+    if graph is None or score_buffers:
+        t.fail("FlexAttention with a score_mod that is not a traced subgraph")
+    nodes = list(graph.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    out = [n for n in nodes if n.op == "output"][0].args[0]
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    if not placeholders or out is not placeholders[0]:
+        t.fail("FlexAttention with a score_mod other than the identity")
+    if kernel_options.get("PRESCALE_QK"):
+        t.fail("FlexAttention with PRESCALE_QK")
+
+
+@rule(torch.ops.higher_order.flex_attention)
+def _flex_attention(t, node, q, k, v, score_mod, block_mask, scale, kernel_options,
+                    score_buffers=(), mask_buffers=()):
+    """FlexAttention (torchtitan's attention) with the identity score_mod and a mask that
+    is causal or absent (_flex_mask): the attention of SDPA; its log-sum-exp and max
+    results have no value."""
+    _flex_checks(t, score_mod, score_buffers, kernel_options)
+    qs, ks, sc = _sdpa_args(t, node, q, k, v, 0.0, False, None, scale)
+    causal = _flex_mask(t, node, q, k, block_mask, mask_buffers)
+    return (_attention(t, q, k, v, qs, sc, causal), None, None)
+
+
+@rule(torch.ops.higher_order.flex_attention_backward)
+def _flex_attention_backward(t, node, q, k, v, out, logsumexp, grad_out, grad_logsumexp,
+                             fw_graph, joint_graph, block_mask, scale, kernel_options,
+                             score_buffers=(), mask_buffers=()):
+    if grad_logsumexp is not None and not isinstance(t.values.get(grad_logsumexp), IdsExpr):
+        t.fail("FlexAttention backward with a gradient of its log-sum-exp")
+    _flex_checks(t, fw_graph, score_buffers, kernel_options)
+    qs, ks, sc = _sdpa_args(t, node, q, k, v, 0.0, False, None, scale)
+    causal = _flex_mask(t, node, q, k, block_mask, mask_buffers)
+    return _attention_backward(t, grad_out, q, k, v, qs, ks, sc, causal) + ((),)
+
+
+def _attention_backward(t, grad_out, q, k, v, qs, ks, sc, is_causal):
     q3, k3, v3 = (_heads(t, t.value(x), t.shapes[t.value(x)]) for x in (q, k, v))
     g3 = _heads(t, t.value(grad_out), qs)
     p = _attention_probs(t, q3, k3, sc, is_causal)

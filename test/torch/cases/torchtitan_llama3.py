@@ -1,16 +1,35 @@
 # torchtitan's own Llama3 model and parallelization (torchtitan 0.3.0), as a planproof
 # case: the model built from the debug model's recipe (models.llama3._debugmodel: fused
-# QKV, ComplexRoPE with llama scaling, RMSNorm, SwiGLU, an untied lm_head) at dims that an
-# element-wise proof covers; parallelized by torchtitan's own code -- its Llama3 sharding
+# QKV, ComplexRoPE with llama scaling, RMSNorm, FlexAttention with torchtitan's
+# block-causal document mask, SwiGLU, an untied lm_head) at dims that an element-wise
+# proof covers; parallelized by torchtitan's own code -- its Llama3 sharding
 # config (set_llama3_sharding_config, sequence parallelism on) applied by
 # Module.parallelize on torchtitan's ParallelDims (spmd_backend="full_dtensor"); inputs
 # made DTensors by full_dtensor.parallelize_inputs, as the trainer does; the loss
 # torchtitan's CrossEntropyLoss (vocabulary-parallel: its _LossParallelCrossEntropy)
 # over the valid tokens, summed over the batch mesh as train_step does; AdamW with
 # torchtitan's default_adamw settings.
+import os
+import warnings
+
 import torch
 import torch.distributed._functional_collectives as funcol
-import torchtitan.distributed.parallel_dims as parallel_dims_module
+import torch.nn.attention.flex_attention as flex_attention
+
+# What the capture on the CPU needs from FlexAttention: torchtitan compiles flex_attention
+# and create_block_mask (torch.compile); the trace runs them eagerly -- the same
+# higher-order op is traced either way. And FlexAttention refuses CPU inputs that
+# require grad at its Python entry (its fused kernels have no CPU backward); the trace
+# runs its reference implementation, forward and backward, and planproof translates the
+# op itself (docs/torch.md).
+# (Set before torchtitan is imported: it compiles them at import.)
+os.environ["TORCHDYNAMO_DISABLE"] = "1"
+torch._dynamo.config.disable = True
+torch._dynamo.config.error_on_nested_fx_trace = False
+flex_attention._validate_device = lambda query, key, value: None
+warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+
+import torchtitan.distributed.parallel_dims as parallel_dims_module  # noqa: E402
 import torchtitan.models.llama3 as llama3
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torchtitan.components.loss import IGNORE_INDEX, CrossEntropyLoss
@@ -18,11 +37,16 @@ from torchtitan.components.optimizer import default_adamw
 from torchtitan.distributed import ParallelDims, full_dtensor
 from torchtitan.distributed import utils as dist_utils
 from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
-from torchtitan.models.common.attention import ScaledDotProductAttention
 from torchtitan.models.llama3 import Llama3Model
 from torchtitan.models.llama3.sharding import set_llama3_sharding_config
 
 DIM, LAYERS, VOCAB, SEQ, HIDDEN = 8, 1, 16, 4, 8
+
+
+# Built outside the traced step (when the model is built, in the process that traces
+# it), like the trainer's, so that the trace holds them as constants; for the
+# single-device batch and each rank's batch shard.
+MASKS, BATCHES = {}, set()
 
 
 def model_fn(heads):
@@ -38,19 +62,28 @@ def model_fn(heads):
             rope=ComplexRoPE.Config(dim=DIM // heads, max_seq_len=64, theta=500000,
                                     scaling="llama"),
             attn_backend="flex"))
-    # FlexAttention's backward does not run on the CPU (torch 2.15): causal SDPA, the
-    # maskless attention torchtitan keeps (its graph_trainer tests), is the same
-    # attention for sequences of one document each.
-    for layer in config.layers:
-        layer.attention.inner_attention = ScaledDotProductAttention.Config()
     set_llama3_sharding_config(config, enable_sp=True)
     torch.manual_seed(0)
-    return config.build()
+    model = config.build()
+    for batch in BATCHES:
+        if (batch, SEQ) not in MASKS:
+            positions = torch.arange(SEQ).expand(batch, -1)
+            MASKS[(batch, SEQ)] = model.get_attention_masks(positions)
+    return model
+
+
+# The attention masks, built before the step from the batch's positions as torchtitan's
+# trainer builds them (Decoder.get_attention_masks: causal and within each document).
+# The positions are one document per sequence; the proof covers inputs of that document
+# structure (the mask is evaluated at them).
+def attention_masks(model, tokens):
+    return MASKS[tuple(tokens.shape)]
 
 
 def loss_fn(model, tokens, labels):
     valid = (labels != IGNORE_INDEX).sum()
-    loss, _ = CrossEntropyLoss(CrossEntropyLoss.Config())(model(tokens), labels, valid)
+    pred = model(tokens, attention_masks=attention_masks(model, tokens))
+    loss, _ = CrossEntropyLoss(CrossEntropyLoss.Config())(pred, labels, valid)
     return loss
 
 
@@ -71,8 +104,11 @@ def plan_loss_fn(model, mesh, tokens, labels):
     valid = (labels != IGNORE_INDEX).sum()
     if model.parallel_dims.dp_enabled:
         valid = dist_utils.dist_sum_tensor(valid, model.parallel_dims.get_mesh("batch"))
-    tokens, labels, _ = full_dtensor.parallelize_inputs(model.parallel_dims, tokens, labels, {})
-    loss, _ = CrossEntropyLoss(CrossEntropyLoss.Config())(model(tokens), labels, valid)
+    masks = attention_masks(model, tokens)
+    tokens, labels, extra = full_dtensor.parallelize_inputs(
+        model.parallel_dims, tokens, labels, {"attention_masks": masks})
+    pred = model(tokens, **extra)
+    loss, _ = CrossEntropyLoss(CrossEntropyLoss.Config())(pred, labels, valid)
     return loss
 
 
@@ -98,6 +134,7 @@ def adamw(params):
 
 
 def case(dp, tp, heads, grad_sync=None, optimizer=adamw):
+    BATCHES.update({dp, 1})
     g = torch.Generator().manual_seed(1)
     data = {"tokens": torch.randint(0, VOCAB, (dp, SEQ), generator=g),
             "labels": torch.randint(0, VOCAB, (dp, SEQ), generator=g)}
