@@ -1462,22 +1462,75 @@ def _flex_mask(t, node, q, k, block_mask, mask_buffers):
     sk = t.shapes[t.value(k)][2]
     if b_ * h_ * sq * sk > 65536:
         t.fail(f"FlexAttention mask of {b_ * h_ * sq * sk} entries (at most 65536 are evaluated)")
-    causal = full = True
     ix = lambda i: torch.tensor(i, dtype=torch.int32)  # noqa: E731
+    dense = torch.zeros(b_, h_, sq, sk, dtype=torch.bool)
     with torch.no_grad():
         for b in range(b_):
             for h in range(h_):
                 for i in range(sq):
                     for j in range(sk):
-                        m = bool(mask_mod(ix(b), ix(h), ix(i), ix(j), *bufs))
-                        causal &= m == (i >= j)
-                        full &= m
+                        dense[b, h, i, j] = bool(mask_mod(ix(b), ix(h), ix(i), ix(j), *bufs))
+    _check_block_tables(t, block_mask, dense)
+    causal = bool((dense == torch.ones(sq, sk, dtype=torch.bool).tril()).all())
+    full = bool(dense.all())
     if full:
         return False
     if causal and sq == sk:
         return True
     t.fail("FlexAttention with a mask other than causal or none at the traced positions "
            "(a document mask over several documents, a sliding window) is not covered")
+
+
+def _check_block_tables(t, block_mask, dense):
+    """The block mask's sparsity tables agree with its mask function: the kernels visit
+    only the blocks the tables list and skip the mask function on "full" blocks, so a
+    listed-full block must be wholly unmasked and every block with an unmasked entry
+    must be listed (forward: kv blocks of each query block; backward: query blocks of
+    each kv block). A BlockMask from create_block_mask agrees by construction; one
+    assembled otherwise may not, and then the op is not what its mask function says."""
+    def const(x):
+        v = t.objects.get(x) if isinstance(x, torch.fx.Node) else x
+        return v if v is None or isinstance(v, (int, torch.Tensor)) else False
+
+    parts = [const(x) for x in block_mask[:16]]
+    if any(p is False for p in parts) or parts[2] is None or parts[3] is None:
+        t.fail("a FlexAttention block mask whose tables are not constants of the graph")
+    b_, h_, sq, sk = dense.shape
+    qbs, kbs = int(parts[14]), int(parts[15])
+    if (int(parts[0]), int(parts[1])) != (sq, sk):
+        t.fail(f"a FlexAttention block mask for lengths {parts[0]}, {parts[1]} on "
+               f"{sq} queries and {sk} keys")
+    nq, nk = -(-sq // qbs), -(-sk // kbs)
+
+    def block(b, h, qb, kb):
+        return dense[b, h, qb * qbs:(qb + 1) * qbs, kb * kbs:(kb + 1) * kbs]
+
+    def listed(num, idx, b, h, row):
+        if num is None:
+            return set()
+        bb, hh = (b if num.shape[0] > 1 else 0), (h if num.shape[1] > 1 else 0)
+        return {int(x) for x in idx[bb, hh, row, :int(num[bb, hh, row])]}
+
+    for b in range(b_):
+        for h in range(h_):
+            for qb in range(nq):  # forward: the kv blocks of each query block
+                some, whole = listed(parts[2], parts[3], b, h, qb), listed(parts[4], parts[5], b, h, qb)
+                for kb in range(nk):
+                    blk = block(b, h, qb, kb)
+                    if (kb in whole and not bool(blk.all())) or \
+                            (bool(blk.any()) and kb not in some | whole):
+                        t.fail("a FlexAttention block mask whose tables disagree with its "
+                               "mask function")
+            if parts[6] is None:
+                continue
+            for kb in range(nk):  # backward: the query blocks of each kv block
+                some, whole = listed(parts[6], parts[7], b, h, kb), listed(parts[8], parts[9], b, h, kb)
+                for qb in range(nq):
+                    blk = block(b, h, qb, kb)
+                    if (qb in whole and not bool(blk.all())) or \
+                            (bool(blk.any()) and qb not in some | whole):
+                        t.fail("a FlexAttention block mask whose tables disagree with its "
+                               "mask function")
 
 
 def _flex_checks(t, score_mod, score_buffers, kernel_options):
