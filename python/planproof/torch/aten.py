@@ -1511,26 +1511,26 @@ def _check_block_tables(t, block_mask, dense):
         bb, hh = (b if num.shape[0] > 1 else 0), (h if num.shape[1] > 1 else 0)
         return {int(x) for x in idx[bb, hh, row, :int(num[bb, hh, row])]}
 
+    def agree(first, rows, cols, b, h, transposed):
+        """Each row block's listed column blocks (tables parts[first..first+3]) cover
+        its unmasked blocks, and its full ones are wholly unmasked."""
+        if parts[first] is None:
+            return True
+        for r in range(rows):
+            some = listed(parts[first], parts[first + 1], b, h, r)
+            whole = listed(parts[first + 2], parts[first + 3], b, h, r)
+            for c in range(cols):
+                blk = block(b, h, c, r) if transposed else block(b, h, r, c)
+                if (c in whole and not bool(blk.all())) or (bool(blk.any()) and c not in some | whole):
+                    return False
+        return True
+
     for b in range(b_):
         for h in range(h_):
-            for qb in range(nq):  # forward: the kv blocks of each query block
-                some, whole = listed(parts[2], parts[3], b, h, qb), listed(parts[4], parts[5], b, h, qb)
-                for kb in range(nk):
-                    blk = block(b, h, qb, kb)
-                    if (kb in whole and not bool(blk.all())) or \
-                            (bool(blk.any()) and kb not in some | whole):
-                        t.fail("a FlexAttention block mask whose tables disagree with its "
-                               "mask function")
-            if parts[6] is None:
-                continue
-            for kb in range(nk):  # backward: the query blocks of each kv block
-                some, whole = listed(parts[6], parts[7], b, h, kb), listed(parts[8], parts[9], b, h, kb)
-                for qb in range(nq):
-                    blk = block(b, h, qb, kb)
-                    if (qb in whole and not bool(blk.all())) or \
-                            (bool(blk.any()) and qb not in some | whole):
-                        t.fail("a FlexAttention block mask whose tables disagree with its "
-                               "mask function")
+            # forward: the kv blocks of each query block; backward: the query blocks of
+            # each kv block
+            if not (agree(2, nq, nk, b, h, False) and agree(6, nk, nq, b, h, True)):
+                t.fail("a FlexAttention block mask whose tables disagree with its mask function")
 
 
 def _flex_checks(t, score_mod, score_buffers, kernel_options):
