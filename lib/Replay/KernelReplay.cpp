@@ -1070,7 +1070,9 @@ ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOption
                                                      &run.refOut[2], &run.refOut[3]};
   compareOutputs(spec, options, refs, run.planOut, result);
   if (result.diverged()) {
-    if (!run.keepAll) {
+    if (!options.localize) {
+      result.first.note = "the first divergence was not looked for (--no-localize)";
+    } else if (!run.keepAll) {
       result.first.note = "the intermediates did not fit in device memory together, so the "
                           "first divergence was not localized; replay at smaller shapes";
     } else {

@@ -975,6 +975,10 @@ ReplayResult &reportProblem(ReplayResult &result, const std::string &what, const
 }
 
 void localize(const Spec &spec, const ReplayOptions &options, StepRun &run, ReplayDivergence &out) {
+  if (!options.localize) {
+    out.note = "the first divergence was not looked for (--no-localize)";
+    return;
+  }
   findFirstDivergence(
       spec, options,
       [&](int k, Value v) -> const NumTensor * {
@@ -1131,7 +1135,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   }
   if (second.diverged()) {
     localize(view, options, two, result.first);
-    if (!result.first.found) {
+    if (!result.first.found && options.localize) {
       // The resumed step's values come from the checkpoint, which the relations of a
       // single step do not see: the verifier's first wrong op of the whole spec is
       // where the numbers leave the reference.

@@ -40,6 +40,11 @@ struct ReplayOptions {
   double maxWork = 2e10;
   /// Report progress on stderr for runs longer than a couple of seconds.
   bool progress = false;
+  /// On a divergence, look for the first plan op that leaves the reference
+  /// (ReplayResult::first): the symbolic engine's relations, and the verifier when no
+  /// intermediate holds a reference value. Off when only the verdict is wanted
+  /// (planproof replay --no-localize): the replay alone is much cheaper than that search.
+  bool localize = true;
   ReplayBackend backend = ReplayBackend::Cpu;
   ReplayRanks ranks = ReplayRanks::Virtual;
   /// Reference inputs given as values (from .npy files, see loadNpyInputs), by name,

@@ -1,0 +1,506 @@
+//===- Cli.cpp - the planproof command-line tool ----------------*- C++ -*-===//
+//
+// planproof verify SPEC | --ref REF --plan PLAN   decide one spec
+// planproof check-specs PATH...                   run a spec catalogue against expectations
+// planproof import FILE.json | export FILE        the JSON interchange format
+// planproof import-xla BEFORE AFTER               a spec from XLA's dumps
+// planproof replay SPEC                           numbers (CmdReplay.cpp)
+// planproof plan --model M --parallel P           write a plan
+//
+// What the commands share, the short commands, and the dispatch (Cli.h).
+//
+//===----------------------------------------------------------------------===//
+#include "Cli.h"
+
+#include "Import/JsonExport.h"
+#include "Import/JsonImport.h"
+#include "Import/XlaImport.h"
+#include "Plan/PlanGen.h"
+#include "Report/Report.h"
+#include "Spec/Spec.h"
+#include "Support/Input.h"
+
+#include "mlir/IR/AsmState.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+using namespace planproof;
+using namespace planproof::cli;
+
+namespace {
+const char *kUsage = R"(planproof - a formal verifier for parallel training plans
+
+Usage:
+  planproof verify SPEC [options]              verify a spec (.mlir or .json) holding the
+                                               reference step and the plan
+  planproof verify --ref REF --plan PLAN [options]
+                                               reference and plan in separate files
+  planproof check-specs PATH... [--cross-check] [--format text|json]
+                                               verify every spec under each directory
+                                               PATH (or the spec file PATH) against the
+                                               verdict it states (planproof.expect);
+                                               --cross-check: also run each reported
+                                               counterexample, and replay every spec on
+                                               the CPU and the emulated kernel backend:
+                                               both must agree with the verdict
+  planproof import FILE.json                   print the MLIR of a JSON spec
+  planproof export FILE.mlir                   print a spec in the JSON interchange format
+  planproof import-xla BEFORE.txt AFTER.txt [--mesh dp=2,tp=4] [-o SPEC.json]
+                 [--reference REF.txt]
+                                               a spec from the HLO XLA dumps before and
+                                               after its SPMD partitioner (docs/xla.md);
+                                               --reference: the single-device step (for
+                                               shard_map); exit 3 when an op is not
+                                               covered
+  planproof replay SPEC [replay options]       run the reference and the plan on numbers
+                                               and compare under an error model
+                                               (docs/replay.md)
+  planproof plan --model MODEL.json --parallel dp=N,tp=N,sp,ep=N,cp=N,pp=N,zero=N,
+                 microbatches=N[,schedule=gpipe|1f1b|interleaved,chunks=N,layers=N,
+                 cf=X] [-o OUT.mlir]
+                                               write the reference step and the plan of
+                                               a model configuration (docs/plan.md)
+  planproof --help | --version
+
+Options:
+  --format text|json|sarif   report format (default text)
+  --timeout-ms N             Z3 timeout per query (default 10000); a timeout makes the
+                             verdict inconclusive, never verified
+  --threads N                threads deciding obligations (default: the machine's cores)
+  --time-limit SECONDS       wall-clock budget of the whole run (default 600); when it is
+                             spent the verdict is inconclusive and names the phase (for
+                             check-specs: per spec)
+  --full-shapes              decide parametric specs (JSON "dims") at their full sizes
+                             instead of the reduced ones (docs/shape-reduction.md)
+
+Replay options:
+  --backend cpu|cuda|emulated
+                             where to run (default cpu): the CPU interpreter, the CUDA
+                             kernel backend, or that backend's kernels run on the host
+  --ranks virtual|nccl       kernel backend ranks: all on one GPU (default), or one GPU
+                             per rank with NCCL collectives
+  --inputs DIR               read reference inputs from DIR/NAME.npy (others are drawn)
+  --nccl-smoke               the NCCL smoke test: a communicator over every GPU, checked
+                             collectives (no SPEC)
+  --dtype fp32|bf16|fp64     storage precision (default fp32; bf16 accumulates in fp32)
+  --order rank|ring|tree     reduction order of collectives (default ring)
+  --seed N                   the seed of the generated inputs (default 1)
+  --format text|json         report format (default text)
+  --shape reduced|full|NAME=SIZE,...
+                             the shapes to replay: the verified ones (default), a
+                             parametric spec's full sizes, or chosen sizes
+  --check-counterexamples    run each counterexample the verifier reports concretely
+                             and check that it shows the difference it claims
+  --no-localize              on a divergence, do not look for the first plan op that
+                             leaves the reference (that search runs the symbolic engine
+                             and can take far longer than the replay)
+  --time-limit SECONDS       wall-clock budget of the run (default 600)
+  Exit status: 0 within tolerance, 1 divergence, 2 bad input, 3 could not run.
+
+Exit status: 0 verified, 1 violated, 2 bad input or usage, 3 inconclusive.
+For check-specs: 0 every spec as expected, 1 some spec not as expected.
+)";
+} // namespace
+
+namespace planproof::cli {
+int usage(const std::string &msg) {
+  std::cerr << "planproof: error: " << msg << "\n"
+            << "run 'planproof --help' for usage\n";
+  return 2;
+}
+
+bool parseSeconds(const std::string &v, double &out) {
+  char *end = nullptr;
+  double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(s > 0 && s <= 86400))
+    return false;
+  out = s;
+  return true;
+}
+
+bool watchdogEnabled = true;
+
+Watchdog::Watchdog(double seconds, std::string format, std::string spec)
+      : format(std::move(format)), spec(std::move(spec)), seconds(seconds) {
+    if (!watchdogEnabled)
+      return;
+    double grace = std::max(5.0, 0.1 * seconds);
+    thread = std::thread([this, grace] {
+      std::unique_lock<std::mutex> lock(m);
+      auto limit = std::chrono::duration<double>(this->seconds + grace);
+      if (cv.wait_for(lock, limit, [this] { return done; }))
+        return;
+      fire();
+    });
+  }
+Watchdog::~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+    }
+    cv.notify_all();
+    if (thread.joinable())
+      thread.join();
+  }
+
+void Watchdog::fire() {
+    std::string phase = Deadline::currentPhase().load();
+    std::string reason = "the time limit of " + std::to_string((long long)seconds) +
+                         " s was exceeded during " + phase +
+                         "; the run was stopped (raise it with --time-limit)";
+    std::string out;
+    if (format == "json") {
+      nlohmann::ordered_json j = {
+          {"spec", spec},
+          {"verdict", "inconclusive"},
+          {"violations", nlohmann::ordered_json::array()},
+          {"inconclusive",
+           nlohmann::ordered_json::array(
+               {{{"location", {{"file", spec}, {"line", 0}, {"col", 0}}}, {"reason", reason}}})}};
+      out = j.dump(2) + "\n";
+    } else if (format == "sarif") {
+      nlohmann::ordered_json j = {
+          {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+          {"version", "2.1.0"},
+          {"runs",
+           nlohmann::ordered_json::array(
+               {{{"tool", {{"driver", {{"name", "planproof"}}}}},
+                 {"results",
+                  nlohmann::ordered_json::array(
+                      {{{"ruleId", "planproof/inconclusive"},
+                        {"level", "warning"},
+                        {"message", {{"text", reason}}},
+                        {"locations",
+                         nlohmann::ordered_json::array(
+                             {{{"physicalLocation",
+                                {{"artifactLocation", {{"uri", spec}}}}}}})}}})}}})}};
+      out = j.dump(2) + "\n";
+    } else {
+      out = spec + ": warning: [inconclusive] " + reason + "\n" + spec + ": inconclusive\n";
+    }
+    std::fflush(stdout);
+    ssize_t ignored = ::write(1, out.data(), out.size());
+    (void)ignored;
+    ::_exit(3);
+  }
+
+int badInput(const std::string &path, const std::string &errors, const std::string &format) {
+  std::cerr << printable(errors);
+  if (format == "json")
+    std::cout << renderErrorJson(path, errors);
+  else if (format == "sarif")
+    std::cout << renderErrorSarif(path, errors);
+  return 2;
+}
+
+bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--full-shapes") {
+      o.fullShapes = true;
+    } else if (a == "--time-limit") {
+      if (i + 1 >= args.size() || !parseSeconds(args[++i], o.timeLimit))
+        return (err = "--time-limit needs a number of seconds in (0, 86400]", false);
+    } else if (a == "--threads") {
+      if (i + 1 >= args.size())
+        return (err = "--threads needs a value", false);
+      char *end = nullptr;
+      unsigned long n = std::strtoul(args[++i].c_str(), &end, 10);
+      if (args[i].empty() || *end || n == 0 || n > 256)
+        return (err = "--threads needs a number between 1 and 256", false);
+      o.verify.threads = (unsigned)n;
+    } else if (a == "--format" || a == "--timeout-ms") {
+      if (i + 1 >= args.size()) {
+        err = a + " needs a value";
+        return false;
+      }
+      std::string v = args[++i];
+      if (a == "--format") {
+        if (v != "text" && v != "json" && v != "sarif") {
+          err = "unknown format '" + v + "' (expected text, json or sarif)";
+          return false;
+        }
+        o.format = v;
+      } else {
+        char *end = nullptr;
+        unsigned long ms = std::strtoul(v.c_str(), &end, 10);
+        if (v.empty() || *end || ms == 0 || ms > 3600000) {
+          err = "--timeout-ms needs a number of milliseconds between 1 and 3600000";
+          return false;
+        }
+        o.verify.solverTimeoutMs = (unsigned)ms;
+      }
+    } else {
+      rest.push_back(a);
+    }
+  }
+  args = rest;
+  return true;
+}
+
+int exitCode(Verdict v) {
+  switch (v) {
+  case Verdict::Verified: return 0;
+  case Verdict::Violated: return 1;
+  case Verdict::Inconclusive: return 3;
+  }
+  return 3;
+}
+/// Writes `text` to the file `out`, or to stdout when `out` is empty. Exit status 0,
+/// or 2 when the file cannot be written.
+int writeOutput(const std::string &out, const std::string &text) {
+  if (out.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  std::ofstream f(out);
+  if (!(f << text))
+    return usage("cannot write '" + out + "'");
+  return 0;
+}
+
+std::string normalizeAt(std::string s) {
+  if (!s.empty() && s[0] != '%')
+    s = "%" + s;
+  return s;
+}
+
+int cmdVerify(std::vector<std::string> args) {
+  Options o;
+  std::string err, ref, plan;
+  if (!parseCommon(args, o, err))
+    return usage(err);
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--ref" || args[i] == "--plan") {
+      if (i + 1 >= args.size())
+        return usage(args[i] + " needs a file");
+      (args[i] == "--ref" ? ref : plan) = args[i + 1];
+      ++i;
+    } else if (args[i].rfind("--", 0) == 0) {
+      return usage("unknown option '" + args[i] + "'");
+    } else {
+      positional.push_back(args[i]);
+    }
+  }
+  if (ref.empty() != plan.empty())
+    return usage("--ref and --plan go together");
+  if (ref.empty() && positional.size() != 1)
+    return usage("verify needs one SPEC file, or --ref REF --plan PLAN");
+  if (!ref.empty() && !positional.empty())
+    return usage("give either SPEC or --ref/--plan, not both");
+  std::string path = ref.empty() ? positional[0] : plan;
+  o.verify.deadline = Deadline(o.timeLimit);
+  Watchdog watchdog(o.timeLimit, o.format, path);
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  spec.reduceShapes = !o.fullShapes;
+  std::string errors;
+  bool ok;
+  try {
+    ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
+                     : loadSpecPair(ctx, ref, plan, spec, errors);
+  } catch (const std::exception &e) {
+    ok = false;
+    errors += path + ": error: the spec could not be read: " + e.what() + "\n";
+  }
+  if (!ok)
+    return badInput(path, errors, o.format);
+  VerifyResult r = verifySpec(spec, o.verify);
+  if (o.format == "json")
+    std::cout << renderJson(spec, r);
+  else if (o.format == "sarif")
+    std::cout << renderSarif(spec, r);
+  else
+    std::cout << renderText(spec, r);
+  return exitCode(r.verdict);
+}
+
+/// `planproof plan --model MODEL.json --parallel dp=2,tp=2,... [-o OUT]`: writes the
+/// reference and the plan of a model configuration (lib/Plan/PlanGen.h, docs/plan.md).
+int cmdPlan(std::vector<std::string> args) {
+  std::string model, parallel, out;
+  std::set<std::string> given;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--model" || a == "--parallel" || a == "-o") {
+      if (i + 1 >= args.size())
+        return usage(a + " needs a value");
+      if (!given.insert(a).second)
+        return usage(a + " is given twice");
+      (a == "--model" ? model : a == "--parallel" ? parallel : out) = args[++i];
+    } else {
+      return usage("unknown option '" + a + "'");
+    }
+  }
+  if (model.empty())
+    return usage("plan needs --model MODEL.json");
+  plangen::Model m;
+  plangen::Parallel p;
+  std::string err;
+  if (!plangen::readModel(model, m, err)) {
+    std::cerr << err << "\n";
+    return 2;
+  }
+  if (!plangen::parseParallel(parallel, p, err))
+    return usage(err);
+  std::string text;
+  if (!plangen::generate(m, p, text, err)) {
+    std::cerr << "planproof: error: cannot generate this configuration: " << err << "\n";
+    return 2;
+  }
+  return writeOutput(out, text);
+}
+
+int cmdImport(std::vector<std::string> args) {
+  if (args.size() != 1)
+    return usage("import needs one FILE.json");
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  std::string errors;
+  if (!loadSpec(ctx, args[0], spec, errors)) {
+    std::cerr << errors;
+    return 2;
+  }
+  mlir::OpPrintingFlags flags;
+  for (auto &m : spec.modules)
+    m->print(llvm::outs(), flags);
+  llvm::outs() << "\n";
+  return 0;
+}
+/// `planproof import-xla BEFORE AFTER [--mesh ...] [-o OUT] [--format text|json]`
+/// (lib/Import/XlaImport.h, docs/xla.md).
+int cmdImportXla(std::vector<std::string> args) {
+  std::string out, format = "text";
+  XlaImportOptions opts;
+  std::vector<std::string> files;
+  std::set<std::string> given;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--mesh" || a == "-o" || a == "--format" || a == "--description" ||
+        a == "--reference") {
+      if (i + 1 >= args.size())
+        return usage(a + " needs a value");
+      if (!given.insert(a).second)
+        return usage(a + " is given twice");
+      const std::string &v = args[++i];
+      std::string why;
+      if (a == "--mesh" && !parseMeshOption(v, opts.mesh, why))
+        return usage(why);
+      if (a == "-o")
+        out = v;
+      if (a == "--description")
+        opts.description = v;
+      if (a == "--reference")
+        opts.referencePath = v;
+      if (a == "--format") {
+        if (v != "text" && v != "json")
+          return usage("--format for import-xla is text or json");
+        format = v;
+      }
+    } else if (a.rfind("-", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.size() != 2)
+    return usage("import-xla needs BEFORE.txt and AFTER.txt (the dumps around "
+                 "spmd-partitioning)");
+  std::string texts[2], errors;
+  for (int k = 0; k < 2; ++k)
+    if (!readInputFile(files[k], texts[k], errors))
+      return badInput(files[k], errors, format);
+  if (!opts.referencePath.empty()) {
+    if (!readInputFile(opts.referencePath, opts.referenceText, errors))
+      return badInput(opts.referencePath, errors, format);
+    if (opts.referenceText.empty())
+      return badInput(opts.referencePath, opts.referencePath + ": error: empty file\n", format);
+  }
+  nlohmann::ordered_json spec;
+  std::string message;
+  XlaImportStatus st = importXla(files[0], texts[0], files[1], texts[1], opts, spec, message);
+  if (st == XlaImportStatus::BadInput)
+    return badInput(files[0], message + "\n", format);
+  if (st == XlaImportStatus::Unsupported) {
+    std::cerr << printable(message) << "\n";
+    if (format == "json")
+      std::cout << nlohmann::ordered_json{{"verdict", "inconclusive"}, {"reason", message}}.dump(2)
+                << "\n";
+    else
+      std::cout << "inconclusive: the import does not cover this program\n";
+    return 3;
+  }
+  std::string text = spec.dump(1) + "\n";
+  return writeOutput(out, text);
+}
+
+int cmdExport(std::vector<std::string> args) {
+  if (args.size() != 1)
+    return usage("export needs one spec file");
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  std::string errors, out;
+  if (!loadSpec(ctx, args[0], spec, errors)) {
+    std::cerr << errors;
+    return 2;
+  }
+  if (!exportJsonSpec(spec, out, errors)) {
+    std::cerr << errors << "\n";
+    return 2;
+  }
+  std::cout << out;
+  return 0;
+}
+} // namespace planproof::cli
+
+/// The whole CLI, callable in-process (the fuzzing harness of the CLI calls it).
+int planproof::cliMain(int argc, char **argv, bool watchdog) {
+  watchdogEnabled = watchdog;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty())
+    return usage("missing command");
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::cout << "planproof 0.1.0\n";
+    return 0;
+  }
+  try {
+    if (cmd == "verify")
+      return cmdVerify(args);
+    if (cmd == "check-specs")
+      return cmdCheckSpecs(args);
+    if (cmd == "import")
+      return cmdImport(args);
+    if (cmd == "export")
+      return cmdExport(args);
+    if (cmd == "import-xla")
+      return cmdImportXla(args);
+    if (cmd == "replay")
+      return cmdReplay(args);
+    if (cmd == "plan")
+      return cmdPlan(args);
+  } catch (const std::exception &e) {
+    std::cerr << "planproof: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return usage("unknown command '" + cmd + "'");
+}

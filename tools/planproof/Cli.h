@@ -1,0 +1,87 @@
+//===- Cli.h - what the planproof commands share ----------------*- C++ -*-===//
+//
+// The command-line tool is one library (PlanproofCli) of commands, one per file where
+// they are long (CmdReplay.cpp, CmdCheckSpecs.cpp), and a main: the fuzzing harness of
+// the CLI (test/fuzz/fuzz_cli.cpp) links the same library and calls cliMain.
+//
+// Exit status of every command: 0 verified / as expected, 1 violated / not as expected
+// / diverged, 2 bad input or usage, 3 inconclusive / could not run.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_TOOLS_CLI_H
+#define PLANPROOF_TOOLS_CLI_H
+
+#include "Engine/Verifier.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace planproof {
+/// The CLI's entry point; `watchdog` arms the hard stop of --time-limit (see Watchdog).
+int cliMain(int argc, char **argv, bool watchdog);
+
+namespace cli {
+/// Prints "planproof: error: MSG" and the pointer to --help; returns exit status 2.
+int usage(const std::string &msg);
+
+/// The default wall-clock budget of a run: long enough for every spec of the
+/// catalogue many times over, short enough for a CI gate (README, "CI gates").
+constexpr double kDefaultTimeLimit = 600;
+
+/// The options verify and check-specs share (parseCommon).
+struct Options {
+  Options() { verify.threads = std::max(1u, std::thread::hardware_concurrency()); }
+  std::string format = "text";
+  VerifyOptions verify;
+  bool fullShapes = false;
+  double timeLimit = kDefaultTimeLimit;
+};
+
+/// Parses a --time-limit value: seconds in (0, 86400].
+bool parseSeconds(const std::string &v, double &out);
+/// Takes --format, --timeout-ms, --threads, --time-limit and --full-shapes out of
+/// `args` into `o`; false with the reason for a bad value.
+bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err);
+/// Writes a loader's errors on stderr (control characters escaped) and, for
+/// machine-readable formats, the error object on stdout. Returns exit status 2.
+int badInput(const std::string &path, const std::string &errors, const std::string &format);
+int exitCode(Verdict v);
+/// "%x" for "x" or "%x": how planproof.expect's `at` compares with Violation::at.
+std::string normalizeAt(std::string s);
+
+/// Whether Watchdogs arm (off in-process, for the fuzzing harness).
+extern bool watchdogEnabled;
+
+/// The last line of defence of the time limit: when a run outlives its budget by a
+/// grace period (a phase that does not check the deadline, a solver that ignores its
+/// timeout), the watchdog prints an inconclusive report in the requested format and
+/// ends the process with status 3. Destroying it before then disarms it.
+class Watchdog {
+public:
+  Watchdog(double seconds, std::string format, std::string spec);
+  ~Watchdog();
+
+private:
+  [[noreturn]] void fire();
+  std::string format, spec;
+  double seconds;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread thread;
+};
+
+int cmdVerify(std::vector<std::string> args);
+int cmdPlan(std::vector<std::string> args);
+int cmdReplay(std::vector<std::string> args);
+int cmdCheckSpecs(std::vector<std::string> args);
+int cmdImport(std::vector<std::string> args);
+int cmdImportXla(std::vector<std::string> args);
+int cmdExport(std::vector<std::string> args);
+} // namespace cli
+} // namespace planproof
+
+#endif
