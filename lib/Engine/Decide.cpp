@@ -20,9 +20,9 @@ bool planproof::numericallyDifferent(double a, double b) {
 namespace {
 /// A candidate difference: the values differ beyond rounding, or the plan's does not
 /// exist (NaN, infinite) where the reference's does. Confirmed before it counts.
-bool differsAt(Evaluator &eval, PolyId p, PolyId q, const std::vector<double> &values) {
-  eval.reset(values);
-  double a = eval.poly(p), b = eval.poly(q);
+bool differsAt(Tape &tape, const std::vector<double> &values) {
+  tape.run(values);
+  double a = tape.root(0), b = tape.root(1);
   if (std::isfinite(b) && !std::isfinite(a))
     return true;
   return numericallyDifferent(a, b);
@@ -34,14 +34,14 @@ bool differsAt(Evaluator &eval, PolyId p, PolyId q, const std::vector<double> &v
 /// debugging), within a budget of evaluations: every evaluation walks the whole
 /// expression graph, which is large for deep models.
 bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &values,
-                    bool &unconfirmed) {
+                    bool &unconfirmed, bool minimizeFound) {
   std::vector<uint32_t> support = pool.support(p);
   for (uint32_t s : pool.support(q))
     support.push_back(s);
   std::sort(support.begin(), support.end());
   support.erase(std::unique(support.begin(), support.end()), support.end());
   values.assign(pool.numInputs(), 0.0);
-  Evaluator eval(pool);
+  Tape tape(pool, {p, q});
   std::mt19937 rng(12345);
   std::uniform_int_distribution<int> dist(-3, 3);
   // Integer inputs (token ids, 0/1 masks, seeds) stay in their domain [0, bound). In
@@ -74,7 +74,7 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
   // Delta debugging in doubles: zero halves, quarters, ... of the inputs while the
   // difference survives, then turn the remaining values into ones (within budget).
   auto minimize = [&](std::vector<double> &point) {
-    int budget = 150;
+    int budget = minimizeFound ? 150 : 0;
     for (double target : {0.0, 1.0}) {
       for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
         for (size_t start = 0; start < support.size() && budget > 0; start += chunk) {
@@ -92,7 +92,7 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
           for (auto &[s, v] : saved)
             point[s] = target;
           --budget;
-          if (!differsAt(eval, p, q, point))
+          if (!differsAt(tape, point))
             for (auto &[s, v] : saved)
               point[s] = v;
         }
@@ -109,14 +109,14 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
   for (int trial = 0; trial < 24 && attempts < 3; ++trial) {
     for (uint32_t s : support)
       values[s] = draw(s, trial);
-    if (!differsAt(eval, p, q, values))
+    if (!differsAt(tape, values))
       continue;
     ++attempts;
     std::vector<double> raw = values;
     minimize(values);
     if (certainlyDifferent(pool, p, q, values))
       return true;
-    if (certainlyDifferent(pool, p, q, raw)) {
+    if (raw != values && certainlyDifferent(pool, p, q, raw)) {
       values = raw;
       return true;
     }
@@ -236,7 +236,7 @@ struct Z3Encoder {
 } // namespace
 
 Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
-                                unsigned timeoutMs) {
+                                unsigned timeoutMs, bool minimize) {
   Decision d;
   if (plan == reference) {
     d.result = Equality::Equal;
@@ -247,7 +247,7 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
   bool functions = pool.hasApplications(plan) || pool.hasApplications(reference);
   // A concrete difference with every function at its real definition settles it.
   bool unconfirmed = false;
-  if (concreteSearch(pool, plan, reference, d.assignment, unconfirmed)) {
+  if (concreteSearch(pool, plan, reference, d.assignment, unconfirmed, minimize)) {
     d.result = Equality::Unequal;
     d.byCanonicalForm = !lattice;
     return d;

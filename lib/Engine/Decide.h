@@ -31,7 +31,11 @@ struct Decision {
   std::string reason; // for Unknown
 };
 
-Decision decideEqual(ExprPool &pool, PolyId plan, PolyId reference, unsigned timeoutMs);
+/// `minimize`: shrink a concrete counterexample (inputs set to 0, else 1, while the
+/// difference survives) so that reports stay readable -- up to 150 evaluations of both
+/// expressions; off when only the verdict is wanted.
+Decision decideEqual(ExprPool &pool, PolyId plan, PolyId reference, unsigned timeoutMs,
+                     bool minimize = true);
 
 /// Whether two numbers differ beyond double rounding.
 bool numericallyDifferent(double a, double b);

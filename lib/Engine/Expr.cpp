@@ -641,3 +641,90 @@ bool ExprPool::hasProductTerm(PolyId p) const {
         return true;
   return false;
 }
+
+Tape::Tape(const ExprPool &pool, const std::vector<PolyId> &rootIds) {
+  polySlot.assign(pool.numPolys(), ~0u);
+  atomSlot.assign(pool.numAtoms(), ~0u);
+  for (PolyId p : rootIds)
+    roots.push_back(visitPoly(pool, p));
+  values.assign(nodes.size(), 0.0);
+  // The lookup tables are only needed while the tape is built.
+  polySlot = {};
+  atomSlot = {};
+}
+
+// Recursion depth: one poly and one atom frame per level of function nesting, which
+// the pool bounds (ExprPool::kMaxDepth), as for Evaluator.
+uint32_t Tape::visitPoly(const ExprPool &pool, PolyId p) {
+  if (polySlot[p] != ~0u)
+    return polySlot[p];
+  const Poly &poly = pool.poly(p);
+  // Children first (their slots), then this node's terms.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> termFactors;
+  termFactors.reserve(poly.terms.size());
+  for (auto &[m, c] : poly.terms) {
+    std::vector<std::pair<uint32_t, uint32_t>> fs;
+    for (auto &[a, e] : pool.mono(m).factors)
+      fs.push_back({visitAtom(pool, a), e});
+    termFactors.push_back(std::move(fs));
+  }
+  Node n{Sum, Fn::Gelu, 0, (uint32_t)terms.size(), 0};
+  for (size_t t = 0; t < poly.terms.size(); ++t) {
+    uint32_t b = factors.size();
+    factors.insert(factors.end(), termFactors[t].begin(), termFactors[t].end());
+    terms.push_back({poly.terms[t].second.toDouble(), b, (uint32_t)factors.size()});
+  }
+  n.end = terms.size();
+  nodes.push_back(n);
+  return polySlot[p] = nodes.size() - 1;
+}
+
+uint32_t Tape::visitAtom(const ExprPool &pool, AtomId a) {
+  if (atomSlot[a] != ~0u)
+    return atomSlot[a];
+  const Atom &at = pool.atom(a);
+  Node n{Input, at.fn, at.input, 0, 0};
+  if (!at.isInput) {
+    std::vector<uint32_t> slots;
+    for (PolyId q : at.args)
+      slots.push_back(visitPoly(pool, q));
+    n.kind = Function;
+    n.begin = args.size();
+    args.insert(args.end(), slots.begin(), slots.end());
+    n.end = args.size();
+  }
+  nodes.push_back(n);
+  return atomSlot[a] = nodes.size() - 1;
+}
+
+void Tape::run(const std::vector<double> &inputs) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node &n = nodes[i];
+    switch (n.kind) {
+    case Input:
+      values[i] = inputs[n.input];
+      break;
+    case Function:
+      scratch.clear();
+      for (uint32_t k = n.begin; k < n.end; ++k)
+        scratch.push_back(values[args[k]]);
+      values[i] = evalFn(n.fn, scratch);
+      break;
+    case Sum: {
+      double sum = 0;
+      for (uint32_t t = n.begin; t < n.end; ++t) {
+        const Term &term = terms[t];
+        double prod = term.coefficient;
+        for (uint32_t f = term.begin; f < term.end; ++f) {
+          double v = values[factors[f].first];
+          for (uint32_t k = 0; k < factors[f].second; ++k)
+            prod *= v;
+        }
+        sum += prod;
+      }
+      values[i] = sum;
+      break;
+    }
+    }
+  }
+}

@@ -183,6 +183,42 @@ private:
   std::vector<uint32_t> polyGen, atomGen;
 };
 
+/// The expression DAG of a few roots flattened once into arrays in evaluation order, so
+/// that evaluating it at many points -- a counterexample search and its minimization,
+/// up to ~180 points -- is one linear pass over the nodes instead of a recursive walk
+/// with a cache check per node. Each node is computed with the same operations in the
+/// same order as Evaluator, so the values are bit-identical to it.
+class Tape {
+public:
+  Tape(const ExprPool &pool, const std::vector<PolyId> &roots);
+  /// Evaluates every node at `inputs` (a value per input symbol of the pool).
+  void run(const std::vector<double> &inputs);
+  /// The value of root `i` (in the order given) at the last run.
+  double root(size_t i) const { return values[roots[i]]; }
+
+private:
+  uint32_t visitPoly(const ExprPool &pool, PolyId p);
+  uint32_t visitAtom(const ExprPool &pool, AtomId a);
+  enum Kind : uint8_t { Input, Function, Sum };
+  struct Node {
+    Kind kind;
+    Fn fn;          // Function
+    uint32_t input; // Input
+    uint32_t begin, end; // Function: argument slots; Sum: terms
+  };
+  struct Term {
+    double coefficient;
+    uint32_t begin, end; // factors
+  };
+  std::vector<Node> nodes;
+  std::vector<Term> terms;
+  std::vector<std::pair<uint32_t, uint32_t>> factors; // (slot, exponent)
+  std::vector<uint32_t> args;
+  std::vector<uint32_t> roots;
+  std::vector<double> values, scratch;
+  std::vector<uint32_t> polySlot, atomSlot; // by id; ~0u: not on the tape
+};
+
 } // namespace planproof
 
 #endif

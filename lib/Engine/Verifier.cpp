@@ -53,6 +53,9 @@ std::string axesStr(const Mesh &mesh, const std::vector<int> &axes) {
   return s + "]";
 }
 
+/// Thrown to end a run whose verdict is settled (VerifyOptions::verdictOnly).
+struct VerdictKnown {};
+
 /// A failed obligation: one output element whose gathered plan value is wrong.
 struct Failure {
   const Binding *output;
@@ -88,6 +91,7 @@ private:
   void checkOutputs(std::vector<Failure> &failures);
   void checkCoverage();
   void localize(const std::vector<Failure> &failures);
+  void reportUnlocalized(const Failure &f);
   Relation relationOf(Value v);
   Relation exactRelationOf(Value v);
   llvm::DenseMap<Value, Relation> exactRelations;
@@ -400,7 +404,7 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
         const Pending &p = pending[wave[i]][next[wave[i]]];
         // Nothing may escape a worker thread: a failure is an undecided obligation.
         try {
-          decisions[i] = decideEqual(pool, p.got, p.want, timeout);
+          decisions[i] = decideEqual(pool, p.got, p.want, timeout, !options.verdictOnly);
         } catch (const std::exception &e) {
           decisions[i] = Decision();
           decisions[i].reason = std::string("could not decide: ") + e.what();
@@ -433,6 +437,8 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
       // One counterexample per output is enough for the verdict and the report.
       done[o] = true;
     }
+    if (options.verdictOnly && !failures.empty())
+      break;
   }
 }
 
@@ -1337,6 +1343,18 @@ void Engine::addCounterexample(const Failure &f, Violation &viol) {
   }
 }
 
+/// VerifyOptions::verdictOnly: the difference at its output, neither localized nor
+/// explained.
+void Engine::reportUnlocalized(const Failure &f) {
+  Violation v;
+  v.kind = "dataflow";
+  v.value = f.output->refName;
+  v.location = toSourceLoc(f.output->loc);
+  v.message = "output '" + f.output->refName + indexStr(f.global) +
+              "' differs from the reference (not localized: only the verdict was asked for)";
+  result.violations.push_back(std::move(v));
+}
+
 void Engine::localize(const std::vector<Failure> &failures) {
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
   std::map<Operation *, size_t> byCulprit;
@@ -1580,6 +1598,7 @@ bool Engine::fixRemoves(const Violation &v) {
   VerifyOptions o = options;
   o.checkFixes = false;
   o.onlyOutputs = outputs;
+  o.verdictOnly = true;
   double leftMs = std::chrono::duration<double, std::milli>(fixesUntil -
                                                             std::chrono::steady_clock::now()).count();
   leftMs = std::min(leftMs, (double)options.deadline.remainingMs());
@@ -1913,6 +1932,10 @@ VerifyResult Engine::run() {
       buildRefValues();
       std::vector<Failure> failures;
       checkOutputs(failures);
+      if (options.verdictOnly && !failures.empty()) {
+        reportUnlocalized(failures.front());
+        throw VerdictKnown();
+      }
       checkCoverage();
       localize(failures);
       attributeGradNorm();
@@ -1938,6 +1961,7 @@ VerifyResult Engine::run() {
         checkCheckpoint();
       checkFixes();
     }
+  } catch (const VerdictKnown &) {
   } catch (const NumericLimit &e) {
     result.inconclusiveReasons.push_back({toSourceLoc(spec.plan.getLoc()), e.what()});
   } catch (const TimeLimit &e) {

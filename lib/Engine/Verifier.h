@@ -68,6 +68,10 @@ struct VerifyOptions {
   /// When not empty: decide only the plan outputs holding these reference values (a
   /// fix's re-verification), without the coverage, RNG and checkpoint checks.
   std::set<std::string> onlyOutputs;
+  /// Only the verdict is wanted (a fix's re-verification): deciding stops at the first
+  /// confirmed difference, its counterexample is not minimized, and the difference is
+  /// reported at its output instead of being localized and explained.
+  bool verdictOnly = false;
 };
 
 struct VerifyStats {
