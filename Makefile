@@ -5,8 +5,9 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 
 PYTOOLS := $(BUILD)/pytools
+LIT ?= /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build run test clean docs pytools torchenv jaxenv mutate fuzz
+.PHONY: all deps configure build run test test-slow clean docs pytools torchenv jaxenv mutate fuzz
 
 all: build
 
@@ -60,6 +61,14 @@ jaxenv: deps
 test: build pytools torchenv jaxenv
 	cd $(BUILD) && PLANPROOF_TORCHENV=$(abspath $(TORCHENV)) PLANPROOF_JAXENV=$(abspath $(JAXENV)) \
 	  ctest --output-on-failure -j $(JOBS)
+
+# The slow tests (lit tests that say `REQUIRES: slow`: over a minute each, their purpose
+# also served by a faster test), which `make test` leaves out. .ci/run runs them after
+# `make test` when its time allows.
+SLOW_TESTS = $(shell grep -rl '^\(//\|#\)* *REQUIRES:.*\bslow\b' test --include='*.test' --include='*.mlir' | sed 's|^test/||')
+test-slow: build pytools torchenv jaxenv
+	cd $(BUILD) && PLANPROOF_SLOW_TESTS=1 PLANPROOF_TORCHENV=$(abspath $(TORCHENV)) \
+	  PLANPROOF_JAXENV=$(abspath $(JAXENV)) $(LIT) -sv $(addprefix test/,$(SLOW_TESTS))
 
 # Mutation testing over the catalogue's correct specs (scripts/mutate.py): every verified
 # mutant is replayed; a divergent one is a false proof and fails the target. Takes about

@@ -19,6 +19,12 @@ config.environment["PATH"] = path
 config.substitutions.append(("%specs", os.path.join(config.planproof_src_root, "verify-specs")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "CLI", "Inputs")))
 
+# Slow tests (each over a minute on 2 cores, whose purpose a faster test also serves at a
+# smaller size) say `REQUIRES: slow`: `make test` leaves them out (UNSUPPORTED), `make
+# test-slow` runs them (PLANPROOF_SLOW_TESTS=1).
+if os.environ.get("PLANPROOF_SLOW_TESTS") == "1":
+    config.available_features.add("slow")
+
 # Python with the test tools from PyPI (jsonschema, the SARIF schema), set up by
 # `make pytools` (a dependency of `make test`) in the build folder.
 import sys

@@ -3,6 +3,9 @@
 import torch
 from torch import nn
 
+# Fixed numbers: the tests that use this case (capture_live.test) are reproducible.
+torch.manual_seed(0)
+
 
 class Zoo(nn.Module):
     def __init__(self):
