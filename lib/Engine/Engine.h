@@ -1,0 +1,258 @@
+//===- Engine.h - the element engine's verifier, inside ---------*- C++ -*-===//
+//
+// The class behind verifySpec (Verifier.h), shared by the files that implement it, one
+// responsibility each:
+//   Verifier.cpp     orchestration: symbolic execution, the phases of a run, the verdict
+//   Obligations.cpp  one equality per plan output element; coverage of reference outputs
+//   Localize.cpp     from a failed obligation to the culprit op (relations, the walk)
+//   Explain.cpp      what is wrong at the culprit: kind, message, notes
+//   Fixes.cpp        fix hints, each confirmed by re-verifying the edited plan
+//   GradNorm.cpp     gradient-norm violations attributed to their terms
+//   Checkpoint.cpp   checkpoint specs: reshard identity, completeness, resume
+// Not a public header: only lib/Engine includes it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_ENGINE_ENGINE_H
+#define PLANPROOF_ENGINE_ENGINE_H
+
+#include "Engine/Verifier.h"
+#include "Engine/Decide.h"
+#include "Engine/ExactEval.h"
+#include "Engine/PlanEdit.h"
+#include "Engine/Relations.h"
+#include "Engine/RngCheck.h"
+#include "Engine/Schedule.h"
+#include "Engine/SymbolicExec.h"
+#include "Ref/RefDialect.h"
+#include "Semantics/OpSemantics.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace planproof::engine {
+using namespace mlir;
+
+inline std::string axesStr(const Mesh &mesh, const std::vector<int> &axes) {
+  std::string s = "[";
+  for (size_t i = 0; i < axes.size(); ++i)
+    s += (i ? ", " : "") + mesh.axes[axes[i]];
+  return s + "]";
+}
+
+/// Thrown to end a run whose verdict is settled (VerifyOptions::verdictOnly).
+struct VerdictKnown {};
+
+/// A failed obligation: one output element whose gathered plan value is wrong.
+struct Failure {
+  const Binding *output;
+  int64_t rank;                 // group leader
+  std::vector<int64_t> global;  // element index in the reference value
+  int64_t local;
+  PolyId plan, reference;
+  Decision decision;
+};
+
+class Engine {
+public:
+  Engine(const Spec &spec, const VerifyOptions &options, ExprPool *shared = nullptr)
+      : spec(spec), options(options), mesh(spec.mesh), pool(shared ? *shared : ownPool) {}
+
+  /// For a resumed step: the reference inputs it continues from (the others are fresh,
+  /// named with `suffix`), and the checkpoint its dist.load ops read.
+  /// `restart`: what the resuming plan's arguments bound to state inputs hold -- the
+  /// values the job was started with, not the state the first step left.
+  void resumeFrom(const std::map<std::string, SymTensor> *inputs, std::string suffix,
+                  const Checkpoint *ckpt, const std::map<std::string, SymTensor> *restart) {
+    stepInputs = inputs;
+    stepSuffix = std::move(suffix);
+    loadFrom = ckpt;
+    restartArguments = restart;
+  }
+
+  VerifyResult run();
+
+private:
+  bool execute();
+  void buildRefValues();
+  void checkOutputs(std::vector<Failure> &failures);
+  void checkCoverage();
+  void localize(const std::vector<Failure> &failures);
+  void reportUnlocalized(const Failure &f);
+  Relation relationOf(Value v);
+  Relation exactRelationOf(Value v);
+  llvm::DenseMap<Value, Relation> exactRelations;
+  Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
+  Operation *undefinedCulprit(const Failure &f, Violation &viol);
+  Value culpritOperand(Operation *op);
+  bool isMicrobatchPartial(Value v);
+  bool dispatchMatchesReference(Value v);
+  /// Bounded by `depth` (the recursion follows chains of plan ops).
+  bool routedLocal(Value v, int depth = 0);
+  llvm::DenseMap<Value, bool> routedLocalMemo;
+  /// A value that is a combination sum_m c_m * (microbatch m's contribution), where a
+  /// contribution is a sum (a reduction, a loss, a contracting matmul) over one tile of
+  /// a reference value: the coefficients, by tile, or nothing.
+  std::optional<std::map<std::string, Rational>> microbatchTerms(Value v, int depth = 0);
+  /// How deep the localization's recursive helpers follow chains of ops (longer
+  /// chains are given up on: the diagnosis is then less specific, never unbounded).
+  static constexpr int kMaxWalkDepth = 256;
+  bool constantDerived(Value v);
+  llvm::DenseMap<Value, bool> constantDerivedMemo;
+  /// Outputs found wrong, with a confirmed counterexample (kept for the report when
+  /// the time limit stops localization).
+  std::vector<std::string> confirmedWrong;
+  void explainOp(Operation *op, Violation &viol);
+  /// What every rule of explainOp reads: the culprit op, its name, the start of the
+  /// message, and what its result holds.
+  struct ExplainSite {
+    Operation *op;
+    std::string name, head;
+    Relation res;
+  };
+  bool explainReduction(const ExplainSite &site, Violation &viol);
+  bool explainGather(const ExplainSite &site, Violation &viol);
+  bool explainPartialOperand(const ExplainSite &site, Violation &viol);
+  bool explainNonlinearOfPartial(const ExplainSite &site, Violation &viol);
+  bool explainLossTokens(const ExplainSite &site, Violation &viol);
+  bool explainMicrobatchWeights(const ExplainSite &site, Violation &viol);
+  bool explainMissingMicrobatch(const ExplainSite &site, Violation &viol);
+  bool explainMissingSummand(const ExplainSite &site, Violation &viol);
+  bool explainLoad(const ExplainSite &site, Violation &viol);
+  bool explainPower(const ExplainSite &site, Violation &viol);
+  bool explainDropoutMask(const ExplainSite &site, Violation &viol);
+  bool explainCapacityDispatch(const ExplainSite &site, Violation &viol);
+  bool explainAllToAll(const ExplainSite &site, Violation &viol);
+  bool explainPositionMask(const ExplainSite &site, Violation &viol);
+  bool explainCausalSoftmax(const ExplainSite &site, Violation &viol);
+  bool explainTile(const ExplainSite &site, Violation &viol);
+  bool explainScaled(const ExplainSite &site, Violation &viol);
+  void explainUnmatched(const ExplainSite &site, Violation &viol);
+  void explainCounter(Operation *op, const Binding &b, const Failure &f, Violation &viol);
+  bool fixedByReducing(Operation *op, unsigned operand, const Relation &in);
+  void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);
+  void addCounterexample(const Failure &f, Violation &viol);
+  std::vector<std::string> axisNames(const std::vector<int> &axes) const {
+    std::vector<std::string> out;
+    for (int a : axes)
+      out.push_back(mesh.axes[a]);
+    return out;
+  }
+  ArrayAttr axesAttr(MLIRContext *ctx, const std::vector<int> &axes) const {
+    SmallVector<Attribute> out;
+    for (int a : axes)
+      out.push_back(StringAttr::get(ctx, mesh.axes[a]));
+    return ArrayAttr::get(ctx, out);
+  }
+  void checkFixes();
+  /// Checking hints costs at most about three times the run before it (or 3 s): past
+  /// this point, unchecked hints are dropped. A verified run checks none.
+  std::chrono::steady_clock::time_point started, fixesUntil;
+  /// The other plan ops of `op`'s kind for which `same` holds (the same defect).
+  std::vector<Operation *> alikeOps(Operation *op, llvm::function_ref<bool(Operation *)> same) {
+    std::vector<Operation *> out;
+    for (Operation *o : spec.planOps())
+      if (o != op && o->getName() == op->getName() && same(o))
+        out.push_back(o);
+    return out;
+  }
+  bool fixRemoves(const Violation &v);
+  bool checkFix(Violation &v);
+  Operation *laterAllReduce(Operation *op, const std::string &kind,
+                            const std::vector<std::string> &axes);
+  std::string opName(Operation *op) {
+    return op->getNumResults() ? spec.nameOf(op->getResult(0)) : "";
+  }
+  std::string describeOperand(Operation *op, unsigned i) {
+    Value v = op->getOperand(i);
+    auto idx = planTrace.values.find(v);
+    if (v.getType().isIndex() && idx != planTrace.values.end()) {
+      std::string vals;
+      for (int64_t r = 0; r < (int64_t)idx->second.size() && r < 8; ++r)
+        vals += (r ? ", " : "") + mesh.rankStr(r) + " " + pool.str(idx->second[r].data[0], 60);
+      return "operand #" + std::to_string(i) + " `" + spec.nameOf(v) + "` is the index " + vals +
+             (idx->second.size() > 8 ? ", ..." : "");
+    }
+    Relation r = relationOf(v);
+    return "operand #" + std::to_string(i) + " `" + spec.nameOf(v) + "` " +
+           (r.related() ? "holds " : "matches ") + finder->describe(r);
+  }
+
+  const Spec &spec;
+  VerifyOptions options;
+  const Mesh &mesh;
+  VerifyResult result;
+  ExprPool ownPool;
+  ExprPool &pool;
+  const std::map<std::string, SymTensor> *stepInputs = nullptr;
+  std::string stepSuffix;
+  const Checkpoint *loadFrom = nullptr;
+  const std::map<std::string, SymTensor> *restartArguments = nullptr;
+  Checkpoint saved;
+  void checkCheckpoint();
+  ReferenceTrace refTrace;
+  PlanTrace planTrace;
+  std::vector<RefValue> refValues;
+  std::deque<SymTensor> transposedRefs; // stable addresses for transposeFinder
+  std::vector<Value> refValueOf; // the reference Value of each refValues entry (or null)
+public:
+  /// relatePlanValues, on this engine.
+  std::vector<PlanValueRelation> relateAll(std::string &why) {
+    std::vector<PlanValueRelation> out;
+    if (!spec.undecidable.empty()) {
+      why = spec.undecidable;
+      return out;
+    }
+    try {
+      if (!execute()) {
+        why = result.inconclusiveReasons.empty() ? "could not execute"
+                                                 : result.inconclusiveReasons[0].second;
+        return out;
+      }
+      buildRefValues();
+      for (Operation &op : spec.plan.getBody().front())
+        for (Value v : op.getResults()) {
+          if (!isa<RankedTensorType>(v.getType()))
+            continue;
+          Relation r = relationOf(v);
+          if (r.exact() && refValueOf[r.ref])
+            out.push_back({v, refValueOf[r.ref], r.layout, r.block, r.offset});
+        }
+    } catch (const std::exception &e) {
+      why = e.what();
+      out.clear();
+    }
+    return out;
+  }
+private:
+  /// The semantic role a reference value is annotated with (`ref.role = "grad-norm"` on
+  /// its op): a violation around such a value is reported with that kind.
+  std::vector<std::string> refRoles;
+  int lastFixedRef = -1;
+  std::string roleFor(Operation *op);
+  void attributeGradNorm();
+  void checkDiscardedCollectives();
+  void discardedFix(Violation &v, const Violation &w);
+  void mergeDrawViolations(size_t firstRng);
+  std::map<std::string, int> refIndexByName;
+  std::unique_ptr<RelationFinder> finder, transposeFinder;
+  llvm::DenseMap<Value, Relation> relations;
+};
+
+} // namespace planproof::engine
+
+#endif

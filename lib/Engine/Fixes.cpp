@@ -1,0 +1,223 @@
+//===- Fixes.cpp - fix hints, each re-verified ------------------*- C++ -*-===//
+//
+// Engine (Engine.h): fix hints (lib/Engine/PlanEdit.h), each shown only once re-verifying the
+// edited plan removes the violation; discarded collectives.
+//
+//===----------------------------------------------------------------------===//
+#include "Engine/Engine.h"
+
+using namespace planproof;
+
+namespace planproof::engine {
+
+/// A collective whose result is never used: the communication happens and its result is
+/// dropped, which is almost always a plan that reads the unreduced operand where it
+/// meant the result. Reported as a warning; where a violation's culprit reads that
+/// operand, the violation says so.
+void Engine::checkDiscardedCollectives() {
+  for (Operation *op : spec.planOps()) {
+    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp, dist::AllToAllOp>(op) ||
+        !op->getResult(0).use_empty())
+      continue;
+    Value operand = op->getOperand(0);
+    std::string readers;
+    for (Operation *user : operand.getUsers())
+      if (user != op && user->getNumResults() && readers.size() < 200)
+        readers += (readers.empty() ? "" : ", ") + std::string("`") + opName(user) + "`";
+    Violation w;
+    w.kind = isa<dist::AllGatherOp, dist::AllToAllOp>(op) ? "sharding" : "reduction";
+    w.location = toSourceLoc(op->getLoc());
+    w.at = opName(op);
+    w.message = "the result of `" + opName(op) + "` = " + op->getName().getStringRef().str() +
+                " of `" + spec.nameOf(operand) + "` is never used: a collective whose result "
+                "is discarded is almost always a bug" +
+                (readers.empty() ? "" : " (" + readers + " read" + (readers.find(',') == std::string::npos ? "s" : "") +
+                                            " the operand `" + spec.nameOf(operand) + "` instead)");
+    result.warnings.push_back(std::move(w));
+  }
+}
+
+/// The fix of a violation whose culprit reads the operand of a discarded collective:
+/// read the collective's result instead.
+void Engine::discardedFix(Violation &v, const Violation &w) {
+  Operation *culprit = nullptr, *collective = nullptr;
+  for (Operation *op : spec.planOps()) {
+    if (!op->getNumResults())
+      continue;
+    if (opName(op) == v.at)
+      culprit = op;
+    if (opName(op) == w.at)
+      collective = op;
+  }
+  if (!culprit || !collective)
+    return;
+  for (unsigned i = 0; i < culprit->getNumOperands(); ++i)
+    if (culprit->getOperand(i) == collective->getOperand(0)) {
+      v.hint = "read `" + w.at + "` (the result of the discarded collective) instead of `" +
+               spec.nameOf(collective->getOperand(0)) + "` here";
+      v.fix = PlanEdit::replaceOperand(culprit, i, collective->getResult(0));
+      return;
+    }
+}
+
+/// Every hint is checked before it is shown: its edit is applied to a copy of the spec,
+/// which is verified again on the outputs the violation is about; the hint stays only
+/// if they are then right. Hints without an edit, or past the time budget, are dropped.
+void Engine::checkFixes() {
+  int checked = 0;
+  auto now = std::chrono::steady_clock::now();
+  fixesUntil = now + std::max<std::chrono::steady_clock::duration>(3 * (now - started),
+                                                                   std::chrono::seconds(3));
+  for (Violation &v : result.violations) {
+    if (v.hint.empty())
+      continue;
+    bool keep = false;
+    if (v.fix && options.checkFixes && checked < 4 && options.deadline.remainingMs() > 2000) {
+      ++checked;
+      try {
+        keep = checkFix(v);
+      } catch (const TimeLimit &) {
+        keep = false;
+      }
+    }
+    if (!keep) {
+      v.hint.clear();
+      v.fix.reset();
+    }
+  }
+}
+
+/// Whether applying `v.fix` to a copy of the spec makes the outputs `v` is about right.
+bool Engine::fixRemoves(const Violation &v) {
+  if (v.value.empty())
+    return false;
+  std::set<std::string> outputs;
+  for (size_t start = 0; start <= v.value.size();) {
+    size_t comma = v.value.find(", ", start);
+    outputs.insert(v.value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 2;
+  }
+  Spec edited;
+  edited.path = spec.path;
+  edited.reduceShapes = spec.reduceShapes;
+  edited.sources = spec.sources;
+  // The edit is made on the plan as written, and the copy is loaded again: derived
+  // backward passes follow the edited forward ops.
+  if (!spec.writtenMap)
+    return false;
+  IRMapping map;
+  for (auto &m : spec.written)
+    edited.modules.push_back(
+        OwningOpRef<ModuleOp>(cast<ModuleOp>(m.get().getOperation()->clone(map))));
+  std::string why, errors;
+  if (edited.modules.empty() || !v.fix->apply(PlanEdit::Where{*spec.writtenMap, map}, mesh, why))
+    return false;
+  // The copy is checked like any spec; its errors (an edit that does not fit) are not
+  // shown, they only mean the hint is not confirmed.
+  ScopedDiagnosticHandler quiet(spec.plan->getContext(), [](Diagnostic &) { return success(); });
+  for (auto &m : edited.modules)
+    if (failed(mlir::verify(*m)))
+      return false;
+  if (!analyzeSpec(edited, errors))
+    return false;
+  VerifyOptions o = options;
+  o.checkFixes = false;
+  o.onlyOutputs = outputs;
+  o.verdictOnly = true;
+  double leftMs = std::chrono::duration<double, std::milli>(fixesUntil -
+                                                            std::chrono::steady_clock::now()).count();
+  leftMs = std::min(leftMs, (double)options.deadline.remainingMs());
+  if (leftMs < 50)
+    return false;
+  o.deadline = Deadline(leftMs / 1000);
+  VerifyResult r = verifySpec(edited, o);
+  return r.verdict == Verdict::Verified;
+}
+
+/// The first dist.all_reduce of kind `kind` over exactly `axes` that the result of `op`
+/// reaches through the plan's later ops (a few steps at most), or null.
+Operation *Engine::laterAllReduce(Operation *op, const std::string &kind,
+                                  const std::vector<std::string> &axes) {
+  std::deque<std::pair<Operation *, int>> work{{op, 0}};
+  std::set<Operation *> seen{op};
+  while (!work.empty()) {
+    auto [o, depth] = work.front();
+    work.pop_front();
+    if (o != op)
+      if (auto ar = dyn_cast<dist::AllReduceOp>(o)) {
+        std::vector<std::string> names;
+        for (Attribute a : ar.getAxes())
+          names.push_back(cast<StringAttr>(a).str());
+        if (ar.getKind() == kind && names == axes)
+          return o;
+        continue;
+      }
+    if (depth >= 4)
+      continue;
+    for (Value r : o->getResults())
+      for (Operation *user : r.getUsers())
+        if (seen.insert(user).second)
+          work.push_back({user, depth + 1});
+  }
+  return nullptr;
+}
+
+/// The fix of `v`, checked; a value that must be reduced before one op is often needed
+/// reduced by its other consumers too (every microbatch's division by a token count):
+/// then reducing it once, for every use, is the fix.
+bool Engine::checkFix(Violation &v) {
+  if (fixRemoves(v))
+    return true;
+  if ((v.fix->kind == PlanEdit::SetAttr || v.fix->kind == PlanEdit::RemoveAttr) &&
+      !v.fix->everyLike && !v.fix->alike.empty()) {
+    auto wider = std::make_shared<PlanEdit>(*v.fix);
+    wider->everyLike = true;
+    std::shared_ptr<const PlanEdit> narrow = v.fix;
+    v.fix = wider;
+    if (fixRemoves(v)) {
+      std::string others;
+      for (Operation *o : wider->alike)
+        if (spec.writtenMap->lookupOrNull(o))
+          others += (others.empty() ? "`" : ", `") + opName(o) + "`";
+      if (!others.empty())
+        v.hint += ", and likewise in " + others;
+      return true;
+    }
+    v.fix = narrow;
+    return false;
+  }
+  if (v.fix->kind != PlanEdit::InsertAllReduce || v.fix->everyUse ||
+      isa<func::ReturnOp>(v.fix->op))
+    return false;
+  std::shared_ptr<const PlanEdit> narrow = v.fix;
+  Value value = v.fix->op->getOperand(v.fix->operand);
+  // The reduction exists, but too late (a bias added before it): move it, reducing
+  // here and dropping the later all-reduce over the same axes.
+  if (Operation *later = laterAllReduce(v.fix->op, narrow->reduceKind, narrow->axes)) {
+    auto moved = std::make_shared<PlanEdit>(*narrow);
+    moved->also.push_back(PlanEdit::forward(later));
+    v.fix = moved;
+    if (fixRemoves(v)) {
+      v.hint = "move the dist.all_reduce of `" + opName(later) + "` here: insert it on `" +
+               spec.nameOf(value) + "` before this op, and remove it where `" + opName(later) +
+               "` is computed";
+      return true;
+    }
+    v.fix = narrow;
+  }
+  auto wider = std::make_shared<PlanEdit>(*narrow);
+  wider->everyUse = true;
+  v.fix = wider;
+  if (fixRemoves(v)) {
+    v.hint = "insert dist.all_reduce \"" + wider->reduceKind + "\" over [" +
+             llvm::join(wider->axes, ", ") + "] on `" + spec.nameOf(value) +
+             "` where it is computed, for every op that uses it";
+    return true;
+  }
+  v.fix = narrow;
+  return false;
+}
+
+} // namespace planproof::engine

@@ -1,0 +1,150 @@
+//===- Obligations.cpp - equality obligations and coverage ------*- C++ -*-===//
+//
+// Engine (Engine.h): one equality obligation per plan output element (gathered through its
+// layout), decided in parallel waves; the coverage of reference outputs.
+//
+//===----------------------------------------------------------------------===//
+#include "Engine/Engine.h"
+
+using namespace planproof;
+
+namespace planproof::engine {
+
+/// Gathers every output element and compares it with the reference. Equal canonical
+/// forms are settled at once; the rest are decided in waves -- the next undecided
+/// element of every output at a time -- with the decisions of one wave running in
+/// parallel threads (they only read the expression pool).
+void Engine::checkOutputs(std::vector<Failure> &failures) {
+  auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
+  struct Pending {
+    const Binding *b;
+    int64_t rank, local;
+    std::vector<int64_t> global;
+    PolyId got, want;
+  };
+  std::vector<std::vector<Pending>> pending; // per output, in element order
+  for (const Binding &b : spec.planOutputs) {
+    if (!options.onlyOutputs.empty() && !options.onlyOutputs.count(b.refName))
+      continue;
+    const std::vector<SymTensor> &perRank = planTrace.values[ret.getOperand(b.index)];
+    const SymTensor &ref = refTrace.byName.at(b.refName);
+    std::vector<Pending> todo;
+    bool supported = true;
+    for (int64_t r = 0; r < mesh.numRanks() && supported; ++r) {
+      if (!isGroupLeader(mesh, b.layout, r) || !spec.onStage(r, b.stage))
+        continue;
+      for (int64_t l = 0; l < (int64_t)perRank[r].data.size(); ++l) {
+        PolyId got;
+        if (!gatherElement(pool, mesh, b.layout, perRank, r, l, got)) {
+          result.inconclusiveReasons.push_back(
+              {toSourceLoc(b.loc), "output '" + b.refName +
+                                       "' has a layout mixing max with sum/avg partial axes, "
+                                       "which the element engine does not support"});
+          supported = false;
+          break;
+        }
+        auto g = b.layout.globalIndex(mesh, r, b.localShape, perRank[r].unravel(l));
+        if (!Layout::inBounds(g, ref.shape))
+          continue; // padding: anything goes
+        PolyId want = ref.at(g);
+        ++result.stats.obligations;
+        if (got == want) {
+          ++result.stats.decidedCanonical;
+          continue;
+        }
+        todo.push_back({&b, r, l, g, got, want});
+      }
+    }
+    pending.push_back(std::move(todo));
+  }
+  std::vector<size_t> next(pending.size(), 0);
+  std::vector<bool> done(pending.size(), false);
+  unsigned threads = std::max(1u, options.threads);
+  auto started = std::chrono::steady_clock::now();
+  while (true) {
+    std::vector<size_t> wave; // outputs with an element to decide now
+    for (size_t o = 0; o < pending.size(); ++o)
+      if (!done[o] && next[o] < pending[o].size())
+        wave.push_back(o);
+    if (wave.empty())
+      break;
+    options.deadline.check("deciding obligations");
+    // The memoized expression flags are filled here, so the threads only read.
+    for (size_t o : wave) {
+      const Pending &p = pending[o][next[o]];
+      pool.hasLatticeAtoms(p.got);
+      pool.hasLatticeAtoms(p.want);
+    }
+    std::vector<Decision> decisions(wave.size());
+    std::atomic<size_t> cursor{0};
+    double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             started).count();
+    unsigned timeout = options.deadline.cap(
+        spent > options.decisionBudgetMs ? std::min(50u, options.solverTimeoutMs)
+                                         : options.solverTimeoutMs);
+    auto work = [&] {
+      for (size_t i; (i = cursor++) < wave.size();) {
+        const Pending &p = pending[wave[i]][next[wave[i]]];
+        // Nothing may escape a worker thread: a failure is an undecided obligation.
+        try {
+          decisions[i] = decideEqual(pool, p.got, p.want, timeout, !options.verdictOnly);
+        } catch (const std::exception &e) {
+          decisions[i] = Decision();
+          decisions[i].reason = std::string("could not decide: ") + e.what();
+        }
+      }
+    };
+    std::vector<std::thread> pool_threads;
+    for (unsigned t = 1; t < std::min<size_t>(threads, wave.size()); ++t)
+      pool_threads.emplace_back(work);
+    work();
+    for (std::thread &t : pool_threads)
+      t.join();
+    for (size_t i = 0; i < wave.size(); ++i) {
+      size_t o = wave[i];
+      Pending &p = pending[o][next[o]++];
+      Decision &d = decisions[i];
+      if (d.usedSolver)
+        ++result.stats.solverQueries;
+      if (d.byCanonicalForm)
+        ++result.stats.decidedCanonical;
+      if (d.result == Equality::Equal)
+        continue;
+      if (d.result == Equality::Unknown) {
+        result.inconclusiveReasons.push_back(
+            {toSourceLoc(p.b->loc), "output '" + p.b->refName + indexStr(p.global) + "': " + d.reason});
+        continue;
+      }
+      confirmedWrong.push_back(p.b->refName + indexStr(p.global));
+      failures.push_back({p.b, p.rank, p.global, p.local, p.got, p.want, std::move(d)});
+      // One counterexample per output is enough for the verdict and the report.
+      done[o] = true;
+    }
+    if (options.verdictOnly && !failures.empty())
+      break;
+  }
+}
+
+void Engine::checkCoverage() {
+  if (!options.onlyOutputs.empty())
+    return;
+  std::set<std::string> produced;
+  for (const Binding &b : spec.planOutputs)
+    produced.insert(b.refName);
+  for (const std::string &name : spec.refOutputs) {
+    if (produced.count(name))
+      continue;
+    Violation v;
+    v.kind = "dataflow";
+    v.value = name;
+    v.location = toSourceLoc(spec.plan.getLoc());
+    v.message = "the plan does not produce reference output `" + name +
+                "`: no plan result carries dist.value = \"" + name + "\"";
+    v.notes.push_back("every value the reference step returns (loss, gradients, updated "
+                      "parameters and state) must be returned by the plan with its layout");
+    v.hint = "return `" + name + "` from the plan function with dist.value = \"" + name + "\"";
+    result.violations.push_back(std::move(v));
+  }
+}
+
+} // namespace planproof::engine
