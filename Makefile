@@ -5,7 +5,8 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 
 PYTOOLS := $(BUILD)/pytools
-LIT ?= /usr/lib/llvm-22/bin/lit
+# The lit that CMake found (test/CMakeLists.txt), read once the build is configured.
+LIT = $(shell sed -n 's/^LIT_EXECUTABLE:[A-Z]*=//p' $(BUILD)/CMakeCache.txt)
 
 .PHONY: all deps configure build run test test-slow clean docs pytools torchenv jaxenv mutate fuzz
 
