@@ -159,7 +159,7 @@ private:
     return ArrayAttr::get(ctx, out);
   }
   void checkFixes();
-  /// Checking hints costs at most about three times the run before it (or 3 s): past
+  /// Checking hints costs at most about three times the run before it (or 30 s): past
   /// this point, unchecked hints are dropped. A verified run checks none.
   std::chrono::steady_clock::time_point started, fixesUntil;
   /// The other plan ops of `op`'s kind for which `same` holds (the same defect).

@@ -66,8 +66,11 @@ void Engine::discardedFix(Violation &v, const Violation &w) {
 void Engine::checkFixes() {
   int checked = 0;
   auto now = std::chrono::steady_clock::now();
+  // At least 30 s: a hint's re-verification is a symbolic execution of the plan, which
+  // on a loaded machine can outlast three times a run that was fast (a hint dropped for
+  // time is a report that depends on the machine's load).
   fixesUntil = now + std::max<std::chrono::steady_clock::duration>(3 * (now - started),
-                                                                   std::chrono::seconds(3));
+                                                                   std::chrono::seconds(30));
   for (Violation &v : result.violations) {
     if (v.hint.empty())
       continue;
