@@ -12,7 +12,7 @@ Reports the median wall time over --runs runs, peak memory, the scalar operation
 replay (four reference runs for the error model plus the plan on every rank) and the
 throughput.
 
-    python3 bench/bench_replay.py --runs 3 --part mlp --out bench/results-replay.md
+    python3 bench/bench_replay.py --runs 3 --part mlp --baseline OLD/planproof --out bench/results-replay.md
     python3 bench/bench_replay.py --runs 3 --part llama --out bench/results-replay-llama.md
 """
 import argparse
@@ -84,34 +84,76 @@ def llama_rows(runs):
     return rows
 
 
+def replay_once(binary, B, H, F, dtype):
+    t0 = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", binary, "replay", SPEC, "--dtype", dtype,
+                        "--shape", f"B={B},H={H},F={F}"], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    verdict = {0: "within tolerance", 1: "diverged"}.get(p.returncode, f"exit {p.returncode}")
+    return wall, int(p.stderr.strip().splitlines()[-1]) / 1024, verdict
+
+
+def blas_alone(B, H, F):
+    """The same matrix products through the BLAS alone (build/bin/planproof-bench-products)."""
+    import json
+    out = subprocess.run([os.path.join(ROOT, "build", "bin", "planproof-bench-products"), str(B), str(H),
+                          str(F), "8"], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def mlp_rows(runs, baseline):
+    rows = ["| B x H x F | dtype | verdict | scalar ops | baseline wall s | wall s | speed-up | Gops/s | "
+            "peak MiB | BLAS alone: dgemm s | sgemm s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    kernels = []
+    for B, H, F in SIZES:
+        blas = blas_alone(B, H, F)
+        kernels.append((f"{B} x {H} x {F}", blas["kernel_gmacs_per_s"]))
+        for dtype in ("fp32", "bf16"):
+            now, before, peaks, verdict = [], [], [], "?"
+            for _ in range(runs):  # interleaved: the two builds see the same machine load
+                wall, peak, verdict = replay_once(PLANPROOF, B, H, F, dtype)
+                now.append(wall)
+                peaks.append(peak)
+                if baseline:
+                    before.append(replay_once(baseline, B, H, F, dtype)[0])
+            med = statistics.median(now)
+            base = f"{statistics.median(before):.2f}" if before else "-"
+            ratio = f"{statistics.median(before) / med:.1f}x" if before else "-"
+            w = work(B, H, F)
+            rows.append(f"| {B} x {H} x {F} | {dtype} | {verdict} | {w:.3g} | {base} | {med:.2f} | {ratio} | "
+                        f"{w / med / 1e9:.2f} | {max(peaks):.0f} | {blas['dgemm_seconds']:.2f} | "
+                        f"{blas['sgemm_seconds']:.2f} |")
+            print(rows[-1], flush=True)
+    rows += ["", f"BLAS: {blas['blas']}. Exact kernels of the replay alone (G multiply-adds per second, "
+             "one thread, on the forward product B x H times H x F):", ""]
+    names = list(kernels[0][1])
+    rows.append("| B x H x F | " + " | ".join(names) + " |")
+    rows.append("|---" * (len(names) + 1) + "|")
+    for size, k in kernels:
+        rows.append(f"| {size} | " + " | ".join(f"{k[n]:.1f}" for n in names) + " |")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=None)
     ap.add_argument("--part", choices=["mlp", "llama"], default="mlp")
+    ap.add_argument("--baseline", default=None,
+                    help="another planproof binary (an earlier build) to time side by side")
     args = ap.parse_args()
-    rows = ["| B x H x F | dtype | verdict | median wall s | scalar ops | Gops/s |",
-            "|---|---|---|---|---|---|"]
-    for B, H, F in (SIZES if args.part == "mlp" else []):
-        for dtype in ("fp32", "bf16"):
-            times, verdict = [], "?"
-            for _ in range(args.runs):
-                t0 = time.perf_counter()
-                p = subprocess.run([PLANPROOF, "replay", SPEC, "--dtype", dtype,
-                                    "--shape", f"B={B},H={H},F={F}"],
-                                   capture_output=True, text=True)
-                times.append(time.perf_counter() - t0)
-                verdict = {0: "within tolerance", 1: "diverged"}.get(p.returncode, f"exit {p.returncode}")
-            med = statistics.median(times)
-            w = work(B, H, F)
-            rows.append(f"| {B} x {H} x {F} | {dtype} | {verdict} | {med:.2f} | {w:.3g} | {w / med / 1e9:.2f} |")
-            print(rows[-1], flush=True)
-    if args.part == "llama":
+    if args.part == "mlp":
+        rows = mlp_rows(args.runs, args.baseline)
+    else:
         rows = ["2-layer Llama-style block, DP=2 x TP=8 with SP (16 ranks), batch 2, bf16:", ""]
         rows += llama_rows(args.runs)
     text = "\n".join(rows) + "\n"
     if args.out:
-        write_results(args.out, f"python3 bench/bench_replay.py --runs {args.runs} --part {args.part}", text)
+        cmd = f"python3 bench/bench_replay.py --runs {args.runs} --part {args.part}"
+        if args.baseline:
+            cmd += " --baseline BASELINE"
+        write_results(args.out, cmd, text)
 
 
 if __name__ == "__main__":

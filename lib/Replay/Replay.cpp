@@ -37,90 +37,6 @@ namespace {
 
 using scalar::roundBf16;
 
-/// The numeric scalar domain: every result rounded to the storage precision, sums
-/// accumulated in the accumulation precision (fp32 for bf16), in a chosen order.
-struct NumericDomain {
-  using Value = double;
-  ReplayDtype dtype;
-  ReduceOrder order;
-  bool reverse = false;  // sums in reverse order (the noise estimate of the error model)
-  bool pairwise = false; // sums as binary trees (likewise)
-
-  double round(double x) const {
-    switch (dtype) {
-    case ReplayDtype::F64:
-      return x;
-    case ReplayDtype::F32:
-      return (double)(float)x;
-    case ReplayDtype::BF16:
-      return (double)roundBf16((float)x);
-    }
-    return x;
-  }
-  double accumulate(const std::vector<double> &v, bool backwards) const {
-    if (dtype == ReplayDtype::F64) {
-      double s = 0;
-      for (size_t i = 0; i < v.size(); ++i)
-        s += v[backwards ? v.size() - 1 - i : i];
-      return s;
-    }
-    float s = 0; // fp32 accumulation, for fp32 and for bf16 storage
-    for (size_t i = 0; i < v.size(); ++i)
-      s += (float)v[backwards ? v.size() - 1 - i : i];
-    return s;
-  }
-  Value constant(const Rational &c) { return round(c.toDouble()); }
-  bool integer(const Value &v, int64_t &out) {
-    out = (int64_t)std::llround(v);
-    return (double)out == v;
-  }
-  Value add(Value a, Value b) { return round(a + b); }
-  Value sub(Value a, Value b) { return round(a - b); }
-  Value mul(Value a, Value b) { return round(a * b); }
-  Value scale(Value a, const Rational &c) { return round(a * c.toDouble()); }
-  Value sum(const std::vector<Value> &v) {
-    if (!pairwise)
-      return round(accumulate(v, reverse));
-    std::vector<Value> w = v;
-    while (w.size() > 1) {
-      std::vector<Value> next;
-      for (size_t i = 0; i + 1 < w.size(); i += 2)
-        next.push_back(dtype == ReplayDtype::F64 ? w[i] + w[i + 1]
-                                                 : (double)((float)w[i] + (float)w[i + 1]));
-      if (w.size() % 2)
-        next.push_back(w.back());
-      w = std::move(next);
-    }
-    return round(w.empty() ? 0.0 : w[0]);
-  }
-  Value apply(Fn f, std::vector<Value> args) { return round(evalFn(f, args)); }
-  /// A collective's reduction over its group: in rank order, in ring order (each
-  /// chunk's sum starts at the next rank, as NCCL's ring all-reduce does), or as a
-  /// binary tree.
-  Value groupSum(const std::vector<Value> &v) {
-    if (v.empty())
-      return 0;
-    std::vector<Value> w = v;
-    if (reverse)
-      std::reverse(w.begin(), w.end());
-    if (order == ReduceOrder::Ring)
-      std::rotate(w.begin(), w.begin() + (w.size() > 1 ? 1 : 0), w.end());
-    if (order == ReduceOrder::Tree) {
-      while (w.size() > 1) {
-        std::vector<Value> next;
-        for (size_t i = 0; i + 1 < w.size(); i += 2)
-          next.push_back(round(w[i] + w[i + 1]));
-        if (w.size() % 2)
-          next.push_back(w.back());
-        w = std::move(next);
-      }
-      return w[0];
-    }
-    return round(accumulate(w, false));
-  }
-};
-
-
 /// A progress line on stderr, shown once a replay has run for two seconds.
 struct Progress {
   bool enabled = false;
@@ -193,9 +109,11 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
       continue;
     }
     // Integer inputs (ids, masks, counters) are exact in any storage.
-    for (size_t l = 0; l < v.data.size(); ++l)
-      v.data[l] = bound > 0 ? scalar::inputValue(o.seed, streamBase + i, l, bound)
-                            : d.round(scalar::inputValue(o.seed, streamBase + i, l, bound));
+    parallelChunks((int64_t)v.data.size(), 1 << 16, [&](int64_t begin, int64_t end) {
+      for (int64_t l = begin; l < end; ++l)
+        v.data[l] = bound > 0 ? scalar::inputValue(o.seed, streamBase + i, l, bound)
+                              : d.round(scalar::inputValue(o.seed, streamBase + i, l, bound));
+    });
     in[spec.refInputs[i]] = std::move(v);
   }
   return in;
@@ -433,13 +351,11 @@ bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, Num
     std::vector<NumTensor> per(ranks);
     for (int64_t r = 0; r < ranks; ++r) {
       NumTensor t(b.localShape, 0.0);
-      for (int64_t l = 0; l < (int64_t)t.data.size(); ++l) {
-        auto g = b.layout.globalIndex(mesh, r, b.localShape, t.unravel(l));
+      b.layout.forEachElement(mesh, r, b.localShape, global.shape, [&](int64_t l, int64_t at) {
         // Padding holds whatever the buffer held.
-        t.data[l] = Layout::inBounds(g, global.shape)
-                          ? global.at(g)
-                          : d.round(0.5 * scalar::inputValue(seed, stream, r * t.data.size() + l, 0));
-      }
+        t.data[l] = at >= 0 ? global.data[at]
+                            : d.round(0.5 * scalar::inputValue(seed, stream, r * t.data.size() + l, 0));
+      });
       per[r] = std::move(t);
     }
     vals[spec.plan.getArgument(b.index)] = std::move(per);
@@ -816,69 +732,83 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
   return {"not replayable", "no plan output holds " + cx.element};
 }
 
+namespace {
+/// One plan output against the reference (see compareOutputs).
+ReplayOutput compareOutput(const Spec &spec, NumericDomain fwd, double u,
+                           const std::map<std::string, NumTensor> *refs[4],
+                           const std::vector<std::vector<NumTensor>> &plan, size_t o) {
+  const Mesh &mesh = spec.mesh;
+  const Binding &b = spec.planOutputs[o];
+  const NumTensor &want = refs[Truth]->at(b.refName);
+  const NumTensor &a = refs[Forward]->at(b.refName), &c = refs[Reverse]->at(b.refName),
+                  &e = refs[Pairwise]->at(b.refName);
+  double scale = 0;
+  for (double x : want.data)
+    scale = std::max(scale, std::fabs(x));
+  ReplayOutput out;
+  out.name = b.refName;
+  out.elements = (int64_t)want.data.size();
+  double worstRatio = -1;
+  for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+    bool leader = !b.layout.isPartial() || mesh.positionInGroup(r, b.layout.partialAxes()) == 0;
+    if (!leader || !spec.onStage(r, b.stage))
+      continue;
+    b.layout.forEachElement(mesh, r, plan[o][r].shape, want.shape, [&](int64_t l, int64_t at) {
+      if (at < 0)
+        return;
+      double got;
+      if (!gatherPartial(fwd, mesh, b.layout, plan[o], r, l, got))
+        return; // max mixed with sum: not a layout values are gathered through
+      double w = want.data[at];
+      // Where the reference itself leaves a function's domain at these inputs (the
+      // square root of a negative random moment), in fp64 or in the storage
+      // precision, there is nothing to compare.
+      if (!std::isfinite(w) || !std::isfinite(a.data[at]) || !std::isfinite(c.data[at]) ||
+          !std::isfinite(e.data[at])) {
+        ++out.undefined;
+        return;
+      }
+      // The tolerance of this element: the rounding noise the reference itself shows
+      // when summed in two orders, with a margin, plus a few units of roundoff of
+      // the element and of the output's scale.
+      double tol = elementTolerance(w, a.data[at], c.data[at], e.data[at], u, scale);
+      double err = std::isfinite(got) ? std::fabs(got - w) : INFINITY;
+      out.maxAbsError = std::max(out.maxAbsError, err);
+      out.maxRelError = std::max(out.maxRelError, err / std::max(std::fabs(w), 1e-300));
+      double ratio = err / tol;
+      if (ratio > worstRatio) {
+        worstRatio = ratio;
+        out.worst = unravelIndex(want.shape, at);
+        out.worstRank = mesh.rankStr(r);
+        out.worstError = err;
+        out.worstTolerance = tol;
+        out.worstReference = w;
+        out.worstPlan = got;
+      }
+      if (!(err <= tol))
+        out.within = false;
+    });
+  }
+  return out;
+}
+} // namespace
+
 void replay::compareOutputs(const Spec &spec, const ReplayOptions &options,
                             const std::map<std::string, NumTensor> *refs[4],
                             const std::vector<std::vector<NumTensor>> &plan, ReplayResult &result) {
   NumericDomain fwd{options.dtype, options.order};
   double u = unitRoundoff(options.dtype);
   const Mesh &mesh = spec.mesh;
-  for (size_t o = 0; o < spec.planOutputs.size(); ++o) {
-    const Binding &b = spec.planOutputs[o];
-    const NumTensor &want = refs[Truth]->at(b.refName);
-    const NumTensor &a = refs[Forward]->at(b.refName), &c = refs[Reverse]->at(b.refName),
-                    &e = refs[Pairwise]->at(b.refName);
-    double scale = 0;
-    for (double x : want.data)
-      scale = std::max(scale, std::fabs(x));
-    ReplayOutput out;
-    out.name = b.refName;
-    out.elements = (int64_t)want.data.size();
-    double worstRatio = -1;
-    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-      bool leader = !b.layout.isPartial() || mesh.positionInGroup(r, b.layout.partialAxes()) == 0;
-      if (!leader || !spec.onStage(r, b.stage))
-        continue;
-      for (int64_t l = 0; l < (int64_t)plan[o][r].data.size(); ++l) {
-        auto g = b.layout.globalIndex(mesh, r, b.localShape, plan[o][r].unravel(l));
-        if (!Layout::inBounds(g, want.shape))
-          continue;
-        double got;
-        if (!gatherPartial(fwd, mesh, b.layout, plan[o], r, l, got))
-          continue; // max mixed with sum: not a layout values are gathered through
-        int64_t at = want.linear(g);
-        double w = want.data[at];
-        // Where the reference itself leaves a function's domain at these inputs (the
-        // square root of a negative random moment), in fp64 or in the storage
-        // precision, there is nothing to compare.
-        if (!std::isfinite(w) || !std::isfinite(a.data[at]) || !std::isfinite(c.data[at]) ||
-            !std::isfinite(e.data[at])) {
-          ++out.undefined;
-          continue;
-        }
-        // The tolerance of this element: the rounding noise the reference itself shows
-        // when summed in two orders, with a margin, plus a few units of roundoff of
-        // the element and of the output's scale.
-        double tol = elementTolerance(w, a.data[at], c.data[at], e.data[at], u, scale);
-        double err = std::isfinite(got) ? std::fabs(got - w) : INFINITY;
-        out.maxAbsError = std::max(out.maxAbsError, err);
-        out.maxRelError = std::max(out.maxRelError, err / std::max(std::fabs(w), 1e-300));
-        double ratio = err / tol;
-        if (ratio > worstRatio) {
-          worstRatio = ratio;
-          out.worst = g;
-          out.worstRank = mesh.rankStr(r);
-          out.worstError = err;
-          out.worstTolerance = tol;
-          out.worstReference = w;
-          out.worstPlan = got;
-        }
-        if (!(err <= tol))
-          out.within = false;
-      }
-    }
-    result.outputs.push_back(std::move(out));
-  }
+  // Outputs are compared independently, each on a core.
+  std::vector<ReplayOutput> outs(spec.planOutputs.size());
+  parallelChunks((int64_t)outs.size(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o)
+      outs[o] = compareOutput(spec, fwd, u, refs, plan, o);
+  });
+  for (ReplayOutput &o : outs)
+    result.outputs.push_back(std::move(o));
 }
+
 
 namespace {
 /// One step's runs: the reference in the four arithmetics of the error model, and the
@@ -1036,6 +966,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     return result;
   }
   NumericDomain exact{ReplayDtype::F64, ReduceOrder::Rank};
+  exact.blas = true;
   NumericDomain fwd{options.dtype, options.order};
   NumericDomain rev{options.dtype, options.order, true};
   NumericDomain tree{options.dtype, options.order, false, true};

@@ -10,16 +10,21 @@
 #define PLANPROOF_REPLAY_REPLAYINTERNAL_H
 
 #include "Engine/Verifier.h"
+#include "Replay/Products.h"
 #include "Replay/Replay.h"
+#include "Semantics/Scalar.h"
 #include "Semantics/Tensor.h"
 
 #include "mlir/IR/Location.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace planproof {
@@ -36,11 +41,126 @@ enum RefRun { Truth = 0, Forward = 1, Reverse = 2, Pairwise = 3 };
 
 double unitRoundoff(ReplayDtype d);
 
+/// The numeric scalar domain: every result rounded to the storage precision, sums
+/// accumulated in the accumulation precision (fp32 for bf16), in a chosen order.
+struct NumericDomain {
+  using Value = double;
+  ReplayDtype dtype;
+  ReduceOrder order;
+  bool reverse = false;  // sums in reverse order (the noise estimate of the error model)
+  bool pairwise = false; // sums as binary trees (likewise)
+  /// Matrix products through the BLAS in fp64 (the truth run: its order is free) and
+  /// otherwise through the exact kernels of Products.h; false: element by element.
+  bool blas = false;
+  bool bulk = true;
+
+  double round(double x) const {
+    switch (dtype) {
+    case ReplayDtype::F64:
+      return x;
+    case ReplayDtype::F32:
+      return (double)(float)x;
+    case ReplayDtype::BF16:
+      return (double)scalar::roundBf16((float)x);
+    }
+    return x;
+  }
+  double accumulate(const std::vector<double> &v, bool backwards) const {
+    if (dtype == ReplayDtype::F64) {
+      double s = 0;
+      for (size_t i = 0; i < v.size(); ++i)
+        s += v[backwards ? v.size() - 1 - i : i];
+      return s;
+    }
+    float s = 0; // fp32 accumulation, for fp32 and for bf16 storage
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (float)v[backwards ? v.size() - 1 - i : i];
+    return s;
+  }
+  Value constant(const Rational &c) { return round(c.toDouble()); }
+  bool integer(const Value &v, int64_t &out) {
+    out = (int64_t)std::llround(v);
+    return (double)out == v;
+  }
+  Value add(Value a, Value b) { return round(a + b); }
+  Value sub(Value a, Value b) { return round(a - b); }
+  Value mul(Value a, Value b) { return round(a * b); }
+  Value scale(Value a, const Rational &c) { return round(a * c.toDouble()); }
+  Value sum(const std::vector<Value> &v) {
+    if (!pairwise)
+      return round(accumulate(v, reverse));
+    std::vector<Value> w = v;
+    while (w.size() > 1) {
+      std::vector<Value> next;
+      for (size_t i = 0; i + 1 < w.size(); i += 2)
+        next.push_back(dtype == ReplayDtype::F64 ? w[i] + w[i + 1]
+                                                 : (double)((float)w[i] + (float)w[i + 1]));
+      if (w.size() % 2)
+        next.push_back(w.back());
+      w = std::move(next);
+    }
+    return round(w.empty() ? 0.0 : w[0]);
+  }
+  Value apply(Fn f, std::vector<Value> args) { return round(evalFn(f, args)); }
+  /// A whole matrix product (OpSemantics.h's evalProducts): bit-identical to `mul`s
+  /// and `sum`, except in the fp64 truth run, which takes the BLAS's order.
+  bool products(const ProductDims &p, const Value *a, const Value *b, Value *out) {
+    if (!bulk)
+      return false;
+    if (blas && dtype == ReplayDtype::F64) {
+      blasProducts(p, a, b, out);
+      return true;
+    }
+    using kernels::SumOrder;
+    SumOrder o = pairwise ? SumOrder::Pairwise : reverse ? SumOrder::Reverse : SumOrder::Forward;
+    return exactProducts(dtype, o, p, a, b, out);
+  }
+  /// A collective's reduction over its group: in rank order, in ring order (each
+  /// chunk's sum starts at the next rank, as NCCL's ring all-reduce does), or as a
+  /// binary tree.
+  Value groupSum(const std::vector<Value> &v) {
+    if (v.empty())
+      return 0;
+    std::vector<Value> w = v;
+    if (reverse)
+      std::reverse(w.begin(), w.end());
+    if (order == ReduceOrder::Ring)
+      std::rotate(w.begin(), w.begin() + (w.size() > 1 ? 1 : 0), w.end());
+    if (order == ReduceOrder::Tree) {
+      while (w.size() > 1) {
+        std::vector<Value> next;
+        for (size_t i = 0; i + 1 < w.size(); i += 2)
+          next.push_back(round(w[i] + w[i + 1]));
+        if (w.size() % 2)
+          next.push_back(w.back());
+        w = std::move(next);
+      }
+      return w[0];
+    }
+    return round(accumulate(w, false));
+  }
+};
+
 /// Why a run stopped (an op or feature a backend does not support), and where.
 struct Failure {
   std::string why;
   mlir::Location loc;
 };
+
+/// Runs body(begin, end) over [0, n) split into contiguous chunks, one per core, when
+/// there are at least `grain` items per chunk; on this thread otherwise. `body` must
+/// not throw.
+template <class F> void parallelChunks(int64_t n, int64_t grain, F body) {
+  int64_t chunks = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                     std::max<int64_t>(1, n / std::max<int64_t>(grain, 1)));
+  std::vector<std::thread> pool;
+  int64_t step = (n + chunks - 1) / std::max<int64_t>(chunks, 1);
+  for (int64_t c = 1; c < chunks; ++c)
+    pool.emplace_back([&, c] { body(c * step, std::min(n, (c + 1) * step)); });
+  body(0, std::min(n, step));
+  for (std::thread &t : pool)
+    t.join();
+}
 
 /// The value of an `index` op (arith constant, addi, subi, muli) from its operands'
 /// values; false for any other op.

@@ -172,25 +172,62 @@ struct Layout {
     return true;
   }
 
+  /// The global coordinate in dimension `d` of local coordinate `x` of `rank`'s block
+  /// (a layout's map is separable by dimension).
+  int64_t globalCoord(const Mesh &mesh, int64_t rank, const Shape &localShape, size_t d,
+                      int64_t x) const {
+    if (d >= dims.size() || dims[d].empty())
+      return x;
+    // Segment k of the local block is block `position` of global segment k.
+    int64_t G = mesh.groupSize(dims[d]);
+    if (zigzagAt(d))
+      return blockToWhole(x, localShape[d] * G, mesh.positionInGroup(rank, dims[d]), G,
+                          zigzagInner(mesh, d));
+    int64_t k = segmentsOf(d), piece = localShape[d] / k;
+    int64_t segment = x / piece, within = x % piece;
+    return segment * piece * G + mesh.positionInGroup(rank, dims[d]) * piece + within;
+  }
+
   /// The global index of element `local` of `rank`'s block.
   std::vector<int64_t> globalIndex(const Mesh &mesh, int64_t rank, const Shape &localShape,
                                    const std::vector<int64_t> &local) const {
     std::vector<int64_t> g = local;
-    for (size_t d = 0; d < dims.size(); ++d) {
-      if (dims[d].empty())
-        continue;
-      // Segment k of the local block is block `position` of global segment k.
-      int64_t G = mesh.groupSize(dims[d]);
-      if (zigzagAt(d)) {
-        g[d] = blockToWhole(local[d], localShape[d] * G, mesh.positionInGroup(rank, dims[d]), G,
-                            zigzagInner(mesh, d));
-        continue;
-      }
-      int64_t k = segmentsOf(d), piece = localShape[d] / k;
-      int64_t segment = local[d] / piece, within = local[d] % piece;
-      g[d] = segment * piece * G + mesh.positionInGroup(rank, dims[d]) * piece + within;
-    }
+    for (size_t d = 0; d < g.size(); ++d)
+      g[d] = globalCoord(mesh, rank, localShape, d, local[d]);
     return g;
+  }
+
+  /// Calls fn(l, at) for every element l (row-major) of `rank`'s block, `at` the
+  /// row-major position of its global index in `global`, or -1 where that index is
+  /// padding (past the end): globalIndex and inBounds for a whole block, with each
+  /// dimension's map computed once.
+  template <class Fn>
+  void forEachElement(const Mesh &mesh, int64_t rank, const Shape &localShape,
+                      const Shape &global, Fn fn) const {
+    size_t n = localShape.size();
+    std::vector<std::vector<int64_t>> at(n); // per dimension: stride * coordinate, or -1
+    int64_t stride = 1, count = 1;
+    for (size_t d = n; d-- > 0;) {
+      at[d].resize(localShape[d]);
+      for (int64_t x = 0; x < localShape[d]; ++x) {
+        int64_t g = globalCoord(mesh, rank, localShape, d, x);
+        at[d][x] = g < global[d] ? g * stride : -1;
+      }
+      stride *= global[d];
+      count *= localShape[d];
+    }
+    std::vector<int64_t> idx(n, 0);
+    for (int64_t l = 0; l < count; ++l) {
+      int64_t pos = 0;
+      for (size_t d = 0; d < n && pos >= 0; ++d)
+        pos = at[d][idx[d]] < 0 ? -1 : pos + at[d][idx[d]];
+      fn(l, pos);
+      for (size_t d = n; d-- > 0;) {
+        if (++idx[d] < localShape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
   }
 
   /// The ranks of the zigzag (minor) axis of dimension d's split.

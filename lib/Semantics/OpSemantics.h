@@ -12,6 +12,11 @@
 //   Value apply(Fn, std::vector<Value>);
 //   bool integer(const Value &, int64_t &);  // an integer value known here (an offset)
 //
+// and optionally, for speed, `bool products(const ProductDims &, const Value *a,
+// const Value *b, Value *out)`: a whole matrix product at once, which must equal the
+// element-wise definition below (sum of `mul`s per output element) or return false to
+// have it computed element by element (the numeric replay's kernels, Products.h).
+//
 // Each function returns an empty string on success, or the reason the op is not
 // supported (the verifier turns that into *inconclusive*, never into a verdict).
 //
@@ -45,6 +50,46 @@ inline Rational attrRationalOf(double x) {
   return r;
 }
 inline Rational attrRational(mlir::FloatAttr a) { return attrRationalOf(a.getValueAsDouble()); }
+
+/// A batch of matrix products over strided operands:
+/// out[n, i, j] (contiguous N x I x J) = sum over k of A[n, i, k] * B[n, k, j], with
+/// A[n, i, k] at a[n*aN + i*aI + k*aK] and B[n, k, j] at b[n*bN + k*bK + j*bJ].
+struct ProductDims {
+  int64_t N, I, J, K;
+  int64_t aN, aI, aK, bN, bK, bJ;
+};
+
+/// Whether a domain computes whole matrix products itself (see the header comment).
+template <class D, class = void> struct HasProducts : std::false_type {};
+template <class D>
+struct HasProducts<D, std::void_t<decltype(std::declval<D &>().products(
+                          std::declval<const ProductDims &>(),
+                          std::declval<const typename D::Value *>(),
+                          std::declval<const typename D::Value *>(),
+                          std::declval<typename D::Value *>()))>> : std::true_type {};
+
+/// The products of `dims` by the definition: per output element, the `mul` of each
+/// pair in k order, then their `sum` -- or by the domain's own `products` when it has
+/// one and takes these operands.
+template <class D>
+void evalProducts(D &d, const ProductDims &p, const typename D::Value *a,
+                  const typename D::Value *b, typename D::Value *out) {
+  using V = typename D::Value;
+  if constexpr (HasProducts<D>::value)
+    if (d.products(p, a, b, out))
+      return;
+  std::vector<V> products;
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t i = 0; i < p.I; ++i)
+      for (int64_t j = 0; j < p.J; ++j) {
+        products.clear();
+        products.reserve(p.K);
+        for (int64_t k = 0; k < p.K; ++k)
+          products.push_back(
+              d.mul(a[n * p.aN + i * p.aI + k * p.aK], b[n * p.bN + k * p.bK + j * p.bJ]));
+        out[(n * p.I + i) * p.J + j] = d.sum(products);
+      }
+}
 
 /// The scalar function an elementwise function op applies, if `op` is one.
 inline std::optional<Fn> unaryFunction(mlir::Operation *op) {
@@ -120,17 +165,10 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
     int64_t I = a.shape[1 - ld], J = b.shape[1 - rd], K = a.shape[ld];
     out = Tensor<V>({I, J}, d.constant(Rational(0)));
-    for (int64_t i = 0; i < I; ++i)
-      for (int64_t j = 0; j < J; ++j) {
-        std::vector<V> products;
-        products.reserve(K);
-        for (int64_t k = 0; k < K; ++k) {
-          const V &x = ld == 1 ? a.data[i * a.shape[1] + k] : a.data[k * a.shape[1] + i];
-          const V &y = rd == 0 ? b.data[k * b.shape[1] + j] : b.data[j * b.shape[1] + k];
-          products.push_back(d.mul(x, y));
-        }
-        out.data[i * J + j] = d.sum(products);
-      }
+    // a[i, k] (lhs dim 1) or a[k, i] (lhs dim 0); b[k, j] (rhs dim 0) or b[j, k].
+    ProductDims p{1, I, J, K, 0, ld == 1 ? a.shape[1] : 1, ld == 1 ? 1 : a.shape[1],
+                  0, rd == 0 ? b.shape[1] : 1, rd == 0 ? 1 : b.shape[1]};
+    evalProducts(d, p, a.data.data(), b.data.data(), out.data.data());
   } else if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op)) {
     auto dims = op->getAttrOfType<mlir::DenseI64ArrayAttr>("dims").asArrayRef();
     const Tensor<V> &a = *in[0];
@@ -293,17 +331,11 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     int64_t ld = bm.getLhsDim(), rd = bm.getRhsDim();
     int64_t N = a.shape[0], I = a.shape[3 - ld], J = b.shape[3 - rd], K = a.shape[ld];
     out = Tensor<V>({N, I, J}, d.constant(Rational(0)));
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t i = 0; i < I; ++i)
-        for (int64_t j = 0; j < J; ++j) {
-          std::vector<V> products;
-          for (int64_t k = 0; k < K; ++k) {
-            const V &x = ld == 2 ? a.at({n, i, k}) : a.at({n, k, i});
-            const V &y = rd == 1 ? b.at({n, k, j}) : b.at({n, j, k});
-            products.push_back(d.mul(x, y));
-          }
-          out.at({n, i, j}) = d.sum(products);
-        }
+    // a[n, i, k] (lhs dim 2) or a[n, k, i]; b[n, k, j] (rhs dim 1) or b[n, j, k].
+    int64_t as = a.shape[2], bs = b.shape[2];
+    ProductDims p{N, I, J, K, a.shape[1] * as, ld == 2 ? as : 1, ld == 2 ? 1 : as,
+                  b.shape[1] * bs, rd == 1 ? bs : 1, rd == 1 ? 1 : bs};
+    evalProducts(d, p, a.data.data(), b.data.data(), out.data.data());
   } else if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
     const Tensor<V> &x = *in[0];
     out = Tensor<V>(x.shape, d.constant(Rational(0)));
