@@ -1,0 +1,193 @@
+//===- planproof/planproof.h - planproof's public C++ API -------*- C++ -*-===//
+//
+// What a program that is not planproof's CLI uses: load a spec (a reference step and
+// its parallel plan) from a file or from text -- MLIR, or the JSON format of
+// docs/json-format.md, which a program can build in code -- then verify it or replay
+// it on numbers. No MLIR, LLVM or Z3 type appears here; installed with the library
+// (`cmake --install`, then `find_package(planproof)`: examples/verify-in-code).
+//
+//   planproof::api::Session session;
+//   auto spec = session.loadText("mlp.json", jsonText);
+//   if (!spec) { std::cerr << spec.error().diagnostics; return 2; }
+//   planproof::api::Result r = session.verify(*spec);
+//   if (r.verdict == planproof::api::Verdict::Violated) ... r.violations[0].message ...
+//
+// Verdicts are the CLI's: *verified* only for what was proven; unsupported ops,
+// budgets and solver timeouts give *inconclusive* with the reason.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_PLANPROOF_H
+#define PLANPROOF_PLANPROOF_H
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace planproof {
+namespace api {
+
+/// A place in an input: file, 1-based line and column (0 where unknown).
+struct Location {
+  std::string file;
+  unsigned line = 0, column = 0;
+  /// "file:line:col", or fewer parts where unknown.
+  std::string str() const;
+};
+
+/// Why an input could not be used: the first diagnostic's message and place, and every
+/// diagnostic as the CLI prints them ("file:line:col: error: ...", one a line).
+struct Error {
+  std::string message;
+  Location at;
+  std::string diagnostics;
+};
+
+/// A value, or the Error that says why there is none.
+template <class T> class Expected {
+public:
+  Expected(T value) : v(std::move(value)) {}
+  Expected(Error error) : v(std::move(error)) {}
+  explicit operator bool() const { return v.index() == 0; }
+  T &operator*() { return std::get<0>(v); }
+  const T &operator*() const { return std::get<0>(v); }
+  T *operator->() { return &std::get<0>(v); }
+  const T *operator->() const { return &std::get<0>(v); }
+  /// The error; only when there is no value.
+  const Error &error() const { return std::get<1>(v); }
+
+private:
+  std::variant<T, Error> v;
+};
+
+enum class Verdict { Verified, Violated, Inconclusive };
+/// "verified", "violated", "inconclusive".
+const char *verdictName(Verdict verdict);
+
+/// Concrete inputs that show a violation: the nonzero inputs (every other input 0), the
+/// reference's value of one output element, the plan's, and the plan's values on the
+/// ranks involved.
+struct Counterexample {
+  std::string element; // e.g. "w2_next[0,1]"
+  std::vector<std::pair<std::string, double>> inputs;
+  double reference = 0, plan = 0;
+  std::vector<std::pair<std::string, double>> rankValues; // "(dp=0, tp=1)" -> local value
+};
+
+/// A violation (or a warning): its kind ("sharding", "reduction", "rng", ...), the
+/// message, the plan op it points at and where, the reference value concerned, the
+/// ranks, notes, a checked fix hint, and a counterexample where one was found.
+struct Finding {
+  std::string kind, message, hint;
+  Location at;
+  std::string op, value;
+  std::vector<std::string> ranks, notes;
+  std::optional<Counterexample> counterexample;
+};
+
+struct Stats {
+  int64_t obligations = 0, decidedCanonical = 0, solverQueries = 0;
+  int64_t ranks = 0, referenceOps = 0, planOps = 0;
+  double milliseconds = 0;
+};
+
+struct Result {
+  Verdict verdict = Verdict::Inconclusive;
+  std::vector<Finding> violations, warnings;
+  /// Why the verdict is inconclusive (where, why).
+  std::vector<std::pair<Location, std::string>> inconclusive;
+  Stats stats;
+  /// The CLI's reports of this result: text, JSON (docs/json-format.md's report).
+  std::string text, json;
+};
+
+struct Options {
+  /// Wall-clock budget of one call; spent, the verdict is inconclusive.
+  double timeLimitSeconds = 600;
+  unsigned threads = 2;
+  unsigned solverTimeoutMs = 10000;
+  /// Re-verify each suggested fix before showing it (costs a verification per hint).
+  bool checkFixes = true;
+  /// Verify at the shapes written, not reduced ones (JSON specs with "dims").
+  bool fullShapes = false;
+};
+
+/// One plan output of a replay against the fp64 reference.
+struct ReplayOutput {
+  std::string name;
+  bool within = true;
+  double maxAbsError = 0, maxRelError = 0;
+};
+
+struct ReplayOptions {
+  std::string dtype = "fp32"; // fp64, fp32, bf16
+  std::string order = "ring"; // collective reduction order: rank, ring, tree
+  uint64_t seed = 1;
+  double timeLimitSeconds = 600;
+  /// On a divergence, search for the first plan op that leaves the reference.
+  bool localize = true;
+};
+
+struct ReplayResult {
+  /// False when the spec could not be run (an unsupported op, a run too large): why.
+  bool ran = false;
+  std::string failure;
+  bool diverged = false;
+  std::vector<ReplayOutput> outputs;
+  /// The first plan op whose value leaves its tolerance (empty op where none was found).
+  std::string firstOp;
+  Location firstAt;
+  std::string firstNote;
+};
+
+class Session;
+
+/// A loaded spec. Lives in the Session that loaded it and must not outlive it.
+class Spec {
+public:
+  Spec(Spec &&) noexcept;
+  Spec &operator=(Spec &&) noexcept;
+  ~Spec();
+  /// The name it was loaded under (a file path, or the name given with the text).
+  const std::string &name() const;
+  int64_t ranks() const;
+
+private:
+  friend class Session;
+  struct Impl;
+  explicit Spec(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+/// Where specs are loaded, verified and replayed: it holds the MLIR context with
+/// planproof's dialects. Not for concurrent use; make one per thread.
+class Session {
+public:
+  Session();
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  /// Loads a spec file: .json (docs/json-format.md) or MLIR.
+  Expected<Spec> load(const std::string &path, const Options &options = {});
+  /// Loads a spec from text: JSON when `name` ends in ".json" or the text starts with
+  /// '{', else MLIR. `name` is what diagnostics call it; nothing is read from disk.
+  Expected<Spec> loadText(const std::string &name, const std::string &text,
+                          const Options &options = {});
+  /// Decides the spec. Never throws.
+  Result verify(const Spec &spec, const Options &options = {});
+  /// Runs reference and plan on numbers (the CPU backend) and compares them.
+  Expected<ReplayResult> replay(const Spec &spec, const ReplayOptions &options = {});
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace api
+} // namespace planproof
+
+#endif

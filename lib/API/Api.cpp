@@ -1,0 +1,224 @@
+//===- Api.cpp - planproof's public C++ API over the library ---------------===//
+//
+// include/planproof/planproof.h: loading through Spec.h's loaders, verifying through
+// verifySpec and the reports, replaying through replaySpec; every internal type
+// converted to the API's plain structs, every exception caught here.
+//
+//===----------------------------------------------------------------------===//
+#include "planproof/planproof.h"
+
+#include "Engine/Verifier.h"
+#include "Replay/Replay.h"
+#include "Report/Report.h"
+#include "Spec/Spec.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <cctype>
+
+using namespace planproof;
+
+namespace planproof {
+namespace api {
+
+std::string Location::str() const {
+  std::string s = file;
+  if (line) {
+    s += ":" + std::to_string(line);
+    if (column)
+      s += ":" + std::to_string(column);
+  }
+  return s;
+}
+
+const char *verdictName(Verdict verdict) {
+  return verdict == Verdict::Verified ? "verified"
+         : verdict == Verdict::Violated ? "violated"
+                                        : "inconclusive";
+}
+
+struct Spec::Impl {
+  planproof::Spec spec;
+  std::string name;
+};
+
+Spec::Spec(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+Spec::Spec(Spec &&) noexcept = default;
+Spec &Spec::operator=(Spec &&) noexcept = default;
+Spec::~Spec() = default;
+const std::string &Spec::name() const { return impl->name; }
+int64_t Spec::ranks() const { return impl->spec.mesh.numRanks(); }
+
+struct Session::Impl {
+  mlir::MLIRContext ctx;
+  Impl() { registerDialects(ctx); }
+};
+
+Session::Session() : impl(std::make_unique<Impl>()) {}
+Session::~Session() = default;
+
+namespace {
+
+Location location(const SourceLoc &loc) { return {loc.file, loc.line, loc.col}; }
+
+/// The first "FILE:LINE:COL: error: MESSAGE" line of `diagnostics` as an Error (the
+/// whole text kept); a text without one is the message, at `name`.
+Error toError(const std::string &name, const std::string &diagnostics) {
+  Error e;
+  e.diagnostics = diagnostics;
+  e.at.file = name;
+  std::string first = diagnostics.substr(0, diagnostics.find('\n'));
+  size_t tag = first.find(": error: ");
+  if (tag == std::string::npos) {
+    e.message = first.empty() ? "the spec could not be loaded" : first;
+    return e;
+  }
+  e.message = first.substr(tag + 9);
+  // FILE[:LINE[:COL]], read from the right (a file name may hold ':').
+  std::string place = first.substr(0, tag);
+  auto number = [&](unsigned &out) {
+    size_t colon = place.rfind(':');
+    if (colon == std::string::npos || colon + 1 == place.size())
+      return false;
+    for (size_t i = colon + 1; i < place.size(); ++i)
+      if (!std::isdigit((unsigned char)place[i]))
+        return false;
+    out = (unsigned)std::stoul(place.substr(colon + 1));
+    place.resize(colon);
+    return true;
+  };
+  unsigned a = 0, b = 0;
+  if (number(a)) {
+    if (number(b)) {
+      e.at.line = b;
+      e.at.column = a;
+    } else {
+      e.at.line = a;
+    }
+  }
+  e.at.file = place;
+  return e;
+}
+
+Finding toFinding(const planproof::Violation &v) {
+  Finding f;
+  f.kind = v.kind;
+  f.message = v.message;
+  f.hint = v.hint;
+  f.at = location(v.location);
+  f.op = v.at;
+  f.value = v.value;
+  f.ranks = v.ranks;
+  f.notes = v.notes;
+  if (v.hasCounterexample) {
+    const planproof::Counterexample &c = v.counterexample;
+    f.counterexample = api::Counterexample{c.element, c.inputs, c.reference, c.plan, c.rankValues};
+  }
+  return f;
+}
+
+bool endsWith(const std::string &s, const std::string &tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+} // namespace
+
+Expected<Spec> Session::load(const std::string &path, const Options &options) {
+  auto impl = std::make_unique<Spec::Impl>();
+  impl->name = path;
+  impl->spec.reduceShapes = !options.fullShapes;
+  std::string errors;
+  bool ok;
+  try {
+    ok = loadSpec(this->impl->ctx, path, impl->spec, errors);
+  } catch (const std::exception &e) {
+    ok = false;
+    errors += path + ": error: the spec could not be read: " + e.what() + "\n";
+  }
+  if (!ok)
+    return toError(path, errors);
+  return Spec(std::move(impl));
+}
+
+Expected<Spec> Session::loadText(const std::string &name, const std::string &text,
+                                 const Options &options) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  bool json = endsWith(name, ".json") || (first != std::string::npos && text[first] == '{');
+  // The loader tells the syntax by the name's extension.
+  std::string as = json && !endsWith(name, ".json") ? name + ".json" : name;
+  auto impl = std::make_unique<Spec::Impl>();
+  impl->name = name;
+  impl->spec.reduceShapes = !options.fullShapes;
+  std::string errors;
+  bool ok;
+  try {
+    ok = loadSpecText(this->impl->ctx, as, text, impl->spec, errors);
+  } catch (const std::exception &e) {
+    ok = false;
+    errors += as + ": error: the spec could not be read: " + e.what() + "\n";
+  }
+  if (!ok)
+    return toError(as, errors);
+  return Spec(std::move(impl));
+}
+
+Result Session::verify(const Spec &spec, const Options &options) {
+  VerifyOptions vo;
+  vo.deadline = Deadline(options.timeLimitSeconds);
+  vo.threads = options.threads;
+  vo.solverTimeoutMs = options.solverTimeoutMs;
+  vo.checkFixes = options.checkFixes;
+  VerifyResult r = verifySpec(spec.impl->spec, vo);
+  Result out;
+  out.verdict = r.verdict == planproof::Verdict::Verified   ? Verdict::Verified
+                : r.verdict == planproof::Verdict::Violated ? Verdict::Violated
+                                                            : Verdict::Inconclusive;
+  for (const planproof::Violation &v : r.violations)
+    out.violations.push_back(toFinding(v));
+  for (const planproof::Violation &v : r.warnings)
+    out.warnings.push_back(toFinding(v));
+  for (auto &[loc, why] : r.inconclusiveReasons)
+    out.inconclusive.push_back({location(loc), why});
+  const VerifyStats &s = r.stats;
+  out.stats = {s.obligations, s.decidedCanonical, s.solverQueries, s.ranks,
+               s.referenceOps, s.planOps,     s.milliseconds};
+  out.text = renderText(spec.impl->spec, r);
+  out.json = renderJson(spec.impl->spec, r);
+  return out;
+}
+
+Expected<ReplayResult> Session::replay(const Spec &spec, const ReplayOptions &options) {
+  planproof::ReplayOptions ro;
+  const std::string &d = options.dtype, &o = options.order;
+  if (d != "fp32" && d != "bf16" && d != "fp64")
+    return Error{"unknown dtype '" + d + "' (fp64, fp32, bf16)", {spec.name()}, ""};
+  if (o != "rank" && o != "ring" && o != "tree")
+    return Error{"unknown reduction order '" + o + "' (rank, ring, tree)", {spec.name()}, ""};
+  ro.dtype = d == "fp32" ? ReplayDtype::F32 : d == "bf16" ? ReplayDtype::BF16 : ReplayDtype::F64;
+  ro.order = o == "rank" ? ReduceOrder::Rank : o == "ring" ? ReduceOrder::Ring : ReduceOrder::Tree;
+  ro.seed = options.seed;
+  ro.localize = options.localize;
+  ro.deadline = Deadline(options.timeLimitSeconds);
+  planproof::ReplayResult r;
+  try {
+    r = replaySpec(spec.impl->spec, ro);
+  } catch (const std::exception &e) {
+    r.ran = false;
+    r.failure = std::string("internal error: ") + e.what();
+  }
+  ReplayResult out;
+  out.ran = r.ran;
+  out.failure = r.failure;
+  out.diverged = r.diverged();
+  for (const planproof::ReplayOutput &x : r.outputs)
+    out.outputs.push_back({x.name, x.within, x.maxAbsError, x.maxRelError});
+  if (r.first.found) {
+    out.firstOp = r.first.op;
+    out.firstAt = location(r.first.location);
+  }
+  out.firstNote = r.first.note;
+  return out;
+}
+
+} // namespace api
+} // namespace planproof
