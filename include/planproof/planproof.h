@@ -20,6 +20,7 @@
 #define PLANPROOF_PLANPROOF_H
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include <vector>
 
 namespace planproof {
+struct Spec; // the library's own (internal)
 namespace api {
 
 /// A place in an input: file, 1-based line and column (0 where unknown).
@@ -185,6 +187,9 @@ public:
 private:
   struct Impl;
   std::unique_ptr<Impl> impl;
+  Expected<Spec> loadWith(const std::string &name, const std::string &diagnosed,
+                          const Options &options,
+                          const std::function<bool(planproof::Spec &, std::string &)> &load);
 };
 
 } // namespace api

@@ -15,6 +15,7 @@
 #include "mlir/IR/MLIRContext.h"
 
 #include <cctype>
+#include <functional>
 
 using namespace planproof;
 
@@ -123,21 +124,29 @@ bool endsWith(const std::string &s, const std::string &tail) {
 
 } // namespace
 
-Expected<Spec> Session::load(const std::string &path, const Options &options) {
+Expected<Spec> Session::loadWith(const std::string &name, const std::string &diagnosed,
+                                 const Options &options,
+                                 const std::function<bool(planproof::Spec &, std::string &)> &load) {
   auto impl = std::make_unique<Spec::Impl>();
-  impl->name = path;
+  impl->name = name;
   impl->spec.reduceShapes = !options.fullShapes;
   std::string errors;
   bool ok;
   try {
-    ok = loadSpec(this->impl->ctx, path, impl->spec, errors);
+    ok = load(impl->spec, errors);
   } catch (const std::exception &e) {
     ok = false;
-    errors += path + ": error: the spec could not be read: " + e.what() + "\n";
+    errors += diagnosed + ": error: the spec could not be read: " + e.what() + "\n";
   }
   if (!ok)
-    return toError(path, errors);
+    return toError(diagnosed, errors);
   return Spec(std::move(impl));
+}
+
+Expected<Spec> Session::load(const std::string &path, const Options &options) {
+  return loadWith(path, path, options, [&](planproof::Spec &spec, std::string &errors) {
+    return loadSpec(impl->ctx, path, spec, errors);
+  });
 }
 
 Expected<Spec> Session::loadText(const std::string &name, const std::string &text,
@@ -146,20 +155,9 @@ Expected<Spec> Session::loadText(const std::string &name, const std::string &tex
   bool json = endsWith(name, ".json") || (first != std::string::npos && text[first] == '{');
   // The loader tells the syntax by the name's extension.
   std::string as = json && !endsWith(name, ".json") ? name + ".json" : name;
-  auto impl = std::make_unique<Spec::Impl>();
-  impl->name = name;
-  impl->spec.reduceShapes = !options.fullShapes;
-  std::string errors;
-  bool ok;
-  try {
-    ok = loadSpecText(this->impl->ctx, as, text, impl->spec, errors);
-  } catch (const std::exception &e) {
-    ok = false;
-    errors += as + ": error: the spec could not be read: " + e.what() + "\n";
-  }
-  if (!ok)
-    return toError(as, errors);
-  return Spec(std::move(impl));
+  return loadWith(name, as, options, [&](planproof::Spec &spec, std::string &errors) {
+    return loadSpecText(impl->ctx, as, text, spec, errors);
+  });
 }
 
 Result Session::verify(const Spec &spec, const Options &options) {

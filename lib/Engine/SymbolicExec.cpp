@@ -1,5 +1,6 @@
 //===- SymbolicExec.cpp - symbolic execution of reference and plan -*- C++ -*-===//
 #include "Engine/SymbolicExec.h"
+#include "Semantics/PlanWalk.h"
 
 #include "Semantics/OpSemantics.h"
 
@@ -216,7 +217,7 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
       }
       if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
         PolyId v;
-        auto get = [&](Value x) -> const PolyId * {
+        auto get = [&](mlir::Value x) -> const PolyId * {
           auto it = trace.values.find(x);
           return it == trace.values.end() ? nullptr : &it->second.data[0];
         };
@@ -251,174 +252,102 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
   return true;
 }
 
+namespace {
+/// The element engine as a backend of walkPlan (Semantics/PlanWalk.h).
+struct SymbolicWalk : DomainBackend<SymbolicWalk, SymbolicDomain> {
+  ExprPool &pool;
+  const ReferenceTrace &refTrace;
+  PlanTrace &trace;
+  Checkpoint *save;
+  const Checkpoint *load;
+  const Deadline &deadline;
+  SymbolicDomain d{pool};
+  std::map<Operation *, const DrawBinding *> draws;
+
+  SymbolicWalk(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref, PlanTrace &trace,
+               Checkpoint *save, const Checkpoint *load, const Deadline &deadline)
+      : DomainBackend(spec), pool(pool), refTrace(ref), trace(trace), save(save), load(load),
+        deadline(deadline) {}
+
+  SymbolicDomain &domain() { return d; }
+  const char *who() { return "by the element engine"; }
+  void beforeOp(Operation &) { deadline.check("symbolic execution of the plan"); }
+  bool parallelRanks(Operation &) { return false; } // one ExprPool: not thread-safe
+  SymTensor coordinate(int64_t c) { return SymTensor({}, pool.constant(Rational(c))); }
+  /// Padding holds whatever was there: a fresh symbol, so that a plan whose result
+  /// depends on it is caught.
+  PolyId padding(const Binding &b, int64_t r, int64_t l) {
+    return pool.inputPoly(pool.addInput({b.refName + ".pad", {r, l}, 0}));
+  }
+  /// An unmatched recv (a schedule violation, reported by the schedule check) receives
+  /// fresh unknowns.
+  bool unmatchedRecv(Operation &op, int64_t r, SymTensor &out, std::string &) {
+    Type t = op.getResult(0).getType();
+    Shape s = t.isIndex() ? Shape{} : Shape(cast<RankedTensorType>(t).getShape().vec());
+    out = SymTensor(s, pool.zero());
+    for (int64_t l = 0; l < (int64_t)out.data.size(); ++l)
+      out.data[l] = pool.inputPoly(
+          pool.addInput({"unmatched." + spec.nameOf(op.getResult(0)), {r, l}, 0}));
+    return true;
+  }
+  bool indexOp(Operation &op, const std::vector<PolyId> &args, PolyId &out) {
+    auto get = [&](mlir::Value x) -> const PolyId * {
+      for (unsigned i = 0; i < op.getNumOperands(); ++i)
+        if (op.getOperand(i) == x)
+          return &args[i];
+      return nullptr;
+    };
+    return evalIndexOp(op, pool, get, out);
+  }
+  bool special(Operation &op, RankValues<PolyId> &, std::string &why) {
+    if (!isa<dist::SaveOp, dist::LoadOp>(op))
+      return false;
+    why = checkpointOp(op, spec.mesh, pool, trace, save, load);
+    return true;
+  }
+  /// A draw whose attributes differ from the reference's keeps its own value (RngCheck
+  /// reports it): the substitution assumes they are equal. Independent mode: once the
+  /// streams are proved distinct for distinct elements and equal for replicas
+  /// (RngCheck), the plan's draws are distributed exactly like the reference's, and
+  /// may be renamed to them.
+  void afterRef(Operation &op, int64_t r, SymTensor &result) {
+    auto db = draws.find(&op);
+    if (db == draws.end() || !db->second->mismatch.empty())
+      return;
+    const DrawBinding &b = *db->second;
+    const SymTensor &refMask = refTrace.values.find(b.refMask)->second;
+    for (int64_t l = 0; l < (int64_t)result.data.size(); ++l) {
+      std::vector<int64_t> inBlock = result.unravel(l);
+      for (size_t k = 0; k < inBlock.size(); ++k)
+        inBlock[k] += b.blockOffset[k];
+      result.data[l] = refMask.at(b.layout.globalIndex(spec.mesh, r, b.blockShape, inBlock));
+    }
+  }
+};
+} // namespace
+
 bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref,
                         PlanTrace &trace, ExecFailure &failure, Checkpoint *save,
                         const Checkpoint *load, const Deadline &deadline,
                         const std::map<std::string, SymTensor> *arguments) {
-  const Mesh &mesh = spec.mesh;
-  int64_t ranks = mesh.numRanks();
-  if (!checkBudget(spec.plan, ranks, failure, &spec))
+  if (!checkBudget(spec.plan, spec.mesh.numRanks(), failure, &spec))
     return false;
-  SymbolicDomain d{pool};
-  // Scatter: rank r's argument is its block of the reference input.
+  SymbolicWalk walk{spec, pool, ref, trace, save, load, deadline};
+  for (const DrawBinding &db : spec.draws)
+    walk.draws[db.op] = &db;
+  // Rank r's argument is its block of the reference input (or of a given argument).
+  std::map<std::string, SymTensor> globals;
   for (const Binding &b : spec.planInputs) {
     auto given = arguments ? arguments->find(b.refName) : std::map<std::string, SymTensor>::const_iterator();
-    const SymTensor &global =
+    globals[b.refName] =
         arguments && given != arguments->end() ? given->second : ref.byName.at(b.refName);
-    std::vector<SymTensor> perRank(ranks);
-    for (int64_t r = 0; r < ranks; ++r) {
-      SymTensor t(b.localShape, pool.zero());
-      for (int64_t l = 0; l < (int64_t)t.data.size(); ++l) {
-        std::vector<int64_t> g = b.layout.globalIndex(mesh, r, b.localShape, t.unravel(l));
-        // Padding holds whatever was there: a fresh symbol, so that a plan whose
-        // result depends on it is caught.
-        t.data[l] = Layout::inBounds(g, global.shape)
-                        ? global.at(g)
-                        : pool.inputPoly(pool.addInput({b.refName + ".pad", {r, l}, 0}));
-      }
-      perRank[r] = std::move(t);
-    }
-    trace.values[spec.plan.getArgument(b.index)] = std::move(perRank);
   }
-  // Index values (rank coordinates, integer inputs and arithmetic on them) are scalar
-  // tensors of integer polynomials, per rank.
-  std::map<Operation *, const DrawBinding *> draws;
-  for (const DrawBinding &db : spec.draws)
-    draws[db.op] = &db;
+  walk.globals = &globals;
   try {
-    for (Operation *opp : spec.planOps()) {
-      deadline.check("symbolic execution of the plan");
-      Operation &op = *opp;
-      if (isa<func::ReturnOp, dist::SendOp>(op))
-        continue;
-      if (auto sel = dyn_cast<dist::SelectOnOp>(op)) {
-        std::vector<SymTensor> out(ranks);
-        for (int64_t r = 0; r < ranks; ++r) {
-          Value from = selectOnTaken(sel, mesh, r) ? sel.getWhen() : sel.getOtherwise();
-          auto it = trace.values.find(from);
-          if (it == trace.values.end())
-            return unsupported(op, "dist.select_on uses a value the element engine does not track",
-                               failure);
-          out[r] = it->second[r];
-        }
-        trace.values[op.getResult(0)] = std::move(out);
-        continue;
-      }
-      if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
-        // Pipeline messages (docs/pipeline.md): a recv takes the value the matching
-        // send's operand has on the sending stage's rank with the receiver's other
-        // coordinates; an unmatched recv (a schedule violation) receives fresh
-        // unknowns.
-        std::vector<SymTensor> out(ranks);
-        auto match = spec.recvFrom.find(&op);
-        for (int64_t r = 0; r < ranks; ++r) {
-          if (auto sel = dyn_cast<dist::StageSelectOp>(op)) {
-            out[r] = trace.values[sel.getValues()[spec.mesh.coords(r)[spec.pipelineAxis]]][r];
-          } else if (match != spec.recvFrom.end()) {
-            auto recv = cast<dist::RecvOp>(op);
-            out[r] = trace.values[match->second->getOperand(0)][spec.rankOnStage(r, recv.getFrom())];
-          } else {
-            Type t = op.getResult(0).getType();
-            Shape s = t.isIndex() ? Shape{} : Shape(cast<RankedTensorType>(t).getShape().vec());
-            out[r] = SymTensor(s, pool.zero());
-            for (int64_t l = 0; l < (int64_t)out[r].data.size(); ++l)
-              out[r].data[l] = pool.inputPoly(pool.addInput({"unmatched." + spec.nameOf(op.getResult(0)), {r, l}, 0}));
-          }
-        }
-        trace.values[op.getResult(0)] = std::move(out);
-        continue;
-      }
-      if (auto ax = dyn_cast<dist::AxisIndexOp>(op)) {
-        int axis = mesh.axisIndex(ax.getAxis().str());
-        std::vector<SymTensor> coord(ranks);
-        for (int64_t r = 0; r < ranks; ++r)
-          coord[r] = SymTensor(Shape{}, pool.constant(Rational(mesh.coords(r)[axis])));
-        trace.values[ax.getResult()] = std::move(coord);
-        continue;
-      }
-      if (isa<dist::SaveOp, dist::LoadOp>(op)) {
-        std::string why = checkpointOp(op, spec.mesh, pool, trace, save, load);
-        if (!why.empty())
-          return unsupported(op, why, failure);
-        continue;
-      }
-      if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
-        std::vector<SymTensor> out(ranks);
-        for (int64_t r = 0; r < ranks; ++r) {
-          PolyId v;
-          auto get = [&](Value x) -> const PolyId * {
-            auto it = trace.values.find(x);
-            return it == trace.values.end() ? nullptr : &it->second[r].data[0];
-          };
-          if (!evalIndexOp(op, pool, get, v))
-            return unsupported(op, "op '" + op.getName().getStringRef().str() + kIndexOpsHelp,
-                               failure);
-          out[r] = SymTensor(Shape{}, v);
-        }
-        trace.values[op.getResult(0)] = std::move(out);
-        continue;
-      }
-      for (Value v : op.getOperands())
-        if (!trace.values.count(v))
-          return unsupported(op, "op '" + op.getName().getStringRef().str() +
-                                     "' uses a value the element engine does not track "
-                                     "(an unsupported op's result)",
-                             failure);
-      std::vector<SymTensor> results(ranks);
-      // An op of one pipeline stage runs on that stage's ranks; every other rank holds
-      // what the stage's rank with its other coordinates computes (its inputs are that
-      // rank's: the stage's own values and messages sent to it), so it is copied, not
-      // recomputed -- a pipeline of pp stages costs each op once per stage rank, not pp
-      // times.
-      int64_t stage = spec.stageOf(&op);
-      if (isa<ref::RefDialect>(op.getDialect())) {
-        for (int64_t r = 0; r < ranks; ++r) {
-          if (!spec.onStage(r, stage))
-            continue;
-          std::vector<const SymTensor *> in;
-          std::vector<PolyId> idx;
-          for (Value v : op.getOperands()) {
-            if (v.getType().isIndex())
-              idx.push_back(trace.values[v][r].data[0]);
-            else
-              in.push_back(&trace.values[v][r]);
-          }
-          std::string err = evalRefOp(d, &op, in, results[r], idx);
-          if (!err.empty())
-            return unsupported(op, err, failure);
-          auto db = draws.find(&op);
-          // A draw whose attributes differ from the reference's keeps its own value
-          // (RngCheck reports it): the substitution assumes they are equal.
-          if (db != draws.end() && db->second->mismatch.empty()) {
-            // Independent mode: once the streams are proved distinct for distinct
-            // elements and equal for replicas (RngCheck), the plan's draws are
-            // distributed exactly like the reference's, and may be renamed to them.
-            const DrawBinding &b = *db->second;
-            const SymTensor &refMask = ref.values.find(b.refMask)->second;
-            for (int64_t l = 0; l < (int64_t)results[r].data.size(); ++l) {
-              std::vector<int64_t> inBlock = results[r].unravel(l);
-              for (size_t k = 0; k < inBlock.size(); ++k)
-                inBlock[k] += b.blockOffset[k];
-              results[r].data[l] = refMask.at(b.layout.globalIndex(mesh, r, b.blockShape, inBlock));
-            }
-          }
-        }
-        for (int64_t r = 0; r < ranks; ++r)
-          if (!spec.onStage(r, stage))
-            results[r] = results[spec.rankOnStage(r, stage)];
-      } else if (isa<dist::DistDialect>(op.getDialect())) {
-        std::vector<const SymTensor *> in;
-        for (int64_t r = 0; r < ranks; ++r)
-          in.push_back(&trace.values[op.getOperand(0)][r]);
-        std::string err = evalCollective(d, &op, mesh, in, results);
-        if (!err.empty())
-          return unsupported(op, err, failure);
-      } else {
-        return unsupported(op, "op '" + op.getName().getStringRef().str() +
-                                   "' is not supported in plans by the element engine",
-                           failure);
-      }
-      trace.values[op.getResult(0)] = std::move(results);
+    WalkFailure f;
+    if (!walkPlan(spec, walk, trace.values, f)) {
+      failure = {f.why, f.op ? f.op->getLoc() : spec.plan.getLoc()};
+      return false;
     }
   } catch (const NumericLimit &e) {
     failure = {e.what(), spec.plan.getLoc()};

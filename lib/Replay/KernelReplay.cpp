@@ -8,9 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Replay/Device.h"
+#include "Replay/KernelLowering.h"
 #include "Replay/Kernels.h"
 #include "Replay/ReplayInternal.h"
 #include "Semantics/OpSemantics.h"
+#include "Semantics/PlanWalk.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,343 +35,6 @@ static_assert((int)Fn::Sqrt == body::kFnSqrt && (int)Fn::Silu == body::kFnSilu &
 
 namespace {
 
-struct DevTensor {
-  Shape shape;
-  Buffer buf;
-};
-
-/// Row-major strides of `shape`.
-std::vector<int64_t> stridesOf(const Shape &shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;)
-    s[d - 1] = s[d] * shape[d];
-  return s;
-}
-
-Strided contiguous(const Shape &shape, int64_t offset = 0) {
-  Strided v;
-  v.offset = offset;
-  auto s = stridesOf(shape);
-  for (size_t d = 0; d < s.size(); ++d)
-    v.strides[d] = s[d];
-  return v;
-}
-
-struct Unsupported {
-  std::string why;
-};
-
-/// Exact double arithmetic, for the routing ops computed on the host: their results
-/// are 0/1 masks, the same in every storage precision.
-struct HostDomain {
-  using Value = double;
-  Value constant(const Rational &c) { return c.toDouble(); }
-  Value add(Value x, Value y) { return x + y; }
-  Value sub(Value x, Value y) { return x - y; }
-  Value mul(Value x, Value y) { return x * y; }
-  Value sum(const std::vector<Value> &v) {
-    double t = 0;
-    for (double x : v)
-      t += x;
-    return t;
-  }
-  Value scale(Value x, const Rational &c) { return x * c.toDouble(); }
-  Value apply(Fn f, std::vector<Value> args) { return evalFn(f, args); }
-  bool integer(const Value &v, int64_t &out) {
-    out = (int64_t)v;
-    return (double)out == v;
-  }
-};
-
-/// One run (the reference in one arithmetic, or the plan's ranks) on one device.
-struct Lowering {
-  Device &dev;
-  Arith a;
-
-  DevTensor make(const Shape &shape) { return {shape, dev.alloc(numElements(shape), a.wide())}; }
-  void mapInto(DevTensor &out, MapKind k, const DevTensor *x, const DevTensor *y = nullptr,
-               double p0 = 0, double p1 = 0, double p2 = 0, Fn fn = Fn::Exp) {
-    MapArgs m;
-    m.kind = k;
-    m.fn = fn;
-    m.p0 = p0;
-    m.p1 = p1;
-    m.p2 = p2;
-    dev.map(a, m, out.buf, x ? x->buf : Buffer{}, y ? y->buf : Buffer{});
-  }
-  DevTensor mapNew(const Shape &shape, MapKind k, const DevTensor *x, const DevTensor *y = nullptr,
-                   double p0 = 0, double p1 = 0, double p2 = 0, Fn fn = Fn::Exp) {
-    DevTensor out = make(shape);
-    mapInto(out, k, x, y, p0, p1, p2, fn);
-    return out;
-  }
-  void checkRank(const Shape &s) {
-    if (s.size() > (size_t)kMaxDims)
-      throw Unsupported{"tensors of more than 8 dimensions are not supported by the kernel backend"};
-  }
-  /// out = in viewed through `src` over `out.shape` (transpose, broadcast, slice).
-  DevTensor gather(const DevTensor &in, const Shape &shape, const Strided &src) {
-    checkRank(shape);
-    DevTensor out = make(shape);
-    if (numElements(shape) > 0)
-      dev.copy(a, out.buf, contiguous(shape), in.buf, src, shape);
-    return out;
-  }
-  /// The block `position` of `parts` along `dim`.
-  DevTensor block(const DevTensor &t, int64_t dim, int64_t position, int64_t parts,
-                  int64_t inner = 0) {
-    Shape shape = t.shape;
-    shape[dim] /= parts;
-    auto st = stridesOf(t.shape);
-    if (!inner) {
-      Strided src = contiguous(t.shape, position * shape[dim] * st[dim]);
-      return gather(t, shape, src);
-    }
-    // Two zigzag chunks (Layout.h's blockToWhole).
-    DevTensor out = make(shape);
-    Shape half = shape;
-    half[dim] /= 2;
-    auto ost = stridesOf(shape);
-    for (int64_t c = 0; c < 2; ++c) {
-      int64_t at = blockToWhole(c * half[dim], t.shape[dim], position, parts, inner);
-      dev.copy(a, out.buf, contiguous(shape, c * half[dim] * ost[dim]), t.buf,
-               contiguous(t.shape, at * st[dim]), half);
-    }
-    return out;
-  }
-  /// The inverse of block(): `t` at block `position` of a zero tensor `parts` times as
-  /// long along `dim` (dist.shard_pad).
-  DevTensor unblock(const DevTensor &t, int64_t dim, int64_t position, int64_t parts,
-                    int64_t inner = 0) {
-    Shape whole = t.shape;
-    whole[dim] *= parts;
-    DevTensor out = make(whole);
-    dev.fill(a, out.buf, 0.0);
-    auto wst = stridesOf(whole), tst = stridesOf(t.shape);
-    int64_t chunks = inner ? 2 : 1;
-    Shape piece = t.shape;
-    piece[dim] /= chunks;
-    for (int64_t c = 0; c < chunks; ++c) {
-      int64_t at = blockToWhole(c * piece[dim], whole[dim], position, parts, inner);
-      dev.copy(a, out.buf, contiguous(whole, at * wst[dim]), t.buf,
-               contiguous(t.shape, c * piece[dim] * tst[dim]), piece);
-    }
-    return out;
-  }
-  void release(DevTensor &t) { dev.release(t.buf); }
-
-  /// Computes ref op `op` (OpSemantics.h's evalRefOp, on primitives).
-  DevTensor evalRef(Operation *op, const std::vector<const DevTensor *> &in,
-                    const std::vector<double> &idx) {
-    using namespace planproof::ref;
-    Shape rs = op->getNumResults() && isa<RankedTensorType>(op->getResult(0).getType())
-                   ? resultShape(op)
-                   : Shape{};
-    checkRank(rs);
-    auto same = [&](MapKind k, double p0 = 0) { return mapNew(in[0]->shape, k, in[0], in.size() > 1 ? in[1] : nullptr, p0); };
-    if (isa<AddOp>(op)) return same(MapKind::Add);
-    if (isa<SubOp>(op)) return same(MapKind::Sub);
-    if (isa<MulOp>(op)) return same(MapKind::Mul);
-    if (isa<DivOp>(op)) return same(MapKind::Div);
-    if (isa<MaximumOp>(op)) return same(MapKind::Max);
-    if (isa<MinimumOp>(op)) return same(MapKind::Min);
-    if (isa<GeluGradOp>(op)) return same(MapKind::GeluGrad);
-    if (isa<SiluGradOp>(op)) return same(MapKind::SiluGrad);
-    if (isa<BiasAddOp>(op)) return same(MapKind::Add);
-    if (auto s = dyn_cast<ScaleOp>(op)) return same(MapKind::Scale, attrRational(s.getFactorAttr()).toDouble());
-    if (auto s = dyn_cast<SgdUpdateOp>(op)) return same(MapKind::SgdUpdate, attrRational(s.getLrAttr()).toDouble());
-    if (isa<MseLossGradOp>(op)) return same(MapKind::MseGrad, 2.0 / (double)numElements(in[0]->shape));
-    if (isa<GeluOp>(op)) return mapNew(rs, MapKind::Function, in[0], nullptr, 0, 0, 0, Fn::Gelu);
-    if (auto fn = unaryFunction(op)) return mapNew(rs, MapKind::Function, in[0], nullptr, 0, 0, 0, *fn);
-    if (isa<DetachOp, ReshapeOp>(op)) return mapNew(rs, MapKind::Copy, in[0]);
-    if (auto c = dyn_cast<ConstantOp>(op)) {
-      DevTensor out = make(rs);
-      dev.fill(a, out.buf, attrRational(c.getValueAttr()).toDouble());
-      return out;
-    }
-    if (auto lit = dyn_cast<LiteralOp>(op)) {
-      DevTensor out = make(rs);
-      std::vector<double> v;
-      for (double x : lit.getValues())
-        v.push_back(attrRationalOf(x).toDouble());
-      dev.upload(out.buf, v);
-      return out;
-    }
-    if (auto pw = dyn_cast<PowerOp>(op)) {
-      DevTensor out = make(rs);
-      dev.fill(a, out.buf, evalFn(Fn::Pow, {attrRational(pw.getBaseAttr()).toDouble(), idx[0]}));
-      return out;
-    }
-    if (auto dm = dyn_cast<DropoutMaskOp>(op))
-      return mapNew(rs, MapKind::DropMask, nullptr, nullptr, idx[0], idx[1],
-                    attrRational(dm.getPAttr()).toDouble());
-    if (isa<MseLossOp>(op)) {
-      DevTensor diff = same(MapKind::Sub);
-      DevTensor sq = mapNew(diff.shape, MapKind::Mul, &diff, &diff);
-      DevTensor sum = make({});
-      dev.reduceRows(a, RowKind::Sum, sum.buf, sq.buf, 1, numElements(sq.shape));
-      DevTensor out = mapNew({}, MapKind::Scale, &sum, nullptr, 1.0 / (double)numElements(in[0]->shape));
-      release(diff), release(sq), release(sum);
-      return out;
-    }
-    if (auto m = dyn_cast<MatmulOp>(op)) {
-      int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
-      int64_t I = in[0]->shape[1 - ld], J = in[1]->shape[1 - rd], K = in[0]->shape[ld];
-      DevTensor out = make({I, J});
-      dev.gemm(a, out.buf, in[0]->buf, in[1]->buf, 1, I, J, K, ld == 1, rd == 0);
-      return out;
-    }
-    if (auto bm = dyn_cast<BatchMatmulOp>(op)) {
-      int64_t ld = bm.getLhsDim(), rd = bm.getRhsDim();
-      int64_t N = in[0]->shape[0], I = in[0]->shape[3 - ld], J = in[1]->shape[3 - rd],
-              K = in[0]->shape[ld];
-      DevTensor out = make({N, I, J});
-      dev.gemm(a, out.buf, in[0]->buf, in[1]->buf, N, I, J, K, ld == 2, rd == 1);
-      return out;
-    }
-    if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op)) {
-      auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
-      const Shape &s = in[0]->shape;
-      // Kept dimensions first, reduced ones last (each group in row-major order, as
-      // evalRefOp groups them).
-      std::vector<int64_t> perm;
-      int64_t rows = 1, len = 1;
-      for (int64_t k = 0; k < (int64_t)s.size(); ++k)
-        if (!llvm::is_contained(dims, k))
-          perm.push_back(k), rows *= s[k];
-      for (int64_t k = 0; k < (int64_t)s.size(); ++k)
-        if (llvm::is_contained(dims, k))
-          perm.push_back(k), len *= s[k];
-      bool identity = true;
-      for (size_t k = 0; k < perm.size(); ++k)
-        identity &= perm[k] == (int64_t)k;
-      DevTensor moved;
-      const DevTensor *src = in[0];
-      if (!identity) {
-        Shape ps;
-        Strided view;
-        auto st = stridesOf(s);
-        for (size_t k = 0; k < perm.size(); ++k)
-          ps.push_back(s[perm[k]]), view.strides[k] = st[perm[k]];
-        moved = gather(*in[0], ps, view);
-        src = &moved;
-      }
-      DevTensor out = make(rs);
-      RowKind k = isa<ReduceMaxOp>(op) ? RowKind::Max : isa<ReduceSumOp>(op) ? RowKind::Sum : RowKind::Mean;
-      dev.reduceRows(a, k, out.buf, src->buf, rows, len);
-      if (!identity)
-        release(moved);
-      return out;
-    }
-    if (isa<EmbeddingOp, EmbeddingGradOp>(op)) {
-      bool lookup = isa<EmbeddingOp>(op);
-      int64_t T = in[1]->shape[0], W = in[0]->shape[1];
-      int64_t rows = lookup ? in[0]->shape[0] : rs[0];
-      DevTensor out = make(rs);
-      dev.embedding(a, lookup, out.buf, in[0]->buf, in[1]->buf, T, rows, W,
-                    idx.empty() ? 0 : (int64_t)idx[0]);
-      return out;
-    }
-    if (auto t = dyn_cast<TransposeOp>(op)) {
-      auto perm = t.getPerm();
-      auto st = stridesOf(in[0]->shape);
-      Strided view;
-      for (size_t k = 0; k < perm.size(); ++k)
-        view.strides[k] = st[perm[k]];
-      return gather(*in[0], rs, view);
-    }
-    if (auto b = dyn_cast<BroadcastOp>(op)) {
-      auto dims = b.getDims();
-      auto st = stridesOf(in[0]->shape);
-      Strided view;
-      for (size_t k = 0; k < dims.size(); ++k)
-        view.strides[dims[k]] = st[k];
-      return gather(*in[0], rs, view);
-    }
-    if (auto sl = dyn_cast<SliceOp>(op)) {
-      auto off = sl.getOffsets();
-      auto st = stridesOf(in[0]->shape);
-      Strided view = contiguous(in[0]->shape);
-      for (size_t k = 0; k < off.size(); ++k)
-        view.offset += off[k] * st[k];
-      return gather(*in[0], rs, view);
-    }
-    if (auto c = dyn_cast<ConcatOp>(op)) {
-      int64_t dim = c.getDim();
-      DevTensor out = make(rs);
-      auto st = stridesOf(rs);
-      int64_t base = 0;
-      for (const DevTensor *part : in) {
-        if (numElements(part->shape) > 0)
-          dev.copy(a, out.buf, contiguous(rs, base * st[dim]), part->buf, contiguous(part->shape),
-                   part->shape);
-        base += part->shape[dim];
-      }
-      return out;
-    }
-    if (isa<TopkMaskOp, CapacityDispatchOp, PositionMaskOp, DocumentMaskOp, MaskedSoftmaxOp>(op)) {
-      // Routing bookkeeping (a [tokens, experts] mask) and attention masks: computed on
-      // the host with the shared semantics, then uploaded. (masked_softmax too, for
-      // now: it has no device kernel of its own yet.)
-      std::vector<Tensor<double>> xs(in.size());
-      std::vector<const Tensor<double> *> ptrs;
-      for (size_t k = 0; k < in.size(); ++k) {
-        xs[k].shape = in[k]->shape;
-        xs[k].data = dev.download(in[k]->buf);
-        ptrs.push_back(&xs[k]);
-      }
-      Tensor<double> r;
-      HostDomain hd;
-      std::string err = evalRefOp(hd, op, ptrs, r, idx);
-      if (!err.empty())
-        throw Unsupported{err};
-      DevTensor out = make(r.shape);
-      dev.upload(out.buf, r.data);
-      return out;
-    }
-    if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
-      const Shape &s = in[0]->shape;
-      int64_t cols = s.back(), rows = numElements(s) / std::max<int64_t>(cols, 1);
-      int64_t sq = s.size() >= 2 ? s[s.size() - 2] : 1;
-      DevTensor out = make(s);
-      int64_t offset = idx.empty() ? cols - sq : (int64_t)idx[0];
-      dev.softmaxRows(a, out.buf, in[0]->buf, rows, cols, sq, isa<CausalSoftmaxOp>(op), offset);
-      return out;
-    }
-    if (isa<RmsNormOp, LayerNormOp>(op)) {
-      const Shape &s = in[0]->shape;
-      int64_t width = s.back(), rows = numElements(s) / std::max<int64_t>(width, 1);
-      DevTensor out = make(s);
-      double eps = attrRational(op->getAttrOfType<FloatAttr>("eps")).toDouble();
-      bool layer = isa<LayerNormOp>(op);
-      dev.normRows(a, out.buf, in[0]->buf, in[1]->buf, layer ? in[2]->buf : Buffer{}, rows, width,
-                   eps, layer);
-      return out;
-    }
-    if (isa<RotaryOp>(op)) {
-      const Shape &s = in[0]->shape;
-      DevTensor out = make(s);
-      dev.rotary(a, out.buf, in[0]->buf, in[1]->buf, in[2]->buf, s[s.size() - 2], s.back());
-      return out;
-    }
-    if (isa<CrossEntropyOp, CrossEntropySumOp>(op)) {
-      int64_t T = in[0]->shape[0], V = in[0]->shape[1];
-      DevTensor losses = make({T}), sum = make({});
-      dev.crossEntropyRows(a, losses.buf, in[0]->buf, in[1]->buf, in[2]->buf, T, V);
-      dev.reduceRows(a, RowKind::Sum, sum.buf, losses.buf, 1, T);
-      release(losses);
-      if (isa<CrossEntropySumOp>(op))
-        return sum;
-      DevTensor count = make({});
-      dev.reduceRows(a, RowKind::Sum, count.buf, in[2]->buf, 1, T);
-      DevTensor out = mapNew({}, MapKind::Div, &sum, &count);
-      release(sum), release(count);
-      return out;
-    }
-    throw Unsupported{"op '" + op->getName().getStringRef().str() +
-                      "' has no lowering in the kernel backend yet"};
-  }
-};
 
 /// Per value, the position of the op that uses it last (values used by the return or
 /// never: the end).
@@ -418,8 +83,7 @@ public:
   llvm::DenseMap<Value, DevTensor> refVals[4];
   llvm::DenseMap<Value, double> refIndex[4];
   std::map<std::string, NumTensor> refOut[4];
-  llvm::DenseMap<Value, std::vector<DevTensor>> planVals;
-  llvm::DenseMap<Value, std::vector<double>> planIndex;
+  PlanValues<KVal> planVals;
   std::vector<std::vector<NumTensor>> planOut;
 
   Arith storage(SumOrder order = SumOrder::Forward) const { return {o.dtype, order}; }
@@ -609,7 +273,8 @@ public:
     return t;
   }
 
-  bool collective(Operation &op, std::vector<DevTensor> &results) {
+  bool collective(Operation &op, const std::vector<DevTensor> &in,
+                  std::vector<DevTensor> &results) {
     const Mesh &mesh = spec.mesh;
     int64_t ranks = mesh.numRanks();
     Arith a = storage();
@@ -622,7 +287,6 @@ public:
     int64_t dim = 0;
     if (auto d = op.getAttrOfType<IntegerAttr>("dim"))
       dim = d.getInt();
-    std::vector<DevTensor> &in = planVals[op.getOperand(0)];
     if (o.order == ReduceOrder::Tree && n > 64 && !nccl) {
       failure = {"tree-order reductions over more than 64 ranks are not supported", op.getLoc()};
       return false;
@@ -758,153 +422,10 @@ public:
     return true;
   }
 
-  bool runPlan() {
-    const Mesh &mesh = spec.mesh;
-    int64_t ranks = mesh.numRanks();
-    Arith a = storage();
-    std::set<Operation *> draws;
-    for (const DrawBinding &db : spec.draws)
-      draws.insert(db.op);
-    // Global inputs (storage precision, on the reference's device), then each rank's
-    // block.
-    std::map<std::string, DevTensor> globals;
-    for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
-      globals[spec.refInputs[i]] = input(*rankDev[0], a, i);
-    for (const Binding &b : spec.planInputs) {
-      Value arg = spec.plan.getArgument(b.index);
-      const DevTensor &g = globals.at(b.refName);
-      if (arg.getType().isIndex()) {
-        double v = rankDev[0]->download(g.buf)[0];
-        planIndex[arg] = std::vector<double>(ranks, v);
-        continue;
-      }
-      std::vector<DevTensor> per;
-      for (int64_t r = 0; r < ranks; ++r) {
-        if (rankDev[r] != rankDev[0]) {
-          // A real rank on its own GPU: its block goes through the host.
-          DevTensor onZero = bindInputFor(b, r, g);
-          std::vector<double> host = rankDev[0]->download(onZero.buf);
-          rankDev[0]->release(onZero.buf);
-          DevTensor t{b.localShape, rankDev[r]->alloc(numElements(b.localShape), a.wide())};
-          rankDev[r]->upload(t.buf, host);
-          per.push_back(t);
-        } else {
-          per.push_back(bindInput(b, r, g));
-        }
-      }
-      planVals[arg] = std::move(per);
-    }
-    for (auto &[name, t] : globals)
-      rankDev[0]->release(t.buf);
-    auto last = lastUses(spec.plan);
-    progressBegin("plan on " + std::to_string(ranks) + " ranks",
-                  spec.plan.getBody().front().getOperations().size());
-    size_t pos = 0;
-    for (Operation &op : spec.plan.getBody().front()) {
-      progressTick();
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (const Binding &b : spec.planOutputs) {
-          Value v = ret.getOperand(b.index);
-          std::vector<NumTensor> per(ranks);
-          for (int64_t r = 0; r < ranks; ++r) {
-            if (v.getType().isIndex()) {
-              per[r] = NumTensor({}, planIndex[v][r]);
-            } else {
-              per[r].shape = planVals[v][r].shape;
-              per[r].data = rankDev[r]->download(planVals[v][r].buf);
-            }
-          }
-          planOut.push_back(std::move(per));
-        }
-        break;
-      }
-      if (draws.count(&op) || isa<dist::SaveOp, dist::LoadOp>(op)) {
-        failure = {std::string(draws.count(&op) ? "independent-mode random draws"
-                                                 : "checkpoint ops") +
-                       " are not replayed by the kernel backend yet (use --backend cpu)",
-                   op.getLoc()};
-        return false;
-      }
-      if (auto ax = dyn_cast<dist::AxisIndexOp>(op)) {
-        int axis = mesh.axisIndex(ax.getAxis().str());
-        std::vector<double> v(ranks);
-        for (int64_t r = 0; r < ranks; ++r)
-          v[r] = (double)mesh.coords(r)[axis];
-        planIndex[op.getResult(0)] = v;
-        ++pos;
-        continue;
-      }
-      if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
-        std::vector<double> v(ranks);
-        for (int64_t r = 0; r < ranks; ++r) {
-          std::vector<double> args;
-          for (Value x : op.getOperands())
-            args.push_back(planIndex[x][r]);
-          if (!indexOp(op, args, v[r])) {
-            failure = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
-            return false;
-          }
-        }
-        planIndex[op.getResult(0)] = v;
-        ++pos;
-        continue;
-      }
-      std::vector<DevTensor> results(ranks);
-      if (isa<ref::RefDialect>(op.getDialect())) {
-        for (int64_t r = 0; r < ranks; ++r) {
-          std::vector<const DevTensor *> ins;
-          std::vector<double> idx;
-          for (Value v : op.getOperands()) {
-            if (v.getType().isIndex())
-              idx.push_back(planIndex[v][r]);
-            else
-              ins.push_back(&planVals[v][r]);
-          }
-          try {
-            results[r] = Lowering{*rankDev[r], a}.evalRef(&op, ins, idx);
-          } catch (const Unsupported &u) {
-            failure = {u.why, op.getLoc()};
-            return false;
-          }
-        }
-      } else if (auto sel = dyn_cast<dist::SelectOnOp>(op)) {
-        if (sel.getType().isIndex()) {
-          std::vector<double> v(ranks);
-          for (int64_t r = 0; r < ranks; ++r)
-            v[r] = planIndex[selectOnTaken(sel, mesh, r) ? sel.getWhen() : sel.getOtherwise()][r];
-          planIndex[op.getResult(0)] = v;
-          ++pos;
-          continue;
-        }
-        for (int64_t r = 0; r < ranks; ++r) {
-          const DevTensor &t =
-              planVals[selectOnTaken(sel, mesh, r) ? sel.getWhen() : sel.getOtherwise()][r];
-          results[r] = Lowering{*rankDev[r], a}.mapNew(t.shape, MapKind::Copy, &t);
-        }
-      } else if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-                     dist::ShardSliceOp, dist::ShardPadOp, dist::AllToAllOp>(op)) {
-        if (!collective(op, results))
-          return false;
-      } else {
-        failure = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
-        return false;
-      }
-      planVals[op.getResult(0)] = std::move(results);
-      if (!keepAll)
-        for (Value v : op.getOperands()) {
-          auto it = planVals.find(v);
-          if (it != planVals.end() && last[v] == pos) {
-            for (int64_t r = 0; r < ranks; ++r)
-              rankDev[r]->release(it->second[r].buf);
-            planVals.erase(it);
-          }
-        }
-      ++pos;
-    }
-    for (Device *d : rankDev)
-      d->sync();
-    return true;
-  }
+  /// Runs the plan (Semantics/PlanWalk.h) and downloads its outputs into planOut.
+  bool runPlan();
+  /// Rank r's argument for input `b` (a global on rankDev[0] in `globals`).
+  KVal bindArgument(const Binding &b, int64_t r, const std::map<std::string, DevTensor> &globals);
 
   /// bindInput for a rank whose own device differs: computed on the reference's device.
   DevTensor bindInputFor(const Binding &b, int64_t r, const DevTensor &g) {
@@ -924,10 +445,152 @@ public:
     }
     for (auto &[v, per] : planVals)
       for (size_t r = 0; r < per.size(); ++r)
-        rankDev[r]->release(per[r].buf);
+        if (per[r].t.buf.ptr)
+          rankDev[r]->release(per[r].t.buf);
     planVals.clear();
   }
 };
+
+/// The kernel backend as a backend of walkPlan (Semantics/PlanWalk.h): values on each
+/// rank's device, freed after their last use unless every intermediate is kept.
+struct KernelWalk {
+  using Value = KVal;
+  using Index = double;
+  KernelRun &run;
+  const std::map<std::string, DevTensor> &globals;
+  llvm::DenseMap<mlir::Value, Operation *> lastUser;
+  std::set<Operation *> draws;
+
+  Arith storage() const { return run.storage(); }
+  const char *who() { return "by the kernel backend"; }
+  void beforeOp(Operation &) { progressTick(); }
+  bool parallelRanks(Operation &) { return false; }
+  KVal bind(const Binding &b, int64_t r) { return run.bindArgument(b, r, globals); }
+  KVal coordinate(int64_t c) { return {{}, (double)c}; }
+  double indexOf(const KVal &v) { return v.index; }
+  KVal fromIndex(double x) { return {{}, x}; }
+  bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
+    return replay::indexOp(op, args, out);
+  }
+  /// A device copy of a tensor (each value is freed on its own).
+  KVal copy(const KVal &v, int64_t r) {
+    if (!v.t.buf.ptr)
+      return v;
+    return {Lowering{*run.rankDev[r], storage()}.mapNew(v.t.shape, MapKind::Copy, &v.t), 0};
+  }
+  bool unmatchedRecv(Operation &, int64_t, KVal &, std::string &why) {
+    why = "this dist.recv has no matching dist.send";
+    return false;
+  }
+  bool special(Operation &op, PlanValues<KVal> &, std::string &why) {
+    if (!draws.count(&op) && !isa<dist::SaveOp, dist::LoadOp>(op))
+      return false;
+    why = std::string(draws.count(&op) ? "independent-mode random draws" : "checkpoint ops") +
+          " are not replayed by the kernel backend yet (use --backend cpu)";
+    return true;
+  }
+  std::string ref(Operation &op, int64_t r, const std::vector<const KVal *> &in,
+                  const std::vector<double> &idx, KVal &out) {
+    std::vector<const DevTensor *> ins;
+    for (const KVal *v : in)
+      ins.push_back(&v->t);
+    try {
+      out.t = Lowering{*run.rankDev[r], storage()}.evalRef(&op, ins, idx);
+    } catch (const Unsupported &u) {
+      return u.why;
+    }
+    return "";
+  }
+  std::string collective(Operation &op, const std::vector<const KVal *> &in,
+                         std::vector<KVal> &out) {
+    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp, dist::ShardSliceOp,
+             dist::ShardPadOp, dist::AllToAllOp>(op))
+      return "'" + op.getName().getStringRef().str() + "' is not supported by the replay";
+    std::vector<DevTensor> ins, outs(in.size());
+    for (const KVal *v : in)
+      ins.push_back(v->t);
+    if (!run.collective(op, ins, outs))
+      return run.failure.why;
+    for (size_t r = 0; r < outs.size(); ++r)
+      out[r].t = outs[r];
+    return "";
+  }
+  /// Frees what `op` used last (unless every intermediate is kept for localization).
+  void afterOp(Operation &op, PlanValues<KVal> &vals) {
+    if (run.keepAll)
+      return;
+    for (mlir::Value v : op.getOperands()) {
+      auto it = vals.find(v);
+      if (it == vals.end() || lastUser.lookup(v) != &op)
+        continue;
+      for (size_t r = 0; r < it->second.size(); ++r)
+        if (it->second[r].t.buf.ptr)
+          run.rankDev[r]->release(it->second[r].t.buf);
+      vals.erase(it);
+    }
+  }
+};
+
+KVal KernelRun::bindArgument(const Binding &b, int64_t r,
+                             const std::map<std::string, DevTensor> &globals) {
+  const DevTensor &g = globals.at(b.refName);
+  if (spec.plan.getArgument(b.index).getType().isIndex())
+    return {{}, rankDev[0]->download(g.buf)[0]};
+  if (rankDev[r] == rankDev[0])
+    return {bindInput(b, r, g), 0};
+  // A real rank on its own GPU: its block goes through the host.
+  DevTensor onZero = bindInputFor(b, r, g);
+  std::vector<double> host = rankDev[0]->download(onZero.buf);
+  rankDev[0]->release(onZero.buf);
+  DevTensor t{b.localShape, rankDev[r]->alloc(numElements(b.localShape), storage().wide())};
+  rankDev[r]->upload(t.buf, host);
+  return {t, 0};
+}
+
+bool KernelRun::runPlan() {
+  int64_t ranks = spec.mesh.numRanks();
+  Arith a = storage();
+  // Global inputs (storage precision, on the reference's device), then each rank's
+  // block; the globals are freed once bound.
+  std::map<std::string, DevTensor> globals;
+  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
+    globals[spec.refInputs[i]] = input(*rankDev[0], a, i);
+  KernelWalk walk{*this, globals, {}, {}};
+  for (const DrawBinding &db : spec.draws)
+    walk.draws.insert(db.op);
+  for (Operation *op : spec.planOps())
+    for (Value v : op->getOperands())
+      walk.lastUser[v] = isa<func::ReturnOp>(op) ? nullptr : op;
+  PlanWalker<KernelWalk> walker(spec, walk, planVals);
+  walker.bind();
+  for (auto &[name, t] : globals)
+    rankDev[0]->release(t.buf);
+  progressBegin("plan on " + std::to_string(ranks) + " ranks",
+                spec.plan.getBody().front().getOperations().size());
+  WalkFailure f;
+  if (!walker.run(f)) {
+    failure = {f.why, f.op ? f.op->getLoc() : spec.plan.getLoc()};
+    return false;
+  }
+  auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
+  for (const Binding &b : spec.planOutputs) {
+    Value v = ret.getOperand(b.index);
+    std::vector<NumTensor> per(ranks);
+    for (int64_t r = 0; r < ranks; ++r) {
+      const KVal &x = planVals[v][r];
+      if (v.getType().isIndex()) {
+        per[r] = NumTensor({}, x.index);
+      } else {
+        per[r].shape = x.t.shape;
+        per[r].data = rankDev[r]->download(x.t.buf);
+      }
+    }
+    planOut.push_back(std::move(per));
+  }
+  for (Device *d : rankDev)
+    d->sync();
+  return true;
+}
 
 } // namespace
 
@@ -1097,14 +760,14 @@ ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOption
           },
           [&](Value v) -> const std::vector<NumTensor> * {
             auto it = run.planVals.find(v);
-            if (it == run.planVals.end())
+            if (it == run.planVals.end() || v.getType().isIndex())
               return nullptr;
             auto c = planCache.find(v.getAsOpaquePointer());
             if (c == planCache.end()) {
               std::vector<NumTensor> per(ranks);
               for (int64_t r = 0; r < ranks; ++r) {
-                per[r].shape = it->second[r].shape;
-                per[r].data = rankDev[r]->download(it->second[r].buf);
+                per[r].shape = it->second[r].t.shape;
+                per[r].data = rankDev[r]->download(it->second[r].t.buf);
               }
               c = planCache.emplace(v.getAsOpaquePointer(), std::move(per)).first;
             }

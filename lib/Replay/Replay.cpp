@@ -1,6 +1,7 @@
 //===- Replay.cpp - numeric replay of a spec on the CPU ---------*- C++ -*-===//
 #include "Replay/Replay.h"
 #include "Replay/ReplayInternal.h"
+#include "Semantics/PlanWalk.h"
 
 #include "Engine/Decide.h"
 #include "Engine/Schedule.h"
@@ -119,9 +120,12 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
   return in;
 }
 
-bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
-                  std::map<std::string, NumTensor> &outputs, Failure &f,
-                  llvm::DenseMap<Value, NumTensor> &vals) {
+} // namespace
+
+bool replay::runReference(const Spec &spec, NumericDomain &d,
+                          const std::map<std::string, NumTensor> &in,
+                          std::map<std::string, NumTensor> &outputs, Failure &f,
+                          llvm::DenseMap<Value, NumTensor> &vals) {
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
     vals[spec.reference.getArgument(i)] = in.at(spec.refInputs[i]);
   for (Operation &op : spec.reference.getBody().front()) {
@@ -165,7 +169,7 @@ bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string
 }
 
 /// The checkpoint a saving plan writes and a resuming plan reads, on numbers.
-struct NumCheckpoint {
+struct replay::NumCheckpoint {
   struct Entry {
     Shape shape;
     std::vector<double> values;
@@ -176,6 +180,8 @@ struct NumCheckpoint {
   /// reads of unsaved elements), with where: reported as a divergence.
   std::vector<std::pair<std::string, Location>> problems;
 };
+
+namespace {
 
 /// dist.save / dist.load on every rank (the symbolic engine's checkpointOp, on numbers).
 bool checkpointOp(Operation &op, const Mesh &mesh, llvm::DenseMap<Value, std::vector<NumTensor>> &vals,
@@ -256,11 +262,13 @@ bool checkpointOp(Operation &op, const Mesh &mesh, llvm::DenseMap<Value, std::ve
   return true;
 }
 
+} // namespace
+
 /// Independent-mode random streams on numbers: the (key, counter) pairs the plan's
 /// masks draw, by the reference element each stands for, checked for properties
 /// (1)-(3) of RngCheck.h at this seed, and the reference's mask values to substitute
 /// (so the step is compared like any other once its streams are sound).
-struct RngRecord {
+struct replay::RngRecord {
   const llvm::DenseMap<Value, NumTensor> *reference = nullptr; // null: collect pairs only
   int step = 1;
   struct Draw {
@@ -273,6 +281,8 @@ struct RngRecord {
   std::map<std::pair<std::string, int64_t>, std::pair<int64_t, int64_t>> pairOf; // step 1
   std::vector<std::pair<std::string, Location>> problems;
 };
+
+namespace {
 
 /// A plan mask op of independent mode on every rank: records its pairs and yields the
 /// reference's values.
@@ -339,236 +349,80 @@ void independentDraw(const Spec &spec, const DrawBinding &db, Operation &op,
   }
 }
 
-bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
-             uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f,
-             llvm::DenseMap<Value, std::vector<NumTensor>> &vals, NumCheckpoint *ckpt = nullptr,
-             RngRecord *rng = nullptr) {
-  const Mesh &mesh = spec.mesh;
-  int64_t ranks = mesh.numRanks();
-  for (const Binding &b : spec.planInputs) {
-    const NumTensor &global = in.at(b.refName);
-    uint64_t stream = 0x9add000 + b.index;
-    std::vector<NumTensor> per(ranks);
-    for (int64_t r = 0; r < ranks; ++r) {
-      NumTensor t(b.localShape, 0.0);
-      b.layout.forEachElement(mesh, r, b.localShape, global.shape, [&](int64_t l, int64_t at) {
-        // Padding holds whatever the buffer held.
-        t.data[l] = at >= 0 ? global.data[at]
-                            : d.round(0.5 * scalar::inputValue(seed, stream, r * t.data.size() + l, 0));
-      });
-      per[r] = std::move(t);
-    }
-    vals[spec.plan.getArgument(b.index)] = std::move(per);
-  }
+/// The CPU replay as a backend of walkPlan (Semantics/PlanWalk.h).
+struct NumericWalk : DomainBackend<NumericWalk, NumericDomain> {
+  NumericDomain &d;
+  uint64_t seed;
+  NumCheckpoint *ckpt;
+  RngRecord *rng;
   std::map<Operation *, const DrawBinding *> draws;
-  for (const DrawBinding &db : spec.draws)
-    draws[db.op] = &db;
-  for (Operation *opp : spec.planOps()) {
-    Operation &op = *opp;
-    tick();
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (const Binding &b : spec.planOutputs)
-        outputs.push_back(vals[ret.getOperand(b.index)]);
-      continue;
-    }
-    std::vector<NumTensor> results(ranks);
-    if (isa<dist::SendOp>(op))
-      continue;
-    if (auto sel = dyn_cast<dist::SelectOnOp>(op)) {
-      for (int64_t r = 0; r < ranks; ++r)
-        results[r] = vals[selectOnTaken(sel, mesh, r) ? sel.getWhen() : sel.getOtherwise()][r];
-      vals[op.getResult(0)] = std::move(results);
-      continue;
-    }
-    if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
-      // Pipeline messages: as in the element engine, every rank runs every stage's ops
-      // on the same data; a recv takes the value of the sending stage's rank.
-      auto match = spec.recvFrom.find(&op);
-      if (isa<dist::RecvOp>(op) && match == spec.recvFrom.end()) {
-        f = {"this dist.recv has no matching dist.send", op.getLoc()};
-        return false;
-      }
-      for (int64_t r = 0; r < ranks; ++r) {
-        if (auto sel = dyn_cast<dist::StageSelectOp>(op))
-          results[r] = vals[sel.getValues()[mesh.coords(r)[spec.pipelineAxis]]][r];
-        else
-          results[r] = vals[match->second->getOperand(0)]
-                           [spec.rankOnStage(r, cast<dist::RecvOp>(op).getFrom())];
-      }
-      vals[op.getResult(0)] = std::move(results);
-      continue;
-    }
-    if (draws.count(&op)) {
-      if (!rng) {
-        f = {"independent-mode random draws need the reference's masks", op.getLoc()};
-        return false;
-      }
-      independentDraw(spec, *draws[&op], op, vals, *rng, d, results);
-      vals[op.getResult(0)] = std::move(results);
-      continue;
-    }
-    if (isa<dist::SaveOp, dist::LoadOp>(op)) {
-      if (!checkpointOp(op, mesh, vals, ckpt, results, f))
-        return false;
-      if (isa<dist::LoadOp>(op))
-        vals[op.getResult(0)] = std::move(results);
-      continue;
-    }
-    if (auto ax = dyn_cast<dist::AxisIndexOp>(op)) {
-      int axis = mesh.axisIndex(ax.getAxis().str());
-      for (int64_t r = 0; r < ranks; ++r)
-        results[r] = NumTensor({}, (double)mesh.coords(r)[axis]);
-    } else if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
-      for (int64_t r = 0; r < ranks; ++r) {
-        std::vector<double> args;
-        for (Value v : op.getOperands())
-          args.push_back(vals[v][r].data[0]);
-        double x;
-        if (!indexOp(op, args, x)) {
-          f = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
-          return false;
-        }
-        results[r] = NumTensor({}, x);
-      }
-    } else if (isa<ref::RefDialect>(op.getDialect())) {
-      // Ranks are independent here: a pool of threads over them (the domain is
-      // stateless and the ops are only read).
-      std::vector<std::vector<const NumTensor *>> ins(ranks);
-      std::vector<std::vector<double>> idx(ranks);
-      for (int64_t r = 0; r < ranks; ++r)
-        for (Value v : op.getOperands()) {
-          auto &per = vals[v];
-          if (v.getType().isIndex())
-            idx[r].push_back(per[r].data[0]);
-          else
-            ins[r].push_back(&per[r]);
-        }
-      std::vector<std::string> errs(ranks);
-      std::atomic<int64_t> next{0};
-      auto work = [&] {
-        for (int64_t r; (r = next++) < ranks;)
-          errs[r] = evalRefOp(d, &op, ins[r], results[r], idx[r]);
-      };
-      unsigned threads = std::min<int64_t>(ranks, std::max(1u, std::thread::hardware_concurrency()));
-      std::vector<std::thread> pool;
-      if (results.size() > 1 && numElements(resultShape(&op)) >= 4096)
-        for (unsigned t = 1; t < threads; ++t)
-          pool.emplace_back(work);
-      work();
-      for (std::thread &t : pool)
-        t.join();
-      for (int64_t r = 0; r < ranks; ++r)
-        if (!errs[r].empty()) {
-          f = {errs[r], op.getLoc()};
-          return false;
-        }
-    } else if (isa<dist::DistDialect>(op.getDialect())) {
-      std::vector<const NumTensor *> ins;
-      for (int64_t r = 0; r < ranks; ++r)
-        ins.push_back(&vals[op.getOperand(0)][r]);
-      std::string err = evalCollective(d, &op, mesh, ins, results);
-      if (!err.empty()) {
-        f = {err, op.getLoc()};
-        return false;
-      }
-    } else {
-      f = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
-      return false;
-    }
-    vals[op.getResult(0)] = std::move(results);
-  }
-  return true;
-}
 
-/// The tolerance of one reference element (see replaySpec).
-double elementTolerance(double w, double a, double c, double e, double u, double scale) {
-  double noise = std::max({std::fabs(a - w), std::fabs(c - w), std::fabs(e - w)});
-  return 16 * noise + 32 * u * std::fabs(w) + 4 * u * scale + 1e-300;
-}
+  NumericWalk(const Spec &spec, NumericDomain &d, uint64_t seed, NumCheckpoint *ckpt,
+              RngRecord *rng)
+      : DomainBackend(spec), d(d), seed(seed), ckpt(ckpt), rng(rng) {}
+
+  NumericDomain &domain() { return d; }
+  const char *who() { return "by the replay"; }
+  void beforeOp(Operation &) { tick(); }
+  /// Ranks are independent: large ops run their ranks on a pool of threads (the domain
+  /// is stateless and the ops are only read).
+  bool parallelRanks(Operation &op) { return numElements(resultShape(&op)) >= 4096; }
+  NumTensor coordinate(int64_t c) { return NumTensor({}, (double)c); }
+  /// Padding holds whatever the buffer held.
+  double padding(const Binding &b, int64_t r, int64_t l) {
+    return d.round(0.5 * scalar::inputValue(seed, 0x9add000 + b.index,
+                                            r * numElements(b.localShape) + l, 0));
+  }
+  bool unmatchedRecv(Operation &, int64_t, NumTensor &, std::string &why) {
+    why = "this dist.recv has no matching dist.send";
+    return false;
+  }
+  bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
+    return replay::indexOp(op, args, out);
+  }
+  void afterRef(Operation &, int64_t, NumTensor &) {}
+  /// Independent-mode random draws and checkpoint ops.
+  bool special(Operation &op, RankValues<double> &vals, std::string &why) {
+    std::vector<NumTensor> results(spec.mesh.numRanks());
+    if (auto db = draws.find(&op); db != draws.end()) {
+      if (!rng) {
+        why = "independent-mode random draws need the reference's masks";
+        return true;
+      }
+      independentDraw(spec, *db->second, op, vals, *rng, d, results);
+      vals[op.getResult(0)] = std::move(results);
+      return true;
+    }
+    if (!isa<dist::SaveOp, dist::LoadOp>(op))
+      return false;
+    Failure f{"", op.getLoc()};
+    if (!checkpointOp(op, spec.mesh, vals, ckpt, results, f))
+      why = f.why;
+    else if (isa<dist::LoadOp>(op))
+      vals[op.getResult(0)] = std::move(results);
+    return true;
+  }
+};
 
 } // namespace
 
-void replay::findFirstDivergence(
-    const Spec &spec, const ReplayOptions &options,
-    const std::function<const NumTensor *(int, Value)> &ref,
-    const std::function<const std::vector<NumTensor> *(Value)> &plan, ReplayDivergence &out) {
-  // Walks the plan in program order and compares every op result that holds a reference
-  // value exactly (the verifier's relations) with that value, element by element.
-  std::string why;
-  std::vector<PlanValueRelation> rels = relatePlanValues(spec, why);
-  if (rels.empty()) {
-    out.note = why.empty() ? "no plan intermediate holds a reference value exactly" : why;
-    return;
+bool replay::runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
+                     uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f,
+                     llvm::DenseMap<Value, std::vector<NumTensor>> &vals, NumCheckpoint *ckpt,
+                     RngRecord *rng) {
+  NumericWalk walk(spec, d, seed, ckpt, rng);
+  walk.globals = &in;
+  for (const DrawBinding &db : spec.draws)
+    walk.draws[db.op] = &db;
+  WalkFailure failure;
+  if (!walkPlan(spec, walk, vals, failure)) {
+    f = {failure.why, failure.op ? failure.op->getLoc() : spec.plan.getLoc()};
+    return false;
   }
-  NumericDomain d{options.dtype, options.order};
-  double u = unitRoundoff(options.dtype);
-  const Mesh &mesh = spec.mesh;
-  for (const PlanValueRelation &rel : rels) {
-    const NumTensor *tw = ref(Truth, rel.refValue), *ta = ref(Forward, rel.refValue),
-                    *tc = ref(Reverse, rel.refValue), *te = ref(Pairwise, rel.refValue);
-    const std::vector<NumTensor> *pv = plan(rel.planValue);
-    if (!tw || !ta || !tc || !te || !pv)
-      continue;
-    const NumTensor &w = *tw, &a = *ta, &c = *tc, &e = *te;
-    double scale = 0;
-    for (double x : w.data)
-      scale = std::max(scale, std::isfinite(x) ? std::fabs(x) : 0.0);
-    const std::vector<NumTensor> &per = *pv;
-    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-      if (rel.layout.isPartial() && mesh.positionInGroup(r, rel.layout.partialAxes()) != 0)
-        continue;
-      for (int64_t l = 0; l < (int64_t)per[r].data.size(); ++l) {
-        std::vector<int64_t> idx = per[r].unravel(l);
-        for (size_t k = 0; k < rel.offset.size(); ++k)
-          idx[k] += rel.offset[k];
-        auto g = rel.layout.globalIndex(mesh, r, rel.block.empty() ? per[r].shape : rel.block, idx);
-        if (!Layout::inBounds(g, w.shape))
-          continue;
-        int64_t at = w.linear(g);
-        if (!std::isfinite(w.data[at]) || !std::isfinite(a.data[at]) ||
-            !std::isfinite(c.data[at]) || !std::isfinite(e.data[at]))
-          continue;
-        double got;
-        if (!gatherPartial(d, mesh, rel.layout, per, r, l, got))
-          continue; // max mixed with sum: not a layout values are gathered through
-        double tol = elementTolerance(w.data[at], a.data[at], c.data[at], e.data[at], u, scale);
-        double err = std::isfinite(got) ? std::fabs(got - w.data[at]) : INFINITY;
-        if (err <= tol)
-          continue;
-        Operation *op = rel.planValue.getDefiningOp();
-        out.found = true;
-        out.location = toSourceLoc(op->getLoc());
-        out.op = spec.nameOf(rel.planValue) + " = " + op->getName().getStringRef().str();
-        out.value = spec.nameOf(rel.refValue);
-        out.rank = mesh.rankStr(r);
-        out.local = per[r].unravel(l);
-        out.global = g;
-        out.plan = got;
-        out.reference = w.data[at];
-        out.tolerance = tol;
-        return;
-      }
-    }
-  }
-  // Every intermediate that holds a reference value is within tolerance: the numbers
-  // leave the reference where the plan computes something else. The verifier's first
-  // wrong op (operands that hold reference values, a result that holds none) is that
-  // point. (Its fix hints are not shown here: not checked, which saves re-verifying.)
-  VerifyOptions vo;
-  vo.deadline = options.deadline;
-  vo.checkFixes = false;
-  VerifyResult v = verifySpec(spec, vo);
-  for (const Violation &viol : v.violations)
-    if (!viol.at.empty()) {
-      out.found = true;
-      out.location = viol.location;
-      out.op = viol.at;
-      out.value = "";
-      out.note = "[" + viol.kind + "] " + viol.message;
-      return;
-    }
-  out.note = "every plan intermediate that holds a reference value is within tolerance, "
-             "and the verifier names no wrong op";
+  auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
+  for (const Binding &b : spec.planOutputs)
+    outputs.push_back(vals[ret.getOperand(b.index)]);
+  return true;
 }
 
 bool replay::indexOp(Operation &op, const std::vector<double> &args, double &out) {
@@ -611,204 +465,6 @@ double replay::workOf(func::FuncOp f, int64_t ranks) {
   });
   return total;
 }
-
-double replay::unitRoundoff(ReplayDtype d) {
-  return d == ReplayDtype::F64 ? std::ldexp(1.0, -53)
-         : d == ReplayDtype::F32 ? std::ldexp(1.0, -24)
-                                 : std::ldexp(1.0, -8);
-}
-
-namespace {
-/// "x[1,0]" -> ("x", {1, 0}); "seed" -> ("seed", {}).
-bool parseElement(const std::string &s, std::string &name, std::vector<int64_t> &idx) {
-  auto open = s.find('[');
-  name = s.substr(0, open);
-  idx.clear();
-  if (open == std::string::npos)
-    return true;
-  if (s.back() != ']')
-    return false;
-  std::string inner = s.substr(open + 1, s.size() - open - 2);
-  size_t pos = 0;
-  while (pos <= inner.size() && !inner.empty()) {
-    size_t comma = inner.find(',', pos);
-    std::string part = inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    char *end = nullptr;
-    long long v = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end)
-      return false;
-    idx.push_back(v);
-    if (comma == std::string::npos)
-      break;
-    pos = comma + 1;
-  }
-  return true;
-}
-} // namespace
-
-CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Counterexample &cx) {
-  if (spec.resume)
-    return {"not replayable", "checkpoint specs run two steps"};
-  NumericDomain exact{ReplayDtype::F64, ReduceOrder::Rank};
-  std::map<std::string, NumTensor> inputs;
-  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
-    Shape shape;
-    if (auto r = dyn_cast<RankedTensorType>(spec.reference.getArgument(i).getType()))
-      shape.assign(r.getShape().begin(), r.getShape().end());
-    inputs[spec.refInputs[i]] = NumTensor(shape, 0.0);
-  }
-  for (auto &[elem, value] : cx.inputs) {
-    std::string name;
-    std::vector<int64_t> idx;
-    if (!parseElement(elem, name, idx))
-      return {"not replayable", "input '" + elem + "' is not an element name"};
-    auto it = inputs.find(name);
-    if (it == inputs.end() || idx.size() != it->second.shape.size())
-      return {"not replayable", "input '" + elem + "' is not a reference input element "
-                                "(padding or other state the replay draws itself)"};
-    for (size_t d = 0; d < idx.size(); ++d)
-      if (idx[d] < 0 || idx[d] >= it->second.shape[d])
-        return {"refuted", "input element '" + elem + "' is out of range"};
-    it->second.at(idx) = value;
-  }
-  std::map<std::string, NumTensor> truth;
-  std::vector<std::vector<NumTensor>> plan;
-  llvm::DenseMap<Value, NumTensor> refVals;
-  llvm::DenseMap<Value, std::vector<NumTensor>> planVals;
-  Failure f{"", spec.plan.getLoc()};
-  if (!runReference(spec, exact, inputs, truth, f, refVals) ||
-      !runPlan(spec, exact, inputs, 0, plan, f, planVals))
-    return {"not replayable", f.why};
-  std::string name;
-  std::vector<int64_t> at;
-  if (!parseElement(cx.element, name, at))
-    return {"not replayable", "element '" + cx.element + "'"};
-  auto want = truth.find(name);
-  if (want == truth.end())
-    return {"not replayable", "'" + name + "' is not a reference output"};
-  const Mesh &mesh = spec.mesh;
-  std::string refutation;
-  for (size_t o = 0; o < spec.planOutputs.size(); ++o) {
-    const Binding &b = spec.planOutputs[o];
-    if (b.refName != name)
-      continue;
-    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-      if ((b.layout.isPartial() && mesh.positionInGroup(r, b.layout.partialAxes()) != 0) ||
-          !spec.onStage(r, b.stage))
-        continue;
-      for (int64_t l = 0; l < (int64_t)plan[o][r].data.size(); ++l) {
-        if (b.layout.globalIndex(mesh, r, b.localShape, plan[o][r].unravel(l)) != at)
-          continue;
-        double got;
-        if (!gatherPartial(exact, mesh, b.layout, plan[o], r, l, got))
-          continue; // max mixed with sum: not a layout values are gathered through
-        double w = want->second.at(at);
-        auto close = [](double x, double y) {
-          // A value that does not exist: the report says nan (the verifier does not tell
-          // 0/0 from 1/0); the float replay gives NaN or an infinity.
-          if (!std::isfinite(x) || !std::isfinite(y))
-            return !std::isfinite(x) && !std::isfinite(y);
-          return std::fabs(x - y) <= 1e-12 * std::max({1.0, std::fabs(x), std::fabs(y)});
-        };
-        std::ostringstream why;
-        why.precision(9);
-        why << "at these inputs " << cx.element << " is " << w << " in the reference and " << got
-            << " in the plan (rank " << mesh.rankStr(r) << "); the report says " << cx.reference
-            << " and " << cx.plan;
-        // The verifier's own criterion: values that differ, or a plan value that does
-        // not exist where the reference's does.
-        bool differs = numericallyDifferent(w, got) || (std::isfinite(w) && !std::isfinite(got));
-        bool same = close(w, cx.reference) && close(got, cx.plan);
-        if (differs && same)
-          return {"confirmed", why.str()};
-        // Another output may hold the same reference value (a tied weight's copy on
-        // another stage): the counterexample may be about that one.
-        refutation = why.str();
-      }
-    }
-  }
-  if (!refutation.empty())
-    return {"refuted", refutation};
-  return {"not replayable", "no plan output holds " + cx.element};
-}
-
-namespace {
-/// One plan output against the reference (see compareOutputs).
-ReplayOutput compareOutput(const Spec &spec, NumericDomain fwd, double u,
-                           const std::map<std::string, NumTensor> *refs[4],
-                           const std::vector<std::vector<NumTensor>> &plan, size_t o) {
-  const Mesh &mesh = spec.mesh;
-  const Binding &b = spec.planOutputs[o];
-  const NumTensor &want = refs[Truth]->at(b.refName);
-  const NumTensor &a = refs[Forward]->at(b.refName), &c = refs[Reverse]->at(b.refName),
-                  &e = refs[Pairwise]->at(b.refName);
-  double scale = 0;
-  for (double x : want.data)
-    scale = std::max(scale, std::fabs(x));
-  ReplayOutput out;
-  out.name = b.refName;
-  out.elements = (int64_t)want.data.size();
-  double worstRatio = -1;
-  for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-    bool leader = !b.layout.isPartial() || mesh.positionInGroup(r, b.layout.partialAxes()) == 0;
-    if (!leader || !spec.onStage(r, b.stage))
-      continue;
-    b.layout.forEachElement(mesh, r, plan[o][r].shape, want.shape, [&](int64_t l, int64_t at) {
-      if (at < 0)
-        return;
-      double got;
-      if (!gatherPartial(fwd, mesh, b.layout, plan[o], r, l, got))
-        return; // max mixed with sum: not a layout values are gathered through
-      double w = want.data[at];
-      // Where the reference itself leaves a function's domain at these inputs (the
-      // square root of a negative random moment), in fp64 or in the storage
-      // precision, there is nothing to compare.
-      if (!std::isfinite(w) || !std::isfinite(a.data[at]) || !std::isfinite(c.data[at]) ||
-          !std::isfinite(e.data[at])) {
-        ++out.undefined;
-        return;
-      }
-      // The tolerance of this element: the rounding noise the reference itself shows
-      // when summed in two orders, with a margin, plus a few units of roundoff of
-      // the element and of the output's scale.
-      double tol = elementTolerance(w, a.data[at], c.data[at], e.data[at], u, scale);
-      double err = std::isfinite(got) ? std::fabs(got - w) : INFINITY;
-      out.maxAbsError = std::max(out.maxAbsError, err);
-      out.maxRelError = std::max(out.maxRelError, err / std::max(std::fabs(w), 1e-300));
-      double ratio = err / tol;
-      if (ratio > worstRatio) {
-        worstRatio = ratio;
-        out.worst = unravelIndex(want.shape, at);
-        out.worstRank = mesh.rankStr(r);
-        out.worstError = err;
-        out.worstTolerance = tol;
-        out.worstReference = w;
-        out.worstPlan = got;
-      }
-      if (!(err <= tol))
-        out.within = false;
-    });
-  }
-  return out;
-}
-} // namespace
-
-void replay::compareOutputs(const Spec &spec, const ReplayOptions &options,
-                            const std::map<std::string, NumTensor> *refs[4],
-                            const std::vector<std::vector<NumTensor>> &plan, ReplayResult &result) {
-  NumericDomain fwd{options.dtype, options.order};
-  double u = unitRoundoff(options.dtype);
-  const Mesh &mesh = spec.mesh;
-  // Outputs are compared independently, each on a core.
-  std::vector<ReplayOutput> outs(spec.planOutputs.size());
-  parallelChunks((int64_t)outs.size(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o)
-      outs[o] = compareOutput(spec, fwd, u, refs, plan, o);
-  });
-  for (ReplayOutput &o : outs)
-    result.outputs.push_back(std::move(o));
-}
-
 
 namespace {
 /// One step's runs: the reference in the four arithmetics of the error model, and the

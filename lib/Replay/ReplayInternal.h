@@ -15,6 +15,7 @@
 #include "Semantics/Scalar.h"
 #include "Semantics/Tensor.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/Location.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
@@ -161,6 +162,23 @@ template <class F> void parallelChunks(int64_t n, int64_t grain, F body) {
   for (std::thread &t : pool)
     t.join();
 }
+
+struct NumCheckpoint; // Replay.cpp: a numeric checkpoint of a two-step spec
+struct RngRecord;     // Replay.cpp: independent-mode random draws at a seed
+
+/// Runs the reference on numbers in domain `d` from `in` (its inputs by name): its
+/// outputs by name, every value in `vals`. False with `f` where an op cannot run.
+bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
+                  std::map<std::string, NumTensor> &outputs, Failure &f,
+                  llvm::DenseMap<mlir::Value, NumTensor> &vals);
+
+/// Runs the plan on every rank (Semantics/PlanWalk.h) from the reference inputs `in`:
+/// each plan output's per-rank values in `outputs`, every value in `vals`. `seed`
+/// fills padding; `ckpt` and `rng` serve two-step specs and independent draws.
+bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
+             uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f,
+             llvm::DenseMap<mlir::Value, std::vector<NumTensor>> &vals,
+             NumCheckpoint *ckpt = nullptr, RngRecord *rng = nullptr);
 
 /// The value of an `index` op (arith constant, addi, subi, muli) from its operands'
 /// values; false for any other op.
