@@ -72,8 +72,6 @@ bool evalIndexOp(Operation &op, ExprPool &pool, Get get, PolyId &out) {
   return true;
 }
 
-const char *kIndexOpsHelp = "' on index values is not supported (use arith.constant, addi, "
-                            "subi, muli on index arguments and dist.axis_index)";
 
 /// dist.save and dist.load on every rank. Offsets must be integers on each rank (rank
 /// coordinates and constants). Returns why not, or "".
@@ -178,10 +176,36 @@ std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTr
   return "";
 }
 
-bool unsupported(Operation &op, const std::string &why, ExecFailure &failure) {
-  failure = {why, op.getLoc()};
-  return false;
+} // namespace
+
+namespace {
+/// Index arithmetic over integer polynomials, for walkPlan's and walkReference's
+/// backends: `args` are the operands' values in order.
+bool symbolicIndexOp(Operation &op, ExprPool &pool, const std::vector<PolyId> &args, PolyId &out) {
+  auto get = [&](mlir::Value x) -> const PolyId * {
+    for (unsigned i = 0; i < op.getNumOperands(); ++i)
+      if (op.getOperand(i) == x && i < args.size())
+        return &args[i];
+    return nullptr;
+  };
+  return evalIndexOp(op, pool, get, out);
 }
+
+/// The element engine as a backend of walkReference (Semantics/PlanWalk.h).
+struct SymbolicRefWalk : DomainBackend<SymbolicRefWalk, SymbolicDomain> {
+  ExprPool &pool;
+  const Deadline &deadline;
+  SymbolicDomain d{pool};
+  SymbolicRefWalk(const Spec &spec, ExprPool &pool, const Deadline &deadline)
+      : DomainBackend(spec), pool(pool), deadline(deadline) {}
+  SymbolicDomain &domain() { return d; }
+  const char *who() { return "by the element engine"; }
+  void beforeOp(Operation &) { deadline.check("symbolic execution of the reference"); }
+  bool indexOp(Operation &op, const std::vector<PolyId> &args, PolyId &out) {
+    return symbolicIndexOp(op, pool, args, out);
+  }
+  void afterRef(Operation &, int64_t, SymTensor &) {}
+};
 } // namespace
 
 bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace,
@@ -189,7 +213,6 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
                              const std::string &suffix, const Deadline &deadline) {
   if (!checkBudget(spec.reference, 1, failure))
     return false;
-  SymbolicDomain d{pool};
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
     Value arg = spec.reference.getArgument(i);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -207,44 +230,16 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
     trace.byName[spec.refInputs[i]] = t;
     trace.values[arg] = std::move(t);
   }
+  SymbolicRefWalk walk(spec, pool, deadline);
   try {
-    for (Operation &op : spec.reference.getBody().front()) {
-      deadline.check("symbolic execution of the reference");
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-          trace.byName[spec.refOutputs[i]] = trace.values.lookup(v);
-        continue;
-      }
-      if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
-        PolyId v;
-        auto get = [&](mlir::Value x) -> const PolyId * {
-          auto it = trace.values.find(x);
-          return it == trace.values.end() ? nullptr : &it->second.data[0];
-        };
-        if (!evalIndexOp(op, pool, get, v))
-          return unsupported(op, "op '" + op.getName().getStringRef().str() + kIndexOpsHelp,
-                             failure);
-        trace.values[op.getResult(0)] = SymTensor(Shape{}, v);
-        continue;
-      }
-      if (!isa<ref::RefDialect>(op.getDialect()))
-        return unsupported(op, "the reference may only use ref ops and index arithmetic; '" +
-                                   op.getName().getStringRef().str() + "' is not supported",
-                           failure);
-      std::vector<const SymTensor *> in;
-      std::vector<PolyId> idx;
-      for (Value v : op.getOperands()) {
-        if (v.getType().isIndex())
-          idx.push_back(trace.values[v].data[0]);
-        else
-          in.push_back(&trace.values[v]);
-      }
-      SymTensor out;
-      std::string err = evalRefOp(d, &op, in, out, idx);
-      if (!err.empty())
-        return unsupported(op, err, failure);
-      trace.values[op.getResult(0)] = std::move(out);
+    WalkFailure f;
+    std::map<std::string, SymTensor> outputs;
+    if (!walkReference(spec, walk, trace.values, outputs, f)) {
+      failure = {f.why, f.op ? f.op->getLoc() : spec.reference.getLoc()};
+      return false;
     }
+    for (auto &[name, t] : outputs)
+      trace.byName[name] = std::move(t);
   } catch (const NumericLimit &e) {
     failure = {e.what(), spec.reference.getLoc()};
     return false;
@@ -291,13 +286,7 @@ struct SymbolicWalk : DomainBackend<SymbolicWalk, SymbolicDomain> {
     return true;
   }
   bool indexOp(Operation &op, const std::vector<PolyId> &args, PolyId &out) {
-    auto get = [&](mlir::Value x) -> const PolyId * {
-      for (unsigned i = 0; i < op.getNumOperands(); ++i)
-        if (op.getOperand(i) == x)
-          return &args[i];
-      return nullptr;
-    };
-    return evalIndexOp(op, pool, get, out);
+    return symbolicIndexOp(op, pool, args, out);
   }
   bool special(Operation &op, RankValues<PolyId> &, std::string &why) {
     if (!isa<dist::SaveOp, dist::LoadOp>(op))

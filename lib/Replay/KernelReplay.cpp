@@ -36,19 +36,6 @@ static_assert((int)Fn::Sqrt == body::kFnSqrt && (int)Fn::Silu == body::kFnSilu &
 namespace {
 
 
-/// Per value, the position of the op that uses it last (values used by the return or
-/// never: the end).
-llvm::DenseMap<Value, size_t> lastUses(func::FuncOp f) {
-  llvm::DenseMap<Value, size_t> last;
-  size_t pos = 0;
-  for (Operation &op : f.getBody().front()) {
-    for (Value v : op.getOperands())
-      last[v] = isa<func::ReturnOp>(op) ? SIZE_MAX : pos;
-    ++pos;
-  }
-  return last;
-}
-
 double bytesOf(func::FuncOp f, int64_t ranks, int width) {
   double total = 0;
   auto add = [&](Type t) {
@@ -80,8 +67,7 @@ public:
   Failure failure{"", UnknownLoc()};
 
   /// Values of each reference run and of the plan, while kept.
-  llvm::DenseMap<Value, DevTensor> refVals[4];
-  llvm::DenseMap<Value, double> refIndex[4];
+  llvm::DenseMap<Value, KVal> refVals[4];
   std::map<std::string, NumTensor> refOut[4];
   PlanValues<KVal> planVals;
   std::vector<std::vector<NumTensor>> planOut;
@@ -121,88 +107,9 @@ public:
 
   void free(Device &dev, DevTensor &t) { dev.release(t.buf); }
 
-  bool runReference(int run) {
-    Arith a = run == Truth ? Arith{ReplayDtype::F64, SumOrder::Forward}
-                           : storage(run == Forward   ? SumOrder::Forward
-                                     : run == Reverse ? SumOrder::Reverse
-                                                      : SumOrder::Pairwise);
-    Device &dev = *rankDev[0];
-    Lowering low{dev, a};
-    auto &vals = refVals[run];
-    auto &index = refIndex[run];
-    auto last = lastUses(spec.reference);
-    for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
-      Value arg = spec.reference.getArgument(i);
-      DevTensor t = input(dev, a, i);
-      if (arg.getType().isIndex()) {
-        index[arg] = dev.download(t.buf)[0];
-        free(dev, t);
-      } else {
-        vals[arg] = t;
-      }
-    }
-    progressBegin(std::string("reference (") + (run == Truth ? "fp64" : dtypeName(o.dtype)) + ")",
-                  spec.reference.getBody().front().getOperations().size());
-    size_t pos = 0;
-    for (Operation &op : spec.reference.getBody().front()) {
-      progressTick();
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-          NumTensor t;
-          if (v.getType().isIndex()) {
-            t = NumTensor({}, index[v]);
-          } else {
-            t.shape = vals[v].shape;
-            t.data = dev.download(vals[v].buf);
-          }
-          refOut[run][spec.refOutputs[i]] = std::move(t);
-        }
-        break;
-      }
-      if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
-        std::vector<double> args;
-        for (Value v : op.getOperands())
-          args.push_back(index[v]);
-        double r;
-        if (!indexOp(op, args, r)) {
-          failure = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
-          return false;
-        }
-        index[op.getResult(0)] = r;
-        ++pos;
-        continue;
-      }
-      if (!isa<ref::RefDialect>(op.getDialect())) {
-        failure = {"'" + op.getName().getStringRef().str() + "' in the reference", op.getLoc()};
-        return false;
-      }
-      std::vector<const DevTensor *> ins;
-      std::vector<double> idx;
-      for (Value v : op.getOperands()) {
-        if (v.getType().isIndex())
-          idx.push_back(index[v]);
-        else
-          ins.push_back(&vals[v]);
-      }
-      try {
-        vals[op.getResult(0)] = low.evalRef(&op, ins, idx);
-      } catch (const Unsupported &u) {
-        failure = {u.why, op.getLoc()};
-        return false;
-      }
-      if (!keepAll)
-        for (Value v : op.getOperands()) {
-          auto it = vals.find(v);
-          if (it != vals.end() && last[v] == pos) {
-            free(dev, it->second);
-            vals.erase(it);
-          }
-        }
-      ++pos;
-    }
-    dev.sync();
-    return true;
-  }
+  /// Reference run `run` (Truth, Forward, Reverse, Pairwise) on rankDev[0], through
+  /// walkReference (Semantics/PlanWalk.h); its outputs downloaded into refOut[run].
+  bool runReference(int run);
 
   /// Rank r's block of a global input under `b`'s layout (padding: garbage).
   DevTensor bindInput(const Binding &b, int64_t r, const DevTensor &global) {
@@ -439,8 +346,9 @@ public:
 
   void releaseAll() {
     for (int k = 0; k < 4; ++k) {
-      for (auto &[v, t] : refVals[k])
-        rankDev[0]->release(t.buf);
+      for (auto &[v, x] : refVals[k])
+        if (x.t.buf.ptr)
+          rankDev[0]->release(x.t.buf);
       refVals[k].clear();
     }
     for (auto &[v, per] : planVals)
@@ -530,6 +438,94 @@ struct KernelWalk {
     }
   }
 };
+
+/// The kernel backend as a backend of walkReference: one reference run on one device
+/// in one arithmetic, values freed after their last use unless every one is kept.
+struct KernelRefWalk {
+  using Value = KVal;
+  using Index = double;
+  KernelRun &run;
+  Device &dev;
+  Arith a;
+  llvm::DenseMap<mlir::Value, Operation *> lastUser;
+
+  const char *who() { return "by the kernel backend"; }
+  void beforeOp(Operation &) { progressTick(); }
+  double indexOf(const KVal &v) { return v.index; }
+  KVal fromIndex(double x) { return {{}, x}; }
+  bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
+    return replay::indexOp(op, args, out);
+  }
+  std::string ref(Operation &op, int64_t, const std::vector<const KVal *> &in,
+                  const std::vector<double> &idx, KVal &out) {
+    std::vector<const DevTensor *> ins;
+    for (const KVal *v : in)
+      ins.push_back(&v->t);
+    try {
+      out.t = Lowering{dev, a}.evalRef(&op, ins, idx);
+    } catch (const Unsupported &u) {
+      return u.why;
+    }
+    return "";
+  }
+  void afterReferenceOp(Operation &op, llvm::DenseMap<mlir::Value, KVal> &vals) {
+    if (run.keepAll)
+      return;
+    for (mlir::Value v : op.getOperands()) {
+      auto it = vals.find(v);
+      if (it == vals.end() || lastUser.lookup(v) != &op)
+        continue;
+      if (it->second.t.buf.ptr)
+        dev.release(it->second.t.buf);
+      vals.erase(it);
+    }
+  }
+};
+
+bool KernelRun::runReference(int run) {
+  Arith a = run == Truth ? Arith{ReplayDtype::F64, SumOrder::Forward}
+                         : storage(run == Forward   ? SumOrder::Forward
+                                   : run == Reverse ? SumOrder::Reverse
+                                                    : SumOrder::Pairwise);
+  Device &dev = *rankDev[0];
+  auto &vals = refVals[run];
+  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
+    Value arg = spec.reference.getArgument(i);
+    DevTensor t = input(dev, a, i);
+    if (arg.getType().isIndex()) {
+      vals[arg] = {{}, dev.download(t.buf)[0]};
+      free(dev, t);
+    } else {
+      vals[arg] = {t, 0};
+    }
+  }
+  KernelRefWalk walk{*this, dev, a, {}};
+  for (Operation &op : spec.reference.getBody().front())
+    for (Value v : op.getOperands())
+      walk.lastUser[v] = isa<func::ReturnOp>(op) ? nullptr : &op;
+  progressBegin(std::string("reference (") + (run == Truth ? "fp64" : dtypeName(o.dtype)) + ")",
+                spec.reference.getBody().front().getOperations().size());
+  std::map<std::string, KVal> outputs;
+  WalkFailure f;
+  if (!walkReference(spec, walk, vals, outputs, f)) {
+    failure = {f.why, f.op ? f.op->getLoc() : spec.reference.getLoc()};
+    return false;
+  }
+  auto ret = cast<func::ReturnOp>(spec.reference.getBody().front().getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    const KVal &x = outputs[spec.refOutputs[i]];
+    NumTensor t;
+    if (v.getType().isIndex()) {
+      t = NumTensor({}, x.index);
+    } else {
+      t.shape = x.t.shape;
+      t.data = dev.download(x.t.buf);
+    }
+    refOut[run][spec.refOutputs[i]] = std::move(t);
+  }
+  dev.sync();
+  return true;
+}
 
 KVal KernelRun::bindArgument(const Binding &b, int64_t r,
                              const std::map<std::string, DevTensor> &globals) {
@@ -706,8 +702,9 @@ ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOption
         return result;
       }
       if (!run.keepAll) {
-        for (auto &[v, t] : run.refVals[k])
-          rankDev[0]->release(t.buf);
+        for (auto &[v, x] : run.refVals[k])
+          if (x.t.buf.ptr)
+            rankDev[0]->release(x.t.buf);
         run.refVals[k].clear();
       }
     }
@@ -746,14 +743,14 @@ ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOption
           spec, options,
           [&](int k, Value v) -> const NumTensor * {
             auto it = run.refVals[k].find(v);
-            if (it == run.refVals[k].end())
+            if (it == run.refVals[k].end() || v.getType().isIndex())
               return nullptr;
             auto key = std::make_pair(k, v.getAsOpaquePointer());
             auto c = refCache.find(key);
             if (c == refCache.end()) {
               NumTensor t;
-              t.shape = it->second.shape;
-              t.data = rankDev[0]->download(it->second.buf);
+              t.shape = it->second.t.shape;
+              t.data = rankDev[0]->download(it->second.t.buf);
               c = refCache.emplace(key, std::move(t)).first;
             }
             return &c->second;

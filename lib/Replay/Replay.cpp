@@ -122,52 +122,6 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
 
 } // namespace
 
-bool replay::runReference(const Spec &spec, NumericDomain &d,
-                          const std::map<std::string, NumTensor> &in,
-                          std::map<std::string, NumTensor> &outputs, Failure &f,
-                          llvm::DenseMap<Value, NumTensor> &vals) {
-  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
-    vals[spec.reference.getArgument(i)] = in.at(spec.refInputs[i]);
-  for (Operation &op : spec.reference.getBody().front()) {
-    tick();
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-        outputs[spec.refOutputs[i]] = vals[v];
-      continue;
-    }
-    if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
-      std::vector<double> args;
-      for (Value v : op.getOperands())
-        args.push_back(vals[v].data[0]);
-      double r;
-      if (!indexOp(op, args, r)) {
-        f = {"'" + op.getName().getStringRef().str() + "' is not supported by the replay", op.getLoc()};
-        return false;
-      }
-      vals[op.getResult(0)] = NumTensor({}, r);
-      continue;
-    }
-    std::vector<const NumTensor *> ins;
-    std::vector<double> idx;
-    for (Value v : op.getOperands()) {
-      if (v.getType().isIndex())
-        idx.push_back(vals[v].data[0]);
-      else
-        ins.push_back(&vals[v]);
-    }
-    NumTensor out;
-    std::string err = isa<ref::RefDialect>(op.getDialect())
-                          ? evalRefOp(d, &op, ins, out, idx)
-                          : "'" + op.getName().getStringRef().str() + "' in the reference";
-    if (!err.empty()) {
-      f = {err, op.getLoc()};
-      return false;
-    }
-    vals[op.getResult(0)] = std::move(out);
-  }
-  return true;
-}
-
 /// The checkpoint a saving plan writes and a resuming plan reads, on numbers.
 struct replay::NumCheckpoint {
   struct Entry {
@@ -405,6 +359,21 @@ struct NumericWalk : DomainBackend<NumericWalk, NumericDomain> {
 };
 
 } // namespace
+
+bool replay::runReference(const Spec &spec, NumericDomain &d,
+                          const std::map<std::string, NumTensor> &in,
+                          std::map<std::string, NumTensor> &outputs, Failure &f,
+                          llvm::DenseMap<Value, NumTensor> &vals) {
+  for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
+    vals[spec.reference.getArgument(i)] = in.at(spec.refInputs[i]);
+  NumericWalk walk(spec, d, 0, nullptr, nullptr);
+  WalkFailure failure;
+  if (!walkReference(spec, walk, vals, outputs, failure)) {
+    f = {failure.why, failure.op ? failure.op->getLoc() : spec.reference.getLoc()};
+    return false;
+  }
+  return true;
+}
 
 bool replay::runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
                      uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f,

@@ -27,6 +27,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 
 #include <atomic>
 #include <exception>
@@ -70,6 +71,7 @@ struct WalkFailure {
 ///                          std::vector<Value> &out);
 ///   bool parallelRanks(mlir::Operation &op);     // run a rank-local op's ranks on threads
 ///   void afterOp(mlir::Operation &op, PlanValues<Value> &vals); // e.g. free dead values
+///   void afterReferenceOp(mlir::Operation &op, llvm::DenseMap<mlir::Value, Value> &vals);
 template <class B> class PlanWalker {
 public:
   using T = typename B::Value;
@@ -268,6 +270,67 @@ bool walkPlan(const Spec &spec, B &backend, PlanValues<typename B::Value> &vals,
   return walker.run(failure);
 }
 
+/// Runs the reference program (one device, no ranks) with the same backend: `vals`
+/// holds its arguments on entry and every value on return; `outputs` gets the returned
+/// values by reference name. The backend's `ref` sees rank -1, and
+/// `afterReferenceOp(op, vals)` follows each op (e.g. to free dead values). Returns
+/// false with `failure` set when an op cannot be run.
+template <class B>
+bool walkReference(const Spec &spec, B &backend,
+                   llvm::DenseMap<mlir::Value, typename B::Value> &vals,
+                   std::map<std::string, typename B::Value> &outputs, WalkFailure &failure) {
+  using T = typename B::Value;
+  using I = typename B::Index;
+  for (mlir::Operation &op : spec.reference.getBody().front()) {
+    backend.beforeOp(op);
+    std::string name = op.getName().getStringRef().str();
+    if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+        outputs[spec.refOutputs[i]] = vals.lookup(v);
+      continue;
+    }
+    for (mlir::Value v : op.getOperands())
+      if (!vals.count(v)) {
+        failure = {"op '" + name + "' uses a value not tracked " + backend.who(), &op};
+        return false;
+      }
+    std::vector<const T *> in;
+    std::vector<I> idx;
+    for (mlir::Value v : op.getOperands()) {
+      if (v.getType().isIndex())
+        idx.push_back(backend.indexOf(vals.find(v)->second));
+      else
+        in.push_back(&vals.find(v)->second);
+    }
+    T out;
+    if (op.getNumResults() == 1 && op.getResult(0).getType().isIndex()) {
+      I x;
+      if (!backend.indexOp(op, idx, x)) {
+        failure = {"op '" + name +
+                       "' on index values is not supported (use arith.constant, addi, subi, "
+                       "muli on index arguments and dist.axis_index)",
+                   &op};
+        return false;
+      }
+      out = backend.fromIndex(x);
+    } else if (!mlir::isa<ref::RefDialect>(op.getDialect())) {
+      failure = {"the reference may only use ref ops and index arithmetic; '" + name +
+                     "' is not supported",
+                 &op};
+      return false;
+    } else {
+      std::string why = backend.ref(op, -1, in, idx, out);
+      if (!why.empty()) {
+        failure = {why, &op};
+        return false;
+      }
+    }
+    vals[op.getResult(0)] = std::move(out);
+    backend.afterReferenceOp(op, vals);
+  }
+  return true;
+}
+
 /// The backend plumbing shared by the engines over a scalar domain D (OpSemantics.h):
 /// values are Tensor<D::Value> (index values scalar tensors), rank-local ops and
 /// collectives are evalRefOp and evalCollective, arguments are the blocks of `globals`
@@ -307,6 +370,7 @@ template <class Derived, class D> struct DomainBackend {
     return evalCollective(self().domain(), &op, spec.mesh, in, out);
   }
   void afterOp(mlir::Operation &, PlanValues<Value> &) {}
+  void afterReferenceOp(mlir::Operation &, llvm::DenseMap<mlir::Value, Value> &) {}
 };
 
 } // namespace planproof
