@@ -359,27 +359,59 @@ public:
   }
 };
 
-/// The kernel backend as a backend of walkPlan (Semantics/PlanWalk.h): values on each
-/// rank's device, freed after their last use unless every intermediate is kept.
-struct KernelWalk {
+/// What the kernel backend's plan and reference walks share: values (KVal), index
+/// arithmetic on doubles, one op lowered onto a device, and the last user of each value
+/// (a value is freed after it unless every intermediate is kept for localization).
+struct KernelBackendBase {
   using Value = KVal;
   using Index = double;
   KernelRun &run;
-  const std::map<std::string, DevTensor> &globals;
   llvm::DenseMap<mlir::Value, Operation *> lastUser;
-  std::set<Operation *> draws;
 
-  Arith storage() const { return run.storage(); }
+  explicit KernelBackendBase(KernelRun &run) : run(run) {}
+  template <class Ops> void findLastUsers(const Ops &ops) {
+    for (Operation *op : ops)
+      for (mlir::Value v : op->getOperands())
+        lastUser[v] = isa<func::ReturnOp>(op) ? nullptr : op;
+  }
+  /// Whether `v` is past its last use after `op` and may be freed.
+  bool dead(mlir::Value v, Operation &op) const {
+    return !run.keepAll && lastUser.lookup(v) == &op;
+  }
   const char *who() { return "by the kernel backend"; }
   void beforeOp(Operation &) { progressTick(); }
-  bool parallelRanks(Operation &) { return false; }
-  KVal bind(const Binding &b, int64_t r) { return run.bindArgument(b, r, globals); }
-  KVal coordinate(int64_t c) { return {{}, (double)c}; }
   double indexOf(const KVal &v) { return v.index; }
   KVal fromIndex(double x) { return {{}, x}; }
   bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
     return replay::indexOp(op, args, out);
   }
+  static std::string lower(Device &dev, Arith a, Operation &op,
+                           const std::vector<const KVal *> &in, const std::vector<double> &idx,
+                           KVal &out) {
+    std::vector<const DevTensor *> ins;
+    for (const KVal *v : in)
+      ins.push_back(&v->t);
+    try {
+      out.t = Lowering{dev, a}.evalRef(&op, ins, idx);
+    } catch (const Unsupported &u) {
+      return u.why;
+    }
+    return "";
+  }
+};
+
+/// The kernel backend as a backend of walkPlan (Semantics/PlanWalk.h): values on each
+/// rank's device, freed after their last use unless every intermediate is kept.
+struct KernelWalk : KernelBackendBase {
+  const std::map<std::string, DevTensor> &globals;
+  std::set<Operation *> draws;
+
+  KernelWalk(KernelRun &run, const std::map<std::string, DevTensor> &globals)
+      : KernelBackendBase(run), globals(globals) {}
+  Arith storage() const { return run.storage(); }
+  bool parallelRanks(Operation &) { return false; }
+  KVal bind(const Binding &b, int64_t r) { return run.bindArgument(b, r, globals); }
+  KVal coordinate(int64_t c) { return {{}, (double)c}; }
   /// A device copy of a tensor (each value is freed on its own).
   KVal copy(const KVal &v, int64_t r) {
     if (!v.t.buf.ptr)
@@ -399,15 +431,7 @@ struct KernelWalk {
   }
   std::string ref(Operation &op, int64_t r, const std::vector<const KVal *> &in,
                   const std::vector<double> &idx, KVal &out) {
-    std::vector<const DevTensor *> ins;
-    for (const KVal *v : in)
-      ins.push_back(&v->t);
-    try {
-      out.t = Lowering{*run.rankDev[r], storage()}.evalRef(&op, ins, idx);
-    } catch (const Unsupported &u) {
-      return u.why;
-    }
-    return "";
+    return lower(*run.rankDev[r], storage(), op, in, idx, out);
   }
   std::string collective(Operation &op, const std::vector<const KVal *> &in,
                          std::vector<KVal> &out) {
@@ -425,11 +449,9 @@ struct KernelWalk {
   }
   /// Frees what `op` used last (unless every intermediate is kept for localization).
   void afterOp(Operation &op, PlanValues<KVal> &vals) {
-    if (run.keepAll)
-      return;
     for (mlir::Value v : op.getOperands()) {
       auto it = vals.find(v);
-      if (it == vals.end() || lastUser.lookup(v) != &op)
+      if (it == vals.end() || !dead(v, op))
         continue;
       for (size_t r = 0; r < it->second.size(); ++r)
         if (it->second[r].t.buf.ptr)
@@ -441,39 +463,19 @@ struct KernelWalk {
 
 /// The kernel backend as a backend of walkReference: one reference run on one device
 /// in one arithmetic, values freed after their last use unless every one is kept.
-struct KernelRefWalk {
-  using Value = KVal;
-  using Index = double;
-  KernelRun &run;
+struct KernelRefWalk : KernelBackendBase {
   Device &dev;
   Arith a;
-  llvm::DenseMap<mlir::Value, Operation *> lastUser;
 
-  const char *who() { return "by the kernel backend"; }
-  void beforeOp(Operation &) { progressTick(); }
-  double indexOf(const KVal &v) { return v.index; }
-  KVal fromIndex(double x) { return {{}, x}; }
-  bool indexOp(Operation &op, const std::vector<double> &args, double &out) {
-    return replay::indexOp(op, args, out);
-  }
+  KernelRefWalk(KernelRun &run, Device &dev, Arith a) : KernelBackendBase(run), dev(dev), a(a) {}
   std::string ref(Operation &op, int64_t, const std::vector<const KVal *> &in,
                   const std::vector<double> &idx, KVal &out) {
-    std::vector<const DevTensor *> ins;
-    for (const KVal *v : in)
-      ins.push_back(&v->t);
-    try {
-      out.t = Lowering{dev, a}.evalRef(&op, ins, idx);
-    } catch (const Unsupported &u) {
-      return u.why;
-    }
-    return "";
+    return lower(dev, a, op, in, idx, out);
   }
   void afterReferenceOp(Operation &op, llvm::DenseMap<mlir::Value, KVal> &vals) {
-    if (run.keepAll)
-      return;
     for (mlir::Value v : op.getOperands()) {
       auto it = vals.find(v);
-      if (it == vals.end() || lastUser.lookup(v) != &op)
+      if (it == vals.end() || !dead(v, op))
         continue;
       if (it->second.t.buf.ptr)
         dev.release(it->second.t.buf);
@@ -499,10 +501,11 @@ bool KernelRun::runReference(int run) {
       vals[arg] = {t, 0};
     }
   }
-  KernelRefWalk walk{*this, dev, a, {}};
+  KernelRefWalk walk(*this, dev, a);
+  std::vector<Operation *> ops;
   for (Operation &op : spec.reference.getBody().front())
-    for (Value v : op.getOperands())
-      walk.lastUser[v] = isa<func::ReturnOp>(op) ? nullptr : &op;
+    ops.push_back(&op);
+  walk.findLastUsers(ops);
   progressBegin(std::string("reference (") + (run == Truth ? "fp64" : dtypeName(o.dtype)) + ")",
                 spec.reference.getBody().front().getOperations().size());
   std::map<std::string, KVal> outputs;
@@ -551,12 +554,10 @@ bool KernelRun::runPlan() {
   std::map<std::string, DevTensor> globals;
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
     globals[spec.refInputs[i]] = input(*rankDev[0], a, i);
-  KernelWalk walk{*this, globals, {}, {}};
+  KernelWalk walk(*this, globals);
   for (const DrawBinding &db : spec.draws)
     walk.draws.insert(db.op);
-  for (Operation *op : spec.planOps())
-    for (Value v : op->getOperands())
-      walk.lastUser[v] = isa<func::ReturnOp>(op) ? nullptr : op;
+  walk.findLastUsers(spec.planOps());
   PlanWalker<KernelWalk> walker(spec, walk, planVals);
   walker.bind();
   for (auto &[name, t] : globals)
