@@ -8,7 +8,7 @@ PYTOOLS := $(BUILD)/pytools
 # The lit that CMake found (test/CMakeLists.txt), read once the build is configured.
 LIT = $(shell sed -n 's/^LIT_EXECUTABLE:[A-Z]*=//p' $(BUILD)/CMakeCache.txt)
 
-.PHONY: all deps configure build run test test-slow clean docs pytools torchenv jaxenv mutate fuzz
+.PHONY: all deps configure build run test test-slow clean docs schema pytools torchenv jaxenv mutate fuzz
 
 all: build
 
@@ -25,6 +25,12 @@ build: configure
 
 run: build
 	$(BUILD)/bin/planproof check-specs verify-specs
+
+# The op list of docs/spec.schema.json, from the ops' ODS definitions (after adding or
+# removing an op of the JSON format; a unit test says when it is due).
+schema: build
+	python3 scripts/update_schema.py docs/spec.schema.json \
+	  $(BUILD)/dialects/Ref/RefJsonOps.json $(BUILD)/dialects/Dist/DistJsonOps.json
 
 # Python-side test tools from PyPI (JSON Schema validation, the SARIF 2.1.0 schema),
 # in a virtual environment inside the build folder.

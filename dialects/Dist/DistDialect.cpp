@@ -18,6 +18,7 @@ using namespace mlir;
 using namespace planproof::dist;
 
 #include "Dist/DistDialect.cpp.inc"
+#include "Dist/DistOpInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "Dist/DistAttrs.cpp.inc"

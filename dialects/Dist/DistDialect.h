@@ -19,6 +19,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "Dist/DistDialect.h.inc"
+#include "Dist/DistOpInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "Dist/DistAttrs.h.inc"

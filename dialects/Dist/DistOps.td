@@ -99,11 +99,36 @@ def Dist_LayoutAttr : AttrDef<Dist_Dialect, "Layout"> {
 //===----------------------------------------------------------------------===//
 
 class Dist_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dist_Dialect, mnemonic, traits>;
+    : Op<Dist_Dialect, mnemonic, traits> {
+  // Whether the JSON interchange format has this op (docs/json-format.md): its
+  // attribute table and the schema's op list are generated from the ops that do
+  // (tools/planproof-tblgen). The mesh and rank coordinates have JSON forms of their
+  // own; checkpoint and pipeline ops are MLIR only (docs/checkpoint.md, docs/pipeline.md).
+  bit inJsonFormat = 1;
+}
+
+def Dist_CollectiveOpInterface : OpInterface<"CollectiveOp"> {
+  let cppNamespace = "::planproof::dist";
+  let description = [{
+    An op whose result on a rank depends on its position in the groups of mesh `axes`:
+    the collectives, and the local `shard_slice` / `shard_pad` that keep or place this
+    rank's block. Every engine evaluates them with all ranks' operands at once
+    (lib/Semantics/OpSemantics.h, evalCollective).
+  }];
+  let methods = [
+    InterfaceMethod<"The mesh axes whose groups the op runs over.", "::mlir::ArrayAttr",
+                    "getAxesAttr">,
+    StaticInterfaceMethod<"Whether the op exchanges data between ranks (false for the "
+                          "local shard_slice and shard_pad).", "bool", "communicates">,
+    InterfaceMethod<"The reduction (sum, avg, max) the op applies over its groups, or "
+                    "none.", "::std::optional<::llvm::StringRef>", "getReduction">,
+  ];
+}
 
 
 
 def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
+  let inJsonFormat = 0;
   let summary = "declares a device mesh with named axes";
   let description = [{
     A mesh of `product(shape)` ranks, with one named axis per entry of `shape`. Ranks
@@ -125,6 +150,7 @@ def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
 }
 
 def Dist_AxisIndexOp : Dist_Op<"axis_index", [Pure]> {
+  let inJsonFormat = 0;
   let summary = "the executing rank's coordinate along a mesh axis";
   let description = [{
     Returns this rank's coordinate along `axis` of the plan's mesh; it is what makes one
@@ -141,15 +167,21 @@ def Dist_AxisIndexOp : Dist_Op<"axis_index", [Pure]> {
 }
 
 // Collectives: every one names the mesh axes it runs over.
-class Dist_CollectiveOp<string mnemonic>
-    : Dist_Op<mnemonic, [Pure]> {
+class Dist_CollectiveOp<string mnemonic, bit communicating = 1, bit reducing = 0>
+    : Dist_Op<mnemonic, [Pure, Dist_CollectiveOpInterface]> {
+  let extraClassDeclaration = [{
+    static bool communicates() { return }] # !if(communicating, "true", "false") # [{; }
+    ::std::optional<::llvm::StringRef> getReduction() {
+      return }] # !if(reducing, "getKind()", "::std::nullopt") # [{;
+    }
+  }];
   // Result shapes depend on the mesh axis sizes, which live on the mesh, so the result
   // type is written out and checked by the verifier (dist::expectedResultType).
   let results = (outs PP_F32RankedTensor:$result);
   let hasVerifier = 1;
 }
 
-def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce"> {
+def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce", 1, 1> {
   let summary = "reduces across the ranks of the given mesh axes";
   let description = [{
     Every rank receives the reduction (`sum`, `avg` or `max`) of `input` over the
@@ -184,7 +216,7 @@ def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
   let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? attr-dict `:` type($input) `->` type($result)";
 }
 
-def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
+def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter", 1, 1> {
   let summary = "reduces across mesh axes and keeps this rank's block of a dimension";
   let description = [{
     Reduces `input` (`sum`, `avg` or `max`) over the ranks that differ only along
@@ -222,7 +254,7 @@ def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
   }];
 }
 
-def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
+def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice", 0> {
   let summary = "keeps this rank's block of a replicated value (no communication)";
   let description = [{
     The local counterpart of `all_gather`: from a value replicated over `axes`, keeps the
@@ -237,7 +269,7 @@ def Dist_ShardSliceOp : Dist_CollectiveOp<"shard_slice"> {
   let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? attr-dict `:` type($input) `->` type($result)";
 }
 
-def Dist_ShardPadOp : Dist_CollectiveOp<"shard_pad"> {
+def Dist_ShardPadOp : Dist_CollectiveOp<"shard_pad", 0> {
   let summary = "places this rank's block in a zero value of the whole (no communication)";
   let description = [{
     The adjoint of `shard_slice`: the result has the shape of the whole (dimension `dim`
@@ -280,6 +312,7 @@ def Dist_SelectOnOp : Dist_Op<"select_on", [Pure, AllTypesMatch<["when", "otherw
 //===----------------------------------------------------------------------===//
 
 def Dist_SaveOp : Dist_Op<"save"> {
+  let inJsonFormat = 0;
   let summary = "writes this rank's piece of a checkpoint entry at its global offsets";
   let description = [{
     Like `torch.distributed.checkpoint`: the entry `key` of the checkpoint has the
@@ -305,6 +338,7 @@ def Dist_SaveOp : Dist_Op<"save"> {
 }
 
 def Dist_LoadOp : Dist_Op<"load"> {
+  let inJsonFormat = 0;
   let summary = "reads this rank's piece of a checkpoint entry from its global offsets";
   let description = [{
     The counterpart of `dist.save` in the resuming plan: reads the elements of entry
@@ -329,6 +363,7 @@ def Dist_LoadOp : Dist_Op<"load"> {
 //===----------------------------------------------------------------------===//
 
 def Dist_SendOp : Dist_Op<"send"> {
+  let inJsonFormat = 0;
   let summary = "sends a value from one pipeline stage to another (blocking)";
   let description = [{
     In a pipelined plan (function attribute `dist.pipeline = "pp"` naming the mesh
@@ -356,6 +391,7 @@ def Dist_SendOp : Dist_Op<"send"> {
 }
 
 def Dist_RecvOp : Dist_Op<"recv"> {
+  let inJsonFormat = 0;
   let summary = "receives a value sent from another pipeline stage (blocking)";
   let description = [{
     The counterpart of `dist.send`: every rank of stage `to` receives the value the
@@ -372,6 +408,7 @@ def Dist_RecvOp : Dist_Op<"recv"> {
 }
 
 def Dist_StageSelectOp : Dist_Op<"stage_select", [Pure]> {
+  let inJsonFormat = 0;
   let summary = "the value of this rank's stage, among one value per stage";
   let description = [{
     On a rank of pipeline stage k, the k-th operand (a value of stage k). It joins what

@@ -18,6 +18,7 @@ using namespace mlir;
 using namespace planproof::ref;
 
 #include "Ref/RefDialect.cpp.inc"
+#include "Ref/RefOpInterfaces.cpp.inc"
 
 void RefDialect::initialize() {
   addOperations<

@@ -14,7 +14,10 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "Ref/ScalarFunctions.h"
+
 #include "Ref/RefDialect.h.inc"
+#include "Ref/RefOpInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "Ref/RefOps.h.inc"

@@ -42,13 +42,48 @@ def Ref_Dialect : Dialect {
 
 class Ref_Op<string mnemonic, list<Trait> traits = []>
     : Op<Ref_Dialect, mnemonic,
-         !listconcat(traits, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])>;
+         !listconcat(traits, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])> {
+  // Whether the JSON interchange format has this op (docs/json-format.md): its
+  // attribute table and the schema's op list are generated from the ops that do
+  // (tools/planproof-tblgen).
+  bit inJsonFormat = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Op facts shared by every engine
+//===----------------------------------------------------------------------===//
+
+def Ref_NonlinearOpInterface : OpInterface<"NonlinearOp"> {
+  let cppNamespace = "::planproof::ref";
+  let description = [{
+    An op that is not linear in some of its tensor operands: an operand there that is
+    still partial (a share of a sum over ranks) must be reduced before the op. The
+    diagnosis of a missing reduction (Engine/Explain.cpp) asks this interface.
+  }];
+  let methods = [
+    StaticInterfaceMethod<"Bit i set: the op is not linear in operand i.", "unsigned",
+                          "getNonlinearOperands", (ins), [{}], [{ return ~0u; }]>,
+  ];
+}
+
+def Ref_ScalarFunctionOpInterface : OpInterface<"ScalarFunctionOp"> {
+  let cppNamespace = "::planproof::ref";
+  let description = [{
+    An elementwise op that applies one scalar function of ScalarFunctions.def to every
+    element: its value, interval enclosure, domain and sign are defined there once, for
+    the symbolic engine, the numeric engines and the device kernels.
+  }];
+  let methods = [
+    StaticInterfaceMethod<"The scalar function applied to every element.",
+                          "::planproof::ref::ScalarFunction", "getFunction">,
+  ];
+}
 
 
 
 // Elementwise binary ops on two tensors of one shape.
-class Ref_ElementwiseBinaryOp<string mnemonic, string what>
-    : Ref_Op<mnemonic, [SameOperandsAndResultType]> {
+class Ref_ElementwiseBinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Ref_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType])> {
   let summary = "elementwise " # what;
   let arguments = (ins PP_F32RankedTensor:$lhs, PP_F32RankedTensor:$rhs);
   let results = (outs PP_F32RankedTensor:$result);
@@ -121,7 +156,9 @@ def Ref_BiasAddOp : Ref_Op<"bias_add"> {
 // Ops whose result shape is not a function of operands and attributes (reshape,
 // broadcast): the result type is written out and checked by a verifier.
 class Ref_ExplicitTypeOp<string mnemonic, list<Trait> traits = []>
-    : Op<Ref_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+    : Op<Ref_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+  bit inJsonFormat = 1;
+}
 
 class Ref_UnaryOp<string mnemonic, list<Trait> traits = []>
     : Ref_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType])> {
@@ -130,7 +167,12 @@ class Ref_UnaryOp<string mnemonic, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Ref_GeluOp : Ref_UnaryOp<"gelu"> {
+def Ref_GeluOp : Ref_UnaryOp<"gelu", [Ref_NonlinearOpInterface, Ref_ScalarFunctionOpInterface]> {
+  let extraClassDeclaration = [{
+    static ::planproof::ref::ScalarFunction getFunction() {
+      return ::planproof::ref::ScalarFunction::Gelu;
+    }
+  }];
   let summary = "GeLU activation";
   let description = [{
     `result[i] = gelu(input[i])` with `gelu(x) = x * Phi(x)` (exact, erf-based). The
@@ -140,7 +182,10 @@ def Ref_GeluOp : Ref_UnaryOp<"gelu"> {
   }];
 }
 
-def Ref_GeluGradOp : Ref_Op<"gelu_grad", [SameOperandsAndResultType]> {
+def Ref_GeluGradOp : Ref_Op<"gelu_grad", [SameOperandsAndResultType, Ref_NonlinearOpInterface]> {
+  let extraClassDeclaration = [{
+    static unsigned getNonlinearOperands() { return 0b01; }
+  }];
   let summary = "backward of GeLU";
   let description = [{
     `result[i] = gelu'(input[i]) * grad[i]`, where `input` is the forward input of
@@ -172,7 +217,8 @@ def Ref_ScaleOp : Ref_UnaryOp<"scale"> {
   let assemblyFormat = "$input `by` $factor attr-dict `:` type($result)";
 }
 
-class Ref_ReduceOp<string mnemonic, string what> : Ref_Op<mnemonic> {
+class Ref_ReduceOp<string mnemonic, string what, list<Trait> traits = []>
+    : Ref_Op<mnemonic, traits> {
   let summary = what # " over the given dimensions, removing them";
   let arguments = (ins PP_F32RankedTensor:$input, DenseI64ArrayAttr:$dims);
   let results = (outs PP_F32RankedTensor:$result);
@@ -190,7 +236,7 @@ def Ref_ReduceSumOp : Ref_ReduceOp<"reduce_sum", "sums"> {
   }];
 }
 
-def Ref_MseLossOp : Ref_Op<"mse_loss", [AllTypesMatch<["prediction", "target"]>]> {
+def Ref_MseLossOp : Ref_Op<"mse_loss", [AllTypesMatch<["prediction", "target"]>, Ref_NonlinearOpInterface]> {
   let summary = "mean squared error over all elements";
   let description = [{
     `result = (1/N) * sum_i (prediction[i] - target[i])^2` with `N` the number of
@@ -250,7 +296,7 @@ def Ref_DropoutMaskOp : Ref_ExplicitTypeOp<"dropout_mask"> {
   let hasVerifier = 1;
 }
 
-def Ref_TopkMaskOp : Ref_Op<"topk_mask"> {
+def Ref_TopkMaskOp : Ref_Op<"topk_mask", [Ref_NonlinearOpInterface]> {
   let summary = "the 0/1 mask of each row's k largest entries (a router's expert choice)";
   let description = [{
     `result[.., e] = 1` when `input[.., e]` is among the `k` largest entries of its row
@@ -269,7 +315,7 @@ def Ref_TopkMaskOp : Ref_Op<"topk_mask"> {
   let hasVerifier = 1;
 }
 
-def Ref_CapacityDispatchOp : Ref_Op<"capacity_dispatch"> {
+def Ref_CapacityDispatchOp : Ref_Op<"capacity_dispatch", [Ref_NonlinearOpInterface]> {
   let summary = "token-to-(expert, slot) dispatch mask under an expert capacity";
   let description = [{
     For a 0/1 routing mask `[T, E]`, the dispatch mask `[T, E, G * C]` of a capacity
@@ -343,31 +389,42 @@ def Ref_LiteralOp : Ref_ExplicitTypeOp<"literal"> {
 // Non-polynomial elementwise functions
 //===----------------------------------------------------------------------===//
 
-class Ref_FnOp<string mnemonic, string what> : Ref_UnaryOp<mnemonic> {
-  let summary = "elementwise " # what;
+// An elementwise function op: `fn` names its entry in ScalarFunctions.def, which
+// defines the function once (value, enclosure, domain, sign, solver treatment).
+class Ref_FnOp<string mnemonic, string fn>
+    : Ref_UnaryOp<mnemonic, [Ref_NonlinearOpInterface, Ref_ScalarFunctionOpInterface]> {
+  let summary = "elementwise " # mnemonic;
   let description = [{
-    `result[i] = }] # what # [{(input[i])`. The symbolic engine treats the function as
-    uninterpreted (congruence only, plus the identities listed in docs/semantics.md);
+    `result[i] = }] # mnemonic # [{(input[i])`. The symbolic engine treats the function
+    as uninterpreted (congruence only, plus the identities listed in docs/semantics.md);
     the numeric engines use its definition.
+  }];
+  let extraClassDeclaration = [{
+    static ::planproof::ref::ScalarFunction getFunction() {
+      return ::planproof::ref::ScalarFunction::}] # fn # [{;
+    }
   }];
 }
 
-def Ref_ExpOp : Ref_FnOp<"exp", "exp">;
-def Ref_LogOp : Ref_FnOp<"log", "log">;
-def Ref_RsqrtOp : Ref_FnOp<"rsqrt", "rsqrt">;
-def Ref_RecipOp : Ref_FnOp<"recip", "recip">;
-def Ref_SiluOp : Ref_FnOp<"silu", "silu">;
-def Ref_SqrtOp : Ref_FnOp<"sqrt", "sqrt">;
-def Ref_TanhOp : Ref_FnOp<"tanh", "tanh">;
+def Ref_ExpOp : Ref_FnOp<"exp", "Exp">;
+def Ref_LogOp : Ref_FnOp<"log", "Log">;
+def Ref_RsqrtOp : Ref_FnOp<"rsqrt", "Rsqrt">;
+def Ref_RecipOp : Ref_FnOp<"recip", "Recip">;
+def Ref_SiluOp : Ref_FnOp<"silu", "Silu">;
+def Ref_SqrtOp : Ref_FnOp<"sqrt", "Sqrt">;
+def Ref_TanhOp : Ref_FnOp<"tanh", "Tanh">;
 /// `logistic(x) = 1 / (1 + exp(-x))`, the sigmoid (XLA's `logistic`, PyTorch's `sigmoid`).
-def Ref_LogisticOp : Ref_FnOp<"logistic", "logistic">;
+def Ref_LogisticOp : Ref_FnOp<"logistic", "Logistic">;
 /// `step(x) = 1` when `x > 0`, else 0 (Heaviside): the mask of ReLU's backward
 /// (`threshold_backward`) and of comparisons of data (`x > c` is `step(x - c)`). Its
 /// derivative is taken as 0 (everywhere but at 0, where it has none), as PyTorch and
 /// JAX do.
-def Ref_StepOp : Ref_FnOp<"step", "step">;
+def Ref_StepOp : Ref_FnOp<"step", "Step">;
 
-def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType]> {
+def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType, Ref_NonlinearOpInterface]> {
+  let extraClassDeclaration = [{
+    static unsigned getNonlinearOperands() { return 0b01; }
+  }];
   let summary = "backward of SiLU";
   let description = [{ `result[i] = silu'(input[i]) * grad[i]`, `silu'` uninterpreted. }];
   let arguments = (ins PP_F32RankedTensor:$input, PP_F32RankedTensor:$grad);
@@ -375,15 +432,18 @@ def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
-def Ref_DivOp : Ref_ElementwiseBinaryOp<"div", "quotient"> {
+def Ref_DivOp : Ref_ElementwiseBinaryOp<"div", "quotient", [Ref_NonlinearOpInterface]> {
+  let extraClassDeclaration = [{
+    static unsigned getNonlinearOperands() { return 0b10; }
+  }];
   let description = [{ `result[i] = lhs[i] * recip(rhs[i])`. }];
 }
 
-def Ref_MaximumOp : Ref_ElementwiseBinaryOp<"maximum", "maximum"> {
+def Ref_MaximumOp : Ref_ElementwiseBinaryOp<"maximum", "maximum", [Ref_NonlinearOpInterface]> {
   let description = [{ `result[i] = max(lhs[i], rhs[i])`, decided exactly by Z3. }];
 }
 
-def Ref_MinimumOp : Ref_ElementwiseBinaryOp<"minimum", "minimum"> {
+def Ref_MinimumOp : Ref_ElementwiseBinaryOp<"minimum", "minimum", [Ref_NonlinearOpInterface]> {
   let description = [{
     `result[i] = min(lhs[i], rhs[i])` (as `-max(-lhs, -rhs)`), decided exactly by Z3.
     Gradient clipping's coefficient is `minimum(1, max_norm / (norm + eps))`.
@@ -473,7 +533,7 @@ def Ref_ConcatOp : Ref_Op<"concat"> {
 //===----------------------------------------------------------------------===//
 
 
-def Ref_ReduceMaxOp : Ref_ReduceOp<"reduce_max", "maximum"> {
+def Ref_ReduceMaxOp : Ref_ReduceOp<"reduce_max", "maximum", [Ref_NonlinearOpInterface]> {
   let description = [{ The maximum over `dims` (sorted, distinct), which are removed. }];
 }
 
@@ -504,7 +564,7 @@ def Ref_BatchMatmulOp : Ref_Op<"batch_matmul"> {
   }];
 }
 
-def Ref_SoftmaxOp : Ref_UnaryOp<"softmax"> {
+def Ref_SoftmaxOp : Ref_UnaryOp<"softmax", [Ref_NonlinearOpInterface]> {
   let summary = "softmax over the last dimension, max-shifted";
   let description = [{
     `result[.., j] = exp(x[.., j] - m) / sum_k exp(x[.., k] - m)` with `m` the maximum of
@@ -512,7 +572,7 @@ def Ref_SoftmaxOp : Ref_UnaryOp<"softmax"> {
   }];
 }
 
-def Ref_CausalSoftmaxOp : Ref_Op<"causal_softmax"> {
+def Ref_CausalSoftmaxOp : Ref_Op<"causal_softmax", [Ref_NonlinearOpInterface]> {
   let hasVerifier = 1;
   let summary = "softmax over the last dimension with a causal mask";
   let description = [{
@@ -533,7 +593,7 @@ def Ref_CausalSoftmaxOp : Ref_Op<"causal_softmax"> {
   let assemblyFormat = "$input (`offset` $offset^)? attr-dict `:` type($input)";
 }
 
-def Ref_PositionMaskOp : Ref_ExplicitTypeOp<"position_mask"> {
+def Ref_PositionMaskOp : Ref_ExplicitTypeOp<"position_mask", [Ref_NonlinearOpInterface]> {
   let hasVerifier = 1;
   let summary = "the 0/1 attention mask of query and key positions (causal, sliding window)";
   let description = [{
@@ -555,7 +615,7 @@ def Ref_PositionMaskOp : Ref_ExplicitTypeOp<"position_mask"> {
   let assemblyFormat = "$q_offset `,` $k_offset (`causal` $causal^)? (`window` $window^)? attr-dict `:` type($result)";
 }
 
-def Ref_DocumentMaskOp : Ref_Op<"document_mask"> {
+def Ref_DocumentMaskOp : Ref_Op<"document_mask", [Ref_NonlinearOpInterface]> {
   let summary = "the 0/1 mask of queries and keys in the same document";
   let description = [{
     `result[i, j] = [q_doc[i] == k_doc[j]]` for document ids `q_doc [Sq]` and
@@ -571,7 +631,7 @@ def Ref_DocumentMaskOp : Ref_Op<"document_mask"> {
   let assemblyFormat = "$q_doc `,` $k_doc attr-dict `:` type($q_doc) `,` type($k_doc)";
 }
 
-def Ref_MaskedSoftmaxOp : Ref_Op<"masked_softmax"> {
+def Ref_MaskedSoftmaxOp : Ref_Op<"masked_softmax", [Ref_NonlinearOpInterface]> {
   let summary = "softmax over the last dimension, restricted by a mask";
   let description = [{
     `result[.., j] = mask[.., j] exp(x[.., j] - m) / sum_k mask[.., k] exp(x[.., k] - m)`
@@ -590,7 +650,7 @@ def Ref_MaskedSoftmaxOp : Ref_Op<"masked_softmax"> {
   let assemblyFormat = "$input `,` $mask attr-dict `:` type($input) `,` type($mask)";
 }
 
-def Ref_RmsNormOp : Ref_Op<"rms_norm"> {
+def Ref_RmsNormOp : Ref_Op<"rms_norm", [Ref_NonlinearOpInterface]> {
   let summary = "RMSNorm over the last dimension";
   let description = [{
     `result[.., j] = x[.., j] * rsqrt(mean_k x[.., k]^2 + eps) * weight[j]`.
@@ -600,7 +660,7 @@ def Ref_RmsNormOp : Ref_Op<"rms_norm"> {
   let assemblyFormat = "$input `,` $weight `eps` $eps attr-dict `:` type($input) `,` type($weight)";
 }
 
-def Ref_LayerNormOp : Ref_Op<"layer_norm"> {
+def Ref_LayerNormOp : Ref_Op<"layer_norm", [Ref_NonlinearOpInterface]> {
   let summary = "LayerNorm over the last dimension";
   let description = [{
     `result[.., j] = (x[.., j] - mu) * rsqrt(var + eps) * weight[j] + bias[j]`, with the
@@ -628,7 +688,7 @@ def Ref_RotaryOp : Ref_Op<"rotary", [AllTypesMatch<["cos", "sin"]>]> {
   let assemblyFormat = "$input `,` $cos `,` $sin attr-dict `:` type($input) `,` type($cos)";
 }
 
-def Ref_CrossEntropyOp : Ref_Op<"cross_entropy", [AllTypesMatch<["logits", "labels"]>]> {
+def Ref_CrossEntropyOp : Ref_Op<"cross_entropy", [AllTypesMatch<["logits", "labels"]>, Ref_NonlinearOpInterface]> {
   let summary = "token-mean cross-entropy with one-hot labels and an ignore mask";
   let description = [{
     For logits `[T, V]`, one-hot labels `[T, V]` and a 0/1 mask `[T]` (0 for ignored
@@ -646,7 +706,7 @@ def Ref_CrossEntropyOp : Ref_Op<"cross_entropy", [AllTypesMatch<["logits", "labe
   let assemblyFormat = "$logits `,` $labels `,` $mask attr-dict `:` type($logits) `,` type($mask)";
 }
 
-def Ref_CrossEntropySumOp : Ref_Op<"cross_entropy_sum", [AllTypesMatch<["logits", "labels"]>]> {
+def Ref_CrossEntropySumOp : Ref_Op<"cross_entropy_sum", [AllTypesMatch<["logits", "labels"]>, Ref_NonlinearOpInterface]> {
   let summary = "summed cross-entropy over the non-ignored tokens (no normalization)";
   let description = [{
     `loss = sum_t mask[t] * (lse(logits[t]) - sum_v labels[t, v] * logits[t, v])`: the
@@ -709,6 +769,8 @@ def Ref_EmbeddingGradOp : Ref_ExplicitTypeOp<"embedding_grad"> {
 //===----------------------------------------------------------------------===//
 
 def Ref_GradOp : Op<Ref_Dialect, "grad", [Pure]> {
+  // Several results: not an op of the JSON format, which writes a backward pass out.
+  bit inJsonFormat = 0;
   let summary = "gradients of a scalar loss, derived automatically";
   let description = [{
     The gradients of the 0-D `loss` with respect to each value in `wrt` (inputs or

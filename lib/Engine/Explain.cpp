@@ -99,9 +99,10 @@ bool Engine::explainReduction(const ExplainSite &site, Violation &viol) {
   Operation *op = site.op;
   const std::string &name = site.name;
   const std::string &head = site.head;
-  if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(op)) {
+  auto collective = dyn_cast<dist::CollectiveOp>(op);
+  if (collective && collective.getReduction()) {
     std::vector<int> axes = collectiveAxes(op, mesh);
-    std::string kind = op->getAttrOfType<StringAttr>("kind").getValue().str();
+    std::string kind = collective.getReduction()->str();
     Relation in = relationOf(op->getOperand(0));
     if (in.exact() && in.layout.isPartial()) {
       std::vector<int> pa = in.layout.partialAxes();
@@ -238,18 +239,16 @@ bool Engine::explainPartialOperand(const ExplainSite &site, Violation &viol) {
   return false;
 }
 
-/// A partial operand of an op that is not linear in it.
 /// A partial operand reaching an op that is not linear in it, even where reducing it
 /// alone would not make the result a reference value (a microbatch's share).
 bool Engine::explainNonlinearOfPartial(const ExplainSite &site, Violation &viol) {
   Operation *op = site.op;
   const std::string &name = site.name;
   const std::string &head = site.head;
-  if (isa<ref::DivOp>(op) || unaryFunction(op) ||
-      isa<ref::GeluOp, ref::SoftmaxOp, ref::CausalSoftmaxOp, ref::RmsNormOp, ref::LayerNormOp,
-          ref::CrossEntropyOp, ref::CrossEntropySumOp>(op)) {
+  if (auto nonlinear = dyn_cast<ref::NonlinearOp>(op)) {
+    unsigned which = nonlinear.getNonlinearOperands();
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      if (!isa<RankedTensorType>(op->getOperand(i).getType()))
+      if (i >= 32 || !((which >> i) & 1) || !isa<RankedTensorType>(op->getOperand(i).getType()))
         continue;
       Relation in = relationOf(op->getOperand(i));
       if (!in.exact() || !in.layout.isPartial())

@@ -344,19 +344,23 @@ bool ExprPool::atomNonnegative(AtomId a, bool strict) const {
   const Atom &at = atoms[a];
   if (at.isInput)
     return !strict && (inputs[at.input].bound > 0 || inputs[at.input].nonnegative);
+  if (isUnary(at.fn)) {
+    switch (fnValues(at.fn)) { // ScalarFunctions.def: the values where defined
+    case fn_facts::Positive:
+      return true;
+    case fn_facts::Nonnegative:
+      return !strict;
+    case fn_facts::SignOfArgument:
+      return provablyNonnegative(at.args[0], true); // recip: positive for x > 0
+    default:
+      return false;
+    }
+  }
   switch (at.fn) {
-  case Fn::Exp:
-  case Fn::Rsqrt:
-  case Fn::Logistic:
-    return true; // positive wherever defined
-  case Fn::Sqrt:
-  case Fn::Step:
   case Fn::Eq:
   case Fn::DropMask:
   case Fn::TopK:
     return !strict;
-  case Fn::Recip:
-    return provablyNonnegative(at.args[0], true);
   default:
     return false;
   }

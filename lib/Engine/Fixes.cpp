@@ -16,8 +16,8 @@ namespace planproof::engine {
 /// operand, the violation says so.
 void Engine::checkDiscardedCollectives() {
   for (Operation *op : spec.planOps()) {
-    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp, dist::AllToAllOp>(op) ||
-        !op->getResult(0).use_empty())
+    auto collective = dyn_cast<dist::CollectiveOp>(op);
+    if (!collective || !collective.communicates() || !op->getResult(0).use_empty())
       continue;
     Value operand = op->getOperand(0);
     std::string readers;
@@ -25,7 +25,7 @@ void Engine::checkDiscardedCollectives() {
       if (user != op && user->getNumResults() && readers.size() < 200)
         readers += (readers.empty() ? "" : ", ") + std::string("`") + opName(user) + "`";
     Violation w;
-    w.kind = isa<dist::AllGatherOp, dist::AllToAllOp>(op) ? "sharding" : "reduction";
+    w.kind = collective.getReduction() ? "reduction" : "sharding";
     w.location = toSourceLoc(op->getLoc());
     w.at = opName(op);
     w.message = "the result of `" + opName(op) + "` = " + op->getName().getStringRef().str() +

@@ -9,6 +9,15 @@
 
 using namespace planproof;
 
+namespace {
+/// A collective that reduces over its groups (all_reduce, reduce_scatter): its result
+/// is complete over its axes.
+bool reducingCollective(mlir::Operation *op) {
+  auto collective = mlir::dyn_cast<planproof::dist::CollectiveOp>(op);
+  return collective && collective.getReduction();
+}
+} // namespace
+
 namespace planproof::engine {
 
 /// The relation of `v` when it is exact (factor 1), else none: what the walk to a
@@ -23,7 +32,7 @@ Relation Engine::exactRelationOf(Value v) {
   if (pt != planTrace.values.end()) {
     std::vector<int> complete;
     if (Operation *def = v.getDefiningOp())
-      if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(def))
+      if (reducingCollective(def))
         complete = collectiveAxes(def, mesh);
     std::vector<int> only = finder->exactCandidates(pt->second);
     if (!only.empty())
@@ -55,7 +64,7 @@ Relation Engine::relationOf(Value v) {
   auto pt = planTrace.values.find(v);
   std::vector<int> complete;
   if (Operation *def = v.getDefiningOp())
-    if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(def))
+    if (reducingCollective(def))
       complete = collectiveAxes(def, mesh);
   if (pt != planTrace.values.end())
     r = finder->find(pt->second, complete);

@@ -35,67 +35,11 @@ using namespace planproof;
 using nlohmann::json;
 
 const std::map<std::string, std::map<std::string, std::string>> &planproof::jsonOpAttributes() {
+  // Generated from the ops' ODS definitions (tools/planproof-tblgen): every op of the
+  // JSON format with each attribute's kind.
   static const std::map<std::string, std::map<std::string, std::string>> table = {
-      {"ref.add", {}},
-      {"ref.sub", {}},
-      {"ref.mul", {}},
-      {"ref.matmul", {{"lhs_dim", "int"}, {"rhs_dim", "int"}}},
-      {"ref.bias_add", {}},
-      {"ref.gelu", {}},
-      {"ref.gelu_grad", {}},
-      {"ref.scale", {{"factor", "float"}}},
-      {"ref.reduce_sum", {{"dims", "int[]"}}},
-      {"ref.mse_loss", {}},
-      {"ref.mse_loss_grad", {}},
-      {"ref.sgd_update", {{"lr", "float"}}},
-      {"ref.dropout_mask", {{"p", "float"}}},
-      {"ref.cross_entropy_sum", {}},
-      {"ref.power", {{"base", "float"}}},
-      {"ref.topk_mask", {{"k", "int"}}},
-      {"ref.capacity_dispatch", {{"capacity", "int"}, {"groups", "int"}}},
-      {"ref.constant", {{"value", "float"}}},
-      {"ref.literal", {{"values", "float[]"}}},
-      {"ref.detach", {}},
-      {"ref.embedding", {}},
-      {"ref.embedding_grad", {}},
-      {"ref.exp", {}},
-      {"ref.log", {}},
-      {"ref.rsqrt", {}},
-      {"ref.recip", {}},
-      {"ref.silu", {}},
-      {"ref.sqrt", {}},
-      {"ref.tanh", {}},
-      {"ref.logistic", {}},
-      {"ref.step", {}},
-      {"ref.minimum", {}},
-      {"ref.silu_grad", {}},
-      {"ref.div", {}},
-      {"ref.maximum", {}},
-      {"ref.transpose", {{"perm", "int[]"}}},
-      {"ref.reshape", {}},
-      {"ref.broadcast", {{"dims", "int[]"}}},
-      {"ref.slice", {{"offsets", "int[]"}, {"sizes", "int[]"}}},
-      {"ref.concat", {{"dim", "int"}}},
-      {"ref.reduce_max", {{"dims", "int[]"}}},
-      {"ref.reduce_mean", {{"dims", "int[]"}}},
-      {"ref.batch_matmul", {{"lhs_dim", "int"}, {"rhs_dim", "int"}}},
-      {"ref.softmax", {}},
-      {"ref.causal_softmax", {}},
-      {"ref.position_mask", {{"causal", "flag"}, {"window", "int?"}}},
-      {"ref.document_mask", {}},
-      {"ref.masked_softmax", {}},
-      {"ref.rms_norm", {{"eps", "float"}}},
-      {"ref.layer_norm", {{"eps", "float"}}},
-      {"ref.rotary", {}},
-      {"ref.cross_entropy", {}},
-      {"dist.all_reduce", {{"axes", "string[]"}, {"kind", "string"}}},
-      {"dist.all_gather", {{"axes", "string[]"}, {"dim", "int"}, {"zigzag", "flag"}}},
-      {"dist.reduce_scatter",
-       {{"axes", "string[]"}, {"dim", "int"}, {"kind", "string"}, {"zigzag", "flag"}}},
-      {"dist.shard_slice", {{"axes", "string[]"}, {"dim", "int"}, {"zigzag", "flag"}}},
-      {"dist.shard_pad", {{"axes", "string[]"}, {"dim", "int"}, {"zigzag", "flag"}}},
-      {"dist.select_on", {{"on", "coords"}}},
-      {"dist.all_to_all", {{"axes", "string[]"}, {"split_dim", "int"}, {"concat_dim", "int"}}},
+#include "Ref/RefJsonOps.inc"
+#include "Dist/DistJsonOps.inc"
   };
   return table;
 }
@@ -559,10 +503,8 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
       buildIndexOp(o, p, opName, values);
       continue;
     }
-    if (opName.find('.') == std::string::npos)
-      opName = (opName == "all_reduce" || opName == "all_gather" || opName == "reduce_scatter" ||
-                opName == "shard_slice" || opName == "shard_pad" || opName == "select_on" ||
-                opName == "all_to_all" ? "dist." : "ref.") + opName;
+    if (opName.find('.') == std::string::npos) // bare: the dialect that has it
+      opName = (jsonOpAttributes().count("dist." + opName) ? "dist." : "ref.") + opName;
     if (!jsonOpAttributes().count(opName))
       fail(p + "/op", "unknown op '" + opName + "'");
     if (!plan && opName.rfind("dist.", 0) == 0)

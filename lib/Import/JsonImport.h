@@ -28,9 +28,9 @@ bool importJsonSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec,
 bool importJsonSpecText(mlir::MLIRContext &ctx, const std::string &path, const std::string &text,
                         Spec &spec, std::string &errors);
 
-/// The attribute names and kinds an op accepts in JSON ("int", "float", "string",
-/// "int[]", "string[]"), by full op name. Exposed so tests can check it against the
-/// dialects' own op definitions.
+/// The ops of the JSON format, by full name, with the attribute names and kinds each
+/// accepts ("int", "int?", "float", "string", "flag", "int[]", "float[]", "string[]",
+/// "coords"): generated from the ops' ODS definitions by tools/planproof-tblgen.
 const std::map<std::string, std::map<std::string, std::string>> &jsonOpAttributes();
 
 /// Line and column (1-based) of every value in a JSON text, by JSON pointer

@@ -60,7 +60,6 @@ bool Lowering::elementwise(Operation *op, const std::vector<const DevTensor *> &
   if (auto s = dyn_cast<ScaleOp>(op)) return result = same(MapKind::Scale, attrRational(s.getFactorAttr()).toDouble()), true;
   if (auto s = dyn_cast<SgdUpdateOp>(op)) return result = same(MapKind::SgdUpdate, attrRational(s.getLrAttr()).toDouble()), true;
   if (isa<MseLossGradOp>(op)) return result = same(MapKind::MseGrad, 2.0 / (double)numElements(in[0]->shape)), true;
-  if (isa<GeluOp>(op)) return result = mapNew(rs, MapKind::Function, in[0], nullptr, 0, 0, 0, Fn::Gelu), true;
   if (auto fn = unaryFunction(op)) return result = mapNew(rs, MapKind::Function, in[0], nullptr, 0, 0, 0, *fn), true;
   if (isa<DetachOp, ReshapeOp>(op)) return result = mapNew(rs, MapKind::Copy, in[0]), true;
   if (auto c = dyn_cast<ConstantOp>(op)) {

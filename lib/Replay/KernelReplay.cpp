@@ -27,11 +27,8 @@ using namespace planproof::replay;
 
 static_assert((int)MapKind::DropMask == body::kDropMask, "MapKind and the kernel codes agree");
 static_assert((int)RowKind::Mean == body::kRowMean, "RowKind and the kernel codes agree");
-static_assert((int)Fn::Sqrt == body::kFnSqrt && (int)Fn::Silu == body::kFnSilu &&
-                  (int)Fn::Gelu == body::kFnGelu && (int)Fn::Exp == body::kFnExp &&
-                  (int)Fn::Tanh == body::kFnTanh && (int)Fn::Logistic == body::kFnLogistic &&
-                  (int)Fn::Step == body::kFnStep,
-              "Fn and the kernel function codes agree");
+static_assert((int)Fn::Step == scalar::kStep && (int)scalar::kUnaryCount == kUnaryFunctions,
+              "Fn and the device function codes number ScalarFunctions.def alike");
 
 namespace {
 
@@ -435,8 +432,7 @@ struct KernelWalk : KernelBackendBase {
   }
   std::string collective(Operation &op, const std::vector<const KVal *> &in,
                          std::vector<KVal> &out) {
-    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp, dist::ShardSliceOp,
-             dist::ShardPadOp, dist::AllToAllOp>(op))
+    if (!isa<dist::CollectiveOp>(op))
       return "'" + op.getName().getStringRef().str() + "' is not supported by the replay";
     std::vector<DevTensor> ins, outs(in.size());
     for (const KVal *v : in)

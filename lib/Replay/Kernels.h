@@ -25,31 +25,11 @@ enum : int {
   kCopy, kAdd, kSub, kMul, kScale, kFunction, kGeluGrad, kSiluGrad, kSgd, kMseGrad, kDiv,
   kMax, kMin, kDropMask
 };
-/// Function codes: the values of Fn (Functions.h) that maps apply.
-enum : int { kFnGelu = 0, kFnExp = 3, kFnLog = 4, kFnRsqrt = 5, kFnRecip = 6, kFnSilu = 7, kFnSqrt = 11,
-             kFnTanh = 15, kFnLogistic = 16, kFnStep = 17 };
-
 template <class T> PLANPROOF_HD inline T store(double x, bool bf16) {
   T v = (T)x;
   if (bf16)
     v = (T)scalar::roundBf16((float)v);
   return v;
-}
-
-PLANPROOF_HD inline double function(int fn, double x) {
-  switch (fn) {
-  case kFnGelu: return scalar::gelu(x);
-  case kFnExp: return exp(x);
-  case kFnLog: return log(x);
-  case kFnRsqrt: return scalar::rsqrt(x);
-  case kFnRecip: return scalar::recip(x);
-  case kFnSilu: return scalar::silu(x);
-  case kFnSqrt: return sqrt(x);
-  case kFnTanh: return tanh(x);
-  case kFnLogistic: return scalar::logistic(x);
-  case kFnStep: return x > 0 ? 1.0 : 0.0;
-  }
-  return NAN;
 }
 
 /// A replay input element, rounded to the storage precision (fp32, or bf16 when `bf16`;
@@ -100,7 +80,7 @@ PLANPROOF_HD inline T mapElement(int kind, int fn, double p0, double p1, double 
   case kSub: return store<T>(a - b, bf16);
   case kMul: return store<T>(a * b, bf16);
   case kScale: return store<T>(a * p0, bf16);
-  case kFunction: return store<T>(function(fn, a), bf16);
+  case kFunction: return store<T>(scalar::unary(fn, a), bf16);
   case kGeluGrad: return store<T>((double)store<T>(scalar::geluDeriv(a), bf16) * b, bf16);
   case kSiluGrad: return store<T>((double)store<T>(scalar::siluDeriv(a), bf16) * b, bf16);
   case kSgd: return store<T>(a - (double)store<T>(b * p0, bf16), bf16);

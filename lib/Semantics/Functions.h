@@ -10,6 +10,7 @@
 #ifndef PLANPROOF_SEMANTICS_FUNCTIONS_H
 #define PLANPROOF_SEMANTICS_FUNCTIONS_H
 
+#include "Ref/ScalarFunctions.h"
 #include "Semantics/Scalar.h"
 
 #include <cmath>
@@ -18,14 +19,50 @@
 
 namespace planproof {
 
+/// The vocabulary of ScalarFunctions.def's columns.
+namespace fn_facts {
+enum Monotony { Increasing, Decreasing, StepUp, Lipschitz };
+/// A set of reals: a function's domain, or the values it takes there (with Any for
+/// the reals and SignOfArgument for "of the sign of its argument").
+enum Domain { Reals, Positive, Nonnegative, Nonzero, SignOfArgument };
+constexpr Domain Any = Reals;
+enum Solver { Uninterpreted, Exact };
+
+/// Whether the function is defined on all of [lo, hi].
+inline bool insideDomain(Domain d, double lo, double hi) {
+  switch (d) {
+  case Reals: return true;
+  case Positive: return lo > 0;
+  case Nonnegative: return lo >= 0;
+  case Nonzero: return lo > 0 || hi < 0;
+  case SignOfArgument: break;
+  }
+  return false;
+}
+/// Whether the function is defined nowhere on [lo, hi].
+inline bool outsideDomain(Domain d, double lo, double hi) {
+  switch (d) {
+  case Reals: return false;
+  case Positive: return hi <= 0;
+  case Nonnegative: return hi < 0;
+  case Nonzero: return lo == 0 && hi == 0;
+  case SignOfArgument: break;
+  }
+  return false;
+}
+} // namespace fn_facts
+
 enum class Fn : uint8_t {
-  Gelu, GeluDeriv, Max, Exp, Log, Rsqrt, Recip, Silu, SiluDeriv,
+  /// The functions of one argument (dialects/Ref/ScalarFunctions.def), first and in
+  /// that order, so that ref::ScalarFunction and the device codes convert by value.
+#define PLANPROOF_SCALAR_FUNCTION(Name, ...) Name,
+#include "Ref/ScalarFunctions.def"
+  Max,
   /// An unexpanded product of two large polynomials (see ExprPool::mul): exact, not a
   /// function of its own; kept as an atom so that expressions stay small.
   Product,
   /// The indicator [a == b] of integer values (token ids against table rows).
   Eq,
-  Sqrt,
   /// A dropout mask element drawn from a counter-based generator: dropmask(key,
   /// counter, p) is 1/(1-p) with probability 1-p and 0 otherwise. Uninterpreted for
   /// proofs (only which (key, counter) pair is drawn matters); numerically the
@@ -37,11 +74,18 @@ enum class Fn : uint8_t {
   /// to the lower index), else 0 -- a router's expert selection. Piecewise constant:
   /// the solver encodes it exactly by counting the x's that beat x_e.
   TopK,
-  /// The hyperbolic tangent and the logistic sigmoid 1 / (1 + exp(-x)).
-  Tanh, Logistic,
-  /// The Heaviside step [x > 0]: piecewise constant, encoded exactly by the solver.
-  Step
 };
+
+/// The number of functions of one argument (the first values of Fn).
+constexpr int kUnaryFunctions = 0
+#define PLANPROOF_SCALAR_FUNCTION(Name, ...) +1
+#include "Ref/ScalarFunctions.def"
+    ;
+
+inline bool isUnary(Fn f) { return (int)f < kUnaryFunctions; }
+
+/// The engines' name of an elementwise function op's scalar function.
+inline Fn toFn(ref::ScalarFunction f) { return Fn((int)f); }
 
 struct FnInfo {
   const char *name;
@@ -55,26 +99,31 @@ struct FnInfo {
 
 inline const FnInfo &fnInfo(Fn f) {
   static const FnInfo infos[] = {
-      {"gelu", false, false},
-      {"gelu'", false, false},
+#define PLANPROOF_SCALAR_FUNCTION(Name, label, value, shape, bound, domain, sign, solver) \
+  {label, false, fn_facts::solver == fn_facts::Exact},
+#include "Ref/ScalarFunctions.def"
       {"max", true, true},
-      {"exp", false, false},
-      {"log", false, false},
-      {"rsqrt", false, false},
-      {"recip", false, false},
-      {"silu", false, false},
-      {"silu'", false, false},
       {"product", false, false},
       {"eq", false, true},
-      {"sqrt", false, false},
       {"dropmask", false, false},
       {"pow", false, false},
       {"topk", false, true},
-      {"tanh", false, false},
-      {"logistic", false, false},
-      {"step", false, true},
   };
+  static_assert(sizeof(infos) / sizeof(infos[0]) == (size_t)Fn::TopK + 1, "one entry per Fn");
   return infos[(int)f];
+}
+
+/// The values a function of one argument takes where it is defined (Any otherwise).
+inline fn_facts::Domain fnValues(Fn f) {
+  using namespace fn_facts;
+  switch (f) {
+#define PLANPROOF_SCALAR_FUNCTION(Name, label, value, shape, bound, domain, sign, solver) \
+  case Fn::Name:                                                                        \
+    return sign;
+#include "Ref/ScalarFunctions.def"
+  default:
+    return Any;
+  }
 }
 
 /// The uniform number in [0, 1) a counter-based generator draws for (key, counter)
@@ -90,19 +139,9 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
   // Missing arguments read as 0 (every caller passes the function's arity).
   double a0 = args.size() > 0 ? args[0] : 0, a1 = args.size() > 1 ? args[1] : 0,
          a2 = args.size() > 2 ? args[2] : 0;
+  if (isUnary(f))
+    return scalar::unary((int)f, a0);
   switch (f) {
-  case Fn::Gelu: return scalar::gelu(a0);
-  case Fn::GeluDeriv: return scalar::geluDeriv(a0);
-  case Fn::Exp: return std::exp(a0);
-  case Fn::Log: return std::log(a0);
-  case Fn::Rsqrt: return scalar::rsqrt(a0);
-  case Fn::Recip: return scalar::recip(a0);
-  case Fn::Silu: return scalar::silu(a0);
-  case Fn::SiluDeriv: return scalar::siluDeriv(a0);
-  case Fn::Sqrt: return std::sqrt(a0);
-  case Fn::Tanh: return std::tanh(a0);
-  case Fn::Logistic: return scalar::logistic(a0);
-  case Fn::Step: return a0 > 0 ? 1.0 : 0.0;
   case Fn::Eq: return a0 == a1 ? 1.0 : 0.0;
   case Fn::Pow: return std::pow(a0, a1);
   case Fn::DropMask: return scalar::dropMask(a0, a1, a2);
@@ -129,14 +168,12 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
 /// certainly negative values, the reciprocal of exactly 0): a value computed from it
 /// certainly does not exist.
 inline bool fnOutsideDomain(Fn f, double lo, double hi) {
+  using namespace fn_facts;
   switch (f) {
-  case Fn::Log:
-  case Fn::Rsqrt:
-    return hi <= 0;
-  case Fn::Sqrt:
-    return hi < 0;
-  case Fn::Recip:
-    return lo == 0 && hi == 0;
+#define PLANPROOF_SCALAR_FUNCTION(Name, label, value, shape, bound, domain, sign, solver) \
+  case Fn::Name:                                                                        \
+    return outsideDomain(domain, lo, hi);
+#include "Ref/ScalarFunctions.def"
   default:
     return false;
   }
@@ -164,33 +201,29 @@ inline bool fnEnclosure(Fn f, double lo, double hi, double &outLo, double &outHi
     double v = evalFn(f, {mid});
     return widen(v - L * r, v + L * r);
   };
+  using namespace fn_facts;
+  auto enclose = [&](Monotony shape, double bound, Domain domain) {
+    if (!insideDomain(domain, lo, hi))
+      return false;
+    switch (shape) {
+    case Increasing:
+      return widen(scalar::unary((int)f, lo), scalar::unary((int)f, hi));
+    case Decreasing:
+      return widen(scalar::unary((int)f, hi), scalar::unary((int)f, lo));
+    case StepUp: // nondecreasing, exact values
+      outLo = scalar::unary((int)f, lo);
+      outHi = scalar::unary((int)f, hi);
+      return true;
+    case Lipschitz:
+      return lipschitz(bound);
+    }
+    return false;
+  };
   switch (f) {
-  case Fn::Exp:
-    return widen(std::exp(lo), std::exp(hi));
-  case Fn::Log:
-    return lo > 0 && widen(std::log(lo), std::log(hi));
-  case Fn::Sqrt:
-    return lo >= 0 && widen(std::sqrt(lo), std::sqrt(hi));
-  case Fn::Tanh: // increasing
-    return widen(std::tanh(lo), std::tanh(hi));
-  case Fn::Logistic: // increasing
-    return widen(scalar::logistic(lo), scalar::logistic(hi));
-  case Fn::Step: // nondecreasing, exact values
-    outLo = lo > 0 ? 1.0 : 0.0;
-    outHi = hi > 0 ? 1.0 : 0.0;
-    return true;
-  case Fn::Rsqrt:
-    return lo > 0 && widen(scalar::rsqrt(hi), scalar::rsqrt(lo));
-  case Fn::Recip:
-    return (lo > 0 || hi < 0) && widen(1.0 / hi, 1.0 / lo);
-  case Fn::Gelu:
-    return lipschitz(1.13);
-  case Fn::Silu:
-    return lipschitz(1.1);
-  case Fn::GeluDeriv:
-    return lipschitz(0.8);
-  case Fn::SiluDeriv:
-    return lipschitz(0.5);
+#define PLANPROOF_SCALAR_FUNCTION(Name, label, value, shape, bound, domain, sign, solver) \
+  case Fn::Name:                                                                        \
+    return enclose(shape, bound, domain);
+#include "Ref/ScalarFunctions.def"
   default:
     return false; // not unary: handled exactly by the evaluator
   }

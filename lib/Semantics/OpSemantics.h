@@ -91,18 +91,11 @@ void evalProducts(D &d, const ProductDims &p, const typename D::Value *a,
       }
 }
 
-/// The scalar function an elementwise function op applies, if `op` is one.
+/// The scalar function an elementwise function op applies, if `op` is one
+/// (ScalarFunctionOpInterface; the functions are defined in ScalarFunctions.def).
 inline std::optional<Fn> unaryFunction(mlir::Operation *op) {
-  using namespace planproof::ref;
-  if (mlir::isa<ExpOp>(op)) return Fn::Exp;
-  if (mlir::isa<LogOp>(op)) return Fn::Log;
-  if (mlir::isa<RsqrtOp>(op)) return Fn::Rsqrt;
-  if (mlir::isa<RecipOp>(op)) return Fn::Recip;
-  if (mlir::isa<SiluOp>(op)) return Fn::Silu;
-  if (mlir::isa<SqrtOp>(op)) return Fn::Sqrt;
-  if (mlir::isa<TanhOp>(op)) return Fn::Tanh;
-  if (mlir::isa<LogisticOp>(op)) return Fn::Logistic;
-  if (mlir::isa<StepOp>(op)) return Fn::Step;
+  if (auto f = mlir::dyn_cast<ref::ScalarFunctionOp>(op))
+    return toFn(f.getFunction());
   return std::nullopt;
 }
 
@@ -135,8 +128,6 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     elementwise([&](size_t i) { return d.sub(in[0]->data[i], in[1]->data[i]); });
   } else if (isa<MulOp>(op)) {
     elementwise([&](size_t i) { return d.mul(in[0]->data[i], in[1]->data[i]); });
-  } else if (isa<GeluOp>(op)) {
-    elementwise([&](size_t i) { return d.apply(Fn::Gelu, {in[0]->data[i]}); });
   } else if (isa<GeluGradOp>(op)) {
     elementwise([&](size_t i) {
       return d.mul(d.apply(Fn::GeluDeriv, {in[0]->data[i]}), in[1]->data[i]);
@@ -584,7 +575,7 @@ inline bool selectOnTaken(dist::SelectOnOp op, const Mesh &mesh, int64_t r) {
 /// Mesh axis indices named by a collective's `axes` attribute.
 inline std::vector<int> collectiveAxes(mlir::Operation *op, const Mesh &mesh) {
   std::vector<int> axes;
-  for (mlir::Attribute a : op->getAttrOfType<mlir::ArrayAttr>("axes"))
+  for (mlir::Attribute a : mlir::cast<dist::CollectiveOp>(op).getAxesAttr())
     axes.push_back(mesh.axisIndex(mlir::cast<mlir::StringAttr>(a).getValue().str()));
   return axes;
 }
@@ -597,7 +588,7 @@ std::string evalCollective(D &d, mlir::Operation *op, const Mesh &mesh,
                            std::vector<Tensor<typename D::Value>> &out) {
   using V = typename D::Value;
   using namespace planproof::dist;
-  if (!mlir::isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, ShardPadOp, AllToAllOp>(op))
+  if (!mlir::isa<CollectiveOp>(op))
     return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
   std::vector<int> axes = collectiveAxes(op, mesh);
   int64_t n = mesh.groupSize(axes), ranks = mesh.numRanks();

@@ -117,6 +117,25 @@ PLANPROOF_HD inline double dropMask(double key, double counter, double p) {
   return u >= p ? 1.0 / (1.0 - p) : 0.0;
 }
 
+/// Codes of the functions of one argument, in the order of ScalarFunctions.def (the
+/// values of Fn and ref::ScalarFunction; device code sees no host enums).
+enum UnaryCode : int {
+#define PLANPROOF_SCALAR_FUNCTION(Name, ...) k##Name,
+#include "Ref/ScalarFunctions.def"
+  kUnaryCount
+};
+
+/// The value of function `fn` (a UnaryCode) at `x`; NaN for an unknown code.
+PLANPROOF_HD inline double unary(int fn, double x) {
+  switch (fn) {
+#define PLANPROOF_SCALAR_FUNCTION(Name, label, value, ...)                                \
+  case k##Name:                                                                          \
+    return value;
+#include "Ref/ScalarFunctions.def"
+  }
+  return NAN;
+}
+
 } // namespace scalar
 } // namespace planproof
 

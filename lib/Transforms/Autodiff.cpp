@@ -456,9 +456,7 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
       continue;
     if (isa<DetachOp>(op))
       continue; // a detached wrt value: its gradient stops here
-    bool collective = isa<dist::AllToAllOp, dist::AllGatherOp, dist::ReduceScatterOp,
-                          dist::AllReduceOp, dist::ShardSliceOp, dist::ShardPadOp,
-                          dist::SelectOnOp>(op);
+    bool collective = isa<dist::CollectiveOp, dist::SelectOnOp>(op);
     if ((!isa<RefDialect>(op->getDialect()) && !collective) ||
         failed(backprop(op, it->second))) {
       why = "autodiff: no derivative rule for '" + op->getName().getStringRef().str() + "'";
