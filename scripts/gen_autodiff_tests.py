@@ -6,6 +6,7 @@ is sum(op(x) * c) with a symbolic cotangent c, so the proof covers every cotange
 
 Run from the repository root: python3 scripts/gen_autodiff_tests.py
 """
+import math
 import os
 import sys
 
@@ -137,6 +138,11 @@ def main():
         one = f.constant("one", 1.0, [2, 3])
         return {"x": f.binary("mul", "dx", f.binary("mul", "cs", "c", "s"), f.binary("sub", "oms", one, "s"))}
     case("logistic", [("x", [2, 3])], lambda f: f.unary("logistic", "y", "x"), ["x"], logistic_hand)
+    def erf_hand(f):  # c * 2/sqrt(pi) * exp(-x^2), the constant applied first
+        f.binary("mul", "xx", "x", "x")
+        f.unary("exp", "e", f.scale("nxx", "xx", -1.0))
+        return {"x": f.binary("mul", "dx", "c", f.scale("ke", "e", 2 / math.sqrt(math.pi)))}
+    case("erf", [("x", [2, 3])], lambda f: f.unary("erf", "y", "x"), ["x"], erf_hand)
     # step: its derivative is 0 (everywhere it has one).
     case("step", [("x", [2, 3])], lambda f: f.binary("mul", "y", "x", f.unary("step", "s", "x")),
          ["x"], lambda f: {"x": f.binary("mul", "dx", "c", f.unary("step", "s2", "x"))})

@@ -420,6 +420,9 @@ def Ref_LogisticOp : Ref_FnOp<"logistic", "Logistic">;
 /// derivative is taken as 0 (everywhere but at 0, where it has none), as PyTorch and
 /// JAX do.
 def Ref_StepOp : Ref_FnOp<"step", "Step">;
+/// `erf(x) = 2/sqrt(pi) * integral from 0 to x of exp(-t^2) dt`, the error function: exact
+/// GeLU written out (XLA's `erf`, PyTorch's `aten.erf`).
+def Ref_ErfOp : Ref_FnOp<"erf", "Erf">;
 
 def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType, Ref_NonlinearOpInterface]> {
   let extraClassDeclaration = [{

@@ -18,6 +18,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <cmath>
 #include <map>
 
 using namespace mlir;
@@ -175,6 +176,11 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     give(0, [&] { return sub(g, mul(g, mul(res, res))); });
   } else if (isa<LogisticOp>(op)) {  // logistic' = s (1 - s)
     give(0, [&] { return mul(g, sub(res, mul(res, res))); });
+  } else if (isa<ErfOp>(op)) {  // erf' = 2/sqrt(pi) exp(-x^2)
+    give(0, [&] {
+      Value x = op->getOperand(0);
+      return scale(mul(g, ExpOp::create(b, loc, scale(mul(x, x), -1))), 2 / std::sqrt(M_PI));
+    });
   } else if (isa<StepOp>(op)) {  // step' = 0 (where it has a derivative)
     give(0, [&] { return scale(g, 0); });
   } else if (isa<SqrtOp>(op)) {
