@@ -223,7 +223,7 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   }
   static const std::map<std::string, std::string> unary = {
       {"exponential", "exp"}, {"log", "log"}, {"rsqrt", "rsqrt"}, {"sqrt", "sqrt"},
-      {"tanh", "tanh"}, {"logistic", "logistic"}};
+      {"tanh", "tanh"}, {"logistic", "logistic"}, {"erf", "erf"}};
   if (auto it = unary.find(op); it != unary.end()) {
     const Val &x = need(in, 1);
     checkTensor(x);

@@ -626,7 +626,8 @@ def _unary(op):
 for _op, _name in ((aten.exp.default, "exp"), (aten.log.default, "log"),
                    (aten.rsqrt.default, "rsqrt"), (aten.sqrt.default, "sqrt"),
                    (aten.reciprocal.default, "recip"), (aten.silu.default, "silu"),
-                   (aten.tanh.default, "tanh"), (aten.sigmoid.default, "logistic")):
+                   (aten.tanh.default, "tanh"), (aten.sigmoid.default, "logistic"),
+                   (aten.erf.default, "erf")):
     RULES[_op] = _unary(_name)
 
 

@@ -28,6 +28,7 @@ class Zoo(nn.Module):
         e = torch.exp(-h.pow(2)) / 3                            # neg, pow, exp, div.Scalar
         z = torch.sqrt(self.g) + torch.reciprocal(self.g) + torch.log(self.g)
         z = z + torch.tanh(h[:1]).sum(0) * torch.sigmoid(h[1:2]).sum(0)  # tanh, sigmoid
+        z = z + torch.erf(h[2:3]).sum(0)                        # erf
         return (p * lp).sum() + e.mean() + s.sum() * 0.1 + z.sum()
 
 
