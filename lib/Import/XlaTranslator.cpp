@@ -856,6 +856,11 @@ Val Translator::whileLoop(const std::vector<const Val *> &in, int depth) {
   };
   const hlo::Computation *cond = comp("condition"), *body = comp("body");
   const hlo::Instruction *self = cur;
+  // A counted loop whose count is known before unrolling it: refused at once when past
+  // the limit, instead of after unrolling 4096 iterations (each may emit many ops).
+  if (std::optional<int64_t> trip = countedTripCount(*cond, *body, init);
+      trip && *trip > 4096 - iterations)
+    unsupported("while loops of more than 4096 iterations in all (unrolled)");
   Val state = init;
   for (;;) {
     Val c = run(*cond, {state}, depth + 1);
@@ -876,6 +881,56 @@ Val Translator::whileLoop(const std::vector<const Val *> &in, int depth) {
     if (track)
       *track = self;
   }
+}
+
+/// The trip count of a while loop in XLA's counted form, when it can be read without
+/// running the body: the condition is `counter < N` (a tuple element of the state
+/// against a constant), the body's root tuple sets that element to `counter + 1`, and
+/// the initial counter is the same known integer on every rank. Only used to refuse a
+/// loop early; the loop itself is still unrolled and checked iteration by iteration.
+std::optional<int64_t> Translator::countedTripCount(const hlo::Computation &cond,
+                                                    const hlo::Computation &body,
+                                                    const Val &init) {
+  auto constant = [](const hlo::Computation &c, const std::string &name) -> std::optional<int64_t> {
+    const hlo::Instruction *i = c.find(name);
+    std::vector<int64_t> v;
+    if (!i || i->opcode != "constant" || !i->shape.dims.empty() ||
+        !hlo::parseIntList(i->rawOperands, v) || v.size() != 1)
+      return std::nullopt;
+    return v[0];
+  };
+  auto element = [](const hlo::Computation &c, const std::string &name) -> std::optional<int64_t> {
+    const hlo::Instruction *i = c.find(name);
+    if (!i || i->opcode != "get-tuple-element" || i->operands.size() != 1 || !i->attrs.count("index"))
+      return std::nullopt;
+    const hlo::Instruction *p = c.find(i->operands[0]);
+    std::vector<int64_t> k;
+    if (!p || p->opcode != "parameter" || !hlo::parseIntList(i->attrs.at("index"), k) || k.size() != 1)
+      return std::nullopt;
+    return k[0];
+  };
+  const hlo::Instruction *test = cond.root(), *next = body.root();
+  if (!test || test->opcode != "compare" || test->operands.size() != 2 ||
+      !test->attrs.count("direction") || test->attrs.at("direction") != "LT")
+    return std::nullopt;
+  std::optional<int64_t> k = element(cond, test->operands[0]), n = constant(cond, test->operands[1]);
+  if (!k || !n || !next || next->opcode != "tuple" || *k < 0 ||
+      (size_t)*k >= next->operands.size() || init.kind != Val::Tuple ||
+      (size_t)*k >= init.elements.size())
+    return std::nullopt;
+  const hlo::Instruction *step = body.find(next->operands[*k]);
+  if (!step || step->opcode != "add" || step->operands.size() != 2)
+    return std::nullopt;
+  bool counts = (element(body, step->operands[0]) == k && constant(body, step->operands[1]) == 1) ||
+                (element(body, step->operands[1]) == k && constant(body, step->operands[0]) == 1);
+  const Val &start = init.elements[*k];
+  if (!counts || start.kind != Val::Index || start.idx.empty() || start.idx[0].size() != 1)
+    return std::nullopt;
+  for (auto &row : start.idx)
+    if (row.size() != 1 || row[0] != start.idx[0][0])
+      return std::nullopt;
+  int64_t from = start.idx[0][0];
+  return *n > from ? *n - from : 0;
 }
 
 /// base with `update` written at `offsets` (from dim `from` on), by slices and concats.

@@ -16,6 +16,7 @@
 
 #include <map>
 #include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -214,6 +215,8 @@ private:
   Val idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   Val predOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   std::string oneMinus(const std::string &p, const std::vector<int64_t> &dims);
+  std::optional<int64_t> countedTripCount(const hlo::Computation &cond,
+                                          const hlo::Computation &body, const Val &init);
   Val whileLoop(const std::vector<const Val *> &in, int depth);
   Val dynamicUpdateSlice(const std::vector<const Val *> &in);
   std::string replaceBlock(const std::string &base, const std::vector<int64_t> &baseDims,
