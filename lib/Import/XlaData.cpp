@@ -1,0 +1,727 @@
+//===- XlaData.cpp - HLO instructions on integer data, loops and predicates ===//
+//
+// The half of the Translator (XlaTranslator.h) that handles what is not float tensor
+// arithmetic: token ids and their gathers and scatter-adds, while loops (unrolled),
+// dynamic updates, predicates held as 0/1 tensors and selects on them, and integer
+// (index) arithmetic evaluated per partition. The float ops, dots and collectives are in
+// XlaTranslator.cpp. Table of covered ops: docs/xla.md.
+//
+//===----------------------------------------------------------------------===//
+#include "Import/XlaTranslator.h"
+
+#include "Support/Limits.h"
+#include "Support/Rational.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <numeric>
+
+namespace planproof::xla {
+
+/// Integer ops on token ids. Ids are assumed in [0, rows) of every table they index (the
+/// spec's `bound`), so a comparison with a constant that this range decides (JAX's
+/// `ids < 0` wrap-around of negative indices) is that constant predicate; ids keep their
+/// shape through reshapes and conversions; anything else on ids is unsupported.
+Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  std::vector<int64_t> dims = inst.shape.dims;
+  int64_t n = product(dims);
+  auto constant = [&](const Val &v, int64_t &c) {
+    if (v.kind != Val::Index)
+      return false;
+    c = v.idx[0].empty() ? 0 : v.idx[0][0];
+    for (auto &row : v.idx)
+      for (int64_t x : row)
+        if (x != c)
+          return false;
+    return true;
+  };
+  if (op == "reshape" || op == "bitcast" || op == "copy" || op == "convert" ||
+      op == "broadcast") {
+    const Val &x = need(in, 1);
+    if (product(x.dims) != n)
+      unsupported("a broadcast of token ids");
+    Val v = x;
+    v.dims = dims;
+    v.type = inst.shape.type;
+    return v;
+  }
+  if (op == "add" && in.size() == 2) {
+    for (int k = 0; k < 2; ++k) {
+      int64_t c;
+      if (in[k]->kind == Val::Ids && constant(*in[1 - k], c)) {
+        Val v = *in[k];
+        if (!checkedAdd(v.offset, c, v.offset))
+          unsupported("integer overflow in token-id arithmetic");
+        v.dims = dims;
+        return v;
+      }
+    }
+  }
+  if (op == "compare" && in.size() == 2) {
+    // ids + offset (in [offset, inf)) against a constant c: decided when the range is
+    // on one side of c.
+    int k = in[0]->kind == Val::Ids ? 0 : 1;
+    int64_t c;
+    if (in[1 - k]->kind != Val::Ids && constant(*in[1 - k], c)) {
+      std::string dir = attr("direction");
+      if (k == 1) {  // c OP ids  ->  ids OP' c
+        static const std::map<std::string, std::string> flip = {
+            {"LT", "GT"}, {"LE", "GE"}, {"GT", "LT"}, {"GE", "LE"}, {"EQ", "EQ"}, {"NE", "NE"}};
+        dir = flip.count(dir) ? flip.at(dir) : dir;
+      }
+      int64_t lo = in[k]->offset;  // the least value ids + offset takes
+      int decided = -1;
+      if (dir == "LT" && lo >= c) decided = 0;
+      if (dir == "LE" && lo > c) decided = 0;
+      if (dir == "GT" && lo > c) decided = 1;
+      if (dir == "GE" && lo >= c) decided = 1;
+      if (dir == "EQ" && lo > c) decided = 0;
+      if (dir == "NE" && lo > c) decided = 1;
+      // Against the upper end (a bounds check, `ids <= rows - 1`): decided by the bound,
+      // which the gathers fix later; the decision is recorded and checked at the end
+      // (every id + offset <= c  iff  bound + offset - 1 <= c).
+      int64_t limit;  // the decision holds iff bound <= limit
+      if (decided < 0 && (dir == "LE" || dir == "GT") && !__builtin_sub_overflow(c + 1, in[k]->offset, &limit)) {
+        decided = dir == "LE" ? 1 : 0;
+        boundLimits.push_back({in[k]->name, limit, cur});
+      } else if (decided < 0 && (dir == "LT" || dir == "GE") && !__builtin_sub_overflow(c, in[k]->offset, &limit)) {
+        decided = dir == "LT" ? 1 : 0;
+        boundLimits.push_back({in[k]->name, limit, cur});
+      }
+      if (decided >= 0) {
+        Val v;
+        v.kind = Val::Index;
+        v.type = inst.shape.type;
+        v.dims = dims;
+        v.idx.assign(ranks, std::vector<int64_t>(n, decided));
+        return v;
+      }
+    }
+    unsupported("a comparison of token ids that their range [0, rows) does not decide");
+  }
+  if (op == "select" && in.size() == 3) {
+    int64_t c;
+    if (constant(*in[0], c)) {
+      const Val &pick = c ? *in[1] : *in[2];
+      if (pick.kind == Val::Ids) {
+        Val v = pick;
+        v.dims = dims;
+        return v;
+      }
+    }
+    unsupported("a select between token ids on a predicate that is not constant");
+  }
+  unsupported("integer HLO op '" + op + "' on token ids");
+}
+
+const Val &Translator::idsOperand(const Val &v) {
+  if (v.kind != Val::Ids)
+    unsupported("'" + cur->opcode + "' with indices that are not token ids of an input");
+  if (v.offset != 0)
+    unsupported("'" + cur->opcode + "' with token ids shifted by " + std::to_string(v.offset));
+  return v;
+}
+
+/// one_hot(ids) as [T, classes]: the embedding of the classes x classes identity.
+std::string Translator::oneHot(const Val &ids, int64_t classes) {
+  if (classes > 1024)
+    unsupported("a one-hot over more than 1024 classes");
+  auto it = identities.find(classes);
+  if (it == identities.end()) {
+    json values = json::array();
+    for (int64_t i = 0; i < classes; ++i)
+      for (int64_t j = 0; j < classes; ++j)
+        values.push_back(i == j ? 1 : 0);
+    std::vector<int64_t> shape = {classes, classes};
+    it = identities.emplace(classes, emit("literal", {}, {{"values", values}}, &shape,
+                                          "identity_" + std::to_string(classes))).first;
+  }
+  useRows(ids, classes);
+  return emit("embedding", {it->second, ids.name}, nullptr, nullptr, cur->name + "_onehot");
+}
+
+/// gather in the two forms JAX emits for token ids:
+///  - an embedding lookup (jnp.take(table, ids, axis=0)): rows of the table by id;
+///  - take_along_axis on the last dim with the other dims as batch dims (the label's
+///    log-probability in a cross-entropy): the sum over that dim of x * one_hot(id).
+Val Translator::gather(const std::vector<const Val *> &in) {
+  if (in.size() != 2)
+    malformed("gather takes 2 operands");
+  const Val &x = *in[0];
+  checkTensor(x);
+  const Val &ids = idsOperand(*in[1]);
+  std::vector<int64_t> out = dimsOf(), collapsed = attrInts("collapsed_slice_dims"),
+                       startMap = attrInts("start_index_map"), sizes = attrInts("slice_sizes"),
+                       offsetDims = attrInts("offset_dims"),
+                       opBatch = attrInts("operand_batching_dims"),
+                       idxBatch = attrInts("start_indices_batching_dims");
+  int64_t ivd = ints(attr("index_vector_dim"), "index_vector_dim").at(0);
+  int64_t r = x.dims.size(), t = product(ids.dims);
+  // the index vector has one component
+  if (!(ivd == (int64_t)ids.dims.size() ||
+        (ivd >= 0 && ivd < (int64_t)ids.dims.size() && ids.dims[ivd] == 1)))
+    unsupported("a gather whose index vectors have more than one component");
+  if (r >= 2 && opBatch.empty() && collapsed == std::vector<int64_t>{0} &&
+      startMap == std::vector<int64_t>{0} && (int64_t)sizes.size() == r && sizes[0] == 1) {
+    bool whole = true;
+    for (int64_t d = 1; d < r; ++d)
+      whole &= sizes[d] == x.dims[d];
+    int64_t lead = out.size() - (r - 1);
+    for (int64_t k = 0; k < r - 1; ++k)
+      whole &= k < (int64_t)offsetDims.size() && offsetDims[k] == lead + k;
+    if (whole && (int64_t)offsetDims.size() == r - 1) {
+      std::vector<int64_t> rows = {x.dims[0], product(x.dims) / x.dims[0]};
+      std::string table = x.name;
+      if (r > 2)
+        table = emit("reshape", {table}, nullptr, &rows, cur->name + "_table");
+      useRows(ids, x.dims[0]);
+      std::string e = emit("embedding", {table, ids.name}, nullptr, nullptr, cur->name);
+      std::vector<int64_t> flat = {t, rows[1]};
+      if (flat != out)
+        e = emit("reshape", {e}, nullptr, &out, cur->name + "_r");
+      return tensor(e, x.type, out);
+    }
+  }
+  // take_along_axis over the last dim: batch dims 0..r-2 on both sides, in order.
+  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
+  std::iota(lead.begin(), lead.end(), 0);
+  if (r >= 1 && opBatch == lead && idxBatch == lead && collapsed == std::vector<int64_t>{r - 1} &&
+      startMap == std::vector<int64_t>{r - 1} && offsetDims.empty() &&
+      t == product(x.dims) / x.dims[r - 1] && product(out) == t) {
+    int64_t v = x.dims[r - 1];
+    std::vector<int64_t> flat = {t, v}, col = {t};
+    std::string oh = oneHot(ids, v);
+    std::string xf = x.dims == flat ? x.name : emit("reshape", {x.name}, nullptr, &flat, cur->name + "_x");
+    std::string pick = emit("mul", {xf, oh}, nullptr, nullptr, cur->name + "_pick");
+    std::string s = emit("reduce_sum", {pick}, {{"dims", {1}}}, nullptr, cur->name + "_sum");
+    if (out != col)
+      s = emit("reshape", {s}, nullptr, &out, cur->name);
+    return tensor(s, x.type, out);
+  }
+  unsupported("a gather other than an embedding lookup or take_along_axis on the last dim");
+}
+
+/// scatter with an add computation, the adjoints of the two gathers above: rows added
+/// by id (embedding_grad), or updates placed at each batch position's id (one-hot
+/// times the update). Added to the scattered-into operand unless it is zeros.
+Val Translator::scatterAdd(const std::vector<const Val *> &in) {
+  if (in.size() != 3)
+    unsupported("a variadic scatter");
+  if (reductionKind() != "sum")
+    unsupported("a scatter that does not add");
+  const Val &base = *in[0], &upd = *in[2];
+  checkTensor(base);
+  checkTensor(upd);
+  const Val &ids = idsOperand(*in[1]);
+  std::vector<int64_t> window = attrInts("update_window_dims"), inserted = attrInts("inserted_window_dims"),
+                       toOperand = attrInts("scatter_dims_to_operand_dims"),
+                       inBatch = attrInts("input_batching_dims"),
+                       idxBatch = attrInts("scatter_indices_batching_dims");
+  int64_t r = base.dims.size(), t = product(ids.dims);
+  bool zeros = !base.scalarConst.empty() && floatLiteral(base.scalarConst) == 0.0;
+  std::string result;
+  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
+  std::iota(lead.begin(), lead.end(), 0);
+  if (r >= 2 && inBatch.empty() && inserted == std::vector<int64_t>{0} &&
+      toOperand == std::vector<int64_t>{0} && (int64_t)window.size() == r - 1 &&
+      product(upd.dims) == t * (product(base.dims) / base.dims[0])) {
+    std::vector<int64_t> rows = {base.dims[0], product(base.dims) / base.dims[0]}, flat = {t, rows[1]};
+    std::string u = upd.dims == flat ? upd.name : emit("reshape", {upd.name}, nullptr, &flat, cur->name + "_u");
+    useRows(ids, base.dims[0]);
+    result = emit("embedding_grad", {u, ids.name}, nullptr, &rows, cur->name + "_rows");
+    if (rows != base.dims)
+      result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
+  } else if (r >= 1 && inBatch == lead && idxBatch == lead &&
+             inserted == std::vector<int64_t>{r - 1} && toOperand == std::vector<int64_t>{r - 1} &&
+             window.empty() && product(upd.dims) == t && t == product(base.dims) / base.dims[r - 1]) {
+    int64_t v = base.dims[r - 1];
+    std::vector<int64_t> flat = {t, v}, col = {t};
+    std::string oh = oneHot(ids, v);
+    std::string u = upd.dims == col ? upd.name : emit("reshape", {upd.name}, nullptr, &col, cur->name + "_u");
+    u = emit("broadcast", {u}, {{"dims", {0}}}, &flat, cur->name + "_ub");
+    result = emit("mul", {oh, u}, nullptr, nullptr, cur->name + "_place");
+    if (flat != base.dims)
+      result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
+  } else {
+    unsupported("a scatter other than the adjoint of an embedding lookup or of "
+                "take_along_axis on the last dim");
+  }
+  if (!zeros)
+    result = emit("add", {base.name, result}, nullptr, nullptr, cur->name);
+  return tensor(result, base.type, base.dims);
+}
+
+/// while: unrolled. The condition must evaluate to the same constant on every rank
+/// (a trip count: scan over layers, over microbatches); each iteration runs the body
+/// on the loop state. At most 4096 iterations in all, else unsupported.
+Val Translator::whileLoop(const std::vector<const Val *> &in, int depth) {
+  const Val &init = need(in, 1);
+  auto comp = [&](const char *key) {
+    std::string n = attr(key);
+    if (!n.empty() && n[0] == '%')
+      n.erase(0, 1);
+    const hlo::Computation *c = m.find(n);
+    if (!c)
+      malformed(std::string("while: unknown ") + key + " computation '" + n + "'");
+    return c;
+  };
+  const hlo::Computation *cond = comp("condition"), *body = comp("body");
+  const hlo::Instruction *self = cur;
+  // A counted loop whose count is known before unrolling it: refused at once when past
+  // the limit, instead of after unrolling 4096 iterations (each may emit many ops).
+  if (std::optional<int64_t> trip = countedTripCount(*cond, *body, init);
+      trip && *trip > 4096 - iterations)
+    unsupported("while loops of more than 4096 iterations in all (unrolled)");
+  Val state = init;
+  for (;;) {
+    Val c = run(*cond, {state}, depth + 1);
+    cur = self;
+    if (track)
+      *track = self;
+    if (c.kind != Val::Index || product(c.dims) != 1)
+      unsupported("a while loop whose condition is not an integer computation");
+    for (auto &row : c.idx)
+      if (row[0] != c.idx[0][0])
+        unsupported("a while loop whose trip count differs between ranks");
+    if (!c.idx[0][0])
+      return state;
+    if (++iterations > 4096)
+      unsupported("while loops of more than 4096 iterations in all (unrolled)");
+    state = run(*body, {state}, depth + 1);
+    cur = self;
+    if (track)
+      *track = self;
+  }
+}
+
+/// The trip count of a while loop in XLA's counted form, when it can be read without
+/// running the body: the condition is `counter < N` (a tuple element of the state
+/// against a constant), the body's root tuple sets that element to `counter + 1`, and
+/// the initial counter is the same known integer on every rank. Only used to refuse a
+/// loop early; the loop itself is still unrolled and checked iteration by iteration.
+std::optional<int64_t> Translator::countedTripCount(const hlo::Computation &cond,
+                                                    const hlo::Computation &body,
+                                                    const Val &init) {
+  auto constant = [](const hlo::Computation &c, const std::string &name) -> std::optional<int64_t> {
+    const hlo::Instruction *i = c.find(name);
+    std::vector<int64_t> v;
+    if (!i || i->opcode != "constant" || !i->shape.dims.empty() ||
+        !hlo::parseIntList(i->rawOperands, v) || v.size() != 1)
+      return std::nullopt;
+    return v[0];
+  };
+  auto element = [](const hlo::Computation &c, const std::string &name) -> std::optional<int64_t> {
+    const hlo::Instruction *i = c.find(name);
+    if (!i || i->opcode != "get-tuple-element" || i->operands.size() != 1 || !i->attrs.count("index"))
+      return std::nullopt;
+    const hlo::Instruction *p = c.find(i->operands[0]);
+    std::vector<int64_t> k;
+    if (!p || p->opcode != "parameter" || !hlo::parseIntList(i->attrs.at("index"), k) || k.size() != 1)
+      return std::nullopt;
+    return k[0];
+  };
+  const hlo::Instruction *test = cond.root(), *next = body.root();
+  if (!test || test->opcode != "compare" || test->operands.size() != 2 ||
+      !test->attrs.count("direction") || test->attrs.at("direction") != "LT")
+    return std::nullopt;
+  std::optional<int64_t> k = element(cond, test->operands[0]), n = constant(cond, test->operands[1]);
+  if (!k || !n || !next || next->opcode != "tuple" || *k < 0 ||
+      (size_t)*k >= next->operands.size() || init.kind != Val::Tuple ||
+      (size_t)*k >= init.elements.size())
+    return std::nullopt;
+  const hlo::Instruction *step = body.find(next->operands[*k]);
+  if (!step || step->opcode != "add" || step->operands.size() != 2)
+    return std::nullopt;
+  bool counts = (element(body, step->operands[0]) == k && constant(body, step->operands[1]) == 1) ||
+                (element(body, step->operands[1]) == k && constant(body, step->operands[0]) == 1);
+  const Val &start = init.elements[*k];
+  if (!counts || start.kind != Val::Index || start.idx.empty() || start.idx[0].size() != 1)
+    return std::nullopt;
+  for (auto &row : start.idx)
+    if (row.size() != 1 || row[0] != start.idx[0][0])
+      return std::nullopt;
+  int64_t from = start.idx[0][0];
+  return *n > from ? *n - from : 0;
+}
+
+/// base with `update` written at `offsets` (from dim `from` on), by slices and concats.
+std::string Translator::replaceBlock(const std::string &base, const std::vector<int64_t> &baseDims,
+                                     const std::string &update, const std::vector<int64_t> &updDims,
+                                     const std::vector<int64_t> &offsets, size_t from) {
+  size_t d = from;
+  while (d < baseDims.size() && updDims[d] == baseDims[d])
+    ++d;
+  if (d == baseDims.size())
+    return update;
+  int64_t o = offsets[d], u = updDims[d];
+  auto slice = [&](int64_t lo, int64_t size) {
+    std::vector<int64_t> off(baseDims.size(), 0), sz = baseDims;
+    off[d] = lo;
+    sz[d] = size;
+    return emit("slice", {base}, {{"offsets", off}, {"sizes", sz}}, nullptr, cur->name + "_keep");
+  };
+  std::vector<int64_t> midDims = baseDims;
+  midDims[d] = u;
+  std::string mid = replaceBlock(slice(o, u), midDims, update, updDims, offsets, d + 1);
+  std::vector<std::string> parts;
+  if (o > 0)
+    parts.push_back(slice(0, o));
+  parts.push_back(mid);
+  if (o + u < baseDims[d])
+    parts.push_back(slice(o + u, baseDims[d] - o - u));
+  if (parts.size() == 1)
+    return mid;
+  return emit("concat", parts, {{"dim", (int64_t)d}}, nullptr, cur->name);
+}
+
+/// dynamic-update-slice with offsets the same on every rank (a loop counter's): the
+/// base with the update's block replaced. XLA clamps each offset into
+/// [0, dim - update dim].
+Val Translator::dynamicUpdateSlice(const std::vector<const Val *> &in) {
+  if (in.size() < 2)
+    malformed("dynamic-update-slice needs operands");
+  const Val &base = *in[0], &upd = *in[1];
+  checkTensor(base);
+  checkTensor(upd);
+  if (in.size() != base.dims.size() + 2 || upd.dims.size() != base.dims.size())
+    unsupported("dynamic-update-slice with offsets in one tensor operand");
+  std::vector<int64_t> offsets;
+  for (size_t d = 0; d < base.dims.size(); ++d) {
+    const Val &o = *in[d + 2];
+    if (o.kind != Val::Index || !o.dims.empty())
+      unsupported("a dynamic-update-slice offset that depends on the data");
+    if (upd.dims[d] > base.dims[d])
+      malformed("dynamic-update-slice update larger than its base");
+    for (auto &row : o.idx)
+      if (row[0] != o.idx[0][0])
+        unsupported("a dynamic-update-slice whose offsets differ between ranks");
+    offsets.push_back(std::clamp<int64_t>(o.idx[0][0], 0, base.dims[d] - upd.dims[d]));
+  }
+  return tensor(replaceBlock(base.name, base.dims, upd.name, upd.dims, offsets, 0), base.type,
+                base.dims);
+}
+
+std::string Translator::oneMinus(const std::string &p, const std::vector<int64_t> &dims) {
+  std::string one = emit("constant", {}, {{"value", 1}}, &dims, cur->name + "_one");
+  return emit("sub", {one, p}, nullptr, nullptr, cur->name + "_not");
+}
+
+/// Predicates on float data, as 0/1 float tensors: a comparison is a step of the
+/// difference (x > y is step(x - y), x >= y is 1 - step(y - x)); and, or, not are
+/// products and sums; shape ops apply to the 0/1 tensor. Equality of floats is not
+/// covered (no step expresses it).
+Val Translator::predOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  std::vector<int64_t> dims = dimsOf();
+  auto pred = [&](const std::string &name) {
+    Val v = tensor(name, "pred", dims);
+    v.kind = Val::Pred;
+    return v;
+  };
+  auto floatOf = [&](const Val &v) -> const std::string & {
+    if (v.kind != Val::Pred && v.kind != Val::Tensor)
+      unsupported("'" + op + "' mixing a predicate on data with integer values");
+    if (v.name.empty())
+      unsupported("'" + op + "' on the non-finite constant " + v.scalarConst);
+    return v.name;
+  };
+  if (op == "compare") {
+    if (in.size() != 2 || in[0]->kind != Val::Tensor || in[1]->kind != Val::Tensor)
+      unsupported("a comparison mixing float and integer values");
+    std::string dir = attr("direction");
+    const std::string &a = floatOf(*in[0]), &b = floatOf(*in[1]);
+    auto stepOf = [&](const std::string &x, const std::string &y) {
+      std::string d = emit("sub", {x, y}, nullptr, nullptr, cur->name + "_diff");
+      return emit("step", {d}, nullptr, nullptr, cur->name);
+    };
+    if (dir == "GT")
+      return pred(stepOf(a, b));
+    if (dir == "LT")
+      return pred(stepOf(b, a));
+    if (dir == "GE")
+      return pred(oneMinus(stepOf(b, a), dims));
+    if (dir == "LE")
+      return pred(oneMinus(stepOf(a, b), dims));
+    unsupported("a comparison of float data by '" + dir + "' (only <, <=, >, >= are covered)");
+  }
+  if (op == "not")
+    return pred(oneMinus(floatOf(need(in, 1)), dims));
+  if ((op == "and" || op == "or") && in.size() == 2) {
+    std::string pq = emit("mul", {floatOf(*in[0]), floatOf(*in[1])}, nullptr, nullptr,
+                          cur->name + (op == "and" ? "" : "_both"));
+    if (op == "and")
+      return pred(pq);
+    std::string s = emit("add", {floatOf(*in[0]), floatOf(*in[1])}, nullptr, nullptr, cur->name + "_sum");
+    return pred(emit("sub", {s, pq}, nullptr, nullptr, cur->name));
+  }
+  if (op == "copy" || op == "convert" || op == "bitcast" || op == "reshape")
+    return pred(product(need(in, 1).dims) == product(dims) && need(in, 1).dims == dims
+                    ? floatOf(*in[0])
+                    : emit("reshape", {floatOf(*in[0])}, nullptr, &dims, cur->name));
+  if (op == "broadcast") {
+    std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+    const Val &x = need(in, 1);
+    if (x.dims == dims)
+      return pred(floatOf(x));
+    return pred(emit("broadcast", {floatOf(x)}, {{"dims", bd}}, &dims, cur->name));
+  }
+  if (op == "transpose") {
+    std::vector<int64_t> perm = ints(attr("dimensions"), "transpose dimensions");
+    return pred(emit("transpose", {floatOf(need(in, 1))}, {{"perm", perm}}, nullptr, cur->name));
+  }
+  unsupported("'" + op + "' on a predicate computed from the data");
+}
+
+/// select(p, a, b) with a predicate known element by element (a mask from iota and
+/// constants, the same on every rank) is p*a + (1-p)*b with p a 0/1 literal: exactly
+/// the selection for finite values, which is every value planproof reasons about.
+Val Translator::select(const std::vector<const Val *> &in) {
+  if (in.size() != 3)
+    malformed("select takes 3 operands");
+  const Val &p = *in[0];
+  if (in[1]->kind == Val::Tensor && in[2]->kind == Val::Tensor && !in[1]->name.empty() &&
+      in[1]->name == in[2]->name)
+    return *in[1];  // the same value either way, whatever the predicate
+  if (p.kind == Val::Pred) {  // p*a + (1-p)*b, with p a 0/1 tensor (exact for finite values)
+    checkTensor(*in[1]);
+    checkTensor(*in[2]);
+    std::vector<int64_t> dims = dimsOf();
+    std::string on = emit("mul", {p.name, in[1]->name}, nullptr, nullptr, cur->name + "_on");
+    if (!in[2]->scalarConst.empty() && floatLiteral(in[2]->scalarConst) == 0.0)
+      return tensor(on, cur->shape.type, dims);
+    std::string off = emit("mul", {oneMinus(p.name, dims), in[2]->name}, nullptr, nullptr,
+                           cur->name + "_off");
+    return tensor(emit("add", {on, off}, nullptr, nullptr, cur->name), cur->shape.type, dims);
+  }
+  if (p.kind != Val::Index)
+    unsupported("a select on a predicate computed from the data");
+  std::vector<int64_t> dims = dimsOf();
+  int64_t n = product(dims);
+  for (auto &row : p.idx)
+    if (row != p.idx[0])
+      unsupported("a select whose mask differs between ranks");
+  auto bit = [&](int64_t e) { return p.idx[0][p.dims.empty() ? 0 : e] != 0; };
+  bool all = true, none = true;
+  for (int64_t e = 0; e < n; ++e)
+    (bit(e) ? none : all) = false;
+  // (a fill value that is never selected, NaN for out-of-range indices, is never read)
+  if (all) {
+    checkTensor(*in[1]);
+    return *in[1];
+  }
+  if (none) {
+    checkTensor(*in[2]);
+    return *in[2];
+  }
+  checkTensor(*in[1]);
+  checkTensor(*in[2]);
+  json mask = json::array(), inverse = json::array();
+  for (int64_t e = 0; e < n; ++e) {
+    mask.push_back(bit(e) ? 1 : 0);
+    inverse.push_back(bit(e) ? 0 : 1);
+  }
+  std::string m = emit("literal", {}, {{"values", mask}}, &dims, cur->name + "_mask");
+  std::string im = emit("literal", {}, {{"values", inverse}}, &dims, cur->name + "_unmask");
+  std::string a = emit("mul", {m, in[1]->name}, nullptr, nullptr, cur->name + "_on");
+  std::string b = emit("mul", {im, in[2]->name}, nullptr, nullptr, cur->name + "_off");
+  return tensor(emit("add", {a, b}, nullptr, nullptr, cur->name), cur->shape.type, dims);
+}
+
+/// Whether integer `z` is a value of HLO type `t` (pred, sN, uN).
+bool fitsType(const std::string &t, int64_t z) {
+  if (t == "pred")
+    return z == 0 || z == 1;
+  int bits = std::atoi(t.c_str() + 1);
+  if (bits <= 0 || bits > 64)
+    return false;
+  if (t[0] == 'u')
+    return z >= 0 && (bits >= 63 || z < (int64_t(1) << bits));
+  if (bits == 64)
+    return true;
+  return z >= -(int64_t(1) << (bits - 1)) && z < (int64_t(1) << (bits - 1));
+}
+
+Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  std::vector<int64_t> dims = inst.shape.dims;
+  int64_t n = product(dims);
+  if (n > 1 << 16)
+    unsupported("an integer tensor of more than 2^16 elements (token ids and masks are not "
+                "covered yet)");
+  Val v;
+  v.kind = Val::Index;
+  v.type = inst.shape.type;
+  v.dims = dims;
+  v.idx.assign(ranks, std::vector<int64_t>(n, 0));
+  auto operand = [&](size_t i) -> const Val & {
+    if (i >= in.size())
+      malformed("'" + op + "' has too few operands");
+    if (in[i]->kind != Val::Index)
+      unsupported("'" + op + "' mixing integer and float values");
+    return *in[i];
+  };
+  if (op == "partition-id") {
+    if (!plan)
+      unsupported("partition-id in the module before partitioning");
+    for (int64_t r = 0; r < ranks; ++r)
+      v.idx[r][0] = r;
+    return v;
+  }
+  if (op == "replica-id")
+    return v;
+  if (op == "constant") {
+    std::vector<std::string> els = literalElements(inst.rawOperands);
+    if ((int64_t)els.size() != n)
+      malformed("a constant with the wrong number of values");
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e)
+        v.idx[r][e] = intLiteral(els[e]);
+    return v;
+  }
+  if (op == "iota") {
+    int64_t id = ints(attr("iota_dimension"), "iota_dimension").at(0);
+    if (id < 0 || id >= (int64_t)dims.size())
+      malformed("iota_dimension out of range");
+    int64_t inner = 1;
+    for (size_t k = id + 1; k < dims.size(); ++k)
+      inner *= dims[k];
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e)
+        v.idx[r][e] = (e / inner) % dims[id];
+    return v;
+  }
+  if (op == "convert" || op == "copy" || op == "reshape" || op == "bitcast") {
+    const Val &x = operand(0);
+    if (product(x.dims) != n)
+      malformed("'" + op + "' changes the element count");
+    v.idx = x.idx;
+    for (auto &row : v.idx)
+      for (int64_t &z : row) {
+        if (op == "convert" && v.type == "pred")
+          z = z != 0;
+        else if (!fitsType(v.type, z))
+          unsupported("an integer " + op + " to " + v.type + " of a value outside its range");
+      }
+    return v;
+  }
+  if (op == "broadcast") {
+    const Val &x = operand(0);
+    std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+    if (bd.size() != x.dims.size())
+      malformed("broadcast dimensions do not match the operand's rank");
+    for (size_t k = 0; k < bd.size(); ++k)
+      if (bd[k] < 0 || bd[k] >= (int64_t)dims.size() || dims[bd[k]] != x.dims[k])
+        malformed("broadcast dimension " + std::to_string(k) + " out of range");
+    // result element -> operand element: the operand's dims read at dims[bd[k]]
+    std::vector<int64_t> stride(dims.size(), 1);
+    for (int k = (int)dims.size() - 2; k >= 0; --k)
+      stride[k] = stride[k + 1] * dims[k + 1];
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t src = 0;
+      for (size_t k = 0; k < bd.size(); ++k)
+        src = src * x.dims[k] + (e / stride[bd[k]]) % dims[bd[k]];
+      for (int64_t r = 0; r < ranks; ++r)
+        v.idx[r][e] = x.idx[r][src];
+    }
+    return v;
+  }
+  if (op == "dynamic-slice") {
+    const Val &t = operand(0);
+    if (t.dims.size() != 1 || in.size() != 2 || n != 1)
+      unsupported("an integer dynamic-slice other than one entry of a table");
+    const Val &o = operand(1);
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t k = std::clamp<int64_t>(o.idx[r][0], 0, t.dims[0] - 1);
+      v.idx[r][0] = t.idx[r][k];
+    }
+    return v;
+  }
+  static const std::set<std::string> binary = {"add", "subtract", "multiply", "divide",
+                                               "remainder", "minimum", "maximum", "compare",
+                                               "and", "or"};
+  if (binary.count(op)) {
+    const Val &a = operand(0), &b = operand(1);
+    if (product(a.dims) != n || product(b.dims) != n)
+      malformed("'" + op + "' operand shapes disagree");
+    std::string dir;
+    if (op == "compare")
+      dir = attr("direction");
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t x = a.idx[r][e], y = b.idx[r][e], z = 0;
+        bool ok = true;
+        if (op == "add") ok = checkedAdd(x, y, z);
+        else if (op == "subtract") ok = !__builtin_sub_overflow(x, y, &z);
+        else if (op == "multiply") ok = checkedMul(x, y, z);
+        else if (op == "divide" || op == "remainder") {
+          if (y == 0)
+            unsupported("an integer division by zero");
+          z = op == "divide" ? x / y : x % y;
+        } else if (op == "minimum") z = std::min(x, y);
+        else if (op == "maximum") z = std::max(x, y);
+        else if (op == "and") z = x & y;
+        else if (op == "or") z = x | y;
+        else if (dir == "EQ") z = x == y;
+        else if (dir == "NE") z = x != y;
+        else if (dir == "LT") z = x < y;
+        else if (dir == "LE") z = x <= y;
+        else if (dir == "GT") z = x > y;
+        else if (dir == "GE") z = x >= y;
+        else malformed("unknown compare direction '" + dir + "'");
+        if (!ok || !fitsType(v.type, z))
+          unsupported("integer arithmetic that leaves the range of " + v.type +
+                      " (XLA wraps around; the import evaluates exactly)");
+        v.idx[r][e] = z;
+      }
+    return v;
+  }
+  if (op == "reduce") {
+    const Val &x = operand(0), &init = operand(1);
+    std::string fn = attr("to_apply");
+    const hlo::Computation *c = m.find(fn.substr(fn[0] == '%'));
+    if (!c || in.size() != 2)
+      unsupported("an integer reduce other than one operand with a computation");
+    std::string how = c->root()->opcode;
+    if (how != "and" && how != "or" && how != "add" && how != "maximum" && how != "minimum")
+      unsupported("an integer reduce by '" + how + "'");
+    std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
+    std::vector<int64_t> stride(x.dims.size(), 1);
+    for (int k = (int)x.dims.size() - 2; k >= 0; --k)
+      stride[k] = stride[k + 1] * x.dims[k + 1];
+    int64_t xn = product(x.dims);
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::vector<bool> seen(n, false);
+      for (int64_t e = 0; e < xn; ++e) {
+        int64_t o = 0;
+        for (size_t d = 0; d < x.dims.size(); ++d)
+          if (std::find(rd.begin(), rd.end(), (int64_t)d) == rd.end())
+            o = o * x.dims[d] + (e / stride[d]) % x.dims[d];
+        int64_t acc = seen[o] ? v.idx[r][o] : init.idx[r][0], y = x.idx[r][e];
+        acc = how == "and" ? (acc && y) : how == "or" ? (acc || y) : how == "add" ? acc + y
+              : how == "maximum" ? std::max(acc, y) : std::min(acc, y);
+        v.idx[r][o] = acc;
+        seen[o] = true;
+      }
+      for (int64_t o = 0; o < n; ++o)
+        if (!seen[o])
+          v.idx[r][o] = init.idx[r][0];
+    }
+    return v;
+  }
+  if (op == "select" || op == "clamp") {
+    const Val &a = operand(0), &b = operand(1), &c = operand(2);
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e) {
+        auto at = [&](const Val &x) { return x.idx[r][x.dims.empty() ? 0 : e]; };
+        v.idx[r][e] = op == "select" ? (at(a) ? at(b) : at(c))
+                                     : std::clamp(at(b), at(a), std::max(at(a), at(c)));
+      }
+    return v;
+  }
+  unsupported("integer HLO op '" + op + "' (index arithmetic other than +, -, *, /, %, min, "
+              "max, compare, select, tables)");
+}
+
+} // namespace planproof::xla

@@ -1,0 +1,509 @@
+//===- PlanFunctions.cpp - the reference and plan functions -----*- C++ -*-===//
+//
+// The Generator (PlanGenInternal.h), its second half: the functions' arguments and
+// results, the reference step, the plan (one SPMD function), and pipelined plans --
+// each stage's schedule (GPipe, 1F1B, interleaved 1F1B) and its sends and receives.
+//
+//===----------------------------------------------------------------------===//
+#include "Plan/PlanGenInternal.h"
+
+namespace planproof::plangen {
+
+std::string Generator::functionArgs(bool plan) {
+  std::vector<std::string> args;
+  int64_t stage = 0;
+  auto arg = [&](const std::string &n, const Shape &global, const Shape &local,
+                 const std::string &layout, const std::string &extra = "") {
+    if (!plan)
+      args.push_back("%" + n + ": " + ty(global) + " {ref.name = \"" + n + "\"" + extra + "}");
+    else
+      args.push_back("%" + n + ": " + ty(local) + " {dist.value = \"" + n +
+                     "\", dist.layout = " + layout + stageField(stage) + "}");
+  };
+  Sizes z = sizes(true);
+  std::vector<std::vector<std::string>> tok = {tokenAxes, {}, {}};
+  std::vector<bool> zz = {false, p.cp > 1, false};
+  if (p.cp > 1)
+    tok[1] = {"cp"};
+  std::vector<std::vector<std::string>> res = tok;
+  if (p.sp)
+    res[1] = {"tp"};
+  arg("x", {B, S, H}, {z.B, z.Sres, H}, layoutOf(res, zz));
+  stage = p.pp - 1; // the loss's inputs: on the last stage
+  arg("labels", {B, S, V}, {z.B, z.S, V}, layoutOf(tok, zz));
+  arg("mask", {B, S}, {z.B, z.S}, layoutOf({tok[0], tok[1]}, {false, p.cp > 1}),
+      ", ref.bound = 2 : i64");
+  for (const Weight &w : weights) {
+    stage = w.stage;
+    arg(w.name, w.global, localShape(w), layoutOf(w.split));
+  }
+  std::string s;
+  for (size_t i = 0; i < args.size(); ++i)
+    s += (i ? ",\n                  " : "") + args[i];
+  return s;
+}
+
+std::string Generator::reference() {
+  Body b;
+  Sizes z = sizes(false);
+  for (const Weight &w : weights)
+    b.shape[w.name] = w.global;
+  b.shape["x"] = {B, S, H};
+  b.shape["labels"] = {B, S, V};
+  b.shape["mask"] = {B, S};
+  for (auto &[n, sh] : b.shape)
+    b.taken.insert(n); // the function's arguments
+  std::string count = b.reduceSum("tokens", "mask", {0, 1}, " {ref.role = \"loss-normalization\"}");
+  // Microbatch i of the step is microbatch i of every data rank's share of the batch
+  // (gradient accumulation: each has its own load-balancing statistics).
+  int64_t m = p.microbatches, ranks = p.dp * p.ep, Bl = B / ranks, Bm = Bl / m;
+  std::vector<std::string> terms;
+  for (int64_t i = 0; i < m; ++i) {
+    std::string mb = m > 1 ? "mb" + std::to_string(i) + "_" : "";
+    std::string xi = "x", li = "labels", mi = "mask";
+    if (m > 1) {
+      std::vector<std::string> xs, ls, ms;
+      for (int64_t r = 0; r < ranks; ++r) {
+        int64_t at = r * Bl + i * Bm;
+        xs.push_back(b.slice(mb + "x_r" + std::to_string(r), "x", {at, 0, 0}, {Bm, S, H}));
+        ls.push_back(b.slice(mb + "labels_r" + std::to_string(r), "labels", {at, 0, 0}, {Bm, S, V}));
+        ms.push_back(b.slice(mb + "mask_r" + std::to_string(r), "mask", {at, 0}, {Bm, S}));
+      }
+      xi = xs[0], li = ls[0], mi = ms[0];
+      for (int64_t r = 1; r < ranks; ++r) {
+        xi = b.concat(mb + "x", xi, xs[r], 0);
+        li = b.concat(mb + "labels", li, ls[r], 0);
+        mi = b.concat(mb + "mask", mi, ms[r], 0);
+      }
+    }
+    Sizes zm = z;
+    zm.B = B / m;
+    zm.groups = groups;
+    std::string ce;
+    std::vector<std::string> aux;
+    terms.push_back(step(b, zm, xi, li, mi, count, mb, ce, aux));
+    terms.insert(terms.end(), aux.begin(), aux.end());
+  }
+  std::string loss = sumOf(b, "loss_sum", terms);
+  std::string lossName = b.scale("loss", loss, 1.0);
+  std::string grads, wrt, tys;
+  for (const Weight &w : weights) {
+    grads += (grads.empty() ? "%d_" : ", %d_") + w.name;
+    wrt += (wrt.empty() ? "%" : ", %") + w.name;
+    tys += (tys.empty() ? "" : ", ") + ty(w.global);
+  }
+  b.lines.push_back(grads + " = ref.grad %" + lossName + " wrt " + wrt);
+  b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
+  std::string outs = "tensor<f32> {ref.name = \"loss\"}";
+  for (const Weight &w : weights)
+    outs += ", " + ty(w.global) + " {ref.name = \"d_" + w.name + "\"}";
+  std::string body;
+  for (const std::string &l : b.lines)
+    body += "    " + l + "\n";
+  return "  func.func @reference(" + functionArgs(false) + ")\n      -> (" + outs +
+         ")\n      attributes {ref.reference} {\n" + body + "    return %" + lossName + ", " +
+         grads + " : tensor<f32>, " + tys + "\n  }\n\n";
+}
+
+Body Generator::planBody(const Sizes &z) const {
+  Body b;
+  for (const Weight &w : weights)
+    b.shape[w.name] = localShape(w);
+  b.shape["x"] = {z.B, z.Sres, H};
+  b.shape["labels"] = {z.B, z.S, V};
+  b.shape["mask"] = {z.B, z.S};
+  for (auto &[n, sh] : b.shape)
+    b.taken.insert(n); // the function's arguments
+  return b;
+}
+
+std::string Generator::planFunction(const std::vector<std::string> &body, const std::string &outs,
+                         const std::string &rets, const std::string &rtys,
+                         const std::string &attrs) {
+  std::string text;
+  for (const std::string &l : body)
+    text += "    " + l + "\n";
+  std::string shape;
+  for (size_t i = 0; i < meshShape.size(); ++i)
+    shape += (i ? ", " : "") + std::to_string(meshShape[i]);
+  return "  dist.mesh @mesh axes = " + axesList(meshAxes) + " shape = [" + shape + "]\n\n" +
+         "  func.func @plan(" + functionArgs(true) + ")\n      -> (" + outs +
+         ")\n      attributes {dist.mesh = @mesh" + attrs + "} {\n" + text + "    return " +
+         rets + " : " + rtys + "\n  }\n";
+}
+
+std::string Generator::plan() {
+  if (p.pp > 1)
+    return pipelinePlan();
+  Sizes z = sizes(true);
+  Body b = planBody(z);
+  b.comment("The global count of labelled tokens.");
+  std::string count = b.reduceSum("tokens_local", "mask", {0, 1});
+  std::vector<std::string> tokenAndCp = tokenAxes;
+  if (p.cp > 1)
+    tokenAndCp.push_back("cp");
+  if (!tokenAndCp.empty())
+    count = b.allReduce("tokens", count, tokenAndCp);
+  int64_t m = p.microbatches, Bm = z.B / m, ranks = 1;
+  for (int64_t n : meshShape)
+    ranks *= n;
+  std::map<std::string, std::string> acc;
+  std::vector<std::string> ces, auxAll;
+  for (int64_t i = 0; i < m; ++i) {
+    std::string mb = m > 1 ? "mb" + std::to_string(i) + "_" : "";
+    Sizes zm = z;
+    zm.B = Bm;
+    std::string xi = "x", li = "labels", mi = "mask";
+    if (m > 1) {
+      b.comment("microbatch " + std::to_string(i));
+      xi = b.slice(mb + "x", "x", {i * Bm, 0, 0}, {Bm, z.Sres, H});
+      li = b.slice(mb + "labels", "labels", {i * Bm, 0, 0}, {Bm, z.S, V});
+      mi = b.slice(mb + "mask", "mask", {i * Bm, 0}, {Bm, z.S});
+    }
+    std::string ce;
+    std::vector<std::string> aux;
+    std::string ceMean = step(b, zm, xi, li, mi, count, mb, ce, aux);
+    ces.push_back(ce);
+    auxAll.insert(auxAll.end(), aux.begin(), aux.end());
+    // This rank's share of the loss: the tp ranks of a group hold the same tokens
+    // (1/tp of its cross-entropy each), and every rank holds the whole load-balancing
+    // terms (1/ranks of them each). The shares of all ranks sum to the loss.
+    std::vector<std::string> shares = {b.scale(mb + "ce_share", ceMean, 1.0 / (double)p.tp)};
+    for (const std::string &a : aux)
+      shares.push_back(b.scale(a + "_share", a, 1.0 / (double)ranks));
+    std::string part = sumOf(b, mb + "part", shares);
+    std::string grads, wrt, tys;
+    std::vector<std::string> gs;
+    for (const Weight &w : weights) {
+      std::string g = b.name("g_" + mb + w.name);
+      b.shape[g] = localShape(w);
+      gs.push_back(g);
+      grads += (grads.empty() ? "%" : ", %") + g;
+      wrt += (wrt.empty() ? "%" : ", %") + w.name;
+      tys += (tys.empty() ? "" : ", ") + ty(localShape(w));
+    }
+    b.comment("The gradient of the sum of every rank's share (through the collectives).");
+    b.lines.push_back(grads + " = ref.grad %" + part + " wrt " + wrt);
+    b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
+    for (size_t k = 0; k < weights.size(); ++k) {
+      const std::string &n = weights[k].name;
+      acc[n] = acc.count(n) ? b.binary("add", "acc_" + n, acc[n], gs[k]) : gs[k];
+    }
+  }
+  // The reported loss: the summed cross-entropy over the global count, plus the
+  // load-balancing terms (complete on every rank).
+  std::vector<std::string> lossTerms;
+  for (std::string ce : ces) {
+    if (!tokenAndCp.empty())
+      ce = b.allReduce("ce_all", ce, tokenAndCp);
+    lossTerms.push_back(b.binary("div", "loss_ce", ce, count));
+  }
+  lossTerms.insert(lossTerms.end(), auxAll.begin(), auxAll.end());
+  std::string lossOut = b.scale("loss", sumOf(b, "loss_sum", lossTerms), 1.0);
+  b.comment("Gradients: summed over the axes that replicate each weight.");
+  std::string rets = "%" + lossOut, rtys = "tensor<f32>", outs;
+  outs = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>}";
+  for (const Weight &w : weights) {
+    std::vector<std::string> sum, scatter;
+    auto split = gradSplit(w, sum, scatter);
+    std::string g = acc[w.name];
+    if (!scatter.empty())
+      g = b.reduceScatter("d_" + w.name + "_rs", g, scatter, 0, groupSize(scatter));
+    if (!sum.empty())
+      g = b.allReduce("d_" + w.name, g, sum);
+    else
+      g = b.scale("d_" + w.name, g, 1.0);
+    rets += ", %" + g;
+    rtys += ", " + b.t(g);
+    outs += ",\n          " + b.t(g) + " {dist.value = \"d_" + w.name + "\", dist.layout = " +
+            layoutOf(split) + "}";
+  }
+  return planFunction(b.lines, outs, rets, rtys, "");
+}
+
+std::vector<Generator::Event> Generator::scheduleOf(int64_t s) const {
+  int64_t S = p.pp, M = p.microbatches, total = M * v;
+  std::vector<Event> fwd, bwd;
+  if (v == 1)
+    for (int64_t m = 0; m < M; ++m) {
+      fwd.push_back({true, 0, m});
+      bwd.push_back({false, 0, m});
+    }
+  else
+    for (int64_t k = 0; k < total; ++k) {
+      // Virtual microbatch k: groups of S microbatches go through chunk 0, 1, ...
+      // forward, and through the chunks in reverse backward.
+      int64_t c = (k % (S * v)) / S, m = (k / (S * v)) * S + k % S;
+      fwd.push_back({true, c, m});
+      bwd.push_back({false, v - 1 - c, m});
+    }
+  if (p.schedule == "gpipe") {
+    fwd.insert(fwd.end(), bwd.begin(), bwd.end());
+    return fwd;
+  }
+  int64_t warm = warmup(s);
+  std::vector<Event> order(fwd.begin(), fwd.begin() + warm);
+  size_t f = warm;
+  for (const Event &e : bwd) {
+    if (f < fwd.size())
+      order.push_back(fwd[f++]);
+    order.push_back(e);
+  }
+  return order;
+}
+
+int64_t Generator::warmup(int64_t s) const {
+  int64_t S = p.pp, total = p.microbatches * v;
+  if (p.schedule == "gpipe")
+    return total;
+  if (v == 1)
+    return std::min(S - 1 - s, total);
+  return std::min((S - s - 1) * 2 + (v - 1) * S, total);
+}
+
+void Generator::post(std::vector<std::string> &out, std::vector<std::string> msgs, int64_t &batches) {
+  if (msgs.size() > 1) {
+    ++batches;
+    for (std::string &m : msgs)
+      m.insert(m.rfind(" : "), " {batch = " + std::to_string(batches) + "}");
+  }
+  out.insert(out.end(), msgs.begin(), msgs.end());
+}
+
+std::string Generator::pipelinePlan() {
+  Sizes z = sizes(true);
+  Body b = planBody(z);
+  const int64_t S = p.pp, M = p.microbatches, Bm = z.B / M, last = S * v - 1;
+  int64_t ranks = 1;
+  for (int64_t n : meshShape)
+    ranks *= n;
+  const int64_t stageRanks = ranks / S; // the ranks of one stage
+  Sizes zm = z;
+  zm.B = Bm;
+  Shape act = {Bm, z.Sres, H};
+  std::vector<std::string> tokenAndCp = tokenAxes;
+  if (p.cp > 1)
+    tokenAndCp.push_back("cp");
+  auto mbName = [&](int64_t i) { return M > 1 ? "mb" + std::to_string(i) + "_" : std::string(); };
+  auto tag = [](const char *kind, int64_t j, int64_t i) {
+    return std::string("\"") + kind + "/c" + std::to_string(j) + "/mb" + std::to_string(i) + "\"";
+  };
+
+  // Per (model chunk, microbatch): input, output, load-balancing terms; per
+  // microbatch: the cross-entropy (sum and mean) on the last stage.
+  std::vector<std::vector<std::string>> in(S * v, std::vector<std::string>(M)),
+      out(S * v, std::vector<std::string>(M));
+  std::vector<std::vector<std::vector<std::string>>> aux(
+      S * v, std::vector<std::vector<std::string>>(M));
+  std::vector<std::string> ce(M), ceMean(M);
+  std::map<std::string, std::vector<std::string>> grads; // per weight, per microbatch
+  for (const Weight &w : weights)
+    grads[w.name].resize(M);
+  std::vector<std::string> stagePart(S); // each stage's terms of the reported loss
+  std::vector<std::string> body;
+  std::vector<std::pair<std::string, std::string>> results; // (value, result attrs)
+  int64_t batches = 0;
+
+  for (int64_t s = 0; s < S; ++s) {
+    b.stage = s;
+    std::vector<Event> order = scheduleOf(s);
+    std::string names;
+    for (const Event &e : order)
+      names += std::string(" ") + (e.forward ? "F" : "B") + std::to_string(e.mb) +
+               (v > 1 ? "c" + std::to_string(e.chunk) : "");
+    body.push_back("// Stage " + std::to_string(s) + " (" + p.schedule + "):" + names);
+    std::string count;
+    if (s == S - 1) {
+      b.comment("The global count of labelled tokens.");
+      count = b.reduceSum("tokens_local", "mask", {0, 1});
+      if (!tokenAndCp.empty())
+        count = b.allReduce("tokens", count, tokenAndCp);
+      body.insert(body.end(), b.lines.begin(), b.lines.end());
+      b.lines.clear();
+    }
+    struct Done {
+      std::vector<std::string> recvs, comp, sends;
+    };
+    std::vector<Done> events;
+    for (const Event &e : order) {
+      Done d;
+      int64_t j = e.chunk * S + s, i = e.mb;
+      std::string mb = mbName(i);
+      if (e.forward) {
+        b.comment("F: chunk " + std::to_string(j) + ", microbatch " + std::to_string(i));
+        std::string h;
+        if (j == 0) {
+          h = M > 1 ? b.slice(mb + "x", "x", {i * Bm, 0, 0}, act) : "x";
+        } else {
+          h = b.name(mb + "c" + std::to_string(j) + "_in");
+          b.shape[h] = act;
+          in[j][i] = h;
+          d.recvs.push_back("%" + h + " = dist.recv from " + std::to_string((j - 1) % S) +
+                            " to " + std::to_string(s) + " tag " + tag("act", j, i) + " : " +
+                            ty(act));
+        }
+        for (int64_t l = j * chunkLayers(); l < (j + 1) * chunkLayers(); ++l)
+          h = layer(b, zm, l, h, aux[j][i]);
+        out[j][i] = h;
+        if (j == last) {
+          std::string li = "labels", mi = "mask";
+          if (M > 1) {
+            li = b.slice(mb + "labels", "labels", {i * Bm, 0, 0}, {Bm, z.S, V});
+            mi = b.slice(mb + "mask", "mask", {i * Bm, 0}, {Bm, z.S});
+          }
+          ceMean[i] = head(b, zm, h, li, mi, count, mb, ce[i]);
+        } else {
+          d.sends.push_back("dist.send %" + h + " from " + std::to_string(s) + " to " +
+                            std::to_string((j + 1) % S) + " tag " + tag("act", j + 1, i) +
+                            " : " + ty(act));
+        }
+      } else {
+        b.comment("B: chunk " + std::to_string(j) + ", microbatch " + std::to_string(i));
+        // What this rank differentiates: on the last chunk its share of the loss (as
+        // without pipelining); before it, the vector-Jacobian product of the chunk's
+        // output with the cotangent the next chunk sends back.
+        std::vector<std::string> shares;
+        if (j == last) {
+          shares.push_back(b.scale(mb + "ce_share", ceMean[i], 1.0 / (double)p.tp));
+        } else {
+          std::string dy = b.name(mb + "c" + std::to_string(j) + "_dout");
+          b.shape[dy] = act;
+          d.recvs.push_back("%" + dy + " = dist.recv from " + std::to_string((j + 1) % S) +
+                            " to " + std::to_string(s) + " tag " + tag("grad", j + 1, i) +
+                            " : " + ty(act));
+          std::string prod = b.binary("mul", mb + "c" + std::to_string(j) + "_vjp", out[j][i], dy);
+          shares.push_back(b.reduceSum(mb + "c" + std::to_string(j) + "_vjp_sum", prod, {0, 1, 2}));
+        }
+        // A load-balancing term is complete on every rank of its stage.
+        for (const std::string &a : aux[j][i])
+          shares.push_back(b.scale(a + "_share", a, 1.0 / (double)stageRanks));
+        std::string part = sumOf(b, mb + "c" + std::to_string(j) + "_part", shares);
+        std::string gl, wrt, tys;
+        std::vector<const Weight *> ws;
+        for (const Weight &w : weights)
+          if (w.layer >= 0 ? w.layer / chunkLayers() == j : j == last)
+            ws.push_back(&w);
+        std::vector<std::string> outs;
+        for (const Weight *w : ws) {
+          std::string g = b.name("g_" + mb + w->name);
+          b.shape[g] = localShape(*w);
+          grads[w->name][i] = g;
+          outs.push_back(g);
+          wrt += (wrt.empty() ? "%" : ", %") + w->name;
+          tys += (tys.empty() ? "" : ", ") + ty(localShape(*w));
+        }
+        std::string din;
+        if (j > 0) {
+          din = b.name(mb + "c" + std::to_string(j) + "_din");
+          b.shape[din] = act;
+          outs.push_back(din);
+          wrt += ", %" + in[j][i];
+          tys += ", " + ty(act);
+        }
+        for (const std::string &o : outs)
+          gl += (gl.empty() ? "%" : ", %") + o;
+        b.lines.push_back(gl + " = ref.grad %" + part + " wrt " + wrt + b.stageAttr());
+        b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
+        if (j > 0)
+          d.sends.push_back("dist.send %" + din + " from " + std::to_string(s) + " to " +
+                            std::to_string((j - 1) % S) + " tag " + tag("grad", j, i) + " : " +
+                            ty(act));
+      }
+      d.comp = std::move(b.lines);
+      b.lines.clear();
+      events.push_back(std::move(d));
+    }
+    // Steps: a warm-up forward, a steady forward-and-backward pair, or a cool-down
+    // backward; the messages between two steps are posted together (Megatron's
+    // send_forward_recv_backward and friends).
+    int64_t first = p.schedule == "gpipe" ? 0 : warmup(s);
+    int64_t end = p.schedule == "gpipe" ? 0 : first + 2 * (M * v - first);
+    std::vector<std::string> comm;
+    for (size_t e = 0; e < events.size();) {
+      size_t n = ((int64_t)e >= first && (int64_t)e + 1 < end) ? 2 : 1;
+      for (size_t k = e; k < e + n; ++k)
+        comm.insert(comm.end(), events[k].recvs.begin(), events[k].recvs.end());
+      post(body, comm, batches);
+      comm.clear();
+      for (size_t k = e; k < e + n; ++k) {
+        body.insert(body.end(), events[k].comp.begin(), events[k].comp.end());
+        comm.insert(comm.end(), events[k].sends.begin(), events[k].sends.end());
+      }
+      e += n;
+    }
+    post(body, comm, batches);
+
+    b.comment("Stage " + std::to_string(s) + ": gradients accumulated over the microbatches "
+              "(in order), then summed over the axes that replicate each weight.");
+    for (const Weight &w : weights) {
+      if (w.stage != s)
+        continue;
+      std::string g = grads[w.name][0];
+      for (int64_t i = 1; i < M; ++i)
+        g = b.binary("add", "acc_" + w.name, g, grads[w.name][i]);
+      std::vector<std::string> sum, scatter;
+      auto split = gradSplit(w, sum, scatter);
+      if (!scatter.empty())
+        g = b.reduceScatter("d_" + w.name + "_rs", g, scatter, 0, groupSize(scatter));
+      g = sum.empty() ? b.scale("d_" + w.name, g, 1.0) : b.allReduce("d_" + w.name, g, sum);
+      results.push_back({g, b.t(g) + " {dist.value = \"d_" + w.name + "\", dist.layout = " +
+                                layoutOf(split) + stageField(s) + "}"});
+    }
+    // The stage's terms of the reported loss: the load-balancing terms of its
+    // chunks, and on the last stage the cross-entropy over the global count.
+    std::vector<std::string> terms;
+    if (s == S - 1)
+      for (int64_t i = 0; i < M; ++i) {
+        std::string c = ce[i];
+        if (!tokenAndCp.empty())
+          c = b.allReduce("ce_all", c, tokenAndCp);
+        terms.push_back(b.binary("div", "loss_ce", c, count));
+      }
+    for (int64_t j = s; j < S * v; j += S)
+      for (int64_t i = 0; i < M; ++i)
+        terms.insert(terms.end(), aux[j][i].begin(), aux[j][i].end());
+    if (!terms.empty())
+      stagePart[s] = sumOf(b, "loss_stage" + std::to_string(s), terms);
+    body.insert(body.end(), b.lines.begin(), b.lines.end());
+    b.lines.clear();
+  }
+  // The reported loss. When only the last stage has terms it returns it; otherwise
+  // every stage's terms are joined over the pipeline axis.
+  b.stage = -1;
+  std::string loss, lossAttrs = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>";
+  bool spread = false;
+  for (int64_t s = 0; s + 1 < S; ++s)
+    spread |= !stagePart[s].empty();
+  if (!spread) {
+    b.stage = S - 1;
+    loss = b.scale("loss", stagePart[S - 1], 1.0);
+    lossAttrs += stageField(S - 1);
+  } else {
+    b.comment("The reported loss: every stage's load-balancing terms and the last stage's "
+              "cross-entropy, joined over the pipeline axis.");
+    std::string sel = "dist.stage_select ", tys;
+    for (int64_t s = 0; s < S; ++s) {
+      if (stagePart[s].empty()) {
+        b.stage = s;
+        stagePart[s] = b.emit("loss_stage" + std::to_string(s),
+                              "ref.constant 0.0 : tensor<f32>", {});
+      }
+      sel += (s ? ", %" : "%") + stagePart[s];
+      tys += (s ? ", " : "") + std::string("tensor<f32>");
+    }
+    b.stage = -1;
+    std::string joined = b.emit("loss_stages", sel + " : " + tys + " -> tensor<f32>", {});
+    loss = b.allReduce("loss", joined, {"pp"});
+  }
+  lossAttrs += "}";
+  body.insert(body.end(), b.lines.begin(), b.lines.end());
+  std::string rets = "%" + loss, rtys = "tensor<f32>", outs = lossAttrs;
+  for (auto &[g, attrs] : results) {
+    rets += ", %" + g;
+    rtys += ", " + b.t(g);
+    outs += ",\n          " + attrs;
+  }
+  return planFunction(body, outs, rets, rtys, ", dist.pipeline = \"pp\"");
+}
+
+} // namespace planproof::plangen
