@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 using namespace planproof;
 
@@ -518,16 +520,21 @@ size_t ExprPool::dagTerms(PolyId p, size_t limit) const {
 }
 
 std::vector<uint32_t> ExprPool::support(PolyId p) {
+  // Every poly and every atom of the DAG is visited once: a large sum's terms share
+  // their atoms, and the same function application recurs across terms.
   std::vector<uint32_t> out;
   std::vector<PolyId> stack{p};
-  std::unordered_map<PolyId, bool> seen;
+  std::unordered_set<PolyId> seenPolys;
+  std::unordered_set<AtomId> seenAtoms;
   while (!stack.empty()) {
     PolyId q = stack.back();
     stack.pop_back();
-    if (!seen.emplace(q, true).second)
+    if (!seenPolys.insert(q).second)
       continue;
     for (auto &[m, c] : polys[q].terms)
       for (auto &[a, e] : monos[m].factors) {
+        if (!seenAtoms.insert(a).second)
+          continue;
         const Atom &at = atoms[a];
         if (at.isInput)
           out.push_back(at.input);
