@@ -10,43 +10,63 @@ using namespace planproof;
 
 namespace planproof::engine {
 
+namespace {
+/// A checkpoint entry's element, as written in messages: `key[i, j]`.
+std::string checkpointElem(const std::string &key, const std::vector<int64_t> &idx) {
+  return key + (idx.empty() ? "" : indexStr(idx));
+}
+} // namespace
+
 /// A checkpoint spec (docs/checkpoint.md): what the plan saved is the state the
 /// reference step returns (reshard identity), every element of every state is saved
 /// (completeness), and the resuming plan, on its own mesh, reading the checkpoint and
 /// the next batch, computes what a second reference step computes (resume equivalence).
 void Engine::checkCheckpoint() {
-  auto violation = [&](Operation *at, const std::string &message, const std::string &hint) {
-    Violation v;
-    v.kind = "checkpoint";
-    v.location = toSourceLoc(at->getLoc());
-    v.at = at->getNumResults() ? opName(at) : "";
-    v.message = message;
-    v.hint = hint;
-    result.violations.push_back(std::move(v));
-    return &result.violations.back();
-  };
-  auto elem = [](const std::string &key, const std::vector<int64_t> &idx) {
-    return key + (idx.empty() ? "" : indexStr(idx));
-  };
+  checkSavedPieces();
+  std::map<std::string, SymTensor> next = checkSavedState();
+  if (spec.resume)
+    checkResume(next);
+}
+
+Violation *Engine::checkpointViolation(Operation *at, const std::string &message,
+                                       const std::string &hint) {
+  Violation v;
+  v.kind = "checkpoint";
+  v.location = toSourceLoc(at->getLoc());
+  v.at = at->getNumResults() ? opName(at) : "";
+  v.message = message;
+  v.hint = hint;
+  result.violations.push_back(std::move(v));
+  return &result.violations.back();
+}
+
+/// What the saving plan's ranks wrote: conflicting pieces, replicas that differ but are
+/// saved once, pieces outside their entry.
+void Engine::checkSavedPieces() {
   std::set<std::pair<Operation *, int>> reported;
   for (const CheckpointEvent &e : saved.events) {
     if (!reported.insert({e.op, (int)e.kind}).second)
       continue;
     if (e.kind == CheckpointEvent::Conflict)
-      violation(e.op, "ranks " + mesh.rankStr(e.otherRank) + " and " + mesh.rankStr(e.rank) +
-                          " write different values to checkpoint element " + elem(e.key, e.index),
+      checkpointViolation(e.op, "ranks " + mesh.rankStr(e.otherRank) + " and " + mesh.rankStr(e.rank) +
+                          " write different values to checkpoint element " + checkpointElem(e.key, e.index),
                 "each element must be saved by the rank that owns it, at its global offset");
     else if (e.kind == CheckpointEvent::DroppedReplica)
-      violation(e.op, "rank " + mesh.rankStr(e.rank) + " does not save its '" + e.key +
+      checkpointViolation(e.op, "rank " + mesh.rankStr(e.rank) + " does not save its '" + e.key +
                           "', relying on " + mesh.rankStr(e.otherRank) +
                           ", which holds a different value: this rank's state is lost",
                 "state that differs between ranks (per-rank random streams, data positions) "
                 "must be saved by every rank, at its own place in the entry");
     else
-      violation(e.op, "rank " + mesh.rankStr(e.rank) + " writes a piece of '" + e.key +
+      checkpointViolation(e.op, "rank " + mesh.rankStr(e.rank) + " writes a piece of '" + e.key +
                           "' outside the entry (offsets " + indexStr(e.index) + ")",
                 "compute the offsets from the rank's position in the unpadded global buffer");
   }
+}
+
+/// Reshard identity and completeness: the checkpoint holds the state the reference step
+/// returns, every element of it. Returns that state (the next step's inputs).
+std::map<std::string, SymTensor> Engine::checkSavedState() {
   // The state: every reference input that an output updates, plus the inputs saved as is.
   std::map<std::string, std::string> updaterOf;
   for (auto &[out, in] : spec.stateUpdates)
@@ -61,14 +81,14 @@ void Engine::checkCheckpoint() {
     auto it = saved.entries.find(in);
     const std::string &out = updaterOf[in];
     if (it == saved.entries.end()) {
-      violation(spec.plan, "the checkpoint does not contain '" + in + "' (the step's `" + out +
+      checkpointViolation(spec.plan, "the checkpoint does not contain '" + in + "' (the step's `" + out +
                                "`), which the next step reads",
                 "save '" + in + "' with dist.save from every rank that owns a piece of it");
       continue;
     }
     CheckpointEntry &e = it->second;
     if (e.shape != value.shape) {
-      violation(e.writerOp[0] ? e.writerOp[0] : spec.plan.getOperation(),
+      checkpointViolation(e.writerOp[0] ? e.writerOp[0] : spec.plan.getOperation(),
                 "checkpoint entry '" + in + "' has shape " + indexStr(e.shape) + " but `" + out +
                     "` has shape " + indexStr(value.shape),
                 "save the unpadded global value");
@@ -88,7 +108,7 @@ void Engine::checkCheckpoint() {
         else if (dec.result == Equality::Unknown)
           result.inconclusiveReasons.push_back(
               {toSourceLoc(e.writerOp[l]->getLoc()),
-               "checkpoint element " + elem(in, unravelIndex(e.shape, l)) + ": " + dec.reason});
+               "checkpoint element " + checkpointElem(in, unravelIndex(e.shape, l)) + ": " + dec.reason});
       }
     }
     if (!missing.empty()) {
@@ -113,10 +133,10 @@ void Engine::checkCheckpoint() {
           at = w;
           break;
         }
-      Violation *v = violation(at, "checkpoint incomplete: " + std::to_string(missing.size()) +
+      Violation *v = checkpointViolation(at, "checkpoint incomplete: " + std::to_string(missing.size()) +
                                        " of " + std::to_string(e.values.size()) +
                                        " elements of '" + in + "' are never saved, first " +
-                                       elem(in, unravelIndex(e.shape, missing[0])) +
+                                       checkpointElem(in, unravelIndex(e.shape, missing[0])) +
                                        (holders.empty() ? "" : " (held by " + holders + ")"),
                                "every rank that owns a piece of '" + in + "' must save it "
                                "(no rank-0-only saves of sharded state)");
@@ -124,17 +144,22 @@ void Engine::checkCheckpoint() {
         v->ranks.push_back(holders);
     }
     if (firstWrong >= 0)
-      violation(e.writerOp[firstWrong],
-                "checkpoint element " + elem(in, unravelIndex(e.shape, firstWrong)) +
+      checkpointViolation(e.writerOp[firstWrong],
+                "checkpoint element " + checkpointElem(in, unravelIndex(e.shape, firstWrong)) +
                     " is not the step's `" + out + "`" +
                     indexStr(unravelIndex(e.shape, firstWrong)) + " (saved by " +
                     mesh.rankStr(e.writer[firstWrong]) + ")",
                 "save each rank's piece at the global offset of its first element");
   }
-  if (!spec.resume)
-    return;
-  // Resume equivalence: the resuming plan on its mesh, from the checkpoint, against a
-  // second reference step from the first step's state and a fresh batch.
+  return next;
+}
+
+/// Resume equivalence: the resuming plan on its mesh, from the checkpoint, against a
+/// second reference step from the first step's state and a fresh batch.
+void Engine::checkResume(const std::map<std::string, SymTensor> &next) {
+  std::map<std::string, std::string> updaterOf; // state input -> the output updating it
+  for (auto &[out, in] : spec.stateUpdates)
+    updaterOf[in] = out;
   Spec view = spec.resumeStep();
   // State handed to the resuming plan as an argument is what the job was started with:
   // after a restart, only the checkpoint carries the state on.
@@ -145,11 +170,13 @@ void Engine::checkCheckpoint() {
     restart[b.refName] = refTrace.byName.at(b.refName);
     if (spec.resume.getArgument(b.index).use_empty())
       continue;
-    Violation *v = violation(spec.resume.getOperation(), "the resuming plan takes `" + b.refName + "` (state the step updates, `" +
-                                 updaterOf[b.refName] + "`) as argument #" + std::to_string(b.index) +
-                                 ": after a restart that is the value the job was started with, "
-                                 "not the state the checkpoint saved",
-                             "load '" + b.refName + "' from the checkpoint with dist.load");
+    Violation *v = checkpointViolation(
+        spec.resume.getOperation(),
+        "the resuming plan takes `" + b.refName + "` (state the step updates, `" +
+            updaterOf[b.refName] + "`) as argument #" + std::to_string(b.index) +
+            ": after a restart that is the value the job was started with, not the state "
+            "the checkpoint saved",
+        "load '" + b.refName + "' from the checkpoint with dist.load");
     v->location = toSourceLoc(b.loc);
     v->value = b.refName;
   }
@@ -171,21 +198,21 @@ void Engine::checkCheckpoint() {
     if (first < 0)
       continue;
     Operation *at = e.writerOp[first] ? e.writerOp[first] : spec.plan.getOperation();
-    violation(at, unread == written
+    checkpointViolation(at, unread == written
                       ? "checkpoint entry '" + key + "' is saved but the resuming plan never "
                         "reads it back: the resumed job does not continue from it"
                       : std::to_string(unread) + " of " + std::to_string(written) +
                             " elements of checkpoint entry '" + key +
                             "' are never read back by the resuming plan, first " +
-                            elem(key, unravelIndex(e.shape, first)) + ": that state is lost",
+                            checkpointElem(key, unravelIndex(e.shape, first)) + ": that state is lost",
               "load '" + key + "' with dist.load in the resuming plan, every piece of it on "
               "the rank that needs it");
   }
   std::set<Operation *> unsavedReported;
   for (const CheckpointEvent &e : saved.events)
     if (e.kind == CheckpointEvent::Unsaved && unsavedReported.insert(e.op).second) {
-      Violation *v = violation(e.op, "rank " + spec.resumeMesh.rankStr(e.rank) + " of the "
-                                     "resuming plan reads " + elem(e.key, e.index) +
+      Violation *v = checkpointViolation(e.op, "rank " + spec.resumeMesh.rankStr(e.rank) + " of the "
+                                     "resuming plan reads " + checkpointElem(e.key, e.index) +
                                      ", which the checkpoint does not contain",
                                "save every piece the resuming plan reads");
       v->at = opName(e.op);

@@ -89,6 +89,14 @@ public:
 private:
   bool execute();
   void buildRefValues();
+  /// One output element to decide: the plan's gathered value against the reference's.
+  struct Obligation {
+    const Binding *b;
+    int64_t rank, local;
+    std::vector<int64_t> global;
+    PolyId got, want;
+  };
+  std::vector<std::vector<Obligation>> openObligations();
   void checkOutputs(std::vector<Failure> &failures);
   void checkCoverage();
   void localize(const std::vector<Failure> &failures);
@@ -204,6 +212,11 @@ private:
   const std::map<std::string, SymTensor> *restartArguments = nullptr;
   Checkpoint saved;
   void checkCheckpoint();
+  Violation *checkpointViolation(mlir::Operation *at, const std::string &message,
+                                 const std::string &hint);
+  void checkSavedPieces();
+  std::map<std::string, SymTensor> checkSavedState();
+  void checkResume(const std::map<std::string, SymTensor> &next);
   ReferenceTrace refTrace;
   PlanTrace planTrace;
   std::vector<RefValue> refValues;

@@ -10,25 +10,17 @@ using namespace planproof;
 
 namespace planproof::engine {
 
-/// Gathers every output element and compares it with the reference. Equal canonical
-/// forms are settled at once; the rest are decided in waves -- the next undecided
-/// element of every output at a time -- with the decisions of one wave running in
-/// parallel threads (they only read the expression pool).
-void Engine::checkOutputs(std::vector<Failure> &failures) {
+/// Every output element's obligation that canonical forms do not settle, per output in
+/// element order (padding and equal canonical forms counted, not kept).
+std::vector<std::vector<Engine::Obligation>> Engine::openObligations() {
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
-  struct Pending {
-    const Binding *b;
-    int64_t rank, local;
-    std::vector<int64_t> global;
-    PolyId got, want;
-  };
-  std::vector<std::vector<Pending>> pending; // per output, in element order
+  std::vector<std::vector<Obligation>> pending; // per output, in element order
   for (const Binding &b : spec.planOutputs) {
     if (!options.onlyOutputs.empty() && !options.onlyOutputs.count(b.refName))
       continue;
     const std::vector<SymTensor> &perRank = planTrace.values[ret.getOperand(b.index)];
     const SymTensor &ref = refTrace.byName.at(b.refName);
-    std::vector<Pending> todo;
+    std::vector<Obligation> todo;
     bool supported = true;
     for (int64_t r = 0; r < mesh.numRanks() && supported; ++r) {
       if (!isGroupLeader(mesh, b.layout, r) || !spec.onStage(r, b.stage))
@@ -57,6 +49,16 @@ void Engine::checkOutputs(std::vector<Failure> &failures) {
     }
     pending.push_back(std::move(todo));
   }
+  return pending;
+}
+
+/// Gathers every output element and compares it with the reference. Equal canonical
+/// forms are settled at once; the rest are decided in waves -- the next undecided
+/// element of every output at a time -- with the decisions of one wave running in
+/// parallel threads (they only read the expression pool).
+void Engine::checkOutputs(std::vector<Failure> &failures) {
+  using Pending = Obligation;
+  std::vector<std::vector<Pending>> pending = openObligations();
   std::vector<size_t> next(pending.size(), 0);
   std::vector<bool> done(pending.size(), false);
   unsigned threads = std::max(1u, options.threads);

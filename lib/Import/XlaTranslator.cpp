@@ -96,6 +96,25 @@ int64_t intLiteral(const std::string &t) {
   return v;
 }
 
+/// call: the callee computation run on the operands.
+Val Translator::call(const std::vector<const Val *> &in, int depth) {
+  std::string callee = attr("to_apply");
+  if (!callee.empty() && callee[0] == '%')
+    callee.erase(0, 1);
+  const hlo::Computation *c = m.find(callee);
+  if (!c)
+    malformed("call of an unknown computation '" + callee + "'");
+  std::vector<Val> a;
+  for (auto *v : in)
+    a.push_back(*v);
+  const hlo::Instruction *saved = cur;
+  Val r = run(*c, a, depth + 1);
+  cur = saved;
+  if (track)
+    *track = saved;
+  return r;
+}
+
 Val Translator::translate(const hlo::Instruction &inst, const std::vector<const Val *> &in,
                           const std::vector<Val> &args, int depth) {
   const std::string &op = inst.opcode;
@@ -121,23 +140,8 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
       malformed("get-tuple-element index out of range");
     return t.elements[k[0]];
   }
-  if (op == "call") {
-    std::string callee = attr("to_apply");
-    if (!callee.empty() && callee[0] == '%')
-      callee.erase(0, 1);
-    const hlo::Computation *c = m.find(callee);
-    if (!c)
-      malformed("call of an unknown computation '" + callee + "'");
-    std::vector<Val> a;
-    for (auto *v : in)
-      a.push_back(*v);
-    const hlo::Instruction *saved = cur;
-    Val r = run(*c, a, depth + 1);
-    cur = saved;
-    if (track)
-      *track = saved;
-    return r;
-  }
+  if (op == "call")
+    return call(in, depth);
   if (op == "opt-barrier" || op == "optimization-barrier")
     return need(in, 1);
   if (op == "custom-call") {
@@ -169,9 +173,43 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   if (!inst.shape.isTuple() && !isFloat(inst.shape.type))
     unsupported("element type " + inst.shape.type);
 
+  if (std::optional<Val> v = floatElementwise(inst, in))
+    return *v;
+  if (std::optional<Val> v = floatLayout(inst, in))
+    return *v;
+  if (op == "dot")
+    return dot(in);
+  if (op == "dynamic-slice")
+    return dynamicSlice(in);
+  if (op == "dynamic-update-slice")
+    return dynamicUpdateSlice(in);
+  if (op == "select")
+    return select(in);
+  if (op == "gather")
+    return gather(in);
+  if (op == "scatter")
+    return scatterAdd(in);
+  if (op == "collective-permute") {
+    if (!plan)
+      malformed("a collective in the module before partitioning");
+    return collectivePermute(in);
+  }
+  if (op == "all-reduce" || op == "all-gather" || op == "reduce-scatter" || op == "all-to-all") {
+    if (!plan)
+      malformed("a collective in the module before partitioning");
+    return collective(in);
+  }
+  unsupported("HLO op '" + op + "'");
+}
+
+/// Float constants, conversions, elementwise ops and reductions; none for other
+/// instructions.
+std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
+                                                const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  const std::string &base = inst.name;
   std::vector<int64_t> dims = inst.shape.isTuple() ? std::vector<int64_t>{} : inst.shape.dims;
   const std::string &type = inst.shape.type;
-
   if (op == "constant") {
     std::vector<std::string> els = literalElements(inst.rawOperands);
     int64_t n = product(dims);
@@ -236,6 +274,34 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     checkTensor(x);
     return tensor(emit("scale", {x.name}, {{"factor", -1}}, nullptr, base), type, dims);
   }
+  if (op == "reduce") {
+    if (in.size() != 2)
+      unsupported("a variadic reduce");
+    checkTensor(*in[0]);
+    std::string kind = reductionKind();
+    const Val &init = *in[1];
+    std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
+    std::sort(rd.begin(), rd.end());
+    if (kind == "sum") {
+      if (init.scalarConst.empty() || floatLiteral(init.scalarConst) != 0.0)
+        unsupported("a sum reduction whose initial value is not the constant 0");
+      return tensor(emit("reduce_sum", {in[0]->name}, {{"dims", rd}}, nullptr, base), type, dims);
+    }
+    if (trim(init.scalarConst) != "-inf")
+      unsupported("a max reduction whose initial value is not -inf");
+    return tensor(emit("reduce_max", {in[0]->name}, {{"dims", rd}}, nullptr, base), type, dims);
+  }
+  return std::nullopt;
+}
+
+/// Broadcasts, reshapes, transposes, slices and concatenations of float tensors; none
+/// for other instructions.
+std::optional<Val> Translator::floatLayout(const hlo::Instruction &inst,
+                                           const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  const std::string &base = inst.name;
+  std::vector<int64_t> dims = inst.shape.isTuple() ? std::vector<int64_t>{} : inst.shape.dims;
+  const std::string &type = inst.shape.type;
   if (op == "broadcast") {
     const Val &x = need(in, 1);
     if (x.kind != Val::Tensor)
@@ -312,46 +378,7 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
       malformed("concatenate needs one dimension");
     return tensor(emit("concat", names, {{"dim", d[0]}}, nullptr, base), type, dims);
   }
-  if (op == "dot")
-    return dot(in);
-  if (op == "reduce") {
-    if (in.size() != 2)
-      unsupported("a variadic reduce");
-    checkTensor(*in[0]);
-    std::string kind = reductionKind();
-    const Val &init = *in[1];
-    std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
-    std::sort(rd.begin(), rd.end());
-    if (kind == "sum") {
-      if (init.scalarConst.empty() || floatLiteral(init.scalarConst) != 0.0)
-        unsupported("a sum reduction whose initial value is not the constant 0");
-      return tensor(emit("reduce_sum", {in[0]->name}, {{"dims", rd}}, nullptr, base), type, dims);
-    }
-    if (trim(init.scalarConst) != "-inf")
-      unsupported("a max reduction whose initial value is not -inf");
-    return tensor(emit("reduce_max", {in[0]->name}, {{"dims", rd}}, nullptr, base), type, dims);
-  }
-  if (op == "dynamic-slice")
-    return dynamicSlice(in);
-  if (op == "dynamic-update-slice")
-    return dynamicUpdateSlice(in);
-  if (op == "select")
-    return select(in);
-  if (op == "gather")
-    return gather(in);
-  if (op == "scatter")
-    return scatterAdd(in);
-  if (op == "collective-permute") {
-    if (!plan)
-      malformed("a collective in the module before partitioning");
-    return collectivePermute(in);
-  }
-  if (op == "all-reduce" || op == "all-gather" || op == "reduce-scatter" || op == "all-to-all") {
-    if (!plan)
-      malformed("a collective in the module before partitioning");
-    return collective(in);
-  }
-  unsupported("HLO op '" + op + "'");
+  return std::nullopt;
 }
 
 Val Translator::dot(const std::vector<const Val *> &in) {

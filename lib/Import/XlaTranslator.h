@@ -205,6 +205,10 @@ private:
     unsupported("a reduction by '" + r->opcode + "'");
   }
 
+  Val call(const std::vector<const Val *> &in, int depth);
+  std::optional<Val> floatElementwise(const hlo::Instruction &inst,
+                                      const std::vector<const Val *> &in);
+  std::optional<Val> floatLayout(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   Val translate(const hlo::Instruction &inst, const std::vector<const Val *> &in,
                 const std::vector<Val> &args, int depth);
   Val indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);

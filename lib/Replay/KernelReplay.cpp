@@ -614,33 +614,16 @@ std::string replay::evalRefOnDevice(Device &dev, ReplayDtype dtype, Operation *o
   return err;
 }
 
-ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOptions &options) {
-  ReplayResult result;
-  if (!spec.undecidable.empty()) {
-    result.failure = spec.undecidable;
-    result.failureAt = spec.undecidableAt;
-    return result;
-  }
-  auto fail = [&](const std::string &why) {
-    result.failure = why;
-    result.failureAt = toSourceLoc(spec.plan.getLoc());
-    return result;
-  };
-  // Where the machine, not the spec, is what is missing: no location.
-  auto unavailable = [&](const std::string &why) {
-    result.failure = why;
-    return result;
-  };
-  if (spec.pipelineAxis >= 0)
-    return fail("pipelined plans (dist.send, dist.recv) are not replayed by the kernel backend "
-                "yet (use --backend cpu)");
-  if (spec.resume)
-    return fail("checkpoint specs (two steps) are not replayed by the kernel backend yet "
-                "(use --backend cpu)");
+namespace {
+/// The devices of a kernel replay: the host device (emulated), one GPU for every
+/// virtual rank, or one GPU per rank with NCCL. Returns why they cannot be had, with
+/// `located` false where the machine, not the spec, is what is missing.
+std::string openDevices(const Spec &spec, const ReplayOptions &options,
+                        std::vector<std::unique_ptr<Device>> &owned, std::vector<Device *> &rankDev,
+                        std::unique_ptr<Collectives> &nccl, bool &located) {
   int64_t ranks = spec.mesh.numRanks();
-  std::vector<std::unique_ptr<Device>> owned;
-  std::vector<Device *> rankDev;
-  std::unique_ptr<Collectives> nccl;
+  auto fail = [&](const std::string &why) { return located = true, why; };
+  auto unavailable = [&](const std::string &why) { return located = false, why; };
   if (options.backend == ReplayBackend::Emulated) {
     if (options.ranks == ReplayRanks::Nccl)
       return fail("--ranks nccl needs --backend cuda");
@@ -678,6 +661,91 @@ ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOption
       rankDev.assign(ranks, owned[0].get());
     }
   }
+  return "";
+}
+
+/// The first divergence of a diverged kernel replay, from the intermediates kept on the
+/// devices (downloaded once each), when they were all kept.
+void localizeOnDevice(const Spec &spec, const ReplayOptions &options, KernelRun &run,
+                      ReplayResult &result) {
+  int64_t ranks = spec.mesh.numRanks();
+  const std::vector<Device *> &rankDev = run.rankDev;
+  if (!options.localize) {
+    result.first.note = "the first divergence was not looked for (--no-localize)";
+  } else if (!run.keepAll) {
+    result.first.note = "the intermediates did not fit in device memory together, so the "
+                        "first divergence was not localized; replay at smaller shapes";
+  } else {
+    // Download the values the localization compares, once each.
+    std::map<std::pair<int, void *>, NumTensor> refCache;
+    std::map<void *, std::vector<NumTensor>> planCache;
+    findFirstDivergence(
+        spec, options,
+        [&](int k, Value v) -> const NumTensor * {
+          auto it = run.refVals[k].find(v);
+          if (it == run.refVals[k].end() || v.getType().isIndex())
+            return nullptr;
+          auto key = std::make_pair(k, v.getAsOpaquePointer());
+          auto c = refCache.find(key);
+          if (c == refCache.end()) {
+            NumTensor t;
+            t.shape = it->second.t.shape;
+            t.data = rankDev[0]->download(it->second.t.buf);
+            c = refCache.emplace(key, std::move(t)).first;
+          }
+          return &c->second;
+        },
+        [&](Value v) -> const std::vector<NumTensor> * {
+          auto it = run.planVals.find(v);
+          if (it == run.planVals.end() || v.getType().isIndex())
+            return nullptr;
+          auto c = planCache.find(v.getAsOpaquePointer());
+          if (c == planCache.end()) {
+            std::vector<NumTensor> per(ranks);
+            for (int64_t r = 0; r < ranks; ++r) {
+              per[r].shape = it->second[r].t.shape;
+              per[r].data = rankDev[r]->download(it->second[r].t.buf);
+            }
+            c = planCache.emplace(v.getAsOpaquePointer(), std::move(per)).first;
+          }
+          return &c->second;
+        },
+        result.first);
+  }
+}
+
+} // namespace
+
+ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOptions &options) {
+  ReplayResult result;
+  if (!spec.undecidable.empty()) {
+    result.failure = spec.undecidable;
+    result.failureAt = spec.undecidableAt;
+    return result;
+  }
+  auto fail = [&](const std::string &why) {
+    result.failure = why;
+    result.failureAt = toSourceLoc(spec.plan.getLoc());
+    return result;
+  };
+  // Where the machine, not the spec, is what is missing: no location.
+  auto unavailable = [&](const std::string &why) {
+    result.failure = why;
+    return result;
+  };
+  if (spec.pipelineAxis >= 0)
+    return fail("pipelined plans (dist.send, dist.recv) are not replayed by the kernel backend "
+                "yet (use --backend cpu)");
+  if (spec.resume)
+    return fail("checkpoint specs (two steps) are not replayed by the kernel backend yet "
+                "(use --backend cpu)");
+  int64_t ranks = spec.mesh.numRanks();
+  std::vector<std::unique_ptr<Device>> owned;
+  std::vector<Device *> rankDev;
+  std::unique_ptr<Collectives> nccl;
+  bool located = true;
+  if (std::string why = openDevices(spec, options, owned, rankDev, nccl, located); !why.empty())
+    return located ? fail(why) : unavailable(why);
   result.device = rankDev[0]->name() + ", " + std::to_string(ranks) +
                   (options.ranks == ReplayRanks::Nccl ? " NCCL ranks" : " virtual ranks");
   for (auto &[name, v] : options.given)
@@ -726,50 +794,8 @@ ReplayResult planproof::replaySpecOnKernels(const Spec &spec, const ReplayOption
   const std::map<std::string, NumTensor> *refs[4] = {&run.refOut[0], &run.refOut[1],
                                                      &run.refOut[2], &run.refOut[3]};
   compareOutputs(spec, options, refs, run.planOut, result);
-  if (result.diverged()) {
-    if (!options.localize) {
-      result.first.note = "the first divergence was not looked for (--no-localize)";
-    } else if (!run.keepAll) {
-      result.first.note = "the intermediates did not fit in device memory together, so the "
-                          "first divergence was not localized; replay at smaller shapes";
-    } else {
-      // Download the values the localization compares, once each.
-      std::map<std::pair<int, void *>, NumTensor> refCache;
-      std::map<void *, std::vector<NumTensor>> planCache;
-      findFirstDivergence(
-          spec, options,
-          [&](int k, Value v) -> const NumTensor * {
-            auto it = run.refVals[k].find(v);
-            if (it == run.refVals[k].end() || v.getType().isIndex())
-              return nullptr;
-            auto key = std::make_pair(k, v.getAsOpaquePointer());
-            auto c = refCache.find(key);
-            if (c == refCache.end()) {
-              NumTensor t;
-              t.shape = it->second.t.shape;
-              t.data = rankDev[0]->download(it->second.t.buf);
-              c = refCache.emplace(key, std::move(t)).first;
-            }
-            return &c->second;
-          },
-          [&](Value v) -> const std::vector<NumTensor> * {
-            auto it = run.planVals.find(v);
-            if (it == run.planVals.end() || v.getType().isIndex())
-              return nullptr;
-            auto c = planCache.find(v.getAsOpaquePointer());
-            if (c == planCache.end()) {
-              std::vector<NumTensor> per(ranks);
-              for (int64_t r = 0; r < ranks; ++r) {
-                per[r].shape = it->second[r].t.shape;
-                per[r].data = rankDev[r]->download(it->second[r].t.buf);
-              }
-              c = planCache.emplace(v.getAsOpaquePointer(), std::move(per)).first;
-            }
-            return &c->second;
-          },
-          result.first);
-    }
-  }
+  if (result.diverged())
+    localizeOnDevice(spec, options, run, result);
   run.releaseAll();
   return result;
 }

@@ -548,22 +548,10 @@ void localize(const Spec &spec, const ReplayOptions &options, StepRun &run, Repl
 }
 } // namespace
 
-ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &options) {
-  replayDeadline = &options.deadline;
-  struct ClearDeadline {
-    ~ClearDeadline() { replayDeadline = nullptr; }
-  } clearDeadline;
-  if (options.backend != ReplayBackend::Cpu) {
-    try {
-      return replaySpecOnKernels(spec, options);
-    } catch (const TimeLimit &e) {
-      ReplayResult r;
-      r.failure = e.what();
-      return r;
-    }
-  }
-  ReplayResult result;
-  result.device = std::to_string(spec.mesh.numRanks()) + " ranks on the CPU";
+namespace {
+/// Whether the spec can be replayed at all: a pipelined plan's schedule runs, nothing in
+/// it is undecidable, and its work is within the limit; otherwise `result` says why.
+bool replayable(const Spec &spec, const ReplayOptions &options, ReplayResult &result) {
   if (spec.pipelineAxis >= 0) {
     // A schedule that deadlocks, or messages that do not match, cannot run at all.
     VerifyResult schedule;
@@ -571,7 +559,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     if (!schedule.violations.empty()) {
       result.failure = "the plan cannot run: [schedule] " + schedule.violations[0].message;
       result.failureAt = schedule.violations[0].location;
-      return result;
+      return false;
     }
   }
   for (auto &[name, v] : options.given)
@@ -579,7 +567,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   if (!spec.undecidable.empty()) {
     result.failure = spec.undecidable;
     result.failureAt = spec.undecidableAt;
-    return result;
+    return false;
   }
   double work = 4 * workOf(spec.reference, 1) + workOf(spec.plan, spec.mesh.numRanks());
   if (work > options.maxWork) {
@@ -588,78 +576,56 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
                      std::to_string((long long)options.maxWork) +
                      "); replay at smaller shapes (--shape reduced, or NAME=SIZE)";
     result.failureAt = toSourceLoc(spec.plan.getLoc());
-    return result;
+    return false;
   }
-  NumericDomain exact{ReplayDtype::F64, ReduceOrder::Rank};
-  exact.blas = true;
-  NumericDomain fwd{options.dtype, options.order};
-  NumericDomain rev{options.dtype, options.order, true};
-  NumericDomain tree{options.dtype, options.order, false, true};
-  NumericDomain *domains[4] = {&exact, &fwd, &rev, &tree};
-  Progress bar;
-  bar.enabled = options.progress;
-  progress = &bar;
-  struct Reset {
-    ~Reset() { progress = nullptr; }
-  } reset;
-  std::map<std::string, NumTensor> drawn = drawInputs(spec, options, fwd);
-  const std::map<std::string, NumTensor> *inputs[4] = {&drawn, &drawn, &drawn, &drawn};
-  NumCheckpoint ckpt;
-  StepRun one;
+  return true;
+}
+
+/// Independent random streams, property (3): the plan's next step, from the state the
+/// reference returns, must draw pairs this step did not. Its draws are collected into
+/// `rng`, not compared; false (with `result` saying why) when that step cannot run.
+bool collectNextStepDraws(const Spec &spec, const ReplayOptions &options, NumericDomain &fwd,
+                          const std::map<std::string, NumTensor> &drawn, const StepRun &one,
+                          RngRecord &rng, ReplayResult &result) {
   Failure f{"", spec.plan.getLoc()};
-  RngRecord rng;
-  if (!runStep(spec, domains, inputs, options.seed, spec.resume ? &ckpt : nullptr, one, f, result,
-               spec.draws.empty() ? nullptr : &rng))
-    return result;
-  if (!spec.draws.empty()) {
-    // Property (3): the plan's next step, from the state the reference returns, must
-    // draw pairs this step did not. Its draws are collected, not compared.
-    if (spec.resume) {
-      result.failure = "a checkpoint spec with independent-mode random draws";
-      result.failureAt = toSourceLoc(spec.plan.getLoc());
-      return result;
-    }
-    if (spec.stateUpdates.empty()) {
-      result.failure = "independent-mode draws whose next step is unknown: the reference declares "
-                       "no state update (ref.updates), so stream reuse across steps cannot be "
-                       "checked";
-      result.failureAt = toSourceLoc(spec.plan.getLoc());
-      return result;
-    }
-    // Inputs the step does not update (the seed) stay as they are.
-    std::map<std::string, NumTensor> nextIn = drawn;
-    for (auto &[out, in] : spec.stateUpdates)
-      nextIn[in] = one.out[Forward].at(out);
-    RngRecord collect = rng;
-    collect.reference = nullptr;
-    collect.step = 2;
-    std::vector<std::vector<NumTensor>> plan2;
-    llvm::DenseMap<Value, std::vector<NumTensor>> vals2;
-    if (!runPlan(spec, fwd, nextIn, options.seed + 1, plan2, f, vals2, nullptr, &collect)) {
-      result.failure = f.why;
-      result.failureAt = toSourceLoc(f.loc);
-      return result;
-    }
-    rng.problems.insert(rng.problems.end(), collect.problems.begin(), collect.problems.end());
+  if (spec.resume) {
+    result.failure = "a checkpoint spec with independent-mode random draws";
+    result.failureAt = toSourceLoc(spec.plan.getLoc());
+    return false;
   }
-  result.ran = true;
-  const std::map<std::string, NumTensor> *refs[4] = {&one.out[0], &one.out[1], &one.out[2], &one.out[3]};
-  compareOutputs(spec, options, refs, one.plan, result);
-  if (!rng.problems.empty()) {
-    return reportProblem(result, "random streams", "rng", rng.problems[0]);
+  if (spec.stateUpdates.empty()) {
+    result.failure = "independent-mode draws whose next step is unknown: the reference declares "
+                     "no state update (ref.updates), so stream reuse across steps cannot be "
+                     "checked";
+    result.failureAt = toSourceLoc(spec.plan.getLoc());
+    return false;
   }
-  if (result.diverged()) {
-    localize(spec, options, one, result.first);
-    return result;
+  // Inputs the step does not update (the seed) stay as they are.
+  std::map<std::string, NumTensor> nextIn = drawn;
+  for (auto &[out, in] : spec.stateUpdates)
+    nextIn[in] = one.out[Forward].at(out);
+  RngRecord collect = rng;
+  collect.reference = nullptr;
+  collect.step = 2;
+  std::vector<std::vector<NumTensor>> plan2;
+  llvm::DenseMap<Value, std::vector<NumTensor>> vals2;
+  if (!runPlan(spec, fwd, nextIn, options.seed + 1, plan2, f, vals2, nullptr, &collect)) {
+    result.failure = f.why;
+    result.failureAt = toSourceLoc(f.loc);
+    return false;
   }
-  if (!spec.resume)
-    return result;
-  // A checkpoint spec: the saving plan's checkpoint must be consistent, and the
-  // resuming plan, on its mesh, from the checkpoint, must compute the reference's second
-  // step -- which continues from each reference run's own state, with a fresh batch.
-  if (!ckpt.problems.empty()) {
-    return reportProblem(result, "checkpoint", "checkpoint", ckpt.problems[0]);
-  }
+  rng.problems.insert(rng.problems.end(), collect.problems.begin(), collect.problems.end());
+  return true;
+}
+
+/// A checkpoint spec's second step: the resuming plan, on its mesh, from the checkpoint,
+/// must compute the reference's second step -- which continues from each reference
+/// run's own state, with a fresh batch.
+void replayResumedStep(const Spec &spec, const ReplayOptions &options, NumericDomain *domains[4],
+                       const StepRun &one, NumCheckpoint &ckpt, ReplayResult &result) {
+  Failure f{"", spec.plan.getLoc()};
+  NumericDomain &fwd = *domains[1];
+  const std::map<std::string, NumTensor> *inputs[4];
   Spec view = spec.resumeStep();
   std::map<std::string, std::string> updaterOf;
   for (auto &[out, in] : spec.stateUpdates)
@@ -675,7 +641,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   double firstRef = result.referenceSeconds, firstPlan = result.planSeconds;
   if (!runStep(view, domains, inputs, options.seed + 1, &ckpt, two, f, result)) {
     result.ran = false;
-    return result;
+    return;
   }
   result.referenceSeconds += firstRef;
   result.planSeconds += firstPlan;
@@ -687,7 +653,8 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
     result.outputs.push_back(o);
   }
   if (!ckpt.problems.empty()) {
-    return reportProblem(result, "checkpoint", "checkpoint", ckpt.problems[0]);
+    reportProblem(result, "checkpoint", "checkpoint", ckpt.problems[0]);
+    return;
   }
   if (second.diverged()) {
     localize(view, options, two, result.first);
@@ -709,5 +676,69 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
         }
     }
   }
+}
+
+} // namespace
+
+ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &options) {
+  replayDeadline = &options.deadline;
+  struct ClearDeadline {
+    ~ClearDeadline() { replayDeadline = nullptr; }
+  } clearDeadline;
+  if (options.backend != ReplayBackend::Cpu) {
+    try {
+      return replaySpecOnKernels(spec, options);
+    } catch (const TimeLimit &e) {
+      ReplayResult r;
+      r.failure = e.what();
+      return r;
+    }
+  }
+  ReplayResult result;
+  result.device = std::to_string(spec.mesh.numRanks()) + " ranks on the CPU";
+  if (!replayable(spec, options, result))
+    return result;
+  NumericDomain exact{ReplayDtype::F64, ReduceOrder::Rank};
+  exact.blas = true;
+  NumericDomain fwd{options.dtype, options.order};
+  NumericDomain rev{options.dtype, options.order, true};
+  NumericDomain tree{options.dtype, options.order, false, true};
+  NumericDomain *domains[4] = {&exact, &fwd, &rev, &tree};
+  Progress bar;
+  bar.enabled = options.progress;
+  progress = &bar;
+  struct Reset {
+    ~Reset() { progress = nullptr; }
+  } reset;
+  std::map<std::string, NumTensor> drawn = drawInputs(spec, options, fwd);
+  const std::map<std::string, NumTensor> *inputs[4] = {&drawn, &drawn, &drawn, &drawn};
+  NumCheckpoint ckpt;
+  StepRun one;
+  Failure f{"", spec.plan.getLoc()};
+  RngRecord rng;
+  if (!runStep(spec, domains, inputs, options.seed, spec.resume ? &ckpt : nullptr, one, f, result,
+               spec.draws.empty() ? nullptr : &rng))
+    return result;
+  if (!spec.draws.empty() && !collectNextStepDraws(spec, options, fwd, drawn, one, rng, result))
+    return result;
+  result.ran = true;
+  const std::map<std::string, NumTensor> *refs[4] = {&one.out[0], &one.out[1], &one.out[2], &one.out[3]};
+  compareOutputs(spec, options, refs, one.plan, result);
+  if (!rng.problems.empty()) {
+    return reportProblem(result, "random streams", "rng", rng.problems[0]);
+  }
+  if (result.diverged()) {
+    localize(spec, options, one, result.first);
+    return result;
+  }
+  if (!spec.resume)
+    return result;
+  // A checkpoint spec: the saving plan's checkpoint must be consistent, and the
+  // resuming plan, on its mesh, from the checkpoint, must compute the reference's second
+  // step -- which continues from each reference run's own state, with a fresh batch.
+  if (!ckpt.problems.empty()) {
+    return reportProblem(result, "checkpoint", "checkpoint", ckpt.problems[0]);
+  }
+  replayResumedStep(spec, options, domains, one, ckpt, result);
   return result;
 }

@@ -160,6 +160,8 @@ inline double evalFn(Fn f, const std::vector<double> &args) {
       m = a > m ? a : m;
     return m;
   }
+  default: // the functions of one argument, above
+    break;
   }
   return 0;
 }

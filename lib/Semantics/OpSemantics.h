@@ -104,24 +104,25 @@ inline Shape resultShape(mlir::Operation *op) {
   return Shape(t.getShape().begin(), t.getShape().end());
 }
 
-/// Computes the result of the rank-local (or single-device) op `op` from its operands.
-/// `in` holds the tensor operands in order; `indices` the values of the op's `index`
-/// operands (an embedding's row offset, a random stream's key and counter, a step
-/// count), in order, on the rank being evaluated, as scalars of the domain (integers).
+namespace op_eval {
+/// `out` = fn(i) for every element i of the shape of operand 0.
+template <class V, class Fn>
+void elementwise(const std::vector<const Tensor<V> *> &in, Tensor<V> &out, const V &zero, Fn fn) {
+  out = Tensor<V>(in[0]->shape, zero);
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = fn(i);
+}
+
+/// evalRefOp's elementwise arithmetic, the MSE loss and its gradient, bias addition: false when `op` is none of them.
 template <class D>
-std::string evalRefOp(D &d, mlir::Operation *op,
-                      const std::vector<const Tensor<typename D::Value> *> &in,
-                      Tensor<typename D::Value> &out,
-                      const std::vector<typename D::Value> &indices = {}) {
+bool evalArithmetic(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
+        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
+        std::string &err) {
   using V = typename D::Value;
   using namespace planproof::ref;
   using mlir::dyn_cast;
   using mlir::isa;
-  auto elementwise = [&](auto fn) {
-    out = Tensor<V>(in[0]->shape, d.constant(Rational(0)));
-    for (size_t i = 0; i < out.data.size(); ++i)
-      out.data[i] = fn(i);
-  };
+  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
   if (isa<AddOp>(op)) {
     elementwise([&](size_t i) { return d.add(in[0]->data[i], in[1]->data[i]); });
   } else if (isa<SubOp>(op)) {
@@ -151,7 +152,23 @@ std::string evalRefOp(D &d, mlir::Operation *op,
   } else if (isa<BiasAddOp>(op)) {
     int64_t n = in[1]->shape[0];
     elementwise([&](size_t i) { return d.add(in[0]->data[i], in[1]->data[i % n]); });
-  } else if (auto m = dyn_cast<MatmulOp>(op)) {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// evalRefOp's matrix products and reductions: false when `op` is none of them.
+template <class D>
+bool evalProductsAndReductions(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
+        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
+        std::string &err) {
+  using V = typename D::Value;
+  using namespace planproof::ref;
+  using mlir::dyn_cast;
+  using mlir::isa;
+  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
+  if (auto m = dyn_cast<MatmulOp>(op)) {
     const Tensor<V> &a = *in[0], &b = *in[1];
     int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
     int64_t I = a.shape[1 - ld], J = b.shape[1 - rd], K = a.shape[ld];
@@ -179,7 +196,23 @@ std::string evalRefOp(D &d, mlir::Operation *op,
                     : isa<ReduceSumOp>(op) ? d.sum(parts[o])
                                            : d.scale(d.sum(parts[o]),
                                                      Rational(1, (int64_t)parts[o].size()));
-  } else if (auto dm = dyn_cast<DropoutMaskOp>(op)) {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// evalRefOp's random masks, powers, lookups, routing and constants: false when `op` is none of them.
+template <class D>
+bool evalGenerators(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
+        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
+        std::string &err) {
+  using V = typename D::Value;
+  using namespace planproof::ref;
+  using mlir::dyn_cast;
+  using mlir::isa;
+  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
+  if (auto dm = dyn_cast<DropoutMaskOp>(op)) {
     // Element i draws the pair (key, counter + i), i its row-major linear index.
     Rational p = attrRational(dm.getPAttr());
     out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
@@ -251,10 +284,26 @@ std::string evalRefOp(D &d, mlir::Operation *op,
       Rational r;
       std::string why;
       if (!exactConstant(lit.getValues()[i], r, why))
-        return "ref.literal: " + why;
+        return err = "ref.literal: " + why, true;
       out.data[i] = d.constant(r);
     }
-  } else if (auto fn = unaryFunction(op)) {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// evalRefOp's scalar functions and the other nonlinear elementwise ops: false when `op` is none of them.
+template <class D>
+bool evalFunctions(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
+        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
+        std::string &err) {
+  using V = typename D::Value;
+  using namespace planproof::ref;
+  using mlir::dyn_cast;
+  using mlir::isa;
+  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
+  if (auto fn = unaryFunction(op)) {
     elementwise([&](size_t i) { return d.apply(*fn, {in[0]->data[i]}); });
   } else if (isa<SiluGradOp>(op)) {
     elementwise([&](size_t i) {
@@ -270,7 +319,23 @@ std::string evalRefOp(D &d, mlir::Operation *op,
                                        d.scale(in[1]->data[i], Rational(-1))}),
                      Rational(-1));
     });
-  } else if (auto t = dyn_cast<TransposeOp>(op)) {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// evalRefOp's layout ops and batched products: false when `op` is none of them.
+template <class D>
+bool evalLayoutOps(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
+        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
+        std::string &err) {
+  using V = typename D::Value;
+  using namespace planproof::ref;
+  using mlir::dyn_cast;
+  using mlir::isa;
+  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
+  if (auto t = dyn_cast<TransposeOp>(op)) {
     auto perm = t.getPerm();
     Shape shape;
     for (int64_t p : perm)
@@ -327,7 +392,23 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     ProductDims p{N, I, J, K, a.shape[1] * as, ld == 2 ? as : 1, ld == 2 ? 1 : as,
                   b.shape[1] * bs, rd == 1 ? bs : 1, rd == 1 ? 1 : bs};
     evalProducts(d, p, a.data.data(), b.data.data(), out.data.data());
-  } else if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// evalRefOp's softmaxes and attention masks: false when `op` is none of them.
+template <class D>
+bool evalAttention(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
+        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
+        std::string &err) {
+  using V = typename D::Value;
+  using namespace planproof::ref;
+  using mlir::dyn_cast;
+  using mlir::isa;
+  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
+  if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
     const Tensor<V> &x = *in[0];
     out = Tensor<V>(x.shape, d.constant(Rational(0)));
     int64_t cols = x.shape.back(), rows = x.data.size() / std::max<int64_t>(cols, 1);
@@ -336,8 +417,8 @@ std::string evalRefOp(D &d, mlir::Operation *op,
     // Causal: query row i sees keys j <= offset + i (offset Sk - Sq by default).
     int64_t offset = cols - sq;
     if (causal && !indices.empty() && !d.integer(indices[0], offset))
-      return "ref.causal_softmax: the offset must be an integer known on every rank (rank "
-             "coordinates and constants), not a value of the step's inputs";
+      return err = "ref.causal_softmax: the offset must be an integer known on every rank (rank "
+             "coordinates and constants), not a value of the step's inputs", true;
     for (int64_t r = 0; r < rows; ++r) {
       int64_t allowed = causal ? scalar::causalAllowed(r % sq, offset, cols) : cols;
       if (allowed == 0)
@@ -354,8 +435,8 @@ std::string evalRefOp(D &d, mlir::Operation *op,
   } else if (auto pm = dyn_cast<PositionMaskOp>(op)) {
     int64_t q0, k0;
     if (!d.integer(indices[0], q0) || !d.integer(indices[1], k0))
-      return "ref.position_mask: the offsets must be integers known on every rank (rank "
-             "coordinates and constants), not values of the step's inputs";
+      return err = "ref.position_mask: the offsets must be integers known on every rank (rank "
+             "coordinates and constants), not values of the step's inputs", true;
     Shape s = resultShape(op);
     out = Tensor<V>(s, d.constant(Rational(0)));
     for (int64_t i = 0; i < s[0]; ++i)
@@ -395,7 +476,23 @@ std::string evalRefOp(D &d, mlir::Operation *op,
       for (size_t c = 0; c < cand.size(); ++c)
         out.data[r * cols + cand[c]] = d.mul(e[c], inv);
     }
-  } else if (isa<RmsNormOp, LayerNormOp>(op)) {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// evalRefOp's norms, rotary embeddings and cross-entropy: false when `op` is none of them.
+template <class D>
+bool evalNormsAndLosses(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
+        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
+        std::string &err) {
+  using V = typename D::Value;
+  using namespace planproof::ref;
+  using mlir::dyn_cast;
+  using mlir::isa;
+  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
+  if (isa<RmsNormOp, LayerNormOp>(op)) {
     const Tensor<V> &x = *in[0];
     Rational eps = attrRational(op->getAttrOfType<mlir::FloatAttr>("eps"));
     out = Tensor<V>(x.shape, d.constant(Rational(0)));
@@ -447,9 +544,32 @@ std::string evalRefOp(D &d, mlir::Operation *op,
               ? Tensor<V>({}, d.sum(losses))
               : Tensor<V>({}, d.mul(d.sum(losses), d.apply(Fn::Recip, {d.sum(mask.data)})));
   } else {
-    return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
+    return false;
   }
-  return "";
+  return true;
+}
+
+} // namespace op_eval
+
+/// Computes the result of the rank-local (or single-device) op `op` from its operands.
+/// `in` holds the tensor operands in order; `indices` the values of the op's `index`
+/// operands (an embedding's row offset, a random stream's key and counter, a step
+/// count), in order, on the rank being evaluated, as scalars of the domain (integers).
+template <class D>
+std::string evalRefOp(D &d, mlir::Operation *op,
+                      const std::vector<const Tensor<typename D::Value> *> &in,
+                      Tensor<typename D::Value> &out,
+                      const std::vector<typename D::Value> &indices = {}) {
+  std::string err;
+  if (op_eval::evalArithmetic(d, op, in, out, indices, err) ||
+      op_eval::evalProductsAndReductions(d, op, in, out, indices, err) ||
+      op_eval::evalGenerators(d, op, in, out, indices, err) ||
+      op_eval::evalFunctions(d, op, in, out, indices, err) ||
+      op_eval::evalLayoutOps(d, op, in, out, indices, err) ||
+      op_eval::evalAttention(d, op, in, out, indices, err) ||
+      op_eval::evalNormsAndLosses(d, op, in, out, indices, err))
+    return err;
+  return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
 }
 
 /// Whether a domain sums a collective's group in its own order (`groupSum`: the numeric

@@ -375,8 +375,9 @@ struct Checker {
     return ok;
   }
 
-  bool run() {
-    std::vector<func::FuncOp> refs, plans, resumes;
+  /// The reference, plan and resuming plan functions of the modules, and the plan's mesh.
+  bool findFunctions(std::vector<func::FuncOp> &resumes) {
+    std::vector<func::FuncOp> refs, plans;
     for (auto &m : spec.modules)
       m->walk([&](func::FuncOp f) {
         if (f->hasAttr(ref::kReferenceAttr))
@@ -408,8 +409,11 @@ struct Checker {
     for (Attribute a : mesh.getAxes())
       spec.mesh.axes.push_back(cast<StringAttr>(a).getValue().str());
     spec.mesh.shape.assign(mesh.getShape().begin(), mesh.getShape().end());
+    return true;
+  }
 
-    std::map<std::string, Shape> refIn, refOut;
+  /// The reference's inputs and outputs: names, shapes, integer domains, roles.
+  bool readReference(std::map<std::string, Shape> &refIn, std::map<std::string, Shape> &refOut) {
     std::set<std::string> all;
     auto refName = [&](DictionaryAttr attrs, Location loc, const std::string &what,
                        std::string &out) {
@@ -505,6 +509,14 @@ struct Checker {
           spec.stateUpdates[n] = s.getValue().str();
         }
     }
+    return true;
+  }
+
+  bool run() {
+    std::vector<func::FuncOp> resumes;
+    std::map<std::string, Shape> refIn, refOut;
+    if (!findFunctions(resumes) || !readReference(refIn, refOut))
+      return false;
     for (unsigned i = 0; i < spec.plan.getNumArguments(); ++i) {
       Binding b{0, "", {}, {}, spec.plan.getArgument(i).getLoc()};
       if (!isa<RankedTensorType>(spec.plan.getArgument(i).getType()) &&

@@ -83,6 +83,12 @@ private:
   }
   /// Adds the vector-Jacobian products of `op` for its active operands.
   LogicalResult backprop(Operation *op, Value g);
+  std::optional<LogicalResult> backpropArithmetic(Operation *op, Value g);
+  std::optional<LogicalResult> backpropFunctions(Operation *op, Value g);
+  std::optional<LogicalResult> backpropLayout(Operation *op, Value g);
+  std::optional<LogicalResult> backpropComposites(Operation *op, Value g);
+  std::optional<LogicalResult> backpropCollectives(Operation *op, Value g);
+  void contribute(Operation *op, unsigned i, llvm::function_ref<Value()> make);
 
   GradOp grad;
   OpBuilder b;
@@ -95,23 +101,9 @@ private:
   llvm::DenseMap<Value, Value> adjoint;
 };
 
-LogicalResult Differentiator::backprop(Operation *op, Value g) {
-  auto isActive = [&](unsigned i) { return active.contains(op->getOperand(i)); };
-  auto give = [&](unsigned i, llvm::function_ref<Value()> make) {
-    if (!isActive(i))
-      return;
-    Operation *before = grad->getPrevNode();
-    accumulate(op->getOperand(i), make());
-    if (!nameOf)
-      return;
-    // Each op computed for this contribution is named after what it differentiates,
-    // uniquely: d(%x).0, d(%x).1, ...
-    std::string base = "d(" + nameOf(op->getOperand(i)) + ")";
-    for (Operation *o = before ? before->getNextNode() : &grad->getBlock()->front();
-         o && o != grad.getOperation(); o = o->getNextNode())
-      o->setLoc(NameLoc::get(b.getStringAttr(base + "." + std::to_string(counters[base]++)),
-                             gradLoc));
-  };
+/// The vector-Jacobian rules of arithmetic, products and bias addition; none when `op` is not one of them.
+std::optional<LogicalResult> Differentiator::backpropArithmetic(Operation *op, Value g) {
+  auto give = [&](unsigned i, llvm::function_ref<Value()> make) { contribute(op, i, make); };
   Value res = op->getResult(0);
   if (isa<AddOp>(op)) {
     give(0, [&] { return g; });
@@ -162,7 +154,17 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
         lead.push_back(d);
       return reduceSum(g, lead);
     });
-  } else if (isa<GeluOp>(op)) {
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// The vector-Jacobian rules of elementwise functions; none when `op` is not one of them.
+std::optional<LogicalResult> Differentiator::backpropFunctions(Operation *op, Value g) {
+  auto give = [&](unsigned i, llvm::function_ref<Value()> make) { contribute(op, i, make); };
+  Value res = op->getResult(0);
+  if (isa<GeluOp>(op)) {
     give(0, [&] { return GeluGradOp::create(b, loc, op->getOperand(0), g); });
   } else if (isa<SiluOp>(op)) {
     give(0, [&] { return SiluGradOp::create(b, loc, op->getOperand(0), g); });
@@ -187,7 +189,17 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     give(0, [&] { return scale(div(g, res), 0.5); });
   } else if (isa<RsqrtOp>(op)) {
     give(0, [&] { return scale(mul(g, mul(res, mul(res, res))), -0.5); });
-  } else if (auto r = dyn_cast<ReduceSumOp>(op)) {
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// The vector-Jacobian rules of reductions and layout ops; none when `op` is not one of them.
+std::optional<LogicalResult> Differentiator::backpropLayout(Operation *op, Value g) {
+  auto give = [&](unsigned i, llvm::function_ref<Value()> make) { contribute(op, i, make); };
+  Value res = op->getResult(0);
+  if (auto r = dyn_cast<ReduceSumOp>(op)) {
     give(0, [&] {
       SmallVector<int64_t> kept;
       for (int64_t d = 0; d < typeOf(op->getOperand(0)).getRank(); ++d)
@@ -259,7 +271,18 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
       });
       offset += t.getDimSize(dim);
     }
-  } else if (isa<MseLossOp>(op)) {
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// The vector-Jacobian rules of losses, softmaxes, norms, rotary, lookups, masks and constants; none when `op` is not one of them.
+std::optional<LogicalResult> Differentiator::backpropComposites(Operation *op, Value g) {
+  auto give = [&](unsigned i, llvm::function_ref<Value()> make) { contribute(op, i, make); };
+  auto isActive = [&](unsigned i) { return active.contains(op->getOperand(i)); };
+  Value res = op->getResult(0);
+  if (isa<MseLossOp>(op)) {
     auto t = typeOf(op->getOperand(0));
     Value dpred = mul(broadcast(g, {}, t), MseLossGradOp::create(b, loc, op->getOperand(0),
                                                                  op->getOperand(1)));
@@ -366,7 +389,16 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
     // 0/1 masks: piecewise constant in their operands, no gradient flows.
   } else if (isa<ConstantOp, LiteralOp>(op)) {
     // No operands.
-  } else if (auto ss = dyn_cast<dist::ShardSliceOp>(op)) {
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// The vector-Jacobian rules of rank-local cuts, selections, routing and collectives (their adjoints); none when `op` is not one of them.
+std::optional<LogicalResult> Differentiator::backpropCollectives(Operation *op, Value g) {
+  auto give = [&](unsigned i, llvm::function_ref<Value()> make) { contribute(op, i, make); };
+  if (auto ss = dyn_cast<dist::ShardSliceOp>(op)) {
     // Each rank's copy of the replicated value gets its block's share of the gradient,
     // zeros elsewhere: partial over `axes` until the plan sums it.
     give(0, [&]() -> Value {
@@ -419,10 +451,40 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
                                        ar.getKindAttr());
     });
   } else {
-    return failure();
+    return std::nullopt;
   }
   return success();
 }
+
+/// Gives each active operand of `op` its contribution to the gradient, the cotangent of
+/// `op`'s result being `g`: one rule per op, by family.
+LogicalResult Differentiator::backprop(Operation *op, Value g) {
+  for (auto rule : {&Differentiator::backpropArithmetic, &Differentiator::backpropFunctions,
+                    &Differentiator::backpropLayout, &Differentiator::backpropComposites,
+                    &Differentiator::backpropCollectives})
+    if (std::optional<LogicalResult> done = (this->*rule)(op, g))
+      return *done;
+  return failure();
+}
+
+/// Adds `make()` to the gradient of operand `i` of `op` if it is active, naming the ops
+/// it creates after what they differentiate, uniquely: d(%x).0, d(%x).1, ...
+void Differentiator::contribute(Operation *op, unsigned i, llvm::function_ref<Value()> make) {
+  if (!active.contains(op->getOperand(i)))
+    return;
+  Operation *before = grad->getPrevNode();
+  accumulate(op->getOperand(i), make());
+  if (!nameOf)
+    return;
+  // Each op computed for this contribution is named after what it differentiates,
+  // uniquely: d(%x).0, d(%x).1, ...
+  std::string base = "d(" + nameOf(op->getOperand(i)) + ")";
+  for (Operation *o = before ? before->getNextNode() : &grad->getBlock()->front();
+       o && o != grad.getOperation(); o = o->getNextNode())
+    o->setLoc(NameLoc::get(b.getStringAttr(base + "." + std::to_string(counters[base]++)),
+                           gradLoc));
+}
+
 
 LogicalResult Differentiator::run(std::string &why, Location &where) {
   Block *block = grad->getBlock();
