@@ -311,7 +311,25 @@ def Dist_SelectOnOp : Dist_Op<"select_on", [Pure, AllTypesMatch<["when", "otherw
 // Checkpoints
 //===----------------------------------------------------------------------===//
 
-def Dist_SaveOp : Dist_Op<"save"> {
+def Dist_CheckpointOpInterface : OpInterface<"CheckpointOp"> {
+  let cppNamespace = "::planproof::dist";
+  let description = [{
+    A checkpoint op: a piece of entry `key` (global shape `shape`) at the global
+    `offsets`, written by the saving plan (`dist.save`) or read by the resuming one
+    (`dist.load`). Every engine gives these ops the checkpoint semantics of
+    docs/checkpoint.md.
+  }];
+  let methods = [
+    InterfaceMethod<"The checkpoint entry.", "::llvm::StringRef", "getKey">,
+    InterfaceMethod<"The entry's global shape.", "::llvm::ArrayRef<int64_t>", "getShape">,
+    InterfaceMethod<"Where this piece starts, one index per dimension.",
+                    "::mlir::OperandRange", "getOffsets">,
+    StaticInterfaceMethod<"Whether the op writes the checkpoint (else it reads it).",
+                          "bool", "saves">,
+  ];
+}
+
+def Dist_SaveOp : Dist_Op<"save", [Dist_CheckpointOpInterface]> {
   let inJsonFormat = 0;
   let summary = "writes this rank's piece of a checkpoint entry at its global offsets";
   let description = [{
@@ -335,9 +353,12 @@ def Dist_SaveOp : Dist_Op<"save"> {
     $value `as` $key `shape` $shape `at` ` ` `[` $offsets `]` attr-dict `:` type($value)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    static bool saves() { return true; }
+  }];
 }
 
-def Dist_LoadOp : Dist_Op<"load"> {
+def Dist_LoadOp : Dist_Op<"load", [Dist_CheckpointOpInterface]> {
   let inJsonFormat = 0;
   let summary = "reads this rank's piece of a checkpoint entry from its global offsets";
   let description = [{
@@ -356,6 +377,9 @@ def Dist_LoadOp : Dist_Op<"load"> {
     $key `shape` $shape `at` ` ` `[` $offsets `]` attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    static bool saves() { return false; }
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -289,7 +289,7 @@ struct SymbolicWalk : DomainBackend<SymbolicWalk, SymbolicDomain> {
     return symbolicIndexOp(op, pool, args, out);
   }
   bool special(Operation &op, RankValues<PolyId> &, std::string &why) {
-    if (!isa<dist::SaveOp, dist::LoadOp>(op))
+    if (!isa<dist::CheckpointOp>(op))
       return false;
     why = checkpointOp(op, spec.mesh, pool, trace, save, load);
     return true;

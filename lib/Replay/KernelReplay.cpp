@@ -420,7 +420,7 @@ struct KernelWalk : KernelBackendBase {
     return false;
   }
   bool special(Operation &op, PlanValues<KVal> &, std::string &why) {
-    if (!draws.count(&op) && !isa<dist::SaveOp, dist::LoadOp>(op))
+    if (!draws.count(&op) && !isa<dist::CheckpointOp>(op))
       return false;
     why = std::string(draws.count(&op) ? "independent-mode random draws" : "checkpoint ops") +
           " are not replayed by the kernel backend yet (use --backend cpu)";

@@ -347,12 +347,12 @@ struct NumericWalk : DomainBackend<NumericWalk, NumericDomain> {
       vals[op.getResult(0)] = std::move(results);
       return true;
     }
-    if (!isa<dist::SaveOp, dist::LoadOp>(op))
+    if (!isa<dist::CheckpointOp>(op))
       return false;
     Failure f{"", op.getLoc()};
     if (!checkpointOp(op, spec.mesh, vals, ckpt, results, f))
       why = f.why;
-    else if (isa<dist::LoadOp>(op))
+    else if (!cast<dist::CheckpointOp>(op).saves())
       vals[op.getResult(0)] = std::move(results);
     return true;
   }

@@ -151,6 +151,14 @@ TEST_CASE("collectives state their axes, communication and reduction in ODS", "[
   CHECK(dist::AllToAllOp::communicates());
   CHECK(!dist::ShardSliceOp::communicates());
   CHECK(!dist::ShardPadOp::communicates());
+  // The checkpoint ops, and only they, have the checkpoint interface.
+  std::set<std::string> checkpoint;
+  for (mlir::RegisteredOperationName op : ctx.getRegisteredOperations())
+    if (op.hasInterface<dist::CheckpointOp>())
+      checkpoint.insert(op.getStringRef().str());
+  CHECK(checkpoint == std::set<std::string>{"dist.load", "dist.save"});
+  CHECK(dist::SaveOp::saves());
+  CHECK(!dist::LoadOp::saves());
 }
 
 TEST_CASE("ops say in which operands they are not linear", "[opfacts]") {
