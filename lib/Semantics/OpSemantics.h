@@ -105,450 +105,407 @@ inline Shape resultShape(mlir::Operation *op) {
 }
 
 namespace op_eval {
-/// `out` = fn(i) for every element i of the shape of operand 0.
-template <class V, class Fn>
-void elementwise(const std::vector<const Tensor<V> *> &in, Tensor<V> &out, const V &zero, Fn fn) {
-  out = Tensor<V>(in[0]->shape, zero);
-  for (size_t i = 0; i < out.data.size(); ++i)
-    out.data[i] = fn(i);
-}
+using namespace planproof::ref;
+using mlir::dyn_cast;
+using mlir::isa;
 
-/// evalRefOp's elementwise arithmetic, the MSE loss and its gradient, bias addition: false when `op` is none of them.
-template <class D>
-bool evalArithmetic(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
-        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
-        std::string &err) {
+/// The evaluation of one rank-local op (evalRefOp), one member per op family.
+template <class D> struct Evaluator {
   using V = typename D::Value;
-  using namespace planproof::ref;
-  using mlir::dyn_cast;
-  using mlir::isa;
-  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
-  if (isa<AddOp>(op)) {
-    elementwise([&](size_t i) { return d.add(in[0]->data[i], in[1]->data[i]); });
-  } else if (isa<SubOp>(op)) {
-    elementwise([&](size_t i) { return d.sub(in[0]->data[i], in[1]->data[i]); });
-  } else if (isa<MulOp>(op)) {
-    elementwise([&](size_t i) { return d.mul(in[0]->data[i], in[1]->data[i]); });
-  } else if (isa<GeluGradOp>(op)) {
-    elementwise([&](size_t i) {
-      return d.mul(d.apply(Fn::GeluDeriv, {in[0]->data[i]}), in[1]->data[i]);
-    });
-  } else if (auto s = dyn_cast<ScaleOp>(op)) {
-    Rational f = attrRational(s.getFactorAttr());
-    elementwise([&](size_t i) { return d.scale(in[0]->data[i], f); });
-  } else if (auto s = dyn_cast<SgdUpdateOp>(op)) {
-    Rational lr = attrRational(s.getLrAttr());
-    elementwise([&](size_t i) { return d.sub(in[0]->data[i], d.scale(in[1]->data[i], lr)); });
-  } else if (isa<MseLossGradOp>(op)) {
-    Rational c(2, numElements(in[0]->shape));
-    elementwise([&](size_t i) { return d.scale(d.sub(in[0]->data[i], in[1]->data[i]), c); });
-  } else if (isa<MseLossOp>(op)) {
-    std::vector<V> squares;
-    for (size_t i = 0; i < in[0]->data.size(); ++i) {
-      V diff = d.sub(in[0]->data[i], in[1]->data[i]);
-      squares.push_back(d.mul(diff, diff));
-    }
-    out = Tensor<V>({}, d.scale(d.sum(squares), Rational(1, numElements(in[0]->shape))));
-  } else if (isa<BiasAddOp>(op)) {
-    int64_t n = in[1]->shape[0];
-    elementwise([&](size_t i) { return d.add(in[0]->data[i], in[1]->data[i % n]); });
-  } else {
-    return false;
-  }
-  return true;
-}
+  D &d;
+  mlir::Operation *op;
+  const std::vector<const Tensor<V> *> &in;
+  Tensor<V> &out;
+  const std::vector<V> &indices;
+  std::string err;
 
-/// evalRefOp's matrix products and reductions: false when `op` is none of them.
-template <class D>
-bool evalProductsAndReductions(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
-        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
-        std::string &err) {
-  using V = typename D::Value;
-  using namespace planproof::ref;
-  using mlir::dyn_cast;
-  using mlir::isa;
-  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
-  if (auto m = dyn_cast<MatmulOp>(op)) {
-    const Tensor<V> &a = *in[0], &b = *in[1];
-    int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
-    int64_t I = a.shape[1 - ld], J = b.shape[1 - rd], K = a.shape[ld];
-    out = Tensor<V>({I, J}, d.constant(Rational(0)));
-    // a[i, k] (lhs dim 1) or a[k, i] (lhs dim 0); b[k, j] (rhs dim 0) or b[j, k].
-    ProductDims p{1, I, J, K, 0, ld == 1 ? a.shape[1] : 1, ld == 1 ? 1 : a.shape[1],
-                  0, rd == 0 ? b.shape[1] : 1, rd == 0 ? 1 : b.shape[1]};
-    evalProducts(d, p, a.data.data(), b.data.data(), out.data.data());
-  } else if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op)) {
-    auto dims = op->getAttrOfType<mlir::DenseI64ArrayAttr>("dims").asArrayRef();
-    const Tensor<V> &a = *in[0];
-    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
-    // Group the input elements by their index in the kept dimensions.
-    std::vector<std::vector<V>> parts(out.data.size());
-    for (int64_t l = 0; l < (int64_t)a.data.size(); ++l) {
-      auto idx = a.unravel(l);
-      std::vector<int64_t> o;
-      for (int64_t k = 0; k < (int64_t)idx.size(); ++k)
-        if (!llvm::is_contained(dims, k))
-          o.push_back(idx[k]);
-      parts[out.linear(o)].push_back(a.data[l]);
-    }
-    for (size_t o = 0; o < parts.size(); ++o)
-      out.data[o] = isa<ReduceMaxOp>(op)    ? d.apply(Fn::Max, parts[o])
-                    : isa<ReduceSumOp>(op) ? d.sum(parts[o])
-                                           : d.scale(d.sum(parts[o]),
-                                                     Rational(1, (int64_t)parts[o].size()));
-  } else {
-    return false;
-  }
-  return true;
-}
-
-/// evalRefOp's random masks, powers, lookups, routing and constants: false when `op` is none of them.
-template <class D>
-bool evalGenerators(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
-        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
-        std::string &err) {
-  using V = typename D::Value;
-  using namespace planproof::ref;
-  using mlir::dyn_cast;
-  using mlir::isa;
-  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
-  if (auto dm = dyn_cast<DropoutMaskOp>(op)) {
-    // Element i draws the pair (key, counter + i), i its row-major linear index.
-    Rational p = attrRational(dm.getPAttr());
-    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+  /// `out` = fn(i) for every element i of the shape of operand 0.
+  template <class Fn> void elementwise(Fn fn) {
+    out = Tensor<V>(in[0]->shape, d.constant(Rational(0)));
     for (size_t i = 0; i < out.data.size(); ++i)
-      out.data[i] = d.apply(Fn::DropMask, {indices[0], d.add(indices[1], d.constant(Rational((int64_t)i))),
-                                           d.constant(p)});
-  } else if (auto pw = dyn_cast<PowerOp>(op)) {
-    out = Tensor<V>(Shape{}, d.apply(Fn::Pow, {d.constant(attrRational(pw.getBaseAttr())),
-                                               indices[0]}));
-  } else if (isa<EmbeddingOp, EmbeddingGradOp>(op)) {
-    // Row v of the (local) table is global row offset + v; [id == offset + v] selects it.
-    V offset = indices.empty() ? d.constant(Rational(0)) : indices[0];
-    const Tensor<V> &ids = *in[1];
-    int64_t T = ids.shape[0];
-    bool lookup = isa<EmbeddingOp>(op);
-    const Tensor<V> &dense = *in[0]; // table [rows, W] or gradient [T, W]
-    int64_t W = dense.shape[1];
-    int64_t rows = lookup ? dense.shape[0] : resultShape(op)[0];
-    auto select = [&](int64_t t, int64_t v) {
-      return d.apply(Fn::Eq, {ids.data[t], d.add(offset, d.constant(Rational(v)))});
-    };
-    out = Tensor<V>(lookup ? Shape{T, W} : Shape{rows, W}, d.constant(Rational(0)));
-    for (int64_t a = 0; a < (lookup ? T : rows); ++a)
-      for (int64_t w = 0; w < W; ++w) {
-        std::vector<V> terms;
-        for (int64_t b = 0; b < (lookup ? rows : T); ++b) {
-          int64_t t = lookup ? a : b, v = lookup ? b : a;
-          const V &x = lookup ? dense.data[v * W + w] : dense.data[t * W + w];
-          terms.push_back(d.mul(select(t, v), x));
-        }
-        out.data[a * W + w] = d.sum(terms);
-      }
-  } else if (auto tk = dyn_cast<TopkMaskOp>(op)) {
-    // Element e of each row: topk(row..., e, k), a function of the whole row.
-    const Tensor<V> &x = *in[0];
-    int64_t n = x.shape.back(), rows = x.data.size() / std::max<int64_t>(n, 1);
-    out = Tensor<V>(x.shape, d.constant(Rational(0)));
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t e = 0; e < n; ++e) {
-        std::vector<V> args(x.data.begin() + r * n, x.data.begin() + (r + 1) * n);
-        args.push_back(d.constant(Rational(e)));
-        args.push_back(d.constant(Rational((int64_t)tk.getK())));
-        out.data[r * n + e] = d.apply(Fn::TopK, std::move(args));
-      }
-  } else if (auto cd = dyn_cast<CapacityDispatchOp>(op)) {
-    // Token t of group g routed to e takes slot g*C + (earlier tokens of g routed to e).
-    const Tensor<V> &m = *in[0];
-    int64_t T = m.shape[0], E = m.shape[1], C = cd.getCapacity(), G = cd.getGroups();
-    int64_t per = T / G;
-    out = Tensor<V>({T, E, G * C}, d.constant(Rational(0)));
-    for (int64_t e = 0; e < E; ++e)
-      for (int64_t g = 0; g < G; ++g) {
-        std::vector<V> earlier;
-        for (int64_t t = g * per; t < (g + 1) * per; ++t) {
-          V pos = d.sum(earlier);
-          for (int64_t c = 0; c < C; ++c)
-            out.data[(t * E + e) * G * C + g * C + c] =
-                d.mul(m.data[t * E + e], d.apply(Fn::Eq, {pos, d.constant(Rational(c))}));
-          earlier.push_back(m.data[t * E + e]);
-        }
-      }
-  } else if (isa<DetachOp>(op)) {
-    out = *in[0];
-  } else if (auto c = dyn_cast<ConstantOp>(op)) {
-    out = Tensor<V>(resultShape(op), d.constant(attrRational(c.getValueAttr())));
-  } else if (auto lit = dyn_cast<LiteralOp>(op)) {
-    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
-    for (size_t i = 0; i < out.data.size(); ++i) {
-      Rational r;
-      std::string why;
-      if (!exactConstant(lit.getValues()[i], r, why))
-        return err = "ref.literal: " + why, true;
-      out.data[i] = d.constant(r);
-    }
-  } else {
-    return false;
+      out.data[i] = fn(i);
   }
-  return true;
-}
 
-/// evalRefOp's scalar functions and the other nonlinear elementwise ops: false when `op` is none of them.
-template <class D>
-bool evalFunctions(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
-        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
-        std::string &err) {
-  using V = typename D::Value;
-  using namespace planproof::ref;
-  using mlir::dyn_cast;
-  using mlir::isa;
-  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
-  if (auto fn = unaryFunction(op)) {
-    elementwise([&](size_t i) { return d.apply(*fn, {in[0]->data[i]}); });
-  } else if (isa<SiluGradOp>(op)) {
-    elementwise([&](size_t i) {
-      return d.mul(d.apply(Fn::SiluDeriv, {in[0]->data[i]}), in[1]->data[i]);
-    });
-  } else if (isa<DivOp>(op)) {
-    elementwise([&](size_t i) { return d.mul(in[0]->data[i], d.apply(Fn::Recip, {in[1]->data[i]})); });
-  } else if (isa<MaximumOp>(op)) {
-    elementwise([&](size_t i) { return d.apply(Fn::Max, {in[0]->data[i], in[1]->data[i]}); });
-  } else if (isa<MinimumOp>(op)) {
-    elementwise([&](size_t i) {
-      return d.scale(d.apply(Fn::Max, {d.scale(in[0]->data[i], Rational(-1)),
-                                       d.scale(in[1]->data[i], Rational(-1))}),
-                     Rational(-1));
-    });
-  } else {
-    return false;
-  }
-  return true;
-}
-
-/// evalRefOp's layout ops and batched products: false when `op` is none of them.
-template <class D>
-bool evalLayoutOps(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
-        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
-        std::string &err) {
-  using V = typename D::Value;
-  using namespace planproof::ref;
-  using mlir::dyn_cast;
-  using mlir::isa;
-  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
-  if (auto t = dyn_cast<TransposeOp>(op)) {
-    auto perm = t.getPerm();
-    Shape shape;
-    for (int64_t p : perm)
-      shape.push_back(in[0]->shape[p]);
-    out = Tensor<V>(shape, d.constant(Rational(0)));
-    std::vector<int64_t> src(shape.size());
-    for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
-      auto j = out.unravel(l);
-      for (size_t k = 0; k < perm.size(); ++k)
-        src[perm[k]] = j[k];
-      out.data[l] = in[0]->at(src);
-    }
-  } else if (isa<ReshapeOp>(op)) {
-    out = *in[0];
-    out.shape = resultShape(op);
-  } else if (auto b = dyn_cast<BroadcastOp>(op)) {
-    auto dims = b.getDims();
-    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
-    std::vector<int64_t> src(dims.size());
-    for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
-      auto j = out.unravel(l);
-      for (size_t k = 0; k < dims.size(); ++k)
-        src[k] = j[dims[k]];
-      out.data[l] = in[0]->at(src);
-    }
-  } else if (auto sl = dyn_cast<SliceOp>(op)) {
-    auto off = sl.getOffsets();
-    out = Tensor<V>(Shape(sl.getSizes().begin(), sl.getSizes().end()), d.constant(Rational(0)));
-    for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
-      auto j = out.unravel(l);
-      for (size_t k = 0; k < j.size(); ++k)
-        j[k] += off[k];
-      out.data[l] = in[0]->at(j);
-    }
-  } else if (auto c = dyn_cast<ConcatOp>(op)) {
-    int64_t dim = c.getDim();
-    out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
-    int64_t base = 0;
-    for (const Tensor<V> *part : in) {
-      for (int64_t l = 0; l < (int64_t)part->data.size(); ++l) {
-        auto j = part->unravel(l);
-        j[dim] += base;
-        out.at(j) = part->data[l];
-      }
-      base += part->shape[dim];
-    }
-  } else if (auto bm = dyn_cast<BatchMatmulOp>(op)) {
-    const Tensor<V> &a = *in[0], &b = *in[1];
-    int64_t ld = bm.getLhsDim(), rd = bm.getRhsDim();
-    int64_t N = a.shape[0], I = a.shape[3 - ld], J = b.shape[3 - rd], K = a.shape[ld];
-    out = Tensor<V>({N, I, J}, d.constant(Rational(0)));
-    // a[n, i, k] (lhs dim 2) or a[n, k, i]; b[n, k, j] (rhs dim 1) or b[n, j, k].
-    int64_t as = a.shape[2], bs = b.shape[2];
-    ProductDims p{N, I, J, K, a.shape[1] * as, ld == 2 ? as : 1, ld == 2 ? 1 : as,
-                  b.shape[1] * bs, rd == 1 ? bs : 1, rd == 1 ? 1 : bs};
-    evalProducts(d, p, a.data.data(), b.data.data(), out.data.data());
-  } else {
-    return false;
-  }
-  return true;
-}
-
-/// evalRefOp's softmaxes and attention masks: false when `op` is none of them.
-template <class D>
-bool evalAttention(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
-        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
-        std::string &err) {
-  using V = typename D::Value;
-  using namespace planproof::ref;
-  using mlir::dyn_cast;
-  using mlir::isa;
-  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
-  if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
-    const Tensor<V> &x = *in[0];
-    out = Tensor<V>(x.shape, d.constant(Rational(0)));
-    int64_t cols = x.shape.back(), rows = x.data.size() / std::max<int64_t>(cols, 1);
-    int64_t sq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
-    bool causal = isa<CausalSoftmaxOp>(op);
-    // Causal: query row i sees keys j <= offset + i (offset Sk - Sq by default).
-    int64_t offset = cols - sq;
-    if (causal && !indices.empty() && !d.integer(indices[0], offset))
-      return err = "ref.causal_softmax: the offset must be an integer known on every rank (rank "
-             "coordinates and constants), not a value of the step's inputs", true;
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t allowed = causal ? scalar::causalAllowed(r % sq, offset, cols) : cols;
-      if (allowed == 0)
-        continue; // a query that sees no key: a row of zeros
-      std::vector<V> row(x.data.begin() + r * cols, x.data.begin() + r * cols + allowed);
-      V m = d.apply(Fn::Max, row);
-      std::vector<V> e;
-      for (const V &v : row)
-        e.push_back(d.apply(Fn::Exp, {d.sub(v, m)}));
-      V inv = d.apply(Fn::Recip, {d.sum(e)});
-      for (int64_t j = 0; j < allowed; ++j)
-        out.data[r * cols + j] = d.mul(e[j], inv);
-    }
-  } else if (auto pm = dyn_cast<PositionMaskOp>(op)) {
-    int64_t q0, k0;
-    if (!d.integer(indices[0], q0) || !d.integer(indices[1], k0))
-      return err = "ref.position_mask: the offsets must be integers known on every rank (rank "
-             "coordinates and constants), not values of the step's inputs", true;
-    Shape s = resultShape(op);
-    out = Tensor<V>(s, d.constant(Rational(0)));
-    for (int64_t i = 0; i < s[0]; ++i)
-      for (int64_t j = 0; j < s[1]; ++j)
-        out.data[i * s[1] + j] = d.constant(Rational(
-            scalar::positionVisible(q0 + i, k0 + j, pm.getCausal(), pm.getWindow()) ? 1 : 0));
-  } else if (isa<DocumentMaskOp>(op)) {
-    const Tensor<V> &q = *in[0], &k = *in[1];
-    int64_t Sq = q.shape[0], Sk = k.shape[0];
-    out = Tensor<V>({Sq, Sk}, d.constant(Rational(0)));
-    for (int64_t i = 0; i < Sq; ++i)
-      for (int64_t j = 0; j < Sk; ++j)
-        out.data[i * Sk + j] = d.apply(Fn::Eq, {q.data[i], k.data[j]});
-  } else if (isa<MaskedSoftmaxOp>(op)) {
-    const Tensor<V> &x = *in[0], &mask = *in[1];
-    out = Tensor<V>(x.shape, d.constant(Rational(0)));
-    int64_t cols = x.shape.back(), rows = x.data.size() / std::max<int64_t>(cols, 1);
-    int64_t maskSize = mask.data.size();
-    for (int64_t r = 0; r < rows; ++r) {
-      std::vector<V> shift, e;
-      std::vector<int64_t> cand;
-      for (int64_t j = 0; j < cols; ++j) {
-        const V &mj = mask.data[(r * cols + j) % maskSize];
-        int64_t known;
-        if (d.integer(mj, known) && known == 0)
-          continue; // known invisible: neither in the max nor in the sum
-        shift.push_back(x.data[r * cols + j]);
-        cand.push_back(j);
-      }
-      if (cand.empty())
-        continue; // a row with no visible column: zeros
-      V m = d.apply(Fn::Max, shift);
-      for (int64_t j : cand)
-        e.push_back(d.mul(mask.data[(r * cols + j) % maskSize],
-                          d.apply(Fn::Exp, {d.sub(x.data[r * cols + j], m)})));
-      V inv = d.apply(Fn::Recip, {d.sum(e)});
-      for (size_t c = 0; c < cand.size(); ++c)
-        out.data[r * cols + cand[c]] = d.mul(e[c], inv);
-    }
-  } else {
-    return false;
-  }
-  return true;
-}
-
-/// evalRefOp's norms, rotary embeddings and cross-entropy: false when `op` is none of them.
-template <class D>
-bool evalNormsAndLosses(D &d, mlir::Operation *op, const std::vector<const Tensor<typename D::Value> *> &in,
-        Tensor<typename D::Value> &out, const std::vector<typename D::Value> &indices,
-        std::string &err) {
-  using V = typename D::Value;
-  using namespace planproof::ref;
-  using mlir::dyn_cast;
-  using mlir::isa;
-  auto elementwise = [&](auto fn) { op_eval::elementwise<V>(in, out, d.constant(Rational(0)), fn); };
-  if (isa<RmsNormOp, LayerNormOp>(op)) {
-    const Tensor<V> &x = *in[0];
-    Rational eps = attrRational(op->getAttrOfType<mlir::FloatAttr>("eps"));
-    out = Tensor<V>(x.shape, d.constant(Rational(0)));
-    int64_t width = x.shape.back(), rows = x.data.size() / std::max<int64_t>(width, 1);
-    bool layer = isa<LayerNormOp>(op);
-    for (int64_t r = 0; r < rows; ++r) {
-      std::vector<V> centered(x.data.begin() + r * width, x.data.begin() + (r + 1) * width);
-      if (layer) {
-        V mu = d.scale(d.sum(centered), Rational(1, width));
-        for (V &v : centered)
-          v = d.sub(v, mu);
-      }
+  /// The elementwise arithmetic, the MSE loss and its gradient, bias addition; false when `op` is none of them.
+  bool arithmetic() {
+    if (isa<AddOp>(op)) {
+      elementwise([&](size_t i) { return d.add(in[0]->data[i], in[1]->data[i]); });
+    } else if (isa<SubOp>(op)) {
+      elementwise([&](size_t i) { return d.sub(in[0]->data[i], in[1]->data[i]); });
+    } else if (isa<MulOp>(op)) {
+      elementwise([&](size_t i) { return d.mul(in[0]->data[i], in[1]->data[i]); });
+    } else if (isa<GeluGradOp>(op)) {
+      elementwise([&](size_t i) {
+        return d.mul(d.apply(Fn::GeluDeriv, {in[0]->data[i]}), in[1]->data[i]);
+      });
+    } else if (auto s = dyn_cast<ScaleOp>(op)) {
+      Rational f = attrRational(s.getFactorAttr());
+      elementwise([&](size_t i) { return d.scale(in[0]->data[i], f); });
+    } else if (auto s = dyn_cast<SgdUpdateOp>(op)) {
+      Rational lr = attrRational(s.getLrAttr());
+      elementwise([&](size_t i) { return d.sub(in[0]->data[i], d.scale(in[1]->data[i], lr)); });
+    } else if (isa<MseLossGradOp>(op)) {
+      Rational c(2, numElements(in[0]->shape));
+      elementwise([&](size_t i) { return d.scale(d.sub(in[0]->data[i], in[1]->data[i]), c); });
+    } else if (isa<MseLossOp>(op)) {
       std::vector<V> squares;
-      for (const V &v : centered)
-        squares.push_back(d.mul(v, v));
-      V rs = d.apply(Fn::Rsqrt,
-                     {d.add(d.scale(d.sum(squares), Rational(1, width)), d.constant(eps))});
-      for (int64_t j = 0; j < width; ++j) {
-        V y = d.mul(d.mul(centered[j], rs), in[1]->data[j]);
-        out.data[r * width + j] = layer ? d.add(y, in[2]->data[j]) : y;
+      for (size_t i = 0; i < in[0]->data.size(); ++i) {
+        V diff = d.sub(in[0]->data[i], in[1]->data[i]);
+        squares.push_back(d.mul(diff, diff));
       }
+      out = Tensor<V>({}, d.scale(d.sum(squares), Rational(1, numElements(in[0]->shape))));
+    } else if (isa<BiasAddOp>(op)) {
+      int64_t n = in[1]->shape[0];
+      elementwise([&](size_t i) { return d.add(in[0]->data[i], in[1]->data[i % n]); });
+    } else {
+      return false;
     }
-  } else if (isa<RotaryOp>(op)) {
-    const Tensor<V> &x = *in[0], &cs = *in[1], &sn = *in[2];
-    out = Tensor<V>(x.shape, d.constant(Rational(0)));
-    int64_t width = x.shape.back(), S = x.shape[x.shape.size() - 2], half = width / 2;
-    for (int64_t l = 0; l < (int64_t)x.data.size(); ++l) {
-      int64_t dd = l % width, s = (l / width) % S;
-      V rot = dd < half ? d.scale(x.data[l + half], Rational(-1)) : x.data[l - half];
-      out.data[l] = d.add(d.mul(x.data[l], cs.data[s * width + dd]),
-                          d.mul(rot, sn.data[s * width + dd]));
-    }
-  } else if (isa<CrossEntropyOp, CrossEntropySumOp>(op)) {
-    const Tensor<V> &x = *in[0], &labels = *in[1], &mask = *in[2];
-    int64_t T = x.shape[0], Vs = x.shape[1];
-    std::vector<V> losses;
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<V> row(x.data.begin() + t * Vs, x.data.begin() + (t + 1) * Vs);
-      V m = d.apply(Fn::Max, row);
-      std::vector<V> e, picked;
-      for (int64_t v = 0; v < Vs; ++v) {
-        e.push_back(d.apply(Fn::Exp, {d.sub(row[v], m)}));
-        picked.push_back(d.mul(labels.data[t * Vs + v], row[v]));
-      }
-      V lse = d.add(m, d.apply(Fn::Log, {d.sum(e)}));
-      losses.push_back(d.mul(mask.data[t], d.sub(lse, d.sum(picked))));
-    }
-    out = isa<CrossEntropySumOp>(op)
-              ? Tensor<V>({}, d.sum(losses))
-              : Tensor<V>({}, d.mul(d.sum(losses), d.apply(Fn::Recip, {d.sum(mask.data)})));
-  } else {
-    return false;
+    return true;
   }
-  return true;
-}
 
+  /// The matrix products and reductions; false when `op` is none of them.
+  bool productsAndReductions() {
+    if (auto m = dyn_cast<MatmulOp>(op)) {
+      const Tensor<V> &a = *in[0], &b = *in[1];
+      int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
+      int64_t I = a.shape[1 - ld], J = b.shape[1 - rd], K = a.shape[ld];
+      out = Tensor<V>({I, J}, d.constant(Rational(0)));
+      // a[i, k] (lhs dim 1) or a[k, i] (lhs dim 0); b[k, j] (rhs dim 0) or b[j, k].
+      ProductDims p{1, I, J, K, 0, ld == 1 ? a.shape[1] : 1, ld == 1 ? 1 : a.shape[1],
+                    0, rd == 0 ? b.shape[1] : 1, rd == 0 ? 1 : b.shape[1]};
+      evalProducts(d, p, a.data.data(), b.data.data(), out.data.data());
+    } else if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op)) {
+      auto dims = op->getAttrOfType<mlir::DenseI64ArrayAttr>("dims").asArrayRef();
+      const Tensor<V> &a = *in[0];
+      out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+      // Group the input elements by their index in the kept dimensions.
+      std::vector<std::vector<V>> parts(out.data.size());
+      for (int64_t l = 0; l < (int64_t)a.data.size(); ++l) {
+        auto idx = a.unravel(l);
+        std::vector<int64_t> o;
+        for (int64_t k = 0; k < (int64_t)idx.size(); ++k)
+          if (!llvm::is_contained(dims, k))
+            o.push_back(idx[k]);
+        parts[out.linear(o)].push_back(a.data[l]);
+      }
+      for (size_t o = 0; o < parts.size(); ++o)
+        out.data[o] = isa<ReduceMaxOp>(op)    ? d.apply(Fn::Max, parts[o])
+                      : isa<ReduceSumOp>(op) ? d.sum(parts[o])
+                                             : d.scale(d.sum(parts[o]),
+                                                       Rational(1, (int64_t)parts[o].size()));
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /// The random masks, powers, lookups, routing and constants; false when `op` is none of them.
+  bool generators() {
+    if (auto dm = dyn_cast<DropoutMaskOp>(op)) {
+      // Element i draws the pair (key, counter + i), i its row-major linear index.
+      Rational p = attrRational(dm.getPAttr());
+      out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+      for (size_t i = 0; i < out.data.size(); ++i)
+        out.data[i] = d.apply(Fn::DropMask, {indices[0], d.add(indices[1], d.constant(Rational((int64_t)i))),
+                                             d.constant(p)});
+    } else if (auto pw = dyn_cast<PowerOp>(op)) {
+      out = Tensor<V>(Shape{}, d.apply(Fn::Pow, {d.constant(attrRational(pw.getBaseAttr())),
+                                                 indices[0]}));
+    } else if (isa<EmbeddingOp, EmbeddingGradOp>(op)) {
+      // Row v of the (local) table is global row offset + v; [id == offset + v] selects it.
+      V offset = indices.empty() ? d.constant(Rational(0)) : indices[0];
+      const Tensor<V> &ids = *in[1];
+      int64_t T = ids.shape[0];
+      bool lookup = isa<EmbeddingOp>(op);
+      const Tensor<V> &dense = *in[0]; // table [rows, W] or gradient [T, W]
+      int64_t W = dense.shape[1];
+      int64_t rows = lookup ? dense.shape[0] : resultShape(op)[0];
+      auto select = [&](int64_t t, int64_t v) {
+        return d.apply(Fn::Eq, {ids.data[t], d.add(offset, d.constant(Rational(v)))});
+      };
+      out = Tensor<V>(lookup ? Shape{T, W} : Shape{rows, W}, d.constant(Rational(0)));
+      for (int64_t a = 0; a < (lookup ? T : rows); ++a)
+        for (int64_t w = 0; w < W; ++w) {
+          std::vector<V> terms;
+          for (int64_t b = 0; b < (lookup ? rows : T); ++b) {
+            int64_t t = lookup ? a : b, v = lookup ? b : a;
+            const V &x = lookup ? dense.data[v * W + w] : dense.data[t * W + w];
+            terms.push_back(d.mul(select(t, v), x));
+          }
+          out.data[a * W + w] = d.sum(terms);
+        }
+    } else if (auto tk = dyn_cast<TopkMaskOp>(op)) {
+      // Element e of each row: topk(row..., e, k), a function of the whole row.
+      const Tensor<V> &x = *in[0];
+      int64_t n = x.shape.back(), rows = x.data.size() / std::max<int64_t>(n, 1);
+      out = Tensor<V>(x.shape, d.constant(Rational(0)));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t e = 0; e < n; ++e) {
+          std::vector<V> args(x.data.begin() + r * n, x.data.begin() + (r + 1) * n);
+          args.push_back(d.constant(Rational(e)));
+          args.push_back(d.constant(Rational((int64_t)tk.getK())));
+          out.data[r * n + e] = d.apply(Fn::TopK, std::move(args));
+        }
+    } else if (auto cd = dyn_cast<CapacityDispatchOp>(op)) {
+      // Token t of group g routed to e takes slot g*C + (earlier tokens of g routed to e).
+      const Tensor<V> &m = *in[0];
+      int64_t T = m.shape[0], E = m.shape[1], C = cd.getCapacity(), G = cd.getGroups();
+      int64_t per = T / G;
+      out = Tensor<V>({T, E, G * C}, d.constant(Rational(0)));
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t g = 0; g < G; ++g) {
+          std::vector<V> earlier;
+          for (int64_t t = g * per; t < (g + 1) * per; ++t) {
+            V pos = d.sum(earlier);
+            for (int64_t c = 0; c < C; ++c)
+              out.data[(t * E + e) * G * C + g * C + c] =
+                  d.mul(m.data[t * E + e], d.apply(Fn::Eq, {pos, d.constant(Rational(c))}));
+            earlier.push_back(m.data[t * E + e]);
+          }
+        }
+    } else if (isa<DetachOp>(op)) {
+      out = *in[0];
+    } else if (auto c = dyn_cast<ConstantOp>(op)) {
+      out = Tensor<V>(resultShape(op), d.constant(attrRational(c.getValueAttr())));
+    } else if (auto lit = dyn_cast<LiteralOp>(op)) {
+      out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+      for (size_t i = 0; i < out.data.size(); ++i) {
+        Rational r;
+        std::string why;
+        if (!exactConstant(lit.getValues()[i], r, why))
+          return err = "ref.literal: " + why, true;
+        out.data[i] = d.constant(r);
+      }
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /// The scalar functions and the other nonlinear elementwise ops; false when `op` is none of them.
+  bool functions() {
+    if (auto fn = unaryFunction(op)) {
+      elementwise([&](size_t i) { return d.apply(*fn, {in[0]->data[i]}); });
+    } else if (isa<SiluGradOp>(op)) {
+      elementwise([&](size_t i) {
+        return d.mul(d.apply(Fn::SiluDeriv, {in[0]->data[i]}), in[1]->data[i]);
+      });
+    } else if (isa<DivOp>(op)) {
+      elementwise([&](size_t i) { return d.mul(in[0]->data[i], d.apply(Fn::Recip, {in[1]->data[i]})); });
+    } else if (isa<MaximumOp>(op)) {
+      elementwise([&](size_t i) { return d.apply(Fn::Max, {in[0]->data[i], in[1]->data[i]}); });
+    } else if (isa<MinimumOp>(op)) {
+      elementwise([&](size_t i) {
+        return d.scale(d.apply(Fn::Max, {d.scale(in[0]->data[i], Rational(-1)),
+                                         d.scale(in[1]->data[i], Rational(-1))}),
+                       Rational(-1));
+      });
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /// The layout ops and batched products; false when `op` is none of them.
+  bool layoutOps() {
+    if (auto t = dyn_cast<TransposeOp>(op)) {
+      auto perm = t.getPerm();
+      Shape shape;
+      for (int64_t p : perm)
+        shape.push_back(in[0]->shape[p]);
+      out = Tensor<V>(shape, d.constant(Rational(0)));
+      std::vector<int64_t> src(shape.size());
+      for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
+        auto j = out.unravel(l);
+        for (size_t k = 0; k < perm.size(); ++k)
+          src[perm[k]] = j[k];
+        out.data[l] = in[0]->at(src);
+      }
+    } else if (isa<ReshapeOp>(op)) {
+      out = *in[0];
+      out.shape = resultShape(op);
+    } else if (auto b = dyn_cast<BroadcastOp>(op)) {
+      auto dims = b.getDims();
+      out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+      std::vector<int64_t> src(dims.size());
+      for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
+        auto j = out.unravel(l);
+        for (size_t k = 0; k < dims.size(); ++k)
+          src[k] = j[dims[k]];
+        out.data[l] = in[0]->at(src);
+      }
+    } else if (auto sl = dyn_cast<SliceOp>(op)) {
+      auto off = sl.getOffsets();
+      out = Tensor<V>(Shape(sl.getSizes().begin(), sl.getSizes().end()), d.constant(Rational(0)));
+      for (int64_t l = 0; l < (int64_t)out.data.size(); ++l) {
+        auto j = out.unravel(l);
+        for (size_t k = 0; k < j.size(); ++k)
+          j[k] += off[k];
+        out.data[l] = in[0]->at(j);
+      }
+    } else if (auto c = dyn_cast<ConcatOp>(op)) {
+      int64_t dim = c.getDim();
+      out = Tensor<V>(resultShape(op), d.constant(Rational(0)));
+      int64_t base = 0;
+      for (const Tensor<V> *part : in) {
+        for (int64_t l = 0; l < (int64_t)part->data.size(); ++l) {
+          auto j = part->unravel(l);
+          j[dim] += base;
+          out.at(j) = part->data[l];
+        }
+        base += part->shape[dim];
+      }
+    } else if (auto bm = dyn_cast<BatchMatmulOp>(op)) {
+      const Tensor<V> &a = *in[0], &b = *in[1];
+      int64_t ld = bm.getLhsDim(), rd = bm.getRhsDim();
+      int64_t N = a.shape[0], I = a.shape[3 - ld], J = b.shape[3 - rd], K = a.shape[ld];
+      out = Tensor<V>({N, I, J}, d.constant(Rational(0)));
+      // a[n, i, k] (lhs dim 2) or a[n, k, i]; b[n, k, j] (rhs dim 1) or b[n, j, k].
+      int64_t as = a.shape[2], bs = b.shape[2];
+      ProductDims p{N, I, J, K, a.shape[1] * as, ld == 2 ? as : 1, ld == 2 ? 1 : as,
+                    b.shape[1] * bs, rd == 1 ? bs : 1, rd == 1 ? 1 : bs};
+      evalProducts(d, p, a.data.data(), b.data.data(), out.data.data());
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /// The softmaxes and attention masks; false when `op` is none of them.
+  bool attention() {
+    if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
+      const Tensor<V> &x = *in[0];
+      out = Tensor<V>(x.shape, d.constant(Rational(0)));
+      int64_t cols = x.shape.back(), rows = x.data.size() / std::max<int64_t>(cols, 1);
+      int64_t sq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
+      bool causal = isa<CausalSoftmaxOp>(op);
+      // Causal: query row i sees keys j <= offset + i (offset Sk - Sq by default).
+      int64_t offset = cols - sq;
+      if (causal && !indices.empty() && !d.integer(indices[0], offset))
+        return err = "ref.causal_softmax: the offset must be an integer known on every rank (rank "
+               "coordinates and constants), not a value of the step's inputs", true;
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t allowed = causal ? scalar::causalAllowed(r % sq, offset, cols) : cols;
+        if (allowed == 0)
+          continue; // a query that sees no key: a row of zeros
+        std::vector<V> row(x.data.begin() + r * cols, x.data.begin() + r * cols + allowed);
+        V m = d.apply(Fn::Max, row);
+        std::vector<V> e;
+        for (const V &v : row)
+          e.push_back(d.apply(Fn::Exp, {d.sub(v, m)}));
+        V inv = d.apply(Fn::Recip, {d.sum(e)});
+        for (int64_t j = 0; j < allowed; ++j)
+          out.data[r * cols + j] = d.mul(e[j], inv);
+      }
+    } else if (auto pm = dyn_cast<PositionMaskOp>(op)) {
+      int64_t q0, k0;
+      if (!d.integer(indices[0], q0) || !d.integer(indices[1], k0))
+        return err = "ref.position_mask: the offsets must be integers known on every rank (rank "
+               "coordinates and constants), not values of the step's inputs", true;
+      Shape s = resultShape(op);
+      out = Tensor<V>(s, d.constant(Rational(0)));
+      for (int64_t i = 0; i < s[0]; ++i)
+        for (int64_t j = 0; j < s[1]; ++j)
+          out.data[i * s[1] + j] = d.constant(Rational(
+              scalar::positionVisible(q0 + i, k0 + j, pm.getCausal(), pm.getWindow()) ? 1 : 0));
+    } else if (isa<DocumentMaskOp>(op)) {
+      const Tensor<V> &q = *in[0], &k = *in[1];
+      int64_t Sq = q.shape[0], Sk = k.shape[0];
+      out = Tensor<V>({Sq, Sk}, d.constant(Rational(0)));
+      for (int64_t i = 0; i < Sq; ++i)
+        for (int64_t j = 0; j < Sk; ++j)
+          out.data[i * Sk + j] = d.apply(Fn::Eq, {q.data[i], k.data[j]});
+    } else if (isa<MaskedSoftmaxOp>(op)) {
+      const Tensor<V> &x = *in[0], &mask = *in[1];
+      out = Tensor<V>(x.shape, d.constant(Rational(0)));
+      int64_t cols = x.shape.back(), rows = x.data.size() / std::max<int64_t>(cols, 1);
+      int64_t maskSize = mask.data.size();
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<V> shift, e;
+        std::vector<int64_t> cand;
+        for (int64_t j = 0; j < cols; ++j) {
+          const V &mj = mask.data[(r * cols + j) % maskSize];
+          int64_t known;
+          if (d.integer(mj, known) && known == 0)
+            continue; // known invisible: neither in the max nor in the sum
+          shift.push_back(x.data[r * cols + j]);
+          cand.push_back(j);
+        }
+        if (cand.empty())
+          continue; // a row with no visible column: zeros
+        V m = d.apply(Fn::Max, shift);
+        for (int64_t j : cand)
+          e.push_back(d.mul(mask.data[(r * cols + j) % maskSize],
+                            d.apply(Fn::Exp, {d.sub(x.data[r * cols + j], m)})));
+        V inv = d.apply(Fn::Recip, {d.sum(e)});
+        for (size_t c = 0; c < cand.size(); ++c)
+          out.data[r * cols + cand[c]] = d.mul(e[c], inv);
+      }
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /// The norms, rotary embeddings and cross-entropy; false when `op` is none of them.
+  bool normsAndLosses() {
+    if (isa<RmsNormOp, LayerNormOp>(op)) {
+      const Tensor<V> &x = *in[0];
+      Rational eps = attrRational(op->getAttrOfType<mlir::FloatAttr>("eps"));
+      out = Tensor<V>(x.shape, d.constant(Rational(0)));
+      int64_t width = x.shape.back(), rows = x.data.size() / std::max<int64_t>(width, 1);
+      bool layer = isa<LayerNormOp>(op);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<V> centered(x.data.begin() + r * width, x.data.begin() + (r + 1) * width);
+        if (layer) {
+          V mu = d.scale(d.sum(centered), Rational(1, width));
+          for (V &v : centered)
+            v = d.sub(v, mu);
+        }
+        std::vector<V> squares;
+        for (const V &v : centered)
+          squares.push_back(d.mul(v, v));
+        V rs = d.apply(Fn::Rsqrt,
+                       {d.add(d.scale(d.sum(squares), Rational(1, width)), d.constant(eps))});
+        for (int64_t j = 0; j < width; ++j) {
+          V y = d.mul(d.mul(centered[j], rs), in[1]->data[j]);
+          out.data[r * width + j] = layer ? d.add(y, in[2]->data[j]) : y;
+        }
+      }
+    } else if (isa<RotaryOp>(op)) {
+      const Tensor<V> &x = *in[0], &cs = *in[1], &sn = *in[2];
+      out = Tensor<V>(x.shape, d.constant(Rational(0)));
+      int64_t width = x.shape.back(), S = x.shape[x.shape.size() - 2], half = width / 2;
+      for (int64_t l = 0; l < (int64_t)x.data.size(); ++l) {
+        int64_t dd = l % width, s = (l / width) % S;
+        V rot = dd < half ? d.scale(x.data[l + half], Rational(-1)) : x.data[l - half];
+        out.data[l] = d.add(d.mul(x.data[l], cs.data[s * width + dd]),
+                            d.mul(rot, sn.data[s * width + dd]));
+      }
+    } else if (isa<CrossEntropyOp, CrossEntropySumOp>(op)) {
+      const Tensor<V> &x = *in[0], &labels = *in[1], &mask = *in[2];
+      int64_t T = x.shape[0], Vs = x.shape[1];
+      std::vector<V> losses;
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<V> row(x.data.begin() + t * Vs, x.data.begin() + (t + 1) * Vs);
+        V m = d.apply(Fn::Max, row);
+        std::vector<V> e, picked;
+        for (int64_t v = 0; v < Vs; ++v) {
+          e.push_back(d.apply(Fn::Exp, {d.sub(row[v], m)}));
+          picked.push_back(d.mul(labels.data[t * Vs + v], row[v]));
+        }
+        V lse = d.add(m, d.apply(Fn::Log, {d.sum(e)}));
+        losses.push_back(d.mul(mask.data[t], d.sub(lse, d.sum(picked))));
+      }
+      out = isa<CrossEntropySumOp>(op)
+                ? Tensor<V>({}, d.sum(losses))
+                : Tensor<V>({}, d.mul(d.sum(losses), d.apply(Fn::Recip, {d.sum(mask.data)})));
+    } else {
+      return false;
+    }
+    return true;
+  }
+};
 } // namespace op_eval
 
 /// Computes the result of the rank-local (or single-device) op `op` from its operands.
@@ -560,15 +517,10 @@ std::string evalRefOp(D &d, mlir::Operation *op,
                       const std::vector<const Tensor<typename D::Value> *> &in,
                       Tensor<typename D::Value> &out,
                       const std::vector<typename D::Value> &indices = {}) {
-  std::string err;
-  if (op_eval::evalArithmetic(d, op, in, out, indices, err) ||
-      op_eval::evalProductsAndReductions(d, op, in, out, indices, err) ||
-      op_eval::evalGenerators(d, op, in, out, indices, err) ||
-      op_eval::evalFunctions(d, op, in, out, indices, err) ||
-      op_eval::evalLayoutOps(d, op, in, out, indices, err) ||
-      op_eval::evalAttention(d, op, in, out, indices, err) ||
-      op_eval::evalNormsAndLosses(d, op, in, out, indices, err))
-    return err;
+  op_eval::Evaluator<D> e{d, op, in, out, indices, ""};
+  if (e.arithmetic() || e.productsAndReductions() || e.generators() || e.functions() ||
+      e.layoutOps() || e.attention() || e.normsAndLosses())
+    return e.err;
   return "op '" + op->getName().getStringRef().str() + "' has no semantics in planproof yet";
 }
 
