@@ -16,6 +16,7 @@ def PP_F32RankedTensor : RankedTensorOf<[F32]>;
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "Ref/RefInterfaces.td"
 
 def Ref_Dialect : Dialect {
   let name = "ref";
@@ -49,37 +50,7 @@ class Ref_Op<string mnemonic, list<Trait> traits = []>
   bit inJsonFormat = 1;
 }
 
-//===----------------------------------------------------------------------===//
-// Op facts shared by every engine
-//===----------------------------------------------------------------------===//
-
-def Ref_NonlinearOpInterface : OpInterface<"NonlinearOp"> {
-  let cppNamespace = "::planproof::ref";
-  let description = [{
-    An op that is not linear in some of its tensor operands: an operand there that is
-    still partial (a share of a sum over ranks) must be reduced before the op. The
-    diagnosis of a missing reduction (Engine/Explain.cpp) asks this interface.
-  }];
-  let methods = [
-    StaticInterfaceMethod<"Bit i set: the op is not linear in operand i.", "unsigned",
-                          "getNonlinearOperands", (ins), [{}], [{ return ~0u; }]>,
-  ];
-}
-
-def Ref_ScalarFunctionOpInterface : OpInterface<"ScalarFunctionOp"> {
-  let cppNamespace = "::planproof::ref";
-  let description = [{
-    An elementwise op that applies one scalar function of ScalarFunctions.def to every
-    element: its value, interval enclosure, domain and sign are defined there once, for
-    the symbolic engine, the numeric engines and the device kernels.
-  }];
-  let methods = [
-    StaticInterfaceMethod<"The scalar function applied to every element.",
-                          "::planproof::ref::ScalarFunction", "getFunction">,
-  ];
-}
-
-
+// The op facts shared by every engine (interfaces) are in RefInterfaces.td.
 
 // Elementwise binary ops on two tensors of one shape.
 class Ref_ElementwiseBinaryOp<string mnemonic, string what, list<Trait> traits = []>

@@ -9,7 +9,9 @@
 
 #include "Engine/Verifier.h"
 #include "Replay/Replay.h"
+#include "Support/Diagnostic.h"
 #include "Report/Report.h"
+#include "Import/LoadSpec.h"
 #include "Spec/Spec.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -62,42 +64,20 @@ namespace {
 
 Location location(const SourceLoc &loc) { return {loc.file, loc.line, loc.col}; }
 
-/// The first "FILE:LINE:COL: error: MESSAGE" line of `diagnostics` as an Error (the
-/// whole text kept); a text without one is the message, at `name`.
+/// The first located error of `diagnostics` (Support/Diagnostic.h) as an Error, the
+/// whole text kept; a text without one is the message, at `name`.
 Error toError(const std::string &name, const std::string &diagnostics) {
   Error e;
   e.diagnostics = diagnostics;
   e.at.file = name;
-  std::string first = diagnostics.substr(0, diagnostics.find('\n'));
-  size_t tag = first.find(": error: ");
-  if (tag == std::string::npos) {
+  std::vector<Diagnostic> found = parseDiagnostics(diagnostics);
+  if (found.empty()) {
+    std::string first = diagnostics.substr(0, diagnostics.find('\n'));
     e.message = first.empty() ? "the spec could not be loaded" : first;
     return e;
   }
-  e.message = first.substr(tag + 9);
-  // FILE[:LINE[:COL]], read from the right (a file name may hold ':').
-  std::string place = first.substr(0, tag);
-  auto number = [&](unsigned &out) {
-    size_t colon = place.rfind(':');
-    if (colon == std::string::npos || colon + 1 == place.size())
-      return false;
-    for (size_t i = colon + 1; i < place.size(); ++i)
-      if (!std::isdigit((unsigned char)place[i]))
-        return false;
-    out = (unsigned)std::stoul(place.substr(colon + 1));
-    place.resize(colon);
-    return true;
-  };
-  unsigned a = 0, b = 0;
-  if (number(a)) {
-    if (number(b)) {
-      e.at.line = b;
-      e.at.column = a;
-    } else {
-      e.at.line = a;
-    }
-  }
-  e.at.file = place;
+  e.message = found[0].message;
+  e.at = location(found[0].at);
   return e;
 }
 
@@ -136,7 +116,7 @@ Expected<Spec> Session::loadWith(const std::string &name, const std::string &dia
     ok = load(impl->spec, errors);
   } catch (const std::exception &e) {
     ok = false;
-    errors += diagnosed + ": error: the spec could not be read: " + e.what() + "\n";
+    errors += formatError({diagnosed}, std::string("the spec could not be read: ") + e.what());
   }
   if (!ok)
     return toError(diagnosed, errors);

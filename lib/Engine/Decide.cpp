@@ -28,79 +28,100 @@ bool differsAt(Tape &tape, const std::vector<double> &values) {
   return numericallyDifferent(a, b);
 }
 
-/// Random small integers on the support, then a minimization that sets inputs to 0
-/// (else 1) while the difference survives, so counterexamples stay readable. The
-/// minimization zeroes halves, then quarters, ... of the remaining inputs (delta
-/// debugging), within a budget of evaluations: every evaluation walks the whole
-/// expression graph, which is large for deep models.
-bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &values,
-                    bool &unconfirmed, bool minimizeFound) {
+/// The inputs `p` or `q` depend on, sorted, without repeats.
+std::vector<uint32_t> jointSupport(ExprPool &pool, PolyId p, PolyId q) {
   std::vector<uint32_t> support = pool.support(p);
   for (uint32_t s : pool.support(q))
     support.push_back(s);
   std::sort(support.begin(), support.end());
   support.erase(std::unique(support.begin(), support.end()), support.end());
-  values.assign(pool.numInputs(), 0.0);
-  Tape tape(pool, {p, q});
-  std::mt19937 rng(12345);
-  std::uniform_int_distribution<int> dist(-3, 3);
+  return support;
+}
+
+/// Random small integers on the support, then a minimization that sets inputs to 0
+/// (else 1) while the difference survives, so counterexamples stay readable. The
+/// minimization zeroes halves, then quarters, ... of the remaining inputs (delta
+/// debugging), within a budget of evaluations: every evaluation walks the whole
+/// expression graph, which is large for deep models.
+struct ConcreteSearch {
+  ExprPool &pool;
+  PolyId p, q;
+  bool minimizeFound;
+  std::vector<uint32_t> support;
+  Tape tape;
+  std::mt19937 rng{12345};
+  std::uniform_int_distribution<int> dist{-3, 3};
   // Integer inputs (token ids, 0/1 masks, seeds) stay in their domain [0, bound). In
   // the later trials they are mostly 1 (or 0 for a domain {0}), with a few exceptions: sparse
   // masks, so that counts differ without any group of them vanishing (a division by a
   // count of zero is no evidence either way).
-  std::bernoulli_distribution sparse(0.15);
-  auto draw = [&](uint32_t s, int trial) -> double {
-    // Integer step inputs (seeds, counters, step counts, bound 2^30) are drawn where
-    // the step's arithmetic means something: small counts, not 2^30, where 0.9^t
-    // underflows and every bias correction looks alike.
-    int64_t bound = pool.input(s).bound;
-    if (bound >= (int64_t(1) << 20))
-      bound = 17;
-    if (bound > 0) {
-      if (trial == 0)
-        return std::min<int64_t>(1, bound - 1);
-      if (trial >= 12 && !sparse(rng))
-        return (double)std::min<int64_t>(bound - 1, 1);
-      return (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
-    }
-    // The last trials use small values (halves, then eighths), where saturating functions (a clip
-    // coefficient min(1, c / norm)) and small constants (an epsilon) are visible.
-    if (trial >= 18)
-      return dist(rng) / 8.0;
-    if (trial >= 12)
-      return dist(rng) / 2.0;
-    return trial == 0 ? 1.0 : (double)dist(rng);
-  };
-  // Delta debugging in doubles: zero halves, quarters, ... of the inputs while the
-  // difference survives, then turn the remaining values into ones (within budget).
-  auto minimize = [&](std::vector<double> &point) {
-    int budget = minimizeFound ? 150 : 0;
-    for (double target : {0.0, 1.0}) {
-      for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
-        for (size_t start = 0; start < support.size() && budget > 0; start += chunk) {
-          size_t end = std::min(support.size(), start + chunk);
-          std::vector<std::pair<uint32_t, double>> saved;
-          for (size_t i = start; i < end; ++i) {
-            uint32_t s = support[i];
-            // Pass two only turns the remaining nonzero values into ones (in domain).
-            int64_t bound = pool.input(s).bound;
-            if (point[s] != target && point[s] != 0.0 && (bound == 0 || target < bound))
-              saved.push_back({s, point[s]});
-          }
-          if (saved.empty())
-            continue;
-          for (auto &[s, v] : saved)
-            point[s] = target;
-          --budget;
-          if (!differsAt(tape, point))
-            for (auto &[s, v] : saved)
-              point[s] = v;
+  std::bernoulli_distribution sparse{0.15};
+
+  ConcreteSearch(ExprPool &pool, PolyId p, PolyId q, bool minimizeFound)
+      : pool(pool), p(p), q(q), minimizeFound(minimizeFound),
+        support(jointSupport(pool, p, q)), tape(pool, {p, q}) {}
+
+  double draw(uint32_t s, int trial);
+  void minimize(std::vector<double> &point);
+  bool run(std::vector<double> &values, bool &unconfirmed);
+};
+
+double ConcreteSearch::draw(uint32_t s, int trial) {
+  // Integer step inputs (seeds, counters, step counts, bound 2^30) are drawn where
+  // the step's arithmetic means something: small counts, not 2^30, where 0.9^t
+  // underflows and every bias correction looks alike.
+  int64_t bound = pool.input(s).bound;
+  if (bound >= (int64_t(1) << 20))
+    bound = 17;
+  if (bound > 0) {
+    if (trial == 0)
+      return std::min<int64_t>(1, bound - 1);
+    if (trial >= 12 && !sparse(rng))
+      return (double)std::min<int64_t>(bound - 1, 1);
+    return (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
+  }
+  // The last trials use small values (halves, then eighths), where saturating functions (a clip
+  // coefficient min(1, c / norm)) and small constants (an epsilon) are visible.
+  if (trial >= 18)
+    return dist(rng) / 8.0;
+  if (trial >= 12)
+    return dist(rng) / 2.0;
+  return trial == 0 ? 1.0 : (double)dist(rng);
+}
+
+// Delta debugging in doubles: zero halves, quarters, ... of the inputs while the
+// difference survives, then turn the remaining values into ones (within budget).
+void ConcreteSearch::minimize(std::vector<double> &point) {
+  int budget = minimizeFound ? 150 : 0;
+  for (double target : {0.0, 1.0}) {
+    for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
+      for (size_t start = 0; start < support.size() && budget > 0; start += chunk) {
+        size_t end = std::min(support.size(), start + chunk);
+        std::vector<std::pair<uint32_t, double>> saved;
+        for (size_t i = start; i < end; ++i) {
+          uint32_t s = support[i];
+          // Pass two only turns the remaining nonzero values into ones (in domain).
+          int64_t bound = pool.input(s).bound;
+          if (point[s] != target && point[s] != 0.0 && (bound == 0 || target < bound))
+            saved.push_back({s, point[s]});
         }
-        if (chunk == 1 || budget <= 0)
-          break;
+        if (saved.empty())
+          continue;
+        for (auto &[s, v] : saved)
+          point[s] = target;
+        --budget;
+        if (!differsAt(tape, point))
+          for (auto &[s, v] : saved)
+            point[s] = v;
       }
+      if (chunk == 1 || budget <= 0)
+        break;
     }
-  };
+  }
+}
+
+bool ConcreteSearch::run(std::vector<double> &values, bool &unconfirmed) {
+  values.assign(pool.numInputs(), 0.0);
   // A point counts only once its difference is confirmed (Engine/ExactEval.h): in
   // doubles, cancellation can make equal values look different. The minimized point is
   // confirmed first -- mostly zeros and ones, it is cheap to evaluate exactly -- then
@@ -134,6 +155,12 @@ bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &val
       return true;
   }
   return false;
+}
+
+bool concreteSearch(ExprPool &pool, PolyId p, PolyId q, std::vector<double> &values,
+                    bool &unconfirmed, bool minimizeFound) {
+  ConcreteSearch search(pool, p, q, minimizeFound);
+  return search.run(values, unconfirmed);
 }
 
 double numeralToDouble(const z3::expr &e) {

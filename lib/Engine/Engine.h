@@ -58,7 +58,7 @@ inline std::string axesStr(const Mesh &mesh, const std::vector<int> &axes) {
 struct VerdictKnown {};
 
 /// A failed obligation: one output element whose gathered plan value is wrong.
-struct Failure {
+struct FailedObligation {
   const Binding *output;
   int64_t rank;                 // group leader
   std::vector<int64_t> global;  // element index in the reference value
@@ -97,15 +97,19 @@ private:
     PolyId got, want;
   };
   std::vector<std::vector<Obligation>> openObligations();
-  void checkOutputs(std::vector<Failure> &failures);
+  void checkOutputs(std::vector<FailedObligation> &failures);
   void checkCoverage();
-  void localize(const std::vector<Failure> &failures);
-  void reportUnlocalized(const Failure &f);
+  void localize(const std::vector<FailedObligation> &failures);
+  void reportUnlocalized(const FailedObligation &f);
+  Operation *findCulprit(const FailedObligation &f, func::ReturnOp ret, Violation &viol);
+  void explainCulprit(Operation *culprit, const FailedObligation &f, Operation *undefinedAt,
+                      const Violation &undefinedViol, Violation &viol);
+  void foldDerivedGradients();
   Relation relationOf(Value v);
   Relation exactRelationOf(Value v);
   llvm::DenseMap<Value, Relation> exactRelations;
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
-  Operation *undefinedCulprit(const Failure &f, Violation &viol);
+  Operation *undefinedCulprit(const FailedObligation &f, Violation &viol);
   Value culpritOperand(Operation *op);
   bool isMicrobatchPartial(Value v);
   bool dispatchMatchesReference(Value v);
@@ -150,10 +154,10 @@ private:
   bool explainTile(const ExplainSite &site, Violation &viol);
   bool explainScaled(const ExplainSite &site, Violation &viol);
   void explainUnmatched(const ExplainSite &site, Violation &viol);
-  void explainCounter(Operation *op, const Binding &b, const Failure &f, Violation &viol);
+  void explainCounter(Operation *op, const Binding &b, const FailedObligation &f, Violation &viol);
   bool fixedByReducing(Operation *op, unsigned operand, const Relation &in);
   void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);
-  void addCounterexample(const Failure &f, Violation &viol);
+  void addCounterexample(const FailedObligation &f, Violation &viol);
   std::vector<std::string> axisNames(const std::vector<int> &axes) const {
     std::vector<std::string> out;
     for (int a : axes)

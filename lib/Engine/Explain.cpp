@@ -27,7 +27,7 @@ std::string Engine::roleFor(Operation *op) {
 /// A wrong integer state (a step count, a random counter): what the plan computes, what
 /// the reference returns, and which kind of state it is, from what the reference uses
 /// the input it updates for.
-void Engine::explainCounter(Operation *op, const Binding &b, const Failure &f, Violation &viol) {
+void Engine::explainCounter(Operation *op, const Binding &b, const FailedObligation &f, Violation &viol) {
   std::string found = pool.str(planTrace.values[op->getResult(0)][f.rank].data[0], 80);
   std::string want = pool.str(f.reference, 80);
   viol.kind = "dataflow";

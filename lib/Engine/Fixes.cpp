@@ -119,7 +119,7 @@ bool Engine::fixRemoves(const Violation &v) {
     return false;
   // The copy is checked like any spec; its errors (an edit that does not fit) are not
   // shown, they only mean the hint is not confirmed.
-  ScopedDiagnosticHandler quiet(spec.plan->getContext(), [](Diagnostic &) { return success(); });
+  ScopedDiagnosticHandler quiet(spec.plan->getContext(), [](mlir::Diagnostic &) { return success(); });
   for (auto &m : edited.modules)
     if (failed(mlir::verify(*m)))
       return false;

@@ -358,7 +358,7 @@ bool Engine::fixedByReducing(Operation *op, unsigned operand, const Relation &in
   }
 }
 
-void Engine::addCounterexample(const Failure &f, Violation &viol) {
+void Engine::addCounterexample(const FailedObligation &f, Violation &viol) {
   Counterexample &cx = viol.counterexample;
   const std::vector<double> &vals = f.decision.assignment;
   if (vals.empty())
@@ -389,7 +389,7 @@ void Engine::addCounterexample(const Failure &f, Violation &viol) {
 
 /// VerifyOptions::verdictOnly: the difference at its output, neither localized nor
 /// explained.
-void Engine::reportUnlocalized(const Failure &f) {
+void Engine::reportUnlocalized(const FailedObligation &f) {
   Violation v;
   v.kind = "dataflow";
   v.value = f.output->refName;
@@ -399,92 +399,14 @@ void Engine::reportUnlocalized(const Failure &f) {
   result.violations.push_back(std::move(v));
 }
 
-void Engine::localize(const std::vector<Failure> &failures) {
+void Engine::localize(const std::vector<FailedObligation> &failures) {
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
   std::map<Operation *, size_t> byCulprit;
-  for (const Failure &f : failures) {
+  for (const FailedObligation &f : failures) {
     options.deadline.check("localizing violations");
     const Binding &b = *f.output;
-    Value v = ret.getOperand(b.index);
-    Relation actual = relationOf(v);
-    Operation *culprit;
     Violation viol;
-    // Where the plan has no value at the counterexample (a division by a count that is
-    // 0 there), the first undefined op is the culprit unless a wrong value comes before
-    // it: the data-flow walk below decides first, the undefined op is its fallback.
-    Violation undefinedViol;
-    Operation *undefinedAt = undefinedCulprit(f, undefinedViol);
-    if (actual.exact() && actual.block.empty()) {
-      culprit = v.getDefiningOp() ? v.getDefiningOp() : ret.getOperation();
-      explainOutput(b, v, actual, viol);
-    } else {
-      std::set<Operation *> seen;
-      culprit = walkToCulprit(v, seen);
-      if (!culprit)
-        culprit = ret.getOperation();
-      // A culprit inside a derived backward pass whose seed (the loss a plan ref.grad
-      // differentiates) is itself off by a factor: the seed's own culprit is the cause.
-      if (culprit != ret.getOperation() && opName(culprit).rfind("%d(", 0) == 0)
-        for (Value seed : spec.planGradSeeds) {
-          Relation sr = relationOf(seed);
-          if (!sr.related() || sr.exact())
-            continue;
-          std::set<Operation *> seenSeed;
-          Operation *c = walkToCulprit(seed, seenSeed);
-          if (c && c != ret.getOperation() && opName(c).rfind("%d(", 0) != 0) {
-            culprit = c;
-            break;
-          }
-        }
-      if (culprit == ret.getOperation() && undefinedAt) {
-        culprit = undefinedAt;
-        viol = undefinedViol;
-      } else if (culprit == ret.getOperation()) {
-        viol.kind = "dataflow";
-        viol.message = "plan result #" + std::to_string(b.index) + " returns argument `" +
-                       spec.nameOf(v) + "` as `" + b.refName + "`, which it is not";
-      } else {
-        lastFixedRef = -1;
-        explainOp(culprit, viol);
-        std::string role = roleFor(culprit);
-        if (!role.empty())
-          viol.kind = role;
-        // A norm taken of one part of the reference's sum of squares (one stage's, one
-        // rank's parameters): say which part.
-        if (role == "grad-norm" && isa<ref::SqrtOp>(culprit)) {
-          Relation in = relationOf(culprit->getOperand(0));
-          if (in.exact() && in.scale.isOne() && !in.layout.isPartial())
-            viol.message = "first wrong value is `" + opName(culprit) + "` = ref.sqrt: it takes "
-                           "the norm of `" + refValues[in.ref].name + "` alone, one term of the "
-                           "reference's sum of squares: the norm must sum the squares of every "
-                           "parameter's gradient, over every stage and shard that holds one";
-        }
-        // A constant factor on values of a step whose reference normalizes its loss
-        // (ref.role = "loss-normalization") is a normalization error: an average on top
-        // of a global token count, gradients rescaled per microbatch.
-        Relation res = culprit->getNumResults() ? relationOf(culprit->getResult(0)) : Relation();
-        if (viol.kind == "reduction" && res.related() && !res.scale.isOne() &&
-            llvm::is_contained(refRoles, "loss-normalization"))
-          viol.kind = "loss-normalization";
-        // Wrong values first seen in an updated parameter or optimizer state (the
-        // reference marks its update with ref.role = "optimizer") come from the update.
-        auto out = refIndexByName.find(b.refName);
-        if (role.empty() && (viol.kind == "sharding" || viol.kind == "reduction") &&
-            out != refIndexByName.end() && refRoles[out->second] == "optimizer") {
-          viol.kind = "optimizer";
-          viol.hint = "check the optimizer update here: which elements it applies to (decay "
-                      "masks, padding of the flat shard) and its coefficients";
-        }
-        if (culprit->getNumResults() == 1 && culprit->getResult(0).getType().isIndex())
-          explainCounter(culprit, b, f, viol);
-        if (culprit == undefinedAt)
-          viol.notes.push_back(undefinedViol.notes.front());
-        else if (undefinedAt)
-          viol.locatedNotes.push_back({toSourceLoc(undefinedAt->getLoc()),
-                                       "`" + opName(undefinedAt) + "`, computed from it: " +
-                                           undefinedViol.notes.front()});
-      }
-    }
+    Operation *culprit = findCulprit(f, ret, viol);
     auto it = byCulprit.find(culprit);
     if (it != byCulprit.end()) {
       Violation &existing = result.violations[it->second];
@@ -501,9 +423,106 @@ void Engine::localize(const std::vector<Failure> &failures) {
     byCulprit[culprit] = result.violations.size();
     result.violations.push_back(std::move(viol));
   }
-  // A culprit inside a backward pass the plan derives with ref.grad (ops named
-  // `d(%x).k`) follows from a wrong forward value when another violation points into the
-  // forward computation: report that one, and the gradients as its consequence.
+  foldDerivedGradients();
+}
+
+/// The culprit of failure `f` (the plan's return when none is found), with `viol`
+/// filled in to say what is wrong there.
+Operation *Engine::findCulprit(const FailedObligation &f, func::ReturnOp ret, Violation &viol) {
+  const Binding &b = *f.output;
+  Value v = ret.getOperand(b.index);
+  Relation actual = relationOf(v);
+  // Where the plan has no value at the counterexample (a division by a count that is
+  // 0 there), the first undefined op is the culprit unless a wrong value comes before
+  // it: the data-flow walk below decides first, the undefined op is its fallback.
+  Violation undefinedViol;
+  Operation *undefinedAt = undefinedCulprit(f, undefinedViol);
+  if (actual.exact() && actual.block.empty()) {
+    explainOutput(b, v, actual, viol);
+    return v.getDefiningOp() ? v.getDefiningOp() : ret.getOperation();
+  }
+  std::set<Operation *> seen;
+  Operation *culprit = walkToCulprit(v, seen);
+  if (!culprit)
+    culprit = ret.getOperation();
+  // A culprit inside a derived backward pass whose seed (the loss a plan ref.grad
+  // differentiates) is itself off by a factor: the seed's own culprit is the cause.
+  if (culprit != ret.getOperation() && opName(culprit).rfind("%d(", 0) == 0)
+    for (Value seed : spec.planGradSeeds) {
+      Relation sr = relationOf(seed);
+      if (!sr.related() || sr.exact())
+        continue;
+      std::set<Operation *> seenSeed;
+      Operation *c = walkToCulprit(seed, seenSeed);
+      if (c && c != ret.getOperation() && opName(c).rfind("%d(", 0) != 0) {
+        culprit = c;
+        break;
+      }
+    }
+  if (culprit == ret.getOperation() && undefinedAt) {
+    culprit = undefinedAt;
+    viol = undefinedViol;
+  } else if (culprit == ret.getOperation()) {
+    viol.kind = "dataflow";
+    viol.message = "plan result #" + std::to_string(b.index) + " returns argument `" +
+                   spec.nameOf(v) + "` as `" + b.refName + "`, which it is not";
+  } else {
+    explainCulprit(culprit, f, undefinedAt, undefinedViol, viol);
+  }
+  return culprit;
+}
+
+/// What is wrong at `culprit`, an op of the plan, for failure `f`: the explanation, its
+/// kind refined by the reference's roles, and the first undefined op (`undefinedAt`,
+/// described by `undefinedViol`) when there is one.
+void Engine::explainCulprit(Operation *culprit, const FailedObligation &f, Operation *undefinedAt,
+                            const Violation &undefinedViol, Violation &viol) {
+  const Binding &b = *f.output;
+  lastFixedRef = -1;
+  explainOp(culprit, viol);
+  std::string role = roleFor(culprit);
+  if (!role.empty())
+    viol.kind = role;
+  // A norm taken of one part of the reference's sum of squares (one stage's, one
+  // rank's parameters): say which part.
+  if (role == "grad-norm" && isa<ref::SqrtOp>(culprit)) {
+    Relation in = relationOf(culprit->getOperand(0));
+    if (in.exact() && in.scale.isOne() && !in.layout.isPartial())
+      viol.message = "first wrong value is `" + opName(culprit) + "` = ref.sqrt: it takes "
+                     "the norm of `" + refValues[in.ref].name + "` alone, one term of the "
+                     "reference's sum of squares: the norm must sum the squares of every "
+                     "parameter's gradient, over every stage and shard that holds one";
+  }
+  // A constant factor on values of a step whose reference normalizes its loss
+  // (ref.role = "loss-normalization") is a normalization error: an average on top
+  // of a global token count, gradients rescaled per microbatch.
+  Relation res = culprit->getNumResults() ? relationOf(culprit->getResult(0)) : Relation();
+  if (viol.kind == "reduction" && res.related() && !res.scale.isOne() &&
+      llvm::is_contained(refRoles, "loss-normalization"))
+    viol.kind = "loss-normalization";
+  // Wrong values first seen in an updated parameter or optimizer state (the
+  // reference marks its update with ref.role = "optimizer") come from the update.
+  auto out = refIndexByName.find(b.refName);
+  if (role.empty() && (viol.kind == "sharding" || viol.kind == "reduction") &&
+      out != refIndexByName.end() && refRoles[out->second] == "optimizer") {
+    viol.kind = "optimizer";
+    viol.hint = "check the optimizer update here: which elements it applies to (decay "
+                "masks, padding of the flat shard) and its coefficients";
+  }
+  if (culprit->getNumResults() == 1 && culprit->getResult(0).getType().isIndex())
+    explainCounter(culprit, b, f, viol);
+  if (culprit == undefinedAt)
+    viol.notes.push_back(undefinedViol.notes.front());
+  else if (undefinedAt)
+    viol.locatedNotes.push_back({toSourceLoc(undefinedAt->getLoc()),
+                                 "`" + opName(undefinedAt) + "`, computed from it: " +
+                                     undefinedViol.notes.front()});
+}
+
+/// A culprit inside a backward pass the plan derives with ref.grad (ops named
+/// `d(%x).k`) follows from a wrong forward value when another violation points into the
+/// forward computation: report that one, and the gradients as its consequence.
+void Engine::foldDerivedGradients() {
   auto derived = [](const Violation &v) { return v.at.rfind("%d(", 0) == 0; };
   auto forward = std::find_if(result.violations.begin(), result.violations.end(),
                               [&](const Violation &v) { return !derived(v) && !v.at.empty(); });
@@ -530,7 +549,7 @@ void Engine::localize(const std::vector<Failure> &failures) {
 /// When the plan's value does not exist at the counterexample (NaN: a division by 0, a
 /// root of a negative number) where the reference's does: the first plan op, in
 /// execution order, whose value is undefined on some rank while its operands are not.
-Operation *Engine::undefinedCulprit(const Failure &f, Violation &viol) {
+Operation *Engine::undefinedCulprit(const FailedObligation &f, Violation &viol) {
   const std::vector<double> &vals = f.decision.assignment;
   if (vals.empty())
     return nullptr;

@@ -56,7 +56,7 @@ std::vector<std::vector<Engine::Obligation>> Engine::openObligations() {
 /// forms are settled at once; the rest are decided in waves -- the next undecided
 /// element of every output at a time -- with the decisions of one wave running in
 /// parallel threads (they only read the expression pool).
-void Engine::checkOutputs(std::vector<Failure> &failures) {
+void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
   using Pending = Obligation;
   std::vector<std::vector<Pending>> pending = openObligations();
   std::vector<size_t> next(pending.size(), 0);

@@ -52,11 +52,8 @@ std::string stageRanks(const Spec &spec, int64_t stage) {
   return "(" + spec.mesh.axes[spec.pipelineAxis] + "=" + std::to_string(stage) + ")";
 }
 
-} // namespace
-
-void planproof::checkSchedule(const Spec &spec, VerifyResult &result) {
-  if (spec.pipelineAxis < 0)
-    return;
+/// The structural defects Pipeline.cpp found, each a `schedule` violation.
+void reportScheduleProblems(const Spec &spec, VerifyResult &result) {
   for (const ScheduleProblem &p : spec.scheduleProblems) {
     Violation v;
     v.kind = "schedule";
@@ -66,39 +63,70 @@ void planproof::checkSchedule(const Spec &spec, VerifyResult &result) {
     v.hint = p.hint;
     result.violations.push_back(std::move(v));
   }
-  if (!spec.scheduleProblems.empty())
-    return; // the run below needs every message matched
+}
 
-  // Each stage's program: its sends, receives and pipeline-wide collectives, in order.
-  int64_t stages = spec.mesh.shape[spec.pipelineAxis];
-  std::string axis = spec.mesh.axes[spec.pipelineAxis];
-  std::vector<std::vector<Event>> program(stages);
+/// The stages' programs run against each other under blocking semantics: which events
+/// have been matched, and where each stage stands.
+struct StageRun {
+  const Spec &spec;
+  int64_t stages;
+  std::string axis;
+  std::vector<std::vector<Event>> program;
+  std::vector<std::vector<std::pair<size_t, size_t>>> sets; // [first, last)
+  std::vector<size_t> cur;
+  std::vector<std::vector<bool>> matched;
+
+  explicit StageRun(const Spec &spec)
+      : spec(spec), stages(spec.mesh.shape[spec.pipelineAxis]),
+        axis(spec.mesh.axes[spec.pipelineAxis]), program(stages), sets(stages), cur(stages, 0),
+        matched(stages) {}
+
+  void buildPrograms();
+  void groupPostingSets();
+  const std::pair<size_t, size_t> *posted(int64_t st) const {
+    return cur[st] < sets[st].size() ? &sets[st][cur[st]] : nullptr;
+  }
+  const Event *at(int64_t st) const;
+  bool matchPosted(int64_t st);
+  bool advanceStages();
+  void run();
+  int64_t waitsFor(int64_t st) const;
+  Violation deadlock(const std::vector<int64_t> &stuck) const;
+};
+
+/// Each stage's program: its sends, receives and pipeline-wide collectives, in order.
+void StageRun::buildPrograms() {
   std::map<std::tuple<int64_t, int64_t, std::string>, int> sent, received;
   for (Operation &op : spec.plan.getBody().front()) {
     if (auto s = dyn_cast<dist::SendOp>(op)) {
       int n = sent[{s.getFrom(), s.getTo(), s.getTag().str()}]++;
-      program[s.getFrom()].push_back({Event::Send, &op, (int64_t)s.getTo(),
-                                      {(int64_t)s.getFrom(), (int64_t)s.getTo(), s.getTag().str(), n}});
+      program[s.getFrom()].push_back(
+          {Event::Send, &op, (int64_t)s.getTo(),
+           {(int64_t)s.getFrom(), (int64_t)s.getTo(), s.getTag().str(), n}});
     } else if (auto r = dyn_cast<dist::RecvOp>(op)) {
       int n = received[{r.getFrom(), r.getTo(), r.getTag().str()}]++;
-      program[r.getTo()].push_back({Event::Recv, &op, (int64_t)r.getFrom(),
-                                    {(int64_t)r.getFrom(), (int64_t)r.getTo(), r.getTag().str(), n}});
+      program[r.getTo()].push_back(
+          {Event::Recv, &op, (int64_t)r.getFrom(),
+           {(int64_t)r.getFrom(), (int64_t)r.getTo(), r.getTag().str(), n}});
     } else if (auto axes = op.getAttrOfType<ArrayAttr>("axes")) {
-      bool overPipe = llvm::any_of(axes, [&](Attribute a) { return cast<StringAttr>(a).getValue() == axis; });
+      bool overPipe = llvm::any_of(
+          axes, [&](Attribute a) { return cast<StringAttr>(a).getValue() == axis; });
       if (overPipe && spec.stageOf(&op) < 0)
         for (int64_t s = 0; s < stages; ++s)
           program[s].push_back({Event::Barrier, &op, -1, {}});
     }
   }
-  // Posting sets: a stage's consecutive messages with one `batch` number are posted
-  // together; every other event is a set of its own.
+}
+
+/// Posting sets: a stage's consecutive messages with one `batch` number are posted
+/// together; every other event is a set of its own.
+void StageRun::groupPostingSets() {
   auto batchOf = [](const Event &e) -> int64_t {
     if (e.kind == Event::Barrier)
       return -1;
     auto b = e.op->getAttrOfType<IntegerAttr>("batch");
     return b ? b.getInt() : -1;
   };
-  std::vector<std::vector<std::pair<size_t, size_t>>> sets(stages); // [first, last)
   for (int64_t st = 0; st < stages; ++st)
     for (size_t i = 0; i < program[st].size();) {
       size_t j = i + 1;
@@ -108,86 +136,101 @@ void planproof::checkSchedule(const Spec &spec, VerifyResult &result) {
       sets[st].push_back({i, j});
       i = j;
     }
-  std::vector<size_t> cur(stages, 0);
-  std::vector<std::vector<bool>> matched(stages);
   for (int64_t st = 0; st < stages; ++st)
     matched[st].assign(program[st].size(), false);
-  auto posted = [&](int64_t st) -> const std::pair<size_t, size_t> * {
-    return cur[st] < sets[st].size() ? &sets[st][cur[st]] : nullptr;
-  };
-  // The first event of `st`'s current set still waiting, or null.
-  auto at = [&](int64_t st) -> const Event * {
-    const auto *set = posted(st);
-    if (!set)
-      return nullptr;
-    for (size_t i = set->first; i < set->second; ++i)
-      if (!matched[st][i])
-        return &program[st][i];
-    return &program[st][set->first];
-  };
-  bool moved = true;
-  while (moved) {
-    moved = false;
-    for (int64_t st = 0; st < stages; ++st) {
-      const auto *set = posted(st);
-      if (!set)
-        continue;
-      for (size_t i = set->first; i < set->second; ++i) {
-        const Event &e = program[st][i];
-        if (matched[st][i] || e.kind != Event::Send)
-          continue;
-        const auto *other = posted(e.peer);
-        if (!other)
-          continue;
-        for (size_t k = other->first; k < other->second; ++k) {
-          const Event &o = program[e.peer][k];
-          if (!matched[e.peer][k] && o.kind == Event::Recv && o.key == e.key) {
-            matched[st][i] = matched[e.peer][k] = true;
-            moved = true;
-            break;
-          }
-        }
-      }
-      if (program[st][set->first].kind == Event::Barrier) {
-        bool all = true;
-        for (int64_t u = 0; u < stages; ++u)
-          all &= posted(u) && program[u][posted(u)->first].op == program[st][set->first].op;
-        if (all) {
-          for (int64_t u = 0; u < stages; ++u)
-            matched[u][posted(u)->first] = true;
-          moved = true;
-        }
-      }
-    }
-    for (int64_t st = 0; st < stages; ++st) {
-      const auto *set = posted(st);
-      if (!set)
-        continue;
-      bool done = true;
-      for (size_t i = set->first; i < set->second; ++i)
-        done &= matched[st][i];
-      if (done) {
-        ++cur[st];
+}
+
+/// The first event of `st`'s current set still waiting, or null.
+const Event *StageRun::at(int64_t st) const {
+  const auto *set = posted(st);
+  if (!set)
+    return nullptr;
+  for (size_t i = set->first; i < set->second; ++i)
+    if (!matched[st][i])
+      return &program[st][i];
+  return &program[st][set->first];
+}
+
+/// Matches the sends of `st`'s current set with their peers' posted receives, and a
+/// pipeline-wide collective every stage has reached. Whether anything matched.
+bool StageRun::matchPosted(int64_t st) {
+  bool moved = false;
+  const auto *set = posted(st);
+  if (!set)
+    return moved;
+  for (size_t i = set->first; i < set->second; ++i) {
+    const Event &e = program[st][i];
+    if (matched[st][i] || e.kind != Event::Send)
+      continue;
+    const auto *other = posted(e.peer);
+    if (!other)
+      continue;
+    for (size_t k = other->first; k < other->second; ++k) {
+      const Event &o = program[e.peer][k];
+      if (!matched[e.peer][k] && o.kind == Event::Recv && o.key == e.key) {
+        matched[st][i] = matched[e.peer][k] = true;
         moved = true;
+        break;
       }
     }
   }
-  std::vector<int64_t> stuck;
-  for (int64_t st = 0; st < stages; ++st)
-    if (posted(st))
-      stuck.push_back(st);
-  if (stuck.empty())
-    return;
-  // Who waits for whom: follow the waits from the first stuck stage to a cycle.
-  auto waitsFor = [&](int64_t st) -> int64_t {
-    const Event *e = at(st);
-    if (e->kind != Event::Barrier)
-      return e->peer;
+  if (program[st][set->first].kind == Event::Barrier) {
+    bool all = true;
     for (int64_t u = 0; u < stages; ++u)
-      if (!at(u) || at(u)->op != e->op)
-        return u;
-    return st;
-  };
+      all &= posted(u) && program[u][posted(u)->first].op == program[st][set->first].op;
+    if (all) {
+      for (int64_t u = 0; u < stages; ++u)
+        matched[u][posted(u)->first] = true;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+/// Moves every stage whose current set is fully matched on to its next set. Whether
+/// any stage moved.
+bool StageRun::advanceStages() {
+  bool moved = false;
+  for (int64_t st = 0; st < stages; ++st) {
+    const auto *set = posted(st);
+    if (!set)
+      continue;
+    bool done = true;
+    for (size_t i = set->first; i < set->second; ++i)
+      done &= matched[st][i];
+    if (done) {
+      ++cur[st];
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+/// Runs the stages until none can move.
+void StageRun::run() {
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (int64_t st = 0; st < stages; ++st)
+      moved |= matchPosted(st);
+    moved |= advanceStages();
+  }
+}
+
+/// The stage `st` waits for at its current event.
+int64_t StageRun::waitsFor(int64_t st) const {
+  const Event *e = at(st);
+  if (e->kind != Event::Barrier)
+    return e->peer;
+  for (int64_t u = 0; u < stages; ++u)
+    if (!at(u) || at(u)->op != e->op)
+      return u;
+  return st;
+}
+
+/// The deadlock violation for the `stuck` stages (not empty).
+Violation StageRun::deadlock(const std::vector<int64_t> &stuck) const {
+  // Who waits for whom: follow the waits from the first stuck stage to a cycle.
   std::vector<int64_t> path;
   std::map<int64_t, size_t> seen;
   int64_t s = stuck[0];
@@ -223,5 +266,27 @@ void planproof::checkSchedule(const Spec &spec, VerifyResult &result) {
   for (int64_t st : stuck)
     v.locatedNotes.push_back({toSourceLoc(at(st)->op->getLoc()),
                               "stage " + std::to_string(st) + " waits here"});
-  result.violations.push_back(std::move(v));
+  return v;
+}
+
+} // namespace
+
+void planproof::checkSchedule(const Spec &spec, VerifyResult &result) {
+  if (spec.pipelineAxis < 0)
+    return;
+  reportScheduleProblems(spec, result);
+  if (!spec.scheduleProblems.empty())
+    return; // the run below needs every message matched
+
+  StageRun sim(spec);
+  sim.buildPrograms();
+  sim.groupPostingSets();
+  sim.run();
+  std::vector<int64_t> stuck;
+  for (int64_t st = 0; st < sim.stages; ++st)
+    if (sim.posted(st))
+      stuck.push_back(st);
+  if (stuck.empty())
+    return;
+  result.violations.push_back(sim.deadlock(stuck));
 }

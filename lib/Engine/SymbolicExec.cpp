@@ -1,6 +1,6 @@
 //===- SymbolicExec.cpp - symbolic execution of reference and plan -*- C++ -*-===//
 #include "Engine/SymbolicExec.h"
-#include "Semantics/PlanWalk.h"
+#include "Interp/PlanWalk.h"
 
 #include "Semantics/OpSemantics.h"
 
@@ -16,7 +16,7 @@ int64_t tensorElements(Type t) {
 }
 
 /// `spec` (the plan's): an op of one pipeline stage runs on that stage's ranks only.
-bool checkBudget(func::FuncOp f, int64_t ranks, ExecFailure &failure,
+bool checkBudget(func::FuncOp f, int64_t ranks, RunFailure &failure,
                  const Spec *spec = nullptr) {
   int64_t stages = spec && spec->pipelineAxis >= 0 ? spec->mesh.shape[spec->pipelineAxis] : 1;
   // In double: with up to 2^40 ranks the product can leave int64.
@@ -191,7 +191,7 @@ bool symbolicIndexOp(Operation &op, ExprPool &pool, const std::vector<PolyId> &a
   return evalIndexOp(op, pool, get, out);
 }
 
-/// The element engine as a backend of walkReference (Semantics/PlanWalk.h).
+/// The element engine as a backend of walkReference (Interp/PlanWalk.h).
 struct SymbolicRefWalk : DomainBackend<SymbolicRefWalk, SymbolicDomain> {
   ExprPool &pool;
   const Deadline &deadline;
@@ -209,7 +209,7 @@ struct SymbolicRefWalk : DomainBackend<SymbolicRefWalk, SymbolicDomain> {
 } // namespace
 
 bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace,
-                             ExecFailure &failure, const std::map<std::string, SymTensor> *inputs,
+                             RunFailure &failure, const std::map<std::string, SymTensor> *inputs,
                              const std::string &suffix, const Deadline &deadline) {
   if (!checkBudget(spec.reference, 1, failure))
     return false;
@@ -232,12 +232,9 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
   }
   SymbolicRefWalk walk(spec, pool, deadline);
   try {
-    WalkFailure f;
     std::map<std::string, SymTensor> outputs;
-    if (!walkReference(spec, walk, trace.values, outputs, f)) {
-      failure = {f.why, f.op ? f.op->getLoc() : spec.reference.getLoc()};
+    if (!walkReference(spec, walk, trace.values, outputs, failure))
       return false;
-    }
     for (auto &[name, t] : outputs)
       trace.byName[name] = std::move(t);
   } catch (const NumericLimit &e) {
@@ -248,7 +245,7 @@ bool planproof::runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &t
 }
 
 namespace {
-/// The element engine as a backend of walkPlan (Semantics/PlanWalk.h).
+/// The element engine as a backend of walkPlan (Interp/PlanWalk.h).
 struct SymbolicWalk : DomainBackend<SymbolicWalk, SymbolicDomain> {
   ExprPool &pool;
   const ReferenceTrace &refTrace;
@@ -316,7 +313,7 @@ struct SymbolicWalk : DomainBackend<SymbolicWalk, SymbolicDomain> {
 } // namespace
 
 bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref,
-                        PlanTrace &trace, ExecFailure &failure, Checkpoint *save,
+                        PlanTrace &trace, RunFailure &failure, Checkpoint *save,
                         const Checkpoint *load, const Deadline &deadline,
                         const std::map<std::string, SymTensor> *arguments) {
   if (!checkBudget(spec.plan, spec.mesh.numRanks(), failure, &spec))
@@ -333,11 +330,8 @@ bool planproof::runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &
   }
   walk.globals = &globals;
   try {
-    WalkFailure f;
-    if (!walkPlan(spec, walk, trace.values, f)) {
-      failure = {f.why, f.op ? f.op->getLoc() : spec.plan.getLoc()};
+    if (!walkPlan(spec, walk, trace.values, failure))
       return false;
-    }
   } catch (const NumericLimit &e) {
     failure = {e.what(), spec.plan.getLoc()};
     return false;

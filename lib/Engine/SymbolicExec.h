@@ -10,6 +10,7 @@
 #define PLANPROOF_ENGINE_SYMBOLICEXEC_H
 
 #include "Engine/Expr.h"
+#include "Interp/RunFailure.h"
 #include "Spec/Spec.h"
 #include "Support/Deadline.h"
 
@@ -75,12 +76,6 @@ struct PlanTrace {
   llvm::DenseMap<mlir::Value, std::vector<SymTensor>> values;
 };
 
-/// Why symbolic execution could not run (unsupported op, size limit), with a location.
-struct ExecFailure {
-  std::string reason;
-  mlir::Location loc;
-};
-
 /// Upper bound on the scalar operations (summed over ops and ranks; a matmul counts
 /// I*J*K) the element engine executes before answering *inconclusive*. Far above
 /// what the bundled specs need (thousands), far below what would take minutes.
@@ -90,7 +85,7 @@ constexpr int64_t kMaxSymbolicWork = 2'000'000;
 /// `inputs`, the reference inputs of those names take the given values (a second step
 /// continues from the first step's state) and the others are fresh symbols suffixed
 /// with `suffix`.
-bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, ExecFailure &failure,
+bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, RunFailure &failure,
                   const std::map<std::string, SymTensor> *inputs = nullptr,
                   const std::string &suffix = "", const Deadline &deadline = Deadline());
 
@@ -100,7 +95,7 @@ bool runReference(const Spec &spec, ExprPool &pool, ReferenceTrace &trace, ExecF
 /// values instead of the reference's (a resumed step's arguments hold what the job was
 /// started with, not the state the first step left).
 bool runPlan(const Spec &spec, ExprPool &pool, const ReferenceTrace &ref, PlanTrace &trace,
-             ExecFailure &failure, Checkpoint *save = nullptr, const Checkpoint *load = nullptr,
+             RunFailure &failure, Checkpoint *save = nullptr, const Checkpoint *load = nullptr,
              const Deadline &deadline = Deadline(),
              const std::map<std::string, SymTensor> *arguments = nullptr);
 

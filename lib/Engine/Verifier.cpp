@@ -22,11 +22,11 @@ const char *planproof::verdictName(Verdict v) {
 namespace planproof::engine {
 
 bool Engine::execute() {
-  ExecFailure failure{"", spec.plan.getLoc()};
+  RunFailure failure{"", spec.plan.getLoc()};
   if (!runReference(spec, pool, refTrace, failure, stepInputs, stepSuffix, options.deadline) ||
       !runPlan(spec, pool, refTrace, planTrace, failure, &saved, loadFrom, options.deadline,
                restartArguments)) {
-    result.inconclusiveReasons.push_back({toSourceLoc(failure.loc), failure.reason});
+    result.inconclusiveReasons.push_back({toSourceLoc(failure.loc), failure.why});
     return false;
   }
   return true;
@@ -168,7 +168,7 @@ VerifyResult Engine::run() {
           "is used only where it is computed or received");
     } else if (execute()) {
       buildRefValues();
-      std::vector<Failure> failures;
+      std::vector<FailedObligation> failures;
       checkOutputs(failures);
       if (options.verdictOnly && !failures.empty()) {
         reportUnlocalized(failures.front());

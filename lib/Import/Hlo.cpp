@@ -23,10 +23,6 @@ std::string Shape::str() const {
   return s + "]";
 }
 
-std::string Error::str() const {
-  return path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": error: " + message;
-}
-
 const Instruction *Computation::root() const {
   for (auto &i : insts)
     if (i.root)
@@ -162,13 +158,11 @@ size_t matchBracket(const std::string &s, size_t open) {
 
 struct Parser {
   const std::string &path;
-  Error &err;
+  Diagnostic &err;
   unsigned line = 0;
 
   bool fail(unsigned col, const std::string &msg) {
-    err.path = path;
-    err.line = line;
-    err.col = col;
+    err.at = {path, line, col};
     err.message = msg;
     return false;
   }
@@ -191,7 +185,7 @@ struct Parser {
         while (true) {
           Shape el;
           if (!parseShape(inner, p, el, depth + 1)) {
-            err.col += base;
+            err.at.col += base;
             return false;
           }
           shape.elements.push_back(std::move(el));
@@ -352,144 +346,186 @@ int64_t toInt(const std::string &s, int64_t dflt = -1) {
   return v;
 }
 
-} // namespace
-
-bool hlo::parseModule(const std::string &path, const std::string &text, Module &m, Error &err) {
-  Parser p{path, err};
-  m.path = path;
+/// The state of reading one dump line by line: the module, the computation open, and
+/// the source tables met so far.
+struct ModuleReader {
+  Parser p;
+  Module &m;
   std::map<int64_t, std::string> files, functions;
   std::map<int64_t, std::map<std::string, std::string>> locations, frames;
   std::string table;
   Computation *comp = nullptr;
   bool sawHeader = false;
-  size_t start = 0;
   unsigned lineNo = 0;
+
+  ModuleReader(const std::string &path, Diagnostic &err, Module &m) : p{path, err}, m(m) {}
+
+  /// One line `raw` (p.line is its number).
+  bool readLine(const std::string &raw) {
+    std::string t = trim(raw);
+    if (t.empty()) {
+      table.clear();
+      return true;
+    }
+    if (!sawHeader)
+      return readHeader(t);
+    if (comp)
+      return readInComputation(raw, t);
+    if (t == "FileNames" || t == "FunctionNames" || t == "FileLocations" || t == "StackFrames") {
+      table = t;
+      return true;
+    }
+    if (!table.empty() && std::isdigit((unsigned char)t[0]))
+      return readTableEntry(t);
+    if (t.back() == '{')
+      return readComputationHeader(t);
+    return p.fail(1, "unexpected line outside a computation");
+  }
+
+  /// `HloModule NAME, key=value, ...`.
+  bool readHeader(const std::string &t) {
+    if (t.rfind("HloModule ", 0) != 0)
+      return p.fail(1, "expected 'HloModule NAME' (a text HLO dump)");
+    sawHeader = true;
+    std::string rest = t.substr(10);
+    size_t c = rest.find(',');
+    m.name = trim(rest.substr(0, c));
+    if (c != std::string::npos)
+      for (auto &a : splitTopLevel(rest.substr(c + 1))) {
+        size_t e = a.find('=');
+        if (e != std::string::npos)
+          m.attrs[trim(a.substr(0, e))] = trim(a.substr(e + 1));
+      }
+    return true;
+  }
+
+  /// An instruction of the open computation, or the `}` that closes it.
+  bool readInComputation(const std::string &raw, const std::string &t) {
+    if (t == "}") {
+      if (comp->insts.empty())
+        return p.fail(1, "computation '" + comp->name + "' has no instructions");
+      comp = nullptr;
+      return true;
+    }
+    Instruction inst;
+    if (!p.parseInstruction(raw, inst))
+      return false;
+    if (comp->byName.count(inst.name))
+      return p.fail(inst.col, "instruction '" + inst.name + "' is defined twice");
+    if (comp->insts.size() >= 10000000)
+      return p.fail(1, "too many instructions");
+    comp->byName[inst.name] = comp->insts.size();
+    comp->insts.push_back(std::move(inst));
+    return true;
+  }
+
+  /// `ID REST`, an entry of the source table being read.
+  bool readTableEntry(const std::string &t) {
+    size_t sp = t.find(' ');
+    int64_t id = toInt(t.substr(0, sp));
+    if (id < 0 || sp == std::string::npos)
+      return p.fail(1, "malformed " + table + " entry");
+    std::string rest = t.substr(sp + 1);
+    if (table == "FileNames")
+      files[id] = unquote(rest);
+    else if (table == "FunctionNames")
+      functions[id] = unquote(rest);
+    else if (table == "FileLocations")
+      locations[id] = parseSpaced(rest);
+    else
+      frames[id] = parseSpaced(rest);
+    return true;
+  }
+
+  /// `[ENTRY] NAME ... {`, which opens a computation.
+  bool readComputationHeader(const std::string &t) {
+    std::string h = t;
+    bool entry = false;
+    if (h.rfind("ENTRY ", 0) == 0) {
+      entry = true;
+      h = trim(h.substr(6));
+    }
+    size_t e = h.find_first_of(" (");
+    std::string name = h.substr(0, e);
+    if (!name.empty() && name[0] == '%')
+      name.erase(0, 1);
+    if (name.empty())
+      return p.fail(1, "malformed computation header");
+    if (m.byName.count(name))
+      return p.fail(1, "computation '" + name + "' is defined twice");
+    m.byName[name] = m.computations.size();
+    m.computations.emplace_back();
+    comp = &m.computations.back();
+    comp->name = name;
+    comp->entry = entry;
+    comp->line = lineNo;
+    return true;
+  }
+
+  /// After the last line: the module is complete.
+  bool finish() {
+    if (!sawHeader) {
+      p.line = 1;
+      return p.fail(1, "empty file: expected a text HLO dump");
+    }
+    if (comp)
+      return p.fail(1, "computation '" + comp->name + "' is not closed");
+    if (!m.entry()) {
+      p.line = lineNo;
+      return p.fail(1, "the module has no ENTRY computation");
+    }
+    return true;
+  }
+
+  /// Source locations: metadata's stack_frame_id through the tables, or the older
+  /// source_file / source_line fields.
+  void resolveLocations() {
+    for (auto &c : m.computations)
+      for (auto &inst : c.insts) {
+        auto it = inst.attrs.find("metadata");
+        if (it == inst.attrs.end())
+          continue;
+        auto md = parseSpaced(it->second);
+        inst.loc.opName = md["op_name"];
+        if (md.count("source_file")) {
+          inst.loc.file = md["source_file"];
+          inst.loc.line = toInt(md["source_line"], 0);
+          inst.loc.col = toInt(md["source_column"], 0);
+        }
+        int64_t frame = toInt(md["stack_frame_id"], 0);
+        if (frame > 0 && frames.count(frame)) {
+          int64_t locId = toInt(frames[frame]["file_location_id"], 0);
+          if (locations.count(locId)) {
+            auto &l = locations[locId];
+            int64_t fileId = toInt(l["file_name_id"], 0);
+            if (files.count(fileId)) {
+              inst.loc.file = files[fileId];
+              inst.loc.line = toInt(l["line"], 0);
+              inst.loc.col = toInt(l["column"], 0);
+            }
+          }
+        }
+      }
+  }
+};
+
+} // namespace
+
+bool hlo::parseModule(const std::string &path, const std::string &text, Module &m,
+                      Diagnostic &err) {
+  ModuleReader r(path, err, m);
+  m.path = path;
+  size_t start = 0;
   while (start <= text.size()) {
     size_t nl = text.find('\n', start);
     std::string raw = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
     start = nl == std::string::npos ? text.size() + 1 : nl + 1;
-    p.line = ++lineNo;
-    std::string t = trim(raw);
-    if (t.empty()) {
-      table.clear();
-      continue;
-    }
-    if (!sawHeader) {
-      if (t.rfind("HloModule ", 0) != 0)
-        return p.fail(1, "expected 'HloModule NAME' (a text HLO dump)");
-      sawHeader = true;
-      std::string rest = t.substr(10);
-      size_t c = rest.find(',');
-      m.name = trim(rest.substr(0, c));
-      if (c != std::string::npos)
-        for (auto &a : splitTopLevel(rest.substr(c + 1))) {
-          size_t e = a.find('=');
-          if (e != std::string::npos)
-            m.attrs[trim(a.substr(0, e))] = trim(a.substr(e + 1));
-        }
-      continue;
-    }
-    if (comp) {
-      if (t == "}") {
-        if (comp->insts.empty())
-          return p.fail(1, "computation '" + comp->name + "' has no instructions");
-        comp = nullptr;
-        continue;
-      }
-      Instruction inst;
-      if (!p.parseInstruction(raw, inst))
-        return false;
-      if (comp->byName.count(inst.name))
-        return p.fail(inst.col, "instruction '" + inst.name + "' is defined twice");
-      if (comp->insts.size() >= 10000000)
-        return p.fail(1, "too many instructions");
-      comp->byName[inst.name] = comp->insts.size();
-      comp->insts.push_back(std::move(inst));
-      continue;
-    }
-    if (t == "FileNames" || t == "FunctionNames" || t == "FileLocations" || t == "StackFrames") {
-      table = t;
-      continue;
-    }
-    if (!table.empty() && std::isdigit((unsigned char)t[0])) {
-      size_t sp = t.find(' ');
-      int64_t id = toInt(t.substr(0, sp));
-      if (id < 0 || sp == std::string::npos)
-        return p.fail(1, "malformed " + table + " entry");
-      std::string rest = t.substr(sp + 1);
-      if (table == "FileNames")
-        files[id] = unquote(rest);
-      else if (table == "FunctionNames")
-        functions[id] = unquote(rest);
-      else if (table == "FileLocations")
-        locations[id] = parseSpaced(rest);
-      else
-        frames[id] = parseSpaced(rest);
-      continue;
-    }
-    if (t.back() == '{') {
-      std::string h = t;
-      bool entry = false;
-      if (h.rfind("ENTRY ", 0) == 0) {
-        entry = true;
-        h = trim(h.substr(6));
-      }
-      size_t e = h.find_first_of(" (");
-      std::string name = h.substr(0, e);
-      if (!name.empty() && name[0] == '%')
-        name.erase(0, 1);
-      if (name.empty())
-        return p.fail(1, "malformed computation header");
-      if (m.byName.count(name))
-        return p.fail(1, "computation '" + name + "' is defined twice");
-      m.byName[name] = m.computations.size();
-      m.computations.emplace_back();
-      comp = &m.computations.back();
-      comp->name = name;
-      comp->entry = entry;
-      comp->line = lineNo;
-      continue;
-    }
-    return p.fail(1, "unexpected line outside a computation");
+    r.p.line = ++r.lineNo;
+    if (!r.readLine(raw))
+      return false;
   }
-  if (!sawHeader) {
-    p.line = 1;
-    return p.fail(1, "empty file: expected a text HLO dump");
-  }
-  if (comp)
-    return p.fail(1, "computation '" + comp->name + "' is not closed");
-  if (!m.entry()) {
-    p.line = lineNo;
-    return p.fail(1, "the module has no ENTRY computation");
-  }
-  // Source locations: metadata's stack_frame_id through the tables, or the older
-  // source_file / source_line fields.
-  for (auto &c : m.computations)
-    for (auto &inst : c.insts) {
-      auto it = inst.attrs.find("metadata");
-      if (it == inst.attrs.end())
-        continue;
-      auto md = parseSpaced(it->second);
-      inst.loc.opName = md["op_name"];
-      if (md.count("source_file")) {
-        inst.loc.file = md["source_file"];
-        inst.loc.line = toInt(md["source_line"], 0);
-        inst.loc.col = toInt(md["source_column"], 0);
-      }
-      int64_t frame = toInt(md["stack_frame_id"], 0);
-      if (frame > 0 && frames.count(frame)) {
-        int64_t locId = toInt(frames[frame]["file_location_id"], 0);
-        if (locations.count(locId)) {
-          auto &l = locations[locId];
-          int64_t fileId = toInt(l["file_name_id"], 0);
-          if (files.count(fileId)) {
-            inst.loc.file = files[fileId];
-            inst.loc.line = toInt(l["line"], 0);
-            inst.loc.col = toInt(l["column"], 0);
-          }
-        }
-      }
-    }
-  (void)functions;
+  if (!r.finish())
+    return false;
+  r.resolveLocations();
   return true;
 }

@@ -14,6 +14,8 @@
 #ifndef PLANPROOF_IMPORT_HLO_H
 #define PLANPROOF_IMPORT_HLO_H
 
+#include "Support/Diagnostic.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -75,16 +77,8 @@ struct Module {
   }
 };
 
-/// A located error in an HLO file.
-struct Error {
-  std::string path;
-  unsigned line = 0, col = 0;
-  std::string message;
-  std::string str() const;
-};
-
 /// Parses the text of one dump. On failure fills `err` and returns false.
-bool parseModule(const std::string &path, const std::string &text, Module &m, Error &err);
+bool parseModule(const std::string &path, const std::string &text, Module &m, Diagnostic &err);
 
 /// Splits a raw attribute or list text at top-level commas (outside brackets, braces,
 /// parentheses and quotes), trimming spaces.

@@ -113,102 +113,126 @@ void Importer::buildOps(const json &ops, const std::string &ptr,
     if (!plan && opName.rfind("dist.", 0) == 0)
       fail(p + "/op", "the reference is single-device; collectives like '" + opName +
                           "' belong in the plan");
-    std::string result = name(o, p, "result");
-    if (values.count(result))
-      fail(p + "/result", "value '" + result + "' is defined twice");
-    SmallVector<Value> operands;
-    const json &ins = field(o, p, "operands", json::value_t::array);
-    for (size_t k = 0; k < ins.size(); ++k) {
-      std::string q = p + "/operands/" + std::to_string(k);
-      if (!ins[k].is_string())
-        fail(q, "operands are value names (strings)");
-      auto it = values.find(ins[k].get<std::string>());
-      if (it == values.end())
-        fail(q, "unknown value '" + ins[k].get<std::string>() + "' (not defined before this op)");
-      operands.push_back(it->second);
+    buildTensorOp(o, p, opName, values, plan);
+  }
+}
+
+/// A ref or dist op, created generically from its registered name: its result, operands
+/// and attributes, the operand count of its ODS definition, then its result type.
+void Importer::buildTensorOp(const json &o, const std::string &p, const std::string &opName,
+                             std::map<std::string, Value> &values, bool plan) {
+  std::string result = name(o, p, "result");
+  if (values.count(result))
+    fail(p + "/result", "value '" + result + "' is defined twice");
+  SmallVector<Value> operands;
+  const json &ins = field(o, p, "operands", json::value_t::array);
+  for (size_t k = 0; k < ins.size(); ++k) {
+    std::string q = p + "/operands/" + std::to_string(k);
+    if (!ins[k].is_string())
+      fail(q, "operands are value names (strings)");
+    auto it = values.find(ins[k].get<std::string>());
+    if (it == values.end())
+      fail(q, "unknown value '" + ins[k].get<std::string>() + "' (not defined before this op)");
+    operands.push_back(it->second);
+  }
+  SmallVector<NamedAttribute> attrs = opAttributes(o, p, opName, plan);
+  auto registered = RegisteredOperationName::lookup(opName, &ctx);
+  // The operand count the op's ODS definition declares, checked before any shape
+  // rule looks at the operands (the rules index them).
+  std::string arity = operandArity(*registered, operands.size());
+  if (!arity.empty())
+    fail(p + "/operands", "op '" + opName + "' takes " + arity + ", got " +
+                              std::to_string(operands.size()));
+  OperationState state(opLoc(o, p), *registered);
+  state.addOperands(operands);
+  state.addAttributes(attrs);
+  state.addTypes(NoneType::get(&ctx));
+  Operation *op = builder.create(state);
+  values[result] = op->getResult(0);
+  spec.names[op->getResult(0)] = "%" + result;
+  // Infer the result type with the dialects' own shape rules.
+  inferResultType(op, o, p, opName);
+}
+
+/// An op's attributes: its "attrs" (every required one present), and on a plan's
+/// ref.dropout_mask its "draws", and its "role".
+SmallVector<NamedAttribute> Importer::opAttributes(const json &o, const std::string &p,
+                                                   const std::string &opName, bool plan) {
+  SmallVector<NamedAttribute> attrs;
+  if (o.contains("attrs")) {
+    if (!o["attrs"].is_object())
+      fail(p + "/attrs", "'attrs' must be an object");
+    for (auto it = o["attrs"].begin(); it != o["attrs"].end(); ++it) {
+      NamedAttribute a = attribute(opName, it.key(), *it, p + "/attrs/" + it.key());
+      if (!(it->is_boolean() && !it->get<bool>()))
+        attrs.push_back(a);
     }
-    SmallVector<NamedAttribute> attrs;
-    if (o.contains("attrs")) {
-      if (!o["attrs"].is_object())
-        fail(p + "/attrs", "'attrs' must be an object");
-      for (auto it = o["attrs"].begin(); it != o["attrs"].end(); ++it) {
-        NamedAttribute a = attribute(opName, it.key(), *it, p + "/attrs/" + it.key());
-        if (!(it->is_boolean() && !it->get<bool>()))
-          attrs.push_back(a);
-      }
+  }
+  for (auto &[k, t] : jsonOpAttributes().at(opName)) {
+    bool given = llvm::any_of(attrs, [&](NamedAttribute a) { return a.getName() == k; });
+    if (!given && t != "flag" && t.back() != '?') // flags and "int?" are optional
+      fail(p, "op '" + opName + "' needs attribute '" + k + "' (" + t + ")");
+  }
+  if (o.contains("draws")) {
+    // Independent RNG mode: the piece of a reference mask this draw stands for.
+    const json &dr = o["draws"];
+    std::string q = p + "/draws";
+    if (!plan || opName != "ref.dropout_mask" || !dr.is_object())
+      fail(q, "'draws' is an object on a plan's ref.dropout_mask");
+    std::string v = name(dr, q, "value");
+    attrs.push_back(builder.getNamedAttr(dist::kDrawsAttr, builder.getStringAttr(v)));
+    if (!o.contains("shape") || !o["shape"].is_array())
+      fail(p, "op 'ref.dropout_mask' needs the result 'shape'");
+    attrs.push_back(builder.getNamedAttr(
+        dist::kLayoutAttr, layout(dr.contains("layout") ? dr["layout"] : json(), q + "/layout",
+                                  (int64_t)o["shape"].size())));
+    if (dr.contains("block_offset")) {
+      const json &off = dr["block_offset"];
+      if (!off.is_array())
+        fail(q + "/block_offset", "'block_offset' is a list of integers");
+      SmallVector<int64_t> offs;
+      for (size_t k = 0; k < off.size(); ++k)
+        offs.push_back(intValue(off[k], q + "/block_offset/" + std::to_string(k)));
+      attrs.push_back(
+          builder.getNamedAttr(dist::kBlockOffsetAttr, builder.getDenseI64ArrayAttr(offs)));
     }
-    for (auto &[k, t] : jsonOpAttributes().at(opName)) {
-      bool given = llvm::any_of(attrs, [&](NamedAttribute a) { return a.getName() == k; });
-      if (!given && t != "flag" && t.back() != '?') // flags and "int?" are optional
-        fail(p, "op '" + opName + "' needs attribute '" + k + "' (" + t + ")");
-    }
-    if (o.contains("draws")) {
-      // Independent RNG mode: the piece of a reference mask this draw stands for.
-      const json &dr = o["draws"];
-      std::string q = p + "/draws";
-      if (!plan || opName != "ref.dropout_mask" || !dr.is_object())
-        fail(q, "'draws' is an object on a plan's ref.dropout_mask");
-      std::string v = name(dr, q, "value");
-      attrs.push_back(builder.getNamedAttr(dist::kDrawsAttr, builder.getStringAttr(v)));
-      if (!o.contains("shape") || !o["shape"].is_array())
-        fail(p, "op 'ref.dropout_mask' needs the result 'shape'");
-      attrs.push_back(builder.getNamedAttr(
-          dist::kLayoutAttr, layout(dr.contains("layout") ? dr["layout"] : json(), q + "/layout",
-                                    (int64_t)o["shape"].size())));
-      if (dr.contains("block_offset")) {
-        const json &off = dr["block_offset"];
-        if (!off.is_array())
-          fail(q + "/block_offset", "'block_offset' is a list of integers");
-        SmallVector<int64_t> offs;
-        for (size_t k = 0; k < off.size(); ++k)
-          offs.push_back(intValue(off[k], q + "/block_offset/" + std::to_string(k)));
-        attrs.push_back(builder.getNamedAttr(dist::kBlockOffsetAttr, builder.getDenseI64ArrayAttr(offs)));
-      }
-    }
-    if (o.contains("role")) {
-      // The semantic role of the value (a violation kind), as ref.role in MLIR.
-      if (!o["role"].is_string())
-        fail(p + "/role", "'role' must be a violation kind (a string)");
-      attrs.push_back(builder.getNamedAttr("ref.role", builder.getStringAttr(o["role"].get<std::string>())));
-    }
-    auto registered = RegisteredOperationName::lookup(opName, &ctx);
-    // The operand count the op's ODS definition declares, checked before any shape
-    // rule looks at the operands (the rules index them).
-    std::string arity = operandArity(*registered, operands.size());
-    if (!arity.empty())
-      fail(p + "/operands", "op '" + opName + "' takes " + arity + ", got " +
-                                std::to_string(operands.size()));
-    OperationState state(opLoc(o, p), *registered);
-    state.addOperands(operands);
-    state.addAttributes(attrs);
-    state.addTypes(NoneType::get(&ctx));
-    Operation *op = builder.create(state);
-    values[result] = op->getResult(0);
-    spec.names[op->getResult(0)] = "%" + result;
-    // Infer the result type with the dialects' own shape rules.
-    SmallVector<Type> types;
-    if (o.contains("shape")) {
-      // Ops whose result shape is not implied by their operands (reshape, broadcast).
-      if (isa<InferTypeOpInterface>(op) || isa<dist::DistDialect>(op->getDialect()))
-        fail(p + "/shape", "op '" + opName + "' infers its result shape; do not give 'shape'");
-      op->getResult(0).setType(RankedTensorType::get(shape(o, p), builder.getF32Type()));
-    } else if (!isa<InferTypeOpInterface>(op) && !isa<dist::DistDialect>(op->getDialect())) {
-      fail(p, "op '" + opName + "' needs the result 'shape'");
-    } else if (isa<dist::SelectOnOp>(op)) {
-      // The type of what it selects between.
-      op->getResult(0).setType(op->getOperand(0).getType());
-    } else if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
-      if (failed(infer.inferReturnTypes(&ctx, op->getLoc(), op->getOperands(),
-                                        op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-                                        op->getRegions(), types)))
-        fail(p, "the operands do not fit op '" + opName + "' (see the error above)");
-      op->getResult(0).setType(types[0]);
-    } else {
-      FailureOr<RankedTensorType> t = dist::expectedResultType(op);
-      if (failed(t))
-        fail(p, "invalid collective (see the error above)");
-      op->getResult(0).setType(*t);
-    }
+  }
+  if (o.contains("role")) {
+    // The semantic role of the value (a violation kind), as ref.role in MLIR.
+    if (!o["role"].is_string())
+      fail(p + "/role", "'role' must be a violation kind (a string)");
+    attrs.push_back(
+        builder.getNamedAttr("ref.role", builder.getStringAttr(o["role"].get<std::string>())));
+  }
+  return attrs;
+}
+
+/// Sets the result type of the just-created `op`: its given 'shape', or what the shape
+/// rules of its dialect infer from its operands.
+void Importer::inferResultType(Operation *op, const json &o, const std::string &p,
+                               const std::string &opName) {
+  SmallVector<Type> types;
+  if (o.contains("shape")) {
+    // Ops whose result shape is not implied by their operands (reshape, broadcast).
+    if (isa<InferTypeOpInterface>(op) || isa<dist::DistDialect>(op->getDialect()))
+      fail(p + "/shape", "op '" + opName + "' infers its result shape; do not give 'shape'");
+    op->getResult(0).setType(RankedTensorType::get(shape(o, p), builder.getF32Type()));
+  } else if (!isa<InferTypeOpInterface>(op) && !isa<dist::DistDialect>(op->getDialect())) {
+    fail(p, "op '" + opName + "' needs the result 'shape'");
+  } else if (isa<dist::SelectOnOp>(op)) {
+    // The type of what it selects between.
+    op->getResult(0).setType(op->getOperand(0).getType());
+  } else if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+    if (failed(infer.inferReturnTypes(&ctx, op->getLoc(), op->getOperands(),
+                                      op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                      op->getRegions(), types)))
+      fail(p, "the operands do not fit op '" + opName + "' (see the error above)");
+    op->getResult(0).setType(types[0]);
+  } else {
+    FailureOr<RankedTensorType> t = dist::expectedResultType(op);
+    if (failed(t))
+      fail(p, "invalid collective (see the error above)");
+    op->getResult(0).setType(*t);
   }
 }
 
@@ -260,18 +284,16 @@ void Importer::buildIndexOp(const json &o, const std::string &p, const std::stri
   spec.names[op->getResult(0)] = "%" + result;
 }
 
-func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
-  const json &inputs = field(ref, ptr, "inputs", json::value_t::array);
-  const json &ops = field(ref, ptr, "ops", json::value_t::array);
-  const json &outputs = field(ref, ptr, "outputs", json::value_t::array);
-  SmallVector<Type> argTypes;
-  std::vector<std::string> argNames;
+/// The reference's inputs: names, dtypes, shapes, bounds (recorded for the plan).
+Importer::FuncArgs Importer::referenceInputs(const json &inputs, const std::string &ptr) {
+  FuncArgs args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string p = ptr + "/inputs/" + std::to_string(i);
     std::string n = name(inputs[i], p, "name");
     if (refInputShapes.count(n))
       fail(p + "/name", "input '" + n + "' is declared twice");
-    argNames.push_back(n);
+    NamedAttrList attrs;
+    attrs.append(ref::kNameAttr, builder.getStringAttr(n));
     // Token ids: {"dtype": "i64", "bound": N} (values in [0, N)); integer step inputs
     // (random seeds and counters, step counts): {"dtype": "index"}, no shape.
     std::string dtype = inputs[i].contains("dtype") && inputs[i]["dtype"].is_string()
@@ -283,7 +305,7 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
         fail(p + "/shape", "an index input is one integer; it has no shape");
       refInputShapes[n] = {};
       refIndexInputs.insert(n);
-      argTypes.push_back(builder.getIndexType());
+      args.add(builder.getIndexType(), loc(p), n, attrs);
       continue;
     }
     Shape s = shape(inputs[i], p);
@@ -308,31 +330,46 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
     }
     if (dtype == "i64")
       refI64Inputs.insert(n);
-    argTypes.push_back(RankedTensorType::get(
-        s, dtype == "i64" ? Type(builder.getI64Type()) : Type(builder.getF32Type())));
+    if (refInputBounds.count(n))
+      attrs.append("ref.bound", builder.getI64IntegerAttr(refInputBounds[n]));
+    if (refNonnegative.count(n))
+      attrs.append("ref.nonnegative", builder.getUnitAttr());
+    args.add(RankedTensorType::get(
+                 s, dtype == "i64" ? Type(builder.getI64Type()) : Type(builder.getF32Type())),
+             loc(p), n, attrs);
   }
-  auto func = func::FuncOp::create(loc(ptr), "reference", builder.getFunctionType(argTypes, {}));
-  func->setAttr(ref::kReferenceAttr, builder.getUnitAttr());
-  SmallVector<Location> argLocs;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    argLocs.push_back(loc(ptr + "/inputs/" + std::to_string(i)));
-  Block *body = builder.createBlock(&func.getBody(), {}, argTypes, argLocs);
-  std::map<std::string, Value> values;
+  return args;
+}
+
+/// Creates the body of `func` with `args` as its arguments, known in `values` and in
+/// spec.names by their names, with their attributes.
+Block *Importer::bindArguments(func::FuncOp func, const FuncArgs &args, const std::string &ptr,
+                               std::map<std::string, Value> &values) {
+  Block *body = builder.createBlock(&func.getBody(), {}, args.types, args.locs);
   // Argument and result attributes are set once per function: setting them one index
   // at a time rebuilds the whole array each time (quadratic in the count).
   SmallVector<DictionaryAttr> argDicts;
-  for (size_t i = 0; i < argNames.size(); ++i) {
-    values[argNames[i]] = body->getArgument(i);
-    spec.names[body->getArgument(i)] = "%" + argNames[i];
-    NamedAttrList attrs;
-    attrs.append(ref::kNameAttr, builder.getStringAttr(argNames[i]));
-    if (refInputBounds.count(argNames[i]))
-      attrs.append("ref.bound", builder.getI64IntegerAttr(refInputBounds[argNames[i]]));
-    if (refNonnegative.count(argNames[i]))
-      attrs.append("ref.nonnegative", builder.getUnitAttr());
-    argDicts.push_back(attrs.getDictionary(&ctx));
+  for (size_t i = 0; i < args.names.size(); ++i) {
+    if (values.count(args.names[i]))
+      fail(ptr + "/inputs/" + std::to_string(i) + "/name",
+           "value '" + args.names[i] + "' is defined twice");
+    values[args.names[i]] = body->getArgument(i);
+    spec.names[body->getArgument(i)] = "%" + args.names[i];
+    argDicts.push_back(args.attrs[i].getDictionary(&ctx));
   }
   func.setAllArgAttrs(argDicts);
+  return body;
+}
+
+func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
+  const json &inputs = field(ref, ptr, "inputs", json::value_t::array);
+  const json &ops = field(ref, ptr, "ops", json::value_t::array);
+  const json &outputs = field(ref, ptr, "outputs", json::value_t::array);
+  FuncArgs args = referenceInputs(inputs, ptr);
+  auto func = func::FuncOp::create(loc(ptr), "reference", builder.getFunctionType(args.types, {}));
+  func->setAttr(ref::kReferenceAttr, builder.getUnitAttr());
+  std::map<std::string, Value> values;
+  Block *body = bindArguments(func, args, ptr, values);
   builder.setInsertionPointToEnd(body);
   buildOps(ops, ptr + "/ops", values, false);
   SmallVector<Value> results;
@@ -346,7 +383,16 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
     results.push_back(it->second);
   }
   func::ReturnOp::create(builder, loc(ptr + "/outputs"), results);
-  func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setType(builder.getFunctionType(args.types, ValueRange(results).getTypes()));
+  setReferenceResultAttrs(func, ref, ptr);
+  return func;
+}
+
+/// The reference's result attributes: each output's name, and the step inputs that
+/// outputs update ("updates").
+void Importer::setReferenceResultAttrs(func::FuncOp func, const json &ref,
+                                       const std::string &ptr) {
+  const json &outputs = ref["outputs"];
   std::vector<NamedAttrList> resultAttrs(outputs.size());
   std::map<std::string, size_t> outputIndex;
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -372,24 +418,24 @@ func::FuncOp Importer::buildReference(const json &ref, const std::string &ptr) {
   for (NamedAttrList &a : resultAttrs)
     resultDicts.push_back(a.getDictionary(&ctx));
   func.setAllResultAttrs(resultDicts);
-  return func;
 }
 
-func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist::MeshOp &meshOut) {
-  const json &mesh = field(plan, ptr, "mesh", json::value_t::object);
-  const json &axes = field(mesh, ptr + "/mesh", "axes", json::value_t::array);
+/// The plan's mesh ("mesh": name and axes), its axes recorded in meshAxes.
+dist::MeshOp Importer::buildMesh(const json &mesh, const std::string &ptr) {
+  const json &axes = field(mesh, ptr, "axes", json::value_t::array);
   if (axes.empty())
-    fail(ptr + "/mesh/axes", "a mesh needs at least one axis");
+    fail(ptr + "/axes", "a mesh needs at least one axis");
   SmallVector<Attribute> axisNames;
   SmallVector<int64_t> sizes;
   int64_t ranks = 1;
   for (size_t i = 0; i < axes.size(); ++i) {
-    std::string p = ptr + "/mesh/axes/" + std::to_string(i);
+    std::string p = ptr + "/axes/" + std::to_string(i);
     std::string n = name(axes[i], p, "name");
     const json &size = field(axes[i], p, "size", json::value_t::number_integer);
     int64_t s = size.get<int64_t>();
     if (s < 1 || s > (int64_t(1) << 20) || ranks > (int64_t(1) << 40) / s)
-      fail(p + "/size", "mesh axis sizes must be between 1 and 2^20, and the mesh at most 2^40 ranks");
+      fail(p + "/size",
+           "mesh axis sizes must be between 1 and 2^20, and the mesh at most 2^40 ranks");
     if (meshAxes.count(n))
       fail(p + "/name", "mesh axis '" + n + "' is declared twice");
     ranks *= s;
@@ -399,18 +445,14 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
   }
   std::string meshName = mesh.contains("name") && mesh["name"].is_string()
                              ? mesh["name"].get<std::string>() : "mesh";
-  meshOut = dist::MeshOp::create(builder, loc(ptr + "/mesh"), meshName,
-                                 builder.getArrayAttr(axisNames),
-                                 builder.getDenseI64ArrayAttr(sizes));
-  const json &inputs = field(plan, ptr, "inputs", json::value_t::array);
-  // Checked here, used by the caller once the function is in the module.
-  field(plan, ptr, "ops", json::value_t::array);
-  field(plan, ptr, "outputs", json::value_t::array);
-  SmallVector<Type> argTypes;
-  SmallVector<Location> argLocs;
-  std::vector<std::string> argNames;
-  std::vector<dist::LayoutAttr> argLayouts;
-  std::vector<std::string> argValues;
+  return dist::MeshOp::create(builder, loc(ptr), meshName, builder.getArrayAttr(axisNames),
+                              builder.getDenseI64ArrayAttr(sizes));
+}
+
+/// The plan's inputs: the reference input each holds and its layout, local shape and
+/// padding.
+Importer::FuncArgs Importer::planInputs(const json &inputs, const std::string &ptr) {
+  FuncArgs args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string p = ptr + "/inputs/" + std::to_string(i);
     std::string n = name(inputs[i], p, "name");
@@ -418,15 +460,13 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
     auto it = refInputShapes.find(v);
     if (it == refInputShapes.end())
       fail(p + "/value", "'" + v + "' is not an input of the reference");
+    NamedAttrList attrs;
+    attrs.append(dist::kValueAttr, builder.getStringAttr(v));
     if (refIndexInputs.count(v)) {
       // One integer, the same on every rank: no layout.
       if (inputs[i].contains("layout") || inputs[i].contains("shape"))
         fail(p, "'" + v + "' is an index; it takes no layout or shape");
-      argTypes.push_back(builder.getIndexType());
-      argLocs.push_back(loc(p));
-      argNames.push_back(n);
-      argLayouts.push_back(nullptr);
-      argValues.push_back(v);
+      args.add(builder.getIndexType(), loc(p), n, attrs);
       continue;
     }
     dist::LayoutAttr l = layout(inputs[i].contains("layout") ? inputs[i]["layout"] : json(),
@@ -454,39 +494,35 @@ func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist:
     if (inputs[i].contains("shape") && shape(inputs[i], p) != local)
       fail(p + "/shape", "local shape " + shapeStr(shape(inputs[i], p)) +
                              " is not the shard " + shapeStr(local) + " of '" + v + "'");
-    argTypes.push_back(RankedTensorType::get(
-        local, refI64Inputs.count(v) ? Type(builder.getI64Type()) : Type(builder.getF32Type())));
-    argLocs.push_back(loc(p));
-    argNames.push_back(n);
-    argLayouts.push_back(l);
-    argValues.push_back(v);
-    if (padded)
+    attrs.append(dist::kLayoutAttr, l);
+    if (padded) {
       paddedArgs.insert(i);
+      attrs.append(dist::kPaddedAttr, builder.getUnitAttr());
+    }
+    args.add(RankedTensorType::get(local, refI64Inputs.count(v) ? Type(builder.getI64Type())
+                                                                : Type(builder.getF32Type())),
+             loc(p), n, attrs);
   }
-  auto func = func::FuncOp::create(loc(ptr), "plan", builder.getFunctionType(argTypes, {}));
-  func->setAttr(dist::kMeshAttr, FlatSymbolRefAttr::get(&ctx, meshName));
+  return args;
+}
+
+func::FuncOp Importer::buildPlan(const json &plan, const std::string &ptr, dist::MeshOp &meshOut) {
+  const json &mesh = field(plan, ptr, "mesh", json::value_t::object);
+  meshOut = buildMesh(mesh, ptr + "/mesh");
+  const json &inputs = field(plan, ptr, "inputs", json::value_t::array);
+  // Checked here, used by the caller once the function is in the module.
+  field(plan, ptr, "ops", json::value_t::array);
+  field(plan, ptr, "outputs", json::value_t::array);
+  FuncArgs args = planInputs(inputs, ptr);
+  auto func = func::FuncOp::create(loc(ptr), "plan", builder.getFunctionType(args.types, {}));
+  func->setAttr(dist::kMeshAttr, FlatSymbolRefAttr::get(&ctx, meshOut.getSymName()));
   if (plan.contains("rng")) {
     if (!plan["rng"].is_string() || (plan["rng"] != "exact" && plan["rng"] != "independent"))
       fail(ptr + "/rng", "'rng' is \"exact\" or \"independent\"");
     func->setAttr(dist::kRngAttr, builder.getStringAttr(plan["rng"].get<std::string>()));
   }
-  Block *body = builder.createBlock(&func.getBody(), {}, argTypes, argLocs);
   std::map<std::string, Value> values;
-  SmallVector<DictionaryAttr> argDicts;
-  for (size_t i = 0; i < argNames.size(); ++i) {
-    if (values.count(argNames[i]))
-      fail(ptr + "/inputs/" + std::to_string(i) + "/name", "value '" + argNames[i] + "' is defined twice");
-    values[argNames[i]] = body->getArgument(i);
-    spec.names[body->getArgument(i)] = "%" + argNames[i];
-    NamedAttrList attrs;
-    attrs.append(dist::kValueAttr, builder.getStringAttr(argValues[i]));
-    if (argLayouts[i])
-      attrs.append(dist::kLayoutAttr, argLayouts[i]);
-    if (paddedArgs.count(i))
-      attrs.append(dist::kPaddedAttr, builder.getUnitAttr());
-    argDicts.push_back(attrs.getDictionary(&ctx));
-  }
-  func.setAllArgAttrs(argDicts);
+  bindArguments(func, args, ptr, values);
   return func; // ops and outputs are added by the caller once the function is in the module
 }
 
@@ -517,16 +553,15 @@ bool Importer::run(const std::string &text, std::string &errors) {
         ++col;
       }
     }
-    errors += path + ":" + std::to_string(line) + ":" + std::to_string(col) +
-              ": error: malformed JSON: " + why + "\n";
+    errors += formatError({path, line, col}, "malformed JSON: " + why);
     return false;
   }
   positions = locateJsonValues(text);
   OwningOpRef<ModuleOp> module(ModuleOp::create(FileLineColLoc::get(&ctx, path, 1, 1)));
   // Diagnostics from the dialects' shape rules and verifiers, located in the JSON file.
   std::string diags;
-  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
-    diags += toSourceLoc(d.getLocation()).str() + ": error: " + d.str() + "\n";
+  ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    diags += formatError(toSourceLoc(d.getLocation()), d.str());
     return success();
   });
   try {
@@ -589,10 +624,10 @@ bool Importer::run(const std::string &text, std::string &errors) {
       expectation(root["expect"], "/expect", *module);
   } catch (const JsonError &e) {
     errors += diags;
-    errors += toSourceLoc(loc(e.path)).str() + ": error: " + dotted(e.path) + ": " + e.message + "\n";
+    errors += formatError(toSourceLoc(loc(e.path)), dotted(e.path) + ": " + e.message);
     return false;
   } catch (const json::exception &e) {
-    errors += diags + path + ": error: " + e.what() + "\n";
+    errors += diags + formatError({path}, e.what());
     return false;
   }
   if (failed(verify(*module))) {

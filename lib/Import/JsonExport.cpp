@@ -178,8 +178,9 @@ struct Exporter {
     return true;
   }
 
-  bool run(std::string &out) {
-    func::FuncOp ref = spec.reference, plan = spec.plan;
+  /// Pipelined and checkpoint specs have no JSON form yet.
+  bool checkExportable() {
+    func::FuncOp plan = spec.plan;
     bool checkpoints = static_cast<bool>(spec.resume);
     plan.walk([&](dist::SaveOp) { checkpoints = true; });
     if (spec.pipelineAxis >= 0) {
@@ -194,10 +195,13 @@ struct Exporter {
               "the JSON format has no checkpoint ops yet";
       return false;
     }
-    // Reference: outputs are known by their values' names, so values returned as
-    // outputs take the output's name (a copy when one value is returned twice or is
-    // an input).
-    json inputs = json::array(), refOps = json::array(), refOuts = json::array();
+    return true;
+  }
+
+  /// The reference's inputs (their names, shapes, dtypes and bounds).
+  json referenceInputs() {
+    func::FuncOp ref = spec.reference;
+    json inputs = json::array();
     for (unsigned i = 0; i < ref.getNumArguments(); ++i) {
       std::string n = spec.refInputs[i];
       names[ref.getArgument(i)] = n;
@@ -217,6 +221,17 @@ struct Exporter {
         in["nonnegative"] = true;
       inputs.push_back(in);
     }
+    return inputs;
+  }
+
+  /// The "reference" object: inputs, ops (with copies for repeated outputs), outputs,
+  /// updates.
+  bool exportReference(json &section) {
+    func::FuncOp ref = spec.reference;
+    // Reference: outputs are known by their values' names, so values returned as
+    // outputs take the output's name (a copy when one value is returned twice or is
+    // an input).
+    json inputs = referenceInputs(), refOps = json::array(), refOuts = json::array();
     auto ret = cast<func::ReturnOp>(ref.getBody().front().getTerminator());
     llvm::DenseMap<Value, std::string> outputName;
     std::vector<std::pair<Value, std::string>> copies;
@@ -252,8 +267,15 @@ struct Exporter {
         updates[spec.refOutputs[i]] = u.getValue().str();
     for (const std::string &n : spec.refOutputs)
       refOuts.push_back(n);
+    section = {{"inputs", inputs}, {"ops", refOps}, {"outputs", refOuts}};
+    if (!updates.empty())
+      section["updates"] = updates;
+    return true;
+  }
 
-    // Plan.
+  /// The "plan" object: mesh, rng mode, inputs, ops, outputs (value names start afresh).
+  bool exportPlan(json &section) {
+    func::FuncOp plan = spec.plan;
     names.clear();
     used.clear();
     json axes = json::array();
@@ -278,11 +300,29 @@ struct Exporter {
     for (const Binding &b : spec.planOutputs) {
       json out = {{"name", nameOf(pret.getOperand(b.index))}, {"value", b.refName}};
       if (!pret.getOperand(b.index).getType().isIndex())
-        out["layout"] = layout(plan.getResultAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr));
+        out["layout"] =
+            layout(plan.getResultAttrOfType<dist::LayoutAttr>(b.index, dist::kLayoutAttr));
       if (b.layout.padded)
         out["padded"] = true;
       pOuts.push_back(out);
     }
+    section = {{"mesh", {{"name", spec.mesh.name}, {"axes", axes}}}};
+    if (auto rng = plan->getAttrOfType<StringAttr>(dist::kRngAttr))
+      section["rng"] = rng.getValue().str();
+    section["inputs"] = pIns;
+    section["ops"] = pOps;
+    section["outputs"] = pOuts;
+    return true;
+  }
+
+  bool run(std::string &out) {
+    if (!checkExportable())
+      return false;
+    json reference, plan;
+    if (!exportReference(reference))
+      return false;
+    if (!exportPlan(plan))
+      return false;
     json doc = {{"planproof", 1}};
     if (spec.expect.present) {
       json e = {{"verdict", spec.expect.verdict}};
@@ -292,15 +332,8 @@ struct Exporter {
         e["at"] = spec.expect.at[0] == '%' ? spec.expect.at.substr(1) : spec.expect.at;
       doc["expect"] = e;
     }
-    doc["reference"] = {{"inputs", inputs}, {"ops", refOps}, {"outputs", refOuts}};
-    if (!updates.empty())
-      doc["reference"]["updates"] = updates;
-    doc["plan"] = {{"mesh", {{"name", spec.mesh.name}, {"axes", axes}}}};
-    if (auto rng = plan->getAttrOfType<StringAttr>(dist::kRngAttr))
-      doc["plan"]["rng"] = rng.getValue().str();
-    doc["plan"]["inputs"] = pIns;
-    doc["plan"]["ops"] = pOps;
-    doc["plan"]["outputs"] = pOuts;
+    doc["reference"] = reference;
+    doc["plan"] = plan;
     out = doc.dump(2) + "\n";
     return true;
   }

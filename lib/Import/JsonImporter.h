@@ -134,7 +134,33 @@ private:
                 bool plan);
   void buildIndexOp(const json &o, const std::string &p, const std::string &opName,
                     std::map<std::string, Value> &values);
+  void buildTensorOp(const json &o, const std::string &p, const std::string &opName,
+                     std::map<std::string, Value> &values, bool plan);
+  SmallVector<NamedAttribute> opAttributes(const json &o, const std::string &p,
+                                           const std::string &opName, bool plan);
+  void inferResultType(Operation *op, const json &o, const std::string &p,
+                       const std::string &opName);
+
+  /// A function's arguments as read from its JSON inputs, before the function exists.
+  struct FuncArgs {
+    SmallVector<Type> types;
+    SmallVector<Location> locs;
+    std::vector<std::string> names;
+    std::vector<NamedAttrList> attrs;
+    void add(Type type, Location l, const std::string &name, const NamedAttrList &a) {
+      types.push_back(type);
+      locs.push_back(l);
+      names.push_back(name);
+      attrs.push_back(a);
+    }
+  };
+  FuncArgs referenceInputs(const json &inputs, const std::string &ptr);
+  FuncArgs planInputs(const json &inputs, const std::string &ptr);
+  Block *bindArguments(func::FuncOp func, const FuncArgs &args, const std::string &ptr,
+                       std::map<std::string, Value> &values);
   func::FuncOp buildReference(const json &ref, const std::string &ptr);
+  void setReferenceResultAttrs(func::FuncOp func, const json &ref, const std::string &ptr);
+  dist::MeshOp buildMesh(const json &mesh, const std::string &ptr);
   func::FuncOp buildPlan(const json &plan, const std::string &ptr, dist::MeshOp &meshOut);
   void expectation(const json &j, const std::string &ptr, ModuleOp module);
 

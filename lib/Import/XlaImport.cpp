@@ -137,12 +137,12 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
                                      const XlaImportOptions &options, json &spec,
                                      std::string &message) {
   hlo::Module before, after, refModule;
-  hlo::Error perr;
+  Diagnostic perr;
   if (!hlo::parseModule(beforePath, beforeText, before, perr) ||
       !hlo::parseModule(afterPath, afterText, after, perr) ||
       (!options.referenceText.empty() &&
        !hlo::parseModule(options.referencePath, options.referenceText, refModule, perr))) {
-    message = perr.str();
+    message = perr.at.str() + ": error: " + perr.message;
     return XlaImportStatus::BadInput;
   }
   const hlo::Module *where = &before;
@@ -212,39 +212,79 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
 }
 
 namespace {
-XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after,
-                             const hlo::Module &refm, const Mesh &mesh,
-                             const XlaImportOptions &options,
-                             const std::string &beforePath, const std::string &afterPath,
-                             std::set<int64_t> *cuts, const hlo::Instruction *&at,
-                             const hlo::Module *&where, json &spec) {
-  int64_t devices = mesh.devices;
-  {
 
-    // 2. The reference: the entry before partitioning, parameters named by metadata.
+/// The per-partition dims of a value of `global` dims laid out by `layout`.
+std::vector<int64_t> localDims(const Mesh &mesh, const json &layout,
+                               const std::vector<int64_t> &global) {
+  std::vector<int64_t> local = global;
+  for (size_t d = 0; d < local.size(); ++d) {
+    const json &e = layout["dims"][d];
+    std::vector<std::string> names;
+    if (e.is_string())
+      names.push_back(e.get<std::string>());
+    else if (e.is_array())
+      for (auto &n : e)
+        names.push_back(n.get<std::string>());
+    for (auto &n : names)
+      for (auto &ax : mesh.axes)
+        if (ax.name == n)
+          local[d] /= ax.size;
+  }
+  return local;
+}
+
+/// The translation of both modules on one mesh, step by step, into one spec. `where`
+/// and `at` follow the module and the instruction being read, for error messages.
+struct SpecTranslation {
+  const hlo::Module &before, &after, &refm;
+  const Mesh &mesh;
+  const hlo::Instruction *&at;
+  const hlo::Module *&where;
+  int64_t devices = mesh.devices;
+
+  const hlo::Computation *bentry = nullptr, *aentry = nullptr, *rentry = nullptr;
+  std::vector<const hlo::Instruction *> bparams, aparams, rparams;
+  Translator ref{refm, false, &mesh}, pl{after, true, &mesh};
+  json rinputs = json::array(), pinputs = json::array();
+  std::vector<Val> rargs, pargs;
+  Val rroot;
+  std::vector<Val> routs;
+  json routNames = json::array();
+  const hlo::Instruction *broot = nullptr;
+  std::vector<Sharding> outSh;
+  json poutputs = json::array();
+
+  SpecTranslation(const hlo::Module &before, const hlo::Module &after, const hlo::Module &refm,
+                  const Mesh &mesh, const hlo::Instruction *&at, const hlo::Module *&where)
+      : before(before), after(after), refm(refm), mesh(mesh), at(at), where(where) {}
+
+  /// The parameters of computation `c` by number, each defined once, none missing.
+  void collectParams(const hlo::Computation *c, std::vector<const hlo::Instruction *> &out) {
+    for (auto &inst : c->insts)
+      if (inst.opcode == "parameter") {
+        at = &inst;
+        auto k = ints(inst.rawOperands, "parameter number");
+        if (k.size() != 1 || k[0] < 0 || k[0] > 100000)
+          malformed("parameter number out of range");
+        if ((size_t)k[0] >= out.size())
+          out.resize(k[0] + 1, nullptr);
+        if (out[k[0]])
+          malformed("parameter " + std::to_string(k[0]) + " is defined twice");
+        out[k[0]] = &inst;
+      }
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!out[i])
+        malformed("parameter " + std::to_string(i) + " is missing");
+  }
+
+  /// The entries' parameters: the same arrays in all three modules.
+  void matchParams() {
     where = &before;
-    const hlo::Computation *bentry = before.entry(), *aentry = after.entry();
-    std::vector<const hlo::Instruction *> bparams, aparams;
-    auto params = [&](const hlo::Computation *c, std::vector<const hlo::Instruction *> &out) {
-      for (auto &inst : c->insts)
-        if (inst.opcode == "parameter") {
-          at = &inst;
-          auto k = ints(inst.rawOperands, "parameter number");
-          if (k.size() != 1 || k[0] < 0 || k[0] > 100000)
-            malformed("parameter number out of range");
-          if ((size_t)k[0] >= out.size())
-            out.resize(k[0] + 1, nullptr);
-          if (out[k[0]])
-            malformed("parameter " + std::to_string(k[0]) + " is defined twice");
-          out[k[0]] = &inst;
-        }
-      for (size_t i = 0; i < out.size(); ++i)
-        if (!out[i])
-          malformed("parameter " + std::to_string(i) + " is missing");
-    };
-    params(bentry, bparams);
+    bentry = before.entry();
+    aentry = after.entry();
+    collectParams(bentry, bparams);
     where = &after;
-    params(aentry, aparams);
+    collectParams(aentry, aparams);
     if (aparams.size() != bparams.size())
       malformed("the modules have " + std::to_string(bparams.size()) + " and " +
                 std::to_string(aparams.size()) + " parameters");
@@ -252,9 +292,8 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
     // single-device step, for shard_map programs whose module before partitioning
     // already runs per shard); its parameters are the same arrays.
     where = &refm;
-    const hlo::Computation *rentry = refm.entry();
-    std::vector<const hlo::Instruction *> rparams;
-    params(rentry, rparams);
+    rentry = refm.entry();
+    collectParams(rentry, rparams);
     if (rparams.size() != bparams.size())
       malformed("the reference has " + std::to_string(rparams.size()) + " parameters, the " +
                 "partitioned program " + std::to_string(bparams.size()));
@@ -264,11 +303,11 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
         malformed("reference parameter " + std::to_string(k) + " is " + rparams[k]->shape.str() +
                   ", the partitioned program's " + bparams[k]->shape.str());
     }
+  }
 
-    Translator ref(refm, false, &mesh);
+  /// The reference's inputs: float arrays and integer token ids.
+  void referenceInputs() {
     ref.track = &at;
-    json rinputs = json::array(), pinputs = json::array();
-    std::vector<Val> rargs;
     for (size_t k = 0; k < rparams.size(); ++k) {
       const hlo::Instruction &p = *rparams[k];
       at = &p;
@@ -290,7 +329,11 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
       }
       rargs.push_back(v);
     }
-    Val rroot = ref.run(*rentry, rargs, 0);
+  }
+
+  /// Runs the reference; the ids' bounds, and its results (a distinct value for each).
+  void runReference() {
+    rroot = ref.run(*rentry, rargs, 0);
     ref.checkBoundLimits(ref.bounds, at);
     for (auto &input : rinputs)
       if (input.contains("dtype")) {
@@ -302,8 +345,7 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
         input["bound"] = b->second;
       }
     at = rentry->root();
-    std::vector<Val> routs = rroot.kind == Val::Tuple ? rroot.elements : std::vector<Val>{rroot};
-    json routNames = json::array();
+    routs = rroot.kind == Val::Tuple ? rroot.elements : std::vector<Val>{rroot};
     std::set<std::string> inputNames;
     for (auto &v : rargs)
       inputNames.insert(v.name);
@@ -320,88 +362,80 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
       seen.insert(n);
       routNames.push_back(n);
     }
+  }
 
-    // Output layouts: the root's sharding before partitioning.
+  /// Output layouts: the root's sharding before partitioning.
+  void outputShardings() {
     where = &before;
-    const hlo::Instruction *broot = bentry->root();
-    std::vector<Sharding> outSh;
-    {
-      at = broot;
-      auto it = broot->attrs.find("sharding");
-      if (it == broot->attrs.end())
-        unsupported("the result has no sharding before partitioning");
-      Sharding sh = parseSharding(it->second, devices);
-      if (sh.tuple)
-        outSh = sh.elements;
-      else if (rroot.kind == Val::Tuple)
-        outSh.assign(routs.size(), sh);
-      else
-        outSh = {sh};
-      if (outSh.size() != routs.size())
-        malformed("the result's sharding has " + std::to_string(outSh.size()) +
-                  " elements for " + std::to_string(routs.size()) + " results");
-    }
+    broot = bentry->root();
+    at = broot;
+    auto it = broot->attrs.find("sharding");
+    if (it == broot->attrs.end())
+      unsupported("the result has no sharding before partitioning");
+    Sharding sh = parseSharding(it->second, devices);
+    if (sh.tuple)
+      outSh = sh.elements;
+    else if (rroot.kind == Val::Tuple)
+      outSh.assign(routs.size(), sh);
+    else
+      outSh = {sh};
+    if (outSh.size() != routs.size())
+      malformed("the result's sharding has " + std::to_string(outSh.size()) +
+                " elements for " + std::to_string(routs.size()) + " results");
+  }
 
-    // 3. The plan: the entry after partitioning, on every partition.
+  /// The plan's parameter `k`: its layout (from its sharding, else the one before
+  /// partitioning), which must give each partition its shape.
+  void planInput(size_t k) {
+    const hlo::Instruction &p = *aparams[k];
+    at = &p;
+    const std::string *shText = nullptr;
+    if (auto it = p.attrs.find("sharding"); it != p.attrs.end())
+      shText = &it->second;
+    else if (auto it2 = bparams[k]->attrs.find("sharding"); it2 != bparams[k]->attrs.end())
+      shText = &it2->second;
+    std::vector<int64_t> global = bparams[k]->shape.dims;
+    json layout = shText ? layoutOf(mesh, parseSharding(*shText, devices), global)
+                         : layoutJson(mesh, {}, global.size());
+    std::vector<int64_t> local = localDims(mesh, layout, global);
+    if (local != p.shape.dims) {
+      hlo::Shape want = p.shape;
+      want.dims = local;
+      malformed("parameter " + std::to_string(k) + " is " + p.shape.str() + ", but its "
+                "sharding gives each partition " + want.str() + " (is this the module after "
+                "partitioning?)");
+    }
+    std::string name = pl.fresh(p.name);
+    Val v;
+    v.name = name;
+    v.type = p.shape.type;
+    v.dims = p.shape.dims;
+    std::vector<int64_t> shape = p.shape.dims;
+    if (rargs[k].kind == Val::Ids) {
+      // The ids as one vector: a split of dim 0 is a split of the vector; a split of
+      // any later dim is not a block of it.
+      v.kind = Val::Ids;
+      for (size_t d = 1; d < global.size(); ++d)
+        if (!layout["dims"][d].is_null())
+          unsupported("token ids split on dim " + std::to_string(d) + " (only the leading "
+                      "dim of ids may be split)");
+      layout = {{"dims", json::array({global.empty() ? json(nullptr) : layout["dims"][0]})}};
+      shape = {product(p.shape.dims)};
+      pl.refBounds[name] = ref.bounds.at(rargs[k].name);
+    }
+    pargs.push_back(v);
+    pinputs.push_back({{"name", name}, {"value", rargs[k].name}, {"layout", layout},
+                       {"shape", shape}});
+  }
+
+  /// 3. The plan: the entry after partitioning, on every partition; its results are the
+  /// reference's, laid out by the shardings before partitioning.
+  void translatePlan(std::set<int64_t> *cuts) {
     where = &after;
-    Translator pl(after, true, &mesh);
     pl.track = &at;
     pl.newBounds = cuts;
-    std::vector<Val> pargs;
-    for (size_t k = 0; k < aparams.size(); ++k) {
-      const hlo::Instruction &p = *aparams[k];
-      at = &p;
-      const std::string *shText = nullptr;
-      if (auto it = p.attrs.find("sharding"); it != p.attrs.end())
-        shText = &it->second;
-      else if (auto it2 = bparams[k]->attrs.find("sharding"); it2 != bparams[k]->attrs.end())
-        shText = &it2->second;
-      std::vector<int64_t> global = bparams[k]->shape.dims;
-      json layout = shText ? layoutOf(mesh, parseSharding(*shText, devices), global)
-                           : layoutJson(mesh, {}, global.size());
-      std::vector<int64_t> local = global;
-      for (size_t d = 0; d < local.size(); ++d) {
-        const json &e = layout["dims"][d];
-        std::vector<std::string> names;
-        if (e.is_string())
-          names.push_back(e.get<std::string>());
-        else if (e.is_array())
-          for (auto &n : e)
-            names.push_back(n.get<std::string>());
-        for (auto &n : names)
-          for (auto &ax : mesh.axes)
-            if (ax.name == n)
-              local[d] /= ax.size;
-      }
-      if (local != p.shape.dims) {
-        hlo::Shape want = p.shape;
-        want.dims = local;
-        malformed("parameter " + std::to_string(k) + " is " + p.shape.str() + ", but its "
-                  "sharding gives each partition " + want.str() + " (is this the module after "
-                  "partitioning?)");
-      }
-      std::string name = pl.fresh(p.name);
-      Val v;
-      v.name = name;
-      v.type = p.shape.type;
-      v.dims = p.shape.dims;
-      std::vector<int64_t> shape = p.shape.dims;
-      if (rargs[k].kind == Val::Ids) {
-        // The ids as one vector: a split of dim 0 is a split of the vector; a split of
-        // any later dim is not a block of it.
-        v.kind = Val::Ids;
-        for (size_t d = 1; d < global.size(); ++d)
-          if (!layout["dims"][d].is_null())
-            unsupported("token ids split on dim " + std::to_string(d) + " (only the leading "
-                        "dim of ids may be split)");
-        layout = {{"dims", json::array({global.empty() ? json(nullptr) : layout["dims"][0]})}};
-        shape = {product(p.shape.dims)};
-        pl.refBounds[name] = ref.bounds.at(rargs[k].name);
-      }
-      pargs.push_back(v);
-      pinputs.push_back({{"name", name}, {"value", rargs[k].name}, {"layout", layout},
-                         {"shape", shape}});
-    }
+    for (size_t k = 0; k < aparams.size(); ++k)
+      planInput(k);
     Val proot = pl.run(*aentry, pargs, 0);
     pl.checkBoundLimits(pl.refBounds, at);
     at = aentry->root();
@@ -409,7 +443,6 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
     if (pouts.size() != routs.size())
       malformed("the modules return " + std::to_string(routs.size()) + " and " +
                 std::to_string(pouts.size()) + " results");
-    json poutputs = json::array();
     for (size_t i = 0; i < pouts.size(); ++i) {
       if (pouts[i].kind != Val::Tensor || pouts[i].name.empty())
         unsupported("a result that is not a float array");
@@ -418,21 +451,41 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
       json layout = layoutOf(mesh, outSh[i], routs[i].dims);
       poutputs.push_back({{"name", pouts[i].name}, {"value", routNames[i]}, {"layout", layout}});
     }
+  }
 
+  void writeSpec(const XlaImportOptions &options, const std::string &beforePath,
+                 const std::string &afterPath, json &spec) {
     json axes = json::array();
     for (auto &a : mesh.axes)
       axes.push_back({{"name", a.name}, {"size", a.size}});
     spec = json::object();
     spec["planproof"] = 1;
     spec["description"] = options.description.empty()
-                              ? "imported from XLA's SPMD partitioner: " + beforePath + " -> " + afterPath
+                              ? "imported from XLA's SPMD partitioner: " + beforePath + " -> " +
+                                    afterPath
                               : options.description;
     spec["reference"] = {{"inputs", rinputs}, {"ops", ref.ops}, {"outputs", routNames}};
     spec["plan"] = {{"mesh", {{"name", "mesh"}, {"axes", axes}}},
                     {"inputs", pinputs},
                     {"ops", pl.ops},
                     {"outputs", poutputs}};
-    return XlaImportStatus::Ok;
   }
+};
+
+XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after,
+                             const hlo::Module &refm, const Mesh &mesh,
+                             const XlaImportOptions &options,
+                             const std::string &beforePath, const std::string &afterPath,
+                             std::set<int64_t> *cuts, const hlo::Instruction *&at,
+                             const hlo::Module *&where, json &spec) {
+  SpecTranslation t(before, after, refm, mesh, at, where);
+  // 2. The reference: the entry before partitioning, parameters named by metadata.
+  t.matchParams();
+  t.referenceInputs();
+  t.runReference();
+  t.outputShardings();
+  t.translatePlan(cuts);
+  t.writeSpec(options, beforePath, afterPath, spec);
+  return XlaImportStatus::Ok;
 }
 } // namespace

@@ -280,6 +280,112 @@ Sharding parseSharding(const std::string &raw, int64_t devices, int depth) {
   return sh;
 }
 
+namespace {
+
+/// The device ids of mesh replica groups from `rest` (the text after the mesh; the ids
+/// are consumed from it): `, device_ids=([2,4]T(1,0))` or `, device_ids=(0,2,...)`: mesh
+/// position k (row major) is device ids[k]; without it, device k (and no ids).
+std::vector<int64_t> meshDeviceIds(std::string &rest, int64_t devices) {
+  std::vector<int64_t> ids;
+  if (rest.rfind(",", 0) == 0)
+    rest = trim(rest.substr(1));
+  if (rest.rfind("device_ids=", 0) == 0) {
+    size_t open = rest.find('('), end = open == std::string::npos ? open : matchParen(rest, open);
+    if (end == std::string::npos)
+      malformed("malformed device_ids in mesh replica groups");
+    std::string inner = trim(rest.substr(open + 1, end - open - 2));
+    if (!inner.empty() && inner[0] == '[') {
+      // an iota over reshape dims, transposed: the same form as a tile assignment
+      std::string as = "[" + std::to_string(devices) + "]<=" + inner;
+      size_t pos = 0;
+      ids = parseTileAssignment(as, pos, devices).ids;
+    } else {
+      ids = ints(inner, "device_ids");
+    }
+    rest = trim(rest.substr(end));
+    std::vector<int64_t> sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t k = 0; k < sorted.size(); ++k)
+      if (sorted[k] != (int64_t)k || (int64_t)sorted.size() != devices)
+        malformed("device_ids of mesh replica groups are not a permutation of the devices");
+  }
+  return ids;
+}
+
+/// The groups of a mesh of axis `sizes` (row major) that vary over the axes `sel`:
+/// one group per position on the other axes; device ids[k] at mesh position k.
+std::vector<std::vector<int64_t>> groupsOverAxes(const std::vector<int64_t> &sizes,
+                                                 const std::vector<size_t> &sel,
+                                                 const std::vector<int64_t> &ids,
+                                                 int64_t devices) {
+  std::vector<std::vector<int64_t>> groups;
+  if (product(sizes) != devices)
+    malformed("mesh replica groups over " + std::to_string(product(sizes)) + " devices");
+  std::vector<int64_t> stride(sizes.size(), 1);
+  for (int k = (int)sizes.size() - 2; k >= 0; --k)
+    stride[k] = stride[k + 1] * sizes[k + 1];
+  std::map<int64_t, std::vector<int64_t>> byBase;
+  for (int64_t d = 0; d < devices; ++d) {
+    int64_t base = d;
+    for (size_t a : sel)
+      base -= ((d / stride[a]) % sizes[a]) * stride[a];
+    byBase[base];
+  }
+  for (auto &[base, g] : byBase) {
+    int64_t n = 1;
+    for (size_t a : sel)
+      n *= sizes[a];
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t rest2 = k, d = base;
+      for (size_t i = sel.size(); i-- > 0;) {
+        d += (rest2 % sizes[sel[i]]) * stride[sel[i]];
+        rest2 /= sizes[sel[i]];
+      }
+      g.push_back(ids.empty() ? d : ids[d]);
+    }
+    groups.push_back(g);
+  }
+  return groups;
+}
+
+/// `mesh['a'=2,'b'=4] {'a'}`, optionally with device_ids, as explicit lists.
+std::vector<std::vector<int64_t>> meshReplicaGroups(const std::string &t, int64_t devices) {
+  size_t close = t.find(']');
+  if (close == std::string::npos)
+    malformed("malformed mesh replica groups");
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  for (auto &item : hlo::splitTopLevel(t.substr(5, close - 5))) {
+    size_t e = item.find('=');
+    if (e == std::string::npos)
+      malformed("malformed mesh axis '" + item + "'");
+    std::string n = trim(item.substr(0, e));
+    if (n.size() >= 2 && n.front() == '\'' && n.back() == '\'')
+      n = n.substr(1, n.size() - 2);
+    names.push_back(n);
+    sizes.push_back(ints(item.substr(e + 1), "mesh axis size").at(0));
+  }
+  std::string rest = trim(t.substr(close + 1));
+  std::vector<int64_t> ids = meshDeviceIds(rest, devices);
+  if (rest.find(':') != std::string::npos)
+    unsupported("replica groups over sub-axes: " + rest.substr(0, 60));
+  if (rest.size() < 2 || rest.front() != '{' || rest.back() != '}')
+    malformed("malformed mesh replica groups");
+  std::vector<size_t> sel;
+  for (auto &item : hlo::splitTopLevel(rest.substr(1, rest.size() - 2))) {
+    std::string n = item;
+    if (n.size() >= 2 && n.front() == '\'' && n.back() == '\'')
+      n = n.substr(1, n.size() - 2);
+    auto it = std::find(names.begin(), names.end(), n);
+    if (it == names.end())
+      malformed("replica groups name an unknown mesh axis '" + n + "'");
+    sel.push_back(it - names.begin());
+  }
+  return groupsOverAxes(sizes, sel, ids, devices);
+}
+
+} // namespace
+
 /// Replica groups in any of XLA's syntaxes, as explicit lists.
 std::vector<std::vector<int64_t>> parseReplicaGroups(const std::string &raw, int64_t devices) {
   std::string t = trim(raw);
@@ -298,90 +404,8 @@ std::vector<std::vector<int64_t>> parseReplicaGroups(const std::string &raw, int
       groups.emplace_back(a.ids.begin() + g * a.dims[1], a.ids.begin() + (g + 1) * a.dims[1]);
     return groups;
   }
-  if (t.rfind("mesh[", 0) == 0) {  // mesh['a'=2,'b'=4] {'a'}
-    size_t close = t.find(']');
-    if (close == std::string::npos)
-      malformed("malformed mesh replica groups");
-    std::vector<std::string> names;
-    std::vector<int64_t> sizes;
-    for (auto &item : hlo::splitTopLevel(t.substr(5, close - 5))) {
-      size_t e = item.find('=');
-      if (e == std::string::npos)
-        malformed("malformed mesh axis '" + item + "'");
-      std::string n = trim(item.substr(0, e));
-      if (n.size() >= 2 && n.front() == '\'' && n.back() == '\'')
-        n = n.substr(1, n.size() - 2);
-      names.push_back(n);
-      sizes.push_back(ints(item.substr(e + 1), "mesh axis size").at(0));
-    }
-    std::string rest = trim(t.substr(close + 1));
-    // `, device_ids=([2,4]T(1,0))` or `, device_ids=(0,2,...)`: mesh position k (row
-    // major) is device ids[k]; without it, device k.
-    std::vector<int64_t> ids;
-    if (rest.rfind(",", 0) == 0)
-      rest = trim(rest.substr(1));
-    if (rest.rfind("device_ids=", 0) == 0) {
-      size_t open = rest.find('('), end = open == std::string::npos ? open : matchParen(rest, open);
-      if (end == std::string::npos)
-        malformed("malformed device_ids in mesh replica groups");
-      std::string inner = trim(rest.substr(open + 1, end - open - 2));
-      if (!inner.empty() && inner[0] == '[') {
-        // an iota over reshape dims, transposed: the same form as a tile assignment
-        std::string as = "[" + std::to_string(devices) + "]<=" + inner;
-        size_t pos = 0;
-        ids = parseTileAssignment(as, pos, devices).ids;
-      } else {
-        ids = ints(inner, "device_ids");
-      }
-      rest = trim(rest.substr(end));
-      std::vector<int64_t> sorted = ids;
-      std::sort(sorted.begin(), sorted.end());
-      for (size_t k = 0; k < sorted.size(); ++k)
-        if (sorted[k] != (int64_t)k || (int64_t)sorted.size() != devices)
-          malformed("device_ids of mesh replica groups are not a permutation of the devices");
-    }
-    if (rest.find(':') != std::string::npos)
-      unsupported("replica groups over sub-axes: " + rest.substr(0, 60));
-    if (rest.size() < 2 || rest.front() != '{' || rest.back() != '}')
-      malformed("malformed mesh replica groups");
-    std::vector<size_t> sel;
-    for (auto &item : hlo::splitTopLevel(rest.substr(1, rest.size() - 2))) {
-      std::string n = item;
-      if (n.size() >= 2 && n.front() == '\'' && n.back() == '\'')
-        n = n.substr(1, n.size() - 2);
-      auto it = std::find(names.begin(), names.end(), n);
-      if (it == names.end())
-        malformed("replica groups name an unknown mesh axis '" + n + "'");
-      sel.push_back(it - names.begin());
-    }
-    if (product(sizes) != devices)
-      malformed("mesh replica groups over " + std::to_string(product(sizes)) + " devices");
-    std::vector<int64_t> stride(sizes.size(), 1);
-    for (int k = (int)sizes.size() - 2; k >= 0; --k)
-      stride[k] = stride[k + 1] * sizes[k + 1];
-    std::map<int64_t, std::vector<int64_t>> byBase;
-    for (int64_t d = 0; d < devices; ++d) {
-      int64_t base = d;
-      for (size_t a : sel)
-        base -= ((d / stride[a]) % sizes[a]) * stride[a];
-      byBase[base];
-    }
-    for (auto &[base, g] : byBase) {
-      int64_t n = 1;
-      for (size_t a : sel)
-        n *= sizes[a];
-      for (int64_t k = 0; k < n; ++k) {
-        int64_t rest2 = k, d = base;
-        for (size_t i = sel.size(); i-- > 0;) {
-          d += (rest2 % sizes[sel[i]]) * stride[sel[i]];
-          rest2 /= sizes[sel[i]];
-        }
-        g.push_back(ids.empty() ? d : ids[d]);
-      }
-      groups.push_back(g);
-    }
-    return groups;
-  }
+  if (t.rfind("mesh[", 0) == 0)  // mesh['a'=2,'b'=4] {'a'}
+    return meshReplicaGroups(t, devices);
   if (t.front() != '{' || t.back() != '}')
     malformed("malformed replica groups '" + t.substr(0, 60) + "'");
   for (auto &g : hlo::splitTopLevel(t.substr(1, t.size() - 2)))

@@ -212,6 +212,10 @@ private:
   Val translate(const hlo::Instruction &inst, const std::vector<const Val *> &in,
                 const std::vector<Val> &args, int depth);
   Val indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val indexSource(const hlo::Instruction &inst, Val v);
+  Val indexBroadcast(const Val &x, Val v);
+  Val indexBinary(const std::string &op, const Val &a, const Val &b, Val v);
+  Val indexReduce(const std::vector<const Val *> &in, const Val &x, const Val &init, Val v);
   Val dot(const std::vector<const Val *> &in);
   Val dynamicSlice(const std::vector<const Val *> &in);
   Val select(const std::vector<const Val *> &in);

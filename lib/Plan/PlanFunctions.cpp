@@ -270,235 +270,326 @@ void Generator::post(std::vector<std::string> &out, std::vector<std::string> msg
   out.insert(out.end(), msgs.begin(), msgs.end());
 }
 
-std::string Generator::pipelinePlan() {
-  Sizes z = sizes(true);
-  Body b = planBody(z);
-  const int64_t S = p.pp, M = p.microbatches, Bm = z.B / M, last = S * v - 1;
-  int64_t ranks = 1;
-  for (int64_t n : meshShape)
-    ranks *= n;
-  const int64_t stageRanks = ranks / S; // the ranks of one stage
-  Sizes zm = z;
-  zm.B = Bm;
-  Shape act = {Bm, z.Sres, H};
-  std::vector<std::string> tokenAndCp = tokenAxes;
-  if (p.cp > 1)
-    tokenAndCp.push_back("cp");
-  auto mbName = [&](int64_t i) { return M > 1 ? "mb" + std::to_string(i) + "_" : std::string(); };
-  auto tag = [](const char *kind, int64_t j, int64_t i) {
-    return std::string("\"") + kind + "/c" + std::to_string(j) + "/mb" + std::to_string(i) + "\"";
-  };
+namespace {
 
+/// One event of a stage's schedule: the messages it receives, its ops, and the
+/// messages it sends.
+struct EventLines {
+  std::vector<std::string> recvs, comp, sends;
+};
+
+/// Writes a pipelined plan (Generator::pipelinePlan): the values its stages share.
+struct PipelineWriter {
+  Generator &gen;
+  const Parallel &p;
+  Sizes z, zm; // the rank's sizes, and a microbatch's
+  Body b;
+  int64_t S, M, v, Bm, last, stageRanks; // stageRanks: the ranks of one stage
+  Shape act;
+  std::vector<std::string> tokenAndCp;
   // Per (model chunk, microbatch): input, output, load-balancing terms; per
   // microbatch: the cross-entropy (sum and mean) on the last stage.
-  std::vector<std::vector<std::string>> in(S * v, std::vector<std::string>(M)),
-      out(S * v, std::vector<std::string>(M));
-  std::vector<std::vector<std::vector<std::string>>> aux(
-      S * v, std::vector<std::vector<std::string>>(M));
-  std::vector<std::string> ce(M), ceMean(M);
+  std::vector<std::vector<std::string>> in, out;
+  std::vector<std::vector<std::vector<std::string>>> aux;
+  std::vector<std::string> ce, ceMean;
   std::map<std::string, std::vector<std::string>> grads; // per weight, per microbatch
-  for (const Weight &w : weights)
-    grads[w.name].resize(M);
-  std::vector<std::string> stagePart(S); // each stage's terms of the reported loss
+  std::vector<std::string> stagePart; // each stage's terms of the reported loss
   std::vector<std::string> body;
   std::vector<std::pair<std::string, std::string>> results; // (value, result attrs)
   int64_t batches = 0;
 
-  for (int64_t s = 0; s < S; ++s) {
-    b.stage = s;
-    std::vector<Event> order = scheduleOf(s);
-    std::string names;
-    for (const Event &e : order)
-      names += std::string(" ") + (e.forward ? "F" : "B") + std::to_string(e.mb) +
-               (v > 1 ? "c" + std::to_string(e.chunk) : "");
-    body.push_back("// Stage " + std::to_string(s) + " (" + p.schedule + "):" + names);
-    std::string count;
-    if (s == S - 1) {
-      b.comment("The global count of labelled tokens.");
-      count = b.reduceSum("tokens_local", "mask", {0, 1});
-      if (!tokenAndCp.empty())
-        count = b.allReduce("tokens", count, tokenAndCp);
-      body.insert(body.end(), b.lines.begin(), b.lines.end());
-      b.lines.clear();
-    }
-    struct Done {
-      std::vector<std::string> recvs, comp, sends;
-    };
-    std::vector<Done> events;
-    for (const Event &e : order) {
-      Done d;
-      int64_t j = e.chunk * S + s, i = e.mb;
-      std::string mb = mbName(i);
-      if (e.forward) {
-        b.comment("F: chunk " + std::to_string(j) + ", microbatch " + std::to_string(i));
-        std::string h;
-        if (j == 0) {
-          h = M > 1 ? b.slice(mb + "x", "x", {i * Bm, 0, 0}, act) : "x";
-        } else {
-          h = b.name(mb + "c" + std::to_string(j) + "_in");
-          b.shape[h] = act;
-          in[j][i] = h;
-          d.recvs.push_back("%" + h + " = dist.recv from " + std::to_string((j - 1) % S) +
-                            " to " + std::to_string(s) + " tag " + tag("act", j, i) + " : " +
-                            ty(act));
-        }
-        for (int64_t l = j * chunkLayers(); l < (j + 1) * chunkLayers(); ++l)
-          h = layer(b, zm, l, h, aux[j][i]);
-        out[j][i] = h;
-        if (j == last) {
-          std::string li = "labels", mi = "mask";
-          if (M > 1) {
-            li = b.slice(mb + "labels", "labels", {i * Bm, 0, 0}, {Bm, z.S, V});
-            mi = b.slice(mb + "mask", "mask", {i * Bm, 0}, {Bm, z.S});
-          }
-          ceMean[i] = head(b, zm, h, li, mi, count, mb, ce[i]);
-        } else {
-          d.sends.push_back("dist.send %" + h + " from " + std::to_string(s) + " to " +
-                            std::to_string((j + 1) % S) + " tag " + tag("act", j + 1, i) +
-                            " : " + ty(act));
-        }
-      } else {
-        b.comment("B: chunk " + std::to_string(j) + ", microbatch " + std::to_string(i));
-        // What this rank differentiates: on the last chunk its share of the loss (as
-        // without pipelining); before it, the vector-Jacobian product of the chunk's
-        // output with the cotangent the next chunk sends back.
-        std::vector<std::string> shares;
-        if (j == last) {
-          shares.push_back(b.scale(mb + "ce_share", ceMean[i], 1.0 / (double)p.tp));
-        } else {
-          std::string dy = b.name(mb + "c" + std::to_string(j) + "_dout");
-          b.shape[dy] = act;
-          d.recvs.push_back("%" + dy + " = dist.recv from " + std::to_string((j + 1) % S) +
-                            " to " + std::to_string(s) + " tag " + tag("grad", j + 1, i) +
-                            " : " + ty(act));
-          std::string prod = b.binary("mul", mb + "c" + std::to_string(j) + "_vjp", out[j][i], dy);
-          shares.push_back(b.reduceSum(mb + "c" + std::to_string(j) + "_vjp_sum", prod, {0, 1, 2}));
-        }
-        // A load-balancing term is complete on every rank of its stage.
-        for (const std::string &a : aux[j][i])
-          shares.push_back(b.scale(a + "_share", a, 1.0 / (double)stageRanks));
-        std::string part = sumOf(b, mb + "c" + std::to_string(j) + "_part", shares);
-        std::string gl, wrt, tys;
-        std::vector<const Weight *> ws;
-        for (const Weight &w : weights)
-          if (w.layer >= 0 ? w.layer / chunkLayers() == j : j == last)
-            ws.push_back(&w);
-        std::vector<std::string> outs;
-        for (const Weight *w : ws) {
-          std::string g = b.name("g_" + mb + w->name);
-          b.shape[g] = localShape(*w);
-          grads[w->name][i] = g;
-          outs.push_back(g);
-          wrt += (wrt.empty() ? "%" : ", %") + w->name;
-          tys += (tys.empty() ? "" : ", ") + ty(localShape(*w));
-        }
-        std::string din;
-        if (j > 0) {
-          din = b.name(mb + "c" + std::to_string(j) + "_din");
-          b.shape[din] = act;
-          outs.push_back(din);
-          wrt += ", %" + in[j][i];
-          tys += ", " + ty(act);
-        }
-        for (const std::string &o : outs)
-          gl += (gl.empty() ? "%" : ", %") + o;
-        b.lines.push_back(gl + " = ref.grad %" + part + " wrt " + wrt + b.stageAttr());
-        b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
-        if (j > 0)
-          d.sends.push_back("dist.send %" + din + " from " + std::to_string(s) + " to " +
-                            std::to_string((j - 1) % S) + " tag " + tag("grad", j, i) + " : " +
-                            ty(act));
-      }
-      d.comp = std::move(b.lines);
-      b.lines.clear();
-      events.push_back(std::move(d));
-    }
-    // Steps: a warm-up forward, a steady forward-and-backward pair, or a cool-down
-    // backward; the messages between two steps are posted together (Megatron's
-    // send_forward_recv_backward and friends).
-    int64_t first = p.schedule == "gpipe" ? 0 : warmup(s);
-    int64_t end = p.schedule == "gpipe" ? 0 : first + 2 * (M * v - first);
-    std::vector<std::string> comm;
-    for (size_t e = 0; e < events.size();) {
-      size_t n = ((int64_t)e >= first && (int64_t)e + 1 < end) ? 2 : 1;
-      for (size_t k = e; k < e + n; ++k)
-        comm.insert(comm.end(), events[k].recvs.begin(), events[k].recvs.end());
-      post(body, comm, batches);
-      comm.clear();
-      for (size_t k = e; k < e + n; ++k) {
-        body.insert(body.end(), events[k].comp.begin(), events[k].comp.end());
-        comm.insert(comm.end(), events[k].sends.begin(), events[k].sends.end());
-      }
-      e += n;
-    }
-    post(body, comm, batches);
+  explicit PipelineWriter(Generator &gen);
 
-    b.comment("Stage " + std::to_string(s) + ": gradients accumulated over the microbatches "
-              "(in order), then summed over the axes that replicate each weight.");
-    for (const Weight &w : weights) {
-      if (w.stage != s)
-        continue;
-      std::string g = grads[w.name][0];
-      for (int64_t i = 1; i < M; ++i)
-        g = b.binary("add", "acc_" + w.name, g, grads[w.name][i]);
-      std::vector<std::string> sum, scatter;
-      auto split = gradSplit(w, sum, scatter);
-      if (!scatter.empty())
-        g = b.reduceScatter("d_" + w.name + "_rs", g, scatter, 0, groupSize(scatter));
-      g = sum.empty() ? b.scale("d_" + w.name, g, 1.0) : b.allReduce("d_" + w.name, g, sum);
-      results.push_back({g, b.t(g) + " {dist.value = \"d_" + w.name + "\", dist.layout = " +
-                                layoutOf(split) + stageField(s) + "}"});
-    }
-    // The stage's terms of the reported loss: the load-balancing terms of its
-    // chunks, and on the last stage the cross-entropy over the global count.
-    std::vector<std::string> terms;
-    if (s == S - 1)
-      for (int64_t i = 0; i < M; ++i) {
-        std::string c = ce[i];
-        if (!tokenAndCp.empty())
-          c = b.allReduce("ce_all", c, tokenAndCp);
-        terms.push_back(b.binary("div", "loss_ce", c, count));
-      }
-    for (int64_t j = s; j < S * v; j += S)
-      for (int64_t i = 0; i < M; ++i)
-        terms.insert(terms.end(), aux[j][i].begin(), aux[j][i].end());
-    if (!terms.empty())
-      stagePart[s] = sumOf(b, "loss_stage" + std::to_string(s), terms);
-    body.insert(body.end(), b.lines.begin(), b.lines.end());
-    b.lines.clear();
+  std::string mbName(int64_t i) const {
+    return M > 1 ? "mb" + std::to_string(i) + "_" : std::string();
   }
+  static std::string tag(const char *kind, int64_t j, int64_t i) {
+    return std::string("\"") + kind + "/c" + std::to_string(j) + "/mb" + std::to_string(i) + "\"";
+  }
+
+  /// Stage s: its events in its schedule's order, its gradients and its loss terms.
+  void writeStage(int64_t s);
+  /// On the last stage: the global count of labelled tokens.
+  std::string globalCount();
+  /// The forward of event `e` (chunk j = e.chunk * S + s) on stage s.
+  EventLines forward(int64_t s, const Generator::Event &e, const std::string &count);
+  /// The backward of event `e` on stage s: one ref.grad of the chunk's part of the loss.
+  EventLines backward(int64_t s, const Generator::Event &e);
+  /// The ref.grad of `part` with respect to chunk j's weights and (but on chunk 0) its
+  /// input, whose gradient is sent back.
+  void chunkGradient(int64_t s, int64_t j, int64_t i, const std::string &part,
+                     EventLines &d);
+  /// Stage s's events written in steps, with the messages between two steps posted
+  /// together.
+  void writeSteps(int64_t s, std::vector<EventLines> &events);
+  /// The gradients of stage s's weights: accumulated and reduced.
+  void stageGradients(int64_t s);
+  /// Stage s's terms of the reported loss, summed into stagePart[s].
+  void stageLoss(int64_t s, const std::string &count);
+  /// The reported loss (its attributes go to `lossAttrs`).
+  std::string reportedLoss(std::string &lossAttrs);
+};
+
+PipelineWriter::PipelineWriter(Generator &gen)
+    : gen(gen), p(gen.p), z(gen.sizes(true)), b(gen.planBody(z)) {
+  S = p.pp;
+  M = p.microbatches;
+  v = gen.v;
+  Bm = z.B / M;
+  last = S * v - 1;
+  int64_t ranks = 1;
+  for (int64_t n : gen.meshShape)
+    ranks *= n;
+  stageRanks = ranks / S;
+  zm = z;
+  zm.B = Bm;
+  act = {Bm, z.Sres, gen.H};
+  tokenAndCp = gen.tokenAxes;
+  if (p.cp > 1)
+    tokenAndCp.push_back("cp");
+  in.assign(S * v, std::vector<std::string>(M));
+  out.assign(S * v, std::vector<std::string>(M));
+  aux.assign(S * v, std::vector<std::vector<std::string>>(M));
+  ce.resize(M);
+  ceMean.resize(M);
+  for (const Weight &w : gen.weights)
+    grads[w.name].resize(M);
+  stagePart.resize(S);
+}
+
+void PipelineWriter::writeStage(int64_t s) {
+  b.stage = s;
+  std::vector<Generator::Event> order = gen.scheduleOf(s);
+  std::string names;
+  for (const Generator::Event &e : order)
+    names += std::string(" ") + (e.forward ? "F" : "B") + std::to_string(e.mb) +
+             (v > 1 ? "c" + std::to_string(e.chunk) : "");
+  body.push_back("// Stage " + std::to_string(s) + " (" + p.schedule + "):" + names);
+  std::string count;
+  if (s == S - 1)
+    count = globalCount();
+  std::vector<EventLines> events;
+  for (const Generator::Event &e : order) {
+    EventLines d = e.forward ? forward(s, e, count) : backward(s, e);
+    d.comp = std::move(b.lines);
+    b.lines.clear();
+    events.push_back(std::move(d));
+  }
+  writeSteps(s, events);
+  stageGradients(s);
+  stageLoss(s, count);
+  body.insert(body.end(), b.lines.begin(), b.lines.end());
+  b.lines.clear();
+}
+
+std::string PipelineWriter::globalCount() {
+  b.comment("The global count of labelled tokens.");
+  std::string count = b.reduceSum("tokens_local", "mask", {0, 1});
+  if (!tokenAndCp.empty())
+    count = b.allReduce("tokens", count, tokenAndCp);
+  body.insert(body.end(), b.lines.begin(), b.lines.end());
+  b.lines.clear();
+  return count;
+}
+
+EventLines PipelineWriter::forward(int64_t s, const Generator::Event &e,
+                                   const std::string &count) {
+  EventLines d;
+  int64_t j = e.chunk * S + s, i = e.mb;
+  std::string mb = mbName(i);
+  b.comment("F: chunk " + std::to_string(j) + ", microbatch " + std::to_string(i));
+  std::string h;
+  if (j == 0) {
+    h = M > 1 ? b.slice(mb + "x", "x", {i * Bm, 0, 0}, act) : "x";
+  } else {
+    h = b.name(mb + "c" + std::to_string(j) + "_in");
+    b.shape[h] = act;
+    in[j][i] = h;
+    d.recvs.push_back("%" + h + " = dist.recv from " + std::to_string((j - 1) % S) + " to " +
+                      std::to_string(s) + " tag " + tag("act", j, i) + " : " + ty(act));
+  }
+  for (int64_t l = j * gen.chunkLayers(); l < (j + 1) * gen.chunkLayers(); ++l)
+    h = gen.layer(b, zm, l, h, aux[j][i]);
+  out[j][i] = h;
+  if (j == last) {
+    std::string li = "labels", mi = "mask";
+    if (M > 1) {
+      li = b.slice(mb + "labels", "labels", {i * Bm, 0, 0}, {Bm, z.S, gen.V});
+      mi = b.slice(mb + "mask", "mask", {i * Bm, 0}, {Bm, z.S});
+    }
+    ceMean[i] = gen.head(b, zm, h, li, mi, count, mb, ce[i]);
+  } else {
+    d.sends.push_back("dist.send %" + h + " from " + std::to_string(s) + " to " +
+                      std::to_string((j + 1) % S) + " tag " + tag("act", j + 1, i) + " : " +
+                      ty(act));
+  }
+  return d;
+}
+
+EventLines PipelineWriter::backward(int64_t s, const Generator::Event &e) {
+  EventLines d;
+  int64_t j = e.chunk * S + s, i = e.mb;
+  std::string mb = mbName(i);
+  b.comment("B: chunk " + std::to_string(j) + ", microbatch " + std::to_string(i));
+  // What this rank differentiates: on the last chunk its share of the loss (as
+  // without pipelining); before it, the vector-Jacobian product of the chunk's
+  // output with the cotangent the next chunk sends back.
+  std::vector<std::string> shares;
+  if (j == last) {
+    shares.push_back(b.scale(mb + "ce_share", ceMean[i], 1.0 / (double)p.tp));
+  } else {
+    std::string dy = b.name(mb + "c" + std::to_string(j) + "_dout");
+    b.shape[dy] = act;
+    d.recvs.push_back("%" + dy + " = dist.recv from " + std::to_string((j + 1) % S) + " to " +
+                      std::to_string(s) + " tag " + tag("grad", j + 1, i) + " : " + ty(act));
+    std::string prod = b.binary("mul", mb + "c" + std::to_string(j) + "_vjp", out[j][i], dy);
+    shares.push_back(b.reduceSum(mb + "c" + std::to_string(j) + "_vjp_sum", prod, {0, 1, 2}));
+  }
+  // A load-balancing term is complete on every rank of its stage.
+  for (const std::string &a : aux[j][i])
+    shares.push_back(b.scale(a + "_share", a, 1.0 / (double)stageRanks));
+  std::string part = gen.sumOf(b, mb + "c" + std::to_string(j) + "_part", shares);
+  chunkGradient(s, j, i, part, d);
+  return d;
+}
+
+void PipelineWriter::chunkGradient(int64_t s, int64_t j, int64_t i, const std::string &part,
+                                   EventLines &d) {
+  std::string mb = mbName(i);
+  std::string gl, wrt, tys;
+  std::vector<const Weight *> ws;
+  for (const Weight &w : gen.weights)
+    if (w.layer >= 0 ? w.layer / gen.chunkLayers() == j : j == last)
+      ws.push_back(&w);
+  std::vector<std::string> outs;
+  for (const Weight *w : ws) {
+    std::string g = b.name("g_" + mb + w->name);
+    b.shape[g] = gen.localShape(*w);
+    grads[w->name][i] = g;
+    outs.push_back(g);
+    wrt += (wrt.empty() ? "%" : ", %") + w->name;
+    tys += (tys.empty() ? "" : ", ") + ty(gen.localShape(*w));
+  }
+  std::string din;
+  if (j > 0) {
+    din = b.name(mb + "c" + std::to_string(j) + "_din");
+    b.shape[din] = act;
+    outs.push_back(din);
+    wrt += ", %" + in[j][i];
+    tys += ", " + ty(act);
+  }
+  for (const std::string &o : outs)
+    gl += (gl.empty() ? "%" : ", %") + o;
+  b.lines.push_back(gl + " = ref.grad %" + part + " wrt " + wrt + b.stageAttr());
+  b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
+  if (j > 0)
+    d.sends.push_back("dist.send %" + din + " from " + std::to_string(s) + " to " +
+                      std::to_string((j - 1) % S) + " tag " + tag("grad", j, i) + " : " +
+                      ty(act));
+}
+
+void PipelineWriter::writeSteps(int64_t s, std::vector<EventLines> &events) {
+  // Steps: a warm-up forward, a steady forward-and-backward pair, or a cool-down
+  // backward; the messages between two steps are posted together (Megatron's
+  // send_forward_recv_backward and friends).
+  int64_t first = p.schedule == "gpipe" ? 0 : gen.warmup(s);
+  int64_t end = p.schedule == "gpipe" ? 0 : first + 2 * (M * v - first);
+  std::vector<std::string> comm;
+  for (size_t e = 0; e < events.size();) {
+    size_t n = ((int64_t)e >= first && (int64_t)e + 1 < end) ? 2 : 1;
+    for (size_t k = e; k < e + n; ++k)
+      comm.insert(comm.end(), events[k].recvs.begin(), events[k].recvs.end());
+    gen.post(body, comm, batches);
+    comm.clear();
+    for (size_t k = e; k < e + n; ++k) {
+      body.insert(body.end(), events[k].comp.begin(), events[k].comp.end());
+      comm.insert(comm.end(), events[k].sends.begin(), events[k].sends.end());
+    }
+    e += n;
+  }
+  gen.post(body, comm, batches);
+}
+
+void PipelineWriter::stageGradients(int64_t s) {
+  b.comment("Stage " + std::to_string(s) + ": gradients accumulated over the microbatches "
+            "(in order), then summed over the axes that replicate each weight.");
+  for (const Weight &w : gen.weights) {
+    if (w.stage != s)
+      continue;
+    std::string g = grads[w.name][0];
+    for (int64_t i = 1; i < M; ++i)
+      g = b.binary("add", "acc_" + w.name, g, grads[w.name][i]);
+    std::vector<std::string> sum, scatter;
+    auto split = gen.gradSplit(w, sum, scatter);
+    if (!scatter.empty())
+      g = b.reduceScatter("d_" + w.name + "_rs", g, scatter, 0, gen.groupSize(scatter));
+    g = sum.empty() ? b.scale("d_" + w.name, g, 1.0) : b.allReduce("d_" + w.name, g, sum);
+    results.push_back({g, b.t(g) + " {dist.value = \"d_" + w.name + "\", dist.layout = " +
+                              Generator::layoutOf(split) + gen.stageField(s) + "}"});
+  }
+}
+
+void PipelineWriter::stageLoss(int64_t s, const std::string &count) {
+  // The stage's terms of the reported loss: the load-balancing terms of its
+  // chunks, and on the last stage the cross-entropy over the global count.
+  std::vector<std::string> terms;
+  if (s == S - 1)
+    for (int64_t i = 0; i < M; ++i) {
+      std::string c = ce[i];
+      if (!tokenAndCp.empty())
+        c = b.allReduce("ce_all", c, tokenAndCp);
+      terms.push_back(b.binary("div", "loss_ce", c, count));
+    }
+  for (int64_t j = s; j < S * v; j += S)
+    for (int64_t i = 0; i < M; ++i)
+      terms.insert(terms.end(), aux[j][i].begin(), aux[j][i].end());
+  if (!terms.empty())
+    stagePart[s] = gen.sumOf(b, "loss_stage" + std::to_string(s), terms);
+}
+
+std::string PipelineWriter::reportedLoss(std::string &lossAttrs) {
   // The reported loss. When only the last stage has terms it returns it; otherwise
   // every stage's terms are joined over the pipeline axis.
   b.stage = -1;
-  std::string loss, lossAttrs = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>";
   bool spread = false;
   for (int64_t s = 0; s + 1 < S; ++s)
     spread |= !stagePart[s].empty();
   if (!spread) {
     b.stage = S - 1;
-    loss = b.scale("loss", stagePart[S - 1], 1.0);
-    lossAttrs += stageField(S - 1);
-  } else {
-    b.comment("The reported loss: every stage's load-balancing terms and the last stage's "
-              "cross-entropy, joined over the pipeline axis.");
-    std::string sel = "dist.stage_select ", tys;
-    for (int64_t s = 0; s < S; ++s) {
-      if (stagePart[s].empty()) {
-        b.stage = s;
-        stagePart[s] = b.emit("loss_stage" + std::to_string(s),
-                              "ref.constant 0.0 : tensor<f32>", {});
-      }
-      sel += (s ? ", %" : "%") + stagePart[s];
-      tys += (s ? ", " : "") + std::string("tensor<f32>");
-    }
-    b.stage = -1;
-    std::string joined = b.emit("loss_stages", sel + " : " + tys + " -> tensor<f32>", {});
-    loss = b.allReduce("loss", joined, {"pp"});
+    lossAttrs += gen.stageField(S - 1);
+    return b.scale("loss", stagePart[S - 1], 1.0);
   }
+  b.comment("The reported loss: every stage's load-balancing terms and the last stage's "
+            "cross-entropy, joined over the pipeline axis.");
+  std::string sel = "dist.stage_select ", tys;
+  for (int64_t s = 0; s < S; ++s) {
+    if (stagePart[s].empty()) {
+      b.stage = s;
+      stagePart[s] = b.emit("loss_stage" + std::to_string(s),
+                            "ref.constant 0.0 : tensor<f32>", {});
+    }
+    sel += (s ? ", %" : "%") + stagePart[s];
+    tys += (s ? ", " : "") + std::string("tensor<f32>");
+  }
+  b.stage = -1;
+  std::string joined = b.emit("loss_stages", sel + " : " + tys + " -> tensor<f32>", {});
+  return b.allReduce("loss", joined, {"pp"});
+}
+
+} // namespace
+
+std::string Generator::pipelinePlan() {
+  PipelineWriter pw(*this);
+  for (int64_t s = 0; s < pw.S; ++s)
+    pw.writeStage(s);
+  std::string lossAttrs = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>";
+  std::string loss = pw.reportedLoss(lossAttrs);
   lossAttrs += "}";
+  Body &b = pw.b;
+  std::vector<std::string> &body = pw.body;
   body.insert(body.end(), b.lines.begin(), b.lines.end());
   std::string rets = "%" + loss, rtys = "tensor<f32>", outs = lossAttrs;
-  for (auto &[g, attrs] : results) {
+  for (auto &[g, attrs] : pw.results) {
     rets += ", %" + g;
     rtys += ", " + b.t(g);
     outs += ",\n          " + attrs;

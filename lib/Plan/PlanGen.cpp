@@ -192,32 +192,73 @@ Sizes Generator::sizes(bool plan) const {
   return z;
 }
 
-std::string Generator::layer(Body &b, const Sizes &z, int64_t l, std::string x,
-                  std::vector<std::string> &auxTerms) {
-  std::string P = "l" + std::to_string(l) + "_";
-  auto w = [&](const std::string &n) { return P + n; };
-  int64_t Bl = z.B, Sl = z.S, T = Bl * Sl, g = z.nh / z.nkv;
-  bool tpOn = z.plan && z.tp > 1, cpOn = z.plan && z.cp > 1;
+namespace {
+
+/// Writes one layer's ops (Generator::layer): its local sizes, the prefix of its names
+/// and the steps its attention and its feed-forward share.
+struct LayerWriter {
+  const Generator &gen;
+  Body &b;
+  const Sizes &z;
+  int64_t l;
+  std::string P; // prefixes the layer's names
+  int64_t Bl, Sl, T, g;
+  bool tpOn, cpOn;
+  // The reference routes its tokens in the order of the ranks' groups (under cp, a
+  // rank's tokens are two zigzag chunks of each sequence), so capacity slots are
+  // assigned in the same order; the output is put back in sequence order after.
+  std::vector<int64_t> order; // segment starts (rows of hm), in group order
+  int64_t seg = 0;
+
+  LayerWriter(const Generator &gen, Body &b, const Sizes &z, int64_t l)
+      : gen(gen), b(b), z(z), l(l), P("l" + std::to_string(l) + "_"), Bl(z.B), Sl(z.S),
+        T(Bl * Sl), g(z.nh / z.nkv), tpOn(z.plan && z.tp > 1), cpOn(z.plan && z.cp > 1) {}
+
+  std::string w(const std::string &n) const { return P + n; }
+
   // The entry of a tensor-parallel region (Megatron's f): the identity on the
   // replicated input, and in the backward the average of the tp ranks' partial
   // cotangents -- an all_reduce avg, whose adjoint is that average. Every rank then
   // holds 1/tp of the complete cotangent, as it holds 1/tp of the loss.
-  auto gatherSeq = [&](const std::string &v) {
+  std::string gatherSeq(const std::string &v) {
     if (z.plan && z.sp)
       return b.allGather(P + "sp_gather", v, {"tp"}, 1, z.tp, false);
     if (tpOn)
       return b.allReduce(P + "tp_entry", v, {"tp"}, "avg");
     return v;
-  };
+  }
+
   // A partial-over-tp [T, H] result back to the residual stream [B, Sres, H].
-  auto toResidual = [&](const std::string &v, const std::string &n) {
+  std::string toResidual(const std::string &v, const std::string &n) {
     std::string r = b.reshape(P + n + "_3d", v, {Bl, Sl, z.H});
     if (!tpOn)
       return r;
     if (z.sp)
       return b.reduceScatter(P + n + "_rs", r, {"tp"}, 1, z.tp);
     return b.allReduce(P + n + "_ar", r, {"tp"});
-  };
+  }
+
+  /// The attention block: x + attention(norm1(x)).
+  std::string attention(const std::string &x);
+  /// Under cp: the attention context of the rank's two zigzag chunks of queries.
+  std::string zigzagContext(const std::string &q3, const std::string &k3,
+                            const std::string &v3, double scale);
+  /// The feed-forward block's input: norm2(x) as [T, H] rows.
+  std::string feedForwardInput(const std::string &x);
+  /// The SwiGLU MLP block: x + mlp(norm2(x)).
+  std::string mlp(const std::string &x);
+  /// The mixture-of-experts block: x + moe(norm2(x)); its load-balancing term goes to
+  /// `auxTerms`.
+  std::string moe(const std::string &x, std::vector<std::string> &auxTerms);
+  /// The reference's tokens `hm` regrouped in the ranks' group order (sets `order`).
+  std::string toGroupOrder(const std::string &hm);
+  /// The routed output `y` (in group order) put back in sequence order.
+  std::string toSequenceOrder(const std::string &y);
+  /// The Switch load-balancing term of the router's choices and probabilities.
+  std::string loadBalancing(const std::string &chosen, const std::string &probs);
+};
+
+std::string LayerWriter::attention(const std::string &x) {
   b.comment("layer " + std::to_string(l) + ": attention");
   std::string h = gatherSeq(b.norm(P + "h1", x, w("norm1")));
   std::string h2 = b.reshape(P + "h1_2d", h, {T, z.H});
@@ -244,28 +285,7 @@ std::string Generator::layer(Body &b, const Sizes &z, int64_t l, std::string x,
   double scale = 1.0 / std::sqrt((double)z.hd);
   std::string ctx;
   if (cpOn) {
-    // Two chunks per rank (p and 2cp-1-p), masked from their global starts.
-    int64_t Cq = Sl / 2;
-    std::string pos = b.name(P + "cp_rank");
-    b.lines.push_back("%" + pos + " = dist.axis_index \"cp\" : index");
-    std::string ch = b.name(P + "chunk"), last = b.name(P + "last");
-    b.lines.push_back("%" + ch + " = arith.constant " + std::to_string(Cq) + " : index");
-    b.lines.push_back("%" + last + " = arith.constant " + std::to_string(2 * z.cp - 1) + " : index");
-    std::string s0 = b.name(P + "start0"), mir = b.name(P + "mirror"), s1 = b.name(P + "start1");
-    b.lines.push_back("%" + s0 + " = arith.muli %" + pos + ", %" + ch + " : index");
-    b.lines.push_back("%" + mir + " = arith.subi %" + last + ", %" + pos + " : index");
-    b.lines.push_back("%" + s1 + " = arith.muli %" + mir + ", %" + ch + " : index");
-    std::string outs[2];
-    for (int j = 0; j < 2; ++j) {
-      std::string qj = b.slice(P + "q_c" + std::to_string(j), q3, {0, j * Cq, 0},
-                               {Bl * z.nh, Cq, z.hd});
-      std::string sj = b.scale(P + "s_c" + std::to_string(j), b.bmm(P + "scores_c" + std::to_string(j), qj, k3, 2, 2), scale);
-      std::string pj = b.emit(P + "p_c" + std::to_string(j),
-                              "ref.causal_softmax %" + sj + " offset %" + (j ? s1 : s0) + " : " + b.t(sj),
-                              b.shape.at(sj));
-      outs[j] = b.bmm(P + "o_c" + std::to_string(j), pj, v3, 2, 1);
-    }
-    ctx = b.concat(P + "ctx", outs[0], outs[1], 1);
+    ctx = zigzagContext(q3, k3, v3, scale);
   } else {
     std::string s = b.scale(P + "scaled", b.bmm(P + "scores", q3, k3, 2, 2), scale);
     std::string pr = b.unary("causal_softmax", P + "probs", s);
@@ -275,41 +295,60 @@ std::string Generator::layer(Body &b, const Sizes &z, int64_t l, std::string x,
   std::string ct = b.transpose(P + "ctx_t", c4, {0, 2, 1, 3});
   std::string c2 = b.reshape(P + "ctx_2d", ct, {T, z.nh * z.hd});
   std::string attn = toResidual(b.matmul(P + "attn", c2, w("wo")), "attn");
-  x = b.binary("add", P + "x_attn", x, attn);
+  return b.binary("add", P + "x_attn", x, attn);
+}
 
-  std::string hn = gatherSeq(b.norm(P + "h2", x, w("norm2")));
-  std::string hm = b.reshape(P + "h2_2d", hn, {T, z.H});
-  if (!moeLayer[l]) {
-    b.comment("layer " + std::to_string(l) + ": SwiGLU MLP");
-    std::string gt = b.unary("silu", P + "gate_act", b.matmul(P + "gate", hm, w("wg")));
-    std::string up = b.matmul(P + "up", hm, w("wu"));
-    std::string act = b.binary("mul", P + "act", gt, up);
-    std::string down = toResidual(b.matmul(P + "down", act, w("wd")), "mlp");
-    return b.binary("add", P + "x_out", x, down);
+std::string LayerWriter::zigzagContext(const std::string &q3, const std::string &k3,
+                                       const std::string &v3, double scale) {
+  // Two chunks per rank (p and 2cp-1-p), masked from their global starts.
+  int64_t Cq = Sl / 2;
+  std::string pos = b.name(P + "cp_rank");
+  b.lines.push_back("%" + pos + " = dist.axis_index \"cp\" : index");
+  std::string ch = b.name(P + "chunk"), last = b.name(P + "last");
+  b.lines.push_back("%" + ch + " = arith.constant " + std::to_string(Cq) + " : index");
+  b.lines.push_back("%" + last + " = arith.constant " + std::to_string(2 * z.cp - 1) +
+                    " : index");
+  std::string s0 = b.name(P + "start0"), mir = b.name(P + "mirror"), s1 = b.name(P + "start1");
+  b.lines.push_back("%" + s0 + " = arith.muli %" + pos + ", %" + ch + " : index");
+  b.lines.push_back("%" + mir + " = arith.subi %" + last + ", %" + pos + " : index");
+  b.lines.push_back("%" + s1 + " = arith.muli %" + mir + ", %" + ch + " : index");
+  std::string outs[2];
+  for (int j = 0; j < 2; ++j) {
+    std::string qj = b.slice(P + "q_c" + std::to_string(j), q3, {0, j * Cq, 0},
+                             {Bl * z.nh, Cq, z.hd});
+    std::string sj = b.scale(P + "s_c" + std::to_string(j),
+                             b.bmm(P + "scores_c" + std::to_string(j), qj, k3, 2, 2), scale);
+    std::string pj = b.emit(P + "p_c" + std::to_string(j),
+                            "ref.causal_softmax %" + sj + " offset %" + (j ? s1 : s0) + " : " +
+                                b.t(sj),
+                            b.shape.at(sj));
+    outs[j] = b.bmm(P + "o_c" + std::to_string(j), pj, v3, 2, 1);
   }
+  return b.concat(P + "ctx", outs[0], outs[1], 1);
+}
+
+std::string LayerWriter::feedForwardInput(const std::string &x) {
+  std::string hn = gatherSeq(b.norm(P + "h2", x, w("norm2")));
+  return b.reshape(P + "h2_2d", hn, {T, z.H});
+}
+
+std::string LayerWriter::mlp(const std::string &x) {
+  std::string hm = feedForwardInput(x);
+  b.comment("layer " + std::to_string(l) + ": SwiGLU MLP");
+  std::string gt = b.unary("silu", P + "gate_act", b.matmul(P + "gate", hm, w("wg")));
+  std::string up = b.matmul(P + "up", hm, w("wu"));
+  std::string act = b.binary("mul", P + "act", gt, up);
+  std::string down = toResidual(b.matmul(P + "down", act, w("wd")), "mlp");
+  return b.binary("add", P + "x_out", x, down);
+}
+
+std::string LayerWriter::moe(const std::string &x, std::vector<std::string> &auxTerms) {
+  std::string hm = feedForwardInput(x);
   b.comment("layer " + std::to_string(l) + ": mixture of experts (top-" + std::to_string(z.k) +
             " of " + std::to_string(z.E) + ", capacity " + std::to_string(z.C) + ")");
-  // The reference routes its tokens in the order of the ranks' groups (under cp, a
-  // rank's tokens are two zigzag chunks of each sequence), so capacity slots are
-  // assigned in the same order; the output is put back in sequence order after.
-  std::vector<int64_t> order; // segment starts (rows of hm), in group order
-  int64_t seg = 0;
   std::string hmSeq = hm; // the tokens in sequence order (the shared expert's input)
-  if (!z.plan && p.cp > 1) {
-    int64_t Cq = z.S / (2 * p.cp), rowsPer = z.B / (p.dp * p.ep);
-    seg = Cq;
-    for (int64_t de = 0; de < p.dp * p.ep; ++de)
-      for (int64_t c = 0; c < p.cp; ++c)
-        for (int64_t r = de * rowsPer; r < (de + 1) * rowsPer; ++r)
-          for (int64_t ch : {c, 2 * p.cp - 1 - c})
-            order.push_back(r * z.S + ch * Cq);
-    std::string cat;
-    for (size_t i = 0; i < order.size(); ++i) {
-      std::string piece = b.slice(P + "grp_seg", hm, {order[i], 0}, {Cq, z.H});
-      cat = cat.empty() ? piece : b.concat(P + "grp_tokens", cat, piece, 0);
-    }
-    hm = cat;
-  }
+  if (!z.plan && gen.p.cp > 1)
+    hm = toGroupOrder(hm);
   std::string logits = b.matmul(P + "router_logits", hm, w("router"));
   std::string probs = b.unary("softmax", P + "router_probs", logits);
   std::string chosen = b.unary("topk_mask", P + "chosen", logits, " k " + std::to_string(z.k));
@@ -341,17 +380,8 @@ std::string Generator::layer(Body &b, const Sizes &z, int64_t l, std::string x,
   std::string comb2 = b.reshape(P + "combine_2d", comb, {T, z.E * slots});
   std::string eo2 = b.reshape(P + "expert_out_2d", eo, {z.E * slots, z.H});
   std::string y = b.matmul(P + "moe_out", comb2, eo2);
-  if (!order.empty()) {
-    std::vector<int64_t> sorted = order;
-    std::sort(sorted.begin(), sorted.end());
-    std::string cat;
-    for (int64_t start : sorted) {
-      int64_t k = std::find(order.begin(), order.end(), start) - order.begin();
-      std::string piece = b.slice(P + "seq_seg", y, {k * seg, 0}, {seg, z.H});
-      cat = cat.empty() ? piece : b.concat(P + "moe_seq", cat, piece, 0);
-    }
-    y = cat;
-  }
+  if (!order.empty())
+    y = toSequenceOrder(y);
   // The routed output is complete on every tp rank; back to the residual stream.
   std::string y3 = b.reshape(P + "moe_3d", y, {Bl, Sl, z.H});
   if (z.plan && z.sp)
@@ -361,6 +391,40 @@ std::string Generator::layer(Body &b, const Sizes &z, int64_t l, std::string x,
     std::string so = toResidual(b.matmul(P + "shared_out", sh, w("ws2")), "shared");
     y3 = b.binary("add", P + "ffn_out", y3, so);
   }
+  auxTerms.push_back(loadBalancing(chosen, probs));
+  return b.binary("add", P + "x_out", x, y3);
+}
+
+std::string LayerWriter::toGroupOrder(const std::string &hm) {
+  const Parallel &p = gen.p;
+  int64_t Cq = z.S / (2 * p.cp), rowsPer = z.B / (p.dp * p.ep);
+  seg = Cq;
+  for (int64_t de = 0; de < p.dp * p.ep; ++de)
+    for (int64_t c = 0; c < p.cp; ++c)
+      for (int64_t r = de * rowsPer; r < (de + 1) * rowsPer; ++r)
+        for (int64_t ch : {c, 2 * p.cp - 1 - c})
+          order.push_back(r * z.S + ch * Cq);
+  std::string cat;
+  for (size_t i = 0; i < order.size(); ++i) {
+    std::string piece = b.slice(P + "grp_seg", hm, {order[i], 0}, {Cq, z.H});
+    cat = cat.empty() ? piece : b.concat(P + "grp_tokens", cat, piece, 0);
+  }
+  return cat;
+}
+
+std::string LayerWriter::toSequenceOrder(const std::string &y) {
+  std::vector<int64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  std::string cat;
+  for (int64_t start : sorted) {
+    int64_t k = std::find(order.begin(), order.end(), start) - order.begin();
+    std::string piece = b.slice(P + "seq_seg", y, {k * seg, 0}, {seg, z.H});
+    cat = cat.empty() ? piece : b.concat(P + "moe_seq", cat, piece, 0);
+  }
+  return cat;
+}
+
+std::string LayerWriter::loadBalancing(const std::string &chosen, const std::string &probs) {
   // Load balancing (Switch): fraction of assignments and mean probability per expert,
   // over every token of the step.
   std::string f = b.reduceSum(P + "f_count", chosen, {0});
@@ -372,11 +436,21 @@ std::string Generator::layer(Body &b, const Sizes &z, int64_t l, std::string x,
     f = b.allReduce(P + "f_count_all", f, statAxes);
     pm = b.allReduce(P + "p_total_all", pm, statAxes);
   }
-  int64_t allTokens = B * S / p.microbatches;
+  int64_t allTokens = gen.B * gen.S / gen.p.microbatches;
   std::string fp = b.binary("mul", P + "fp", b.scale(P + "f", f, 1.0 / (double)(allTokens * z.k)),
                             b.scale(P + "p_mean", pm, 1.0 / (double)allTokens));
-  auxTerms.push_back(b.scale(P + "aux", b.reduceSum(P + "fp_sum", fp, {0}), 0.01 * z.E));
-  return b.binary("add", P + "x_out", x, y3);
+  return b.scale(P + "aux", b.reduceSum(P + "fp_sum", fp, {0}), 0.01 * z.E);
+}
+
+} // namespace
+
+std::string Generator::layer(Body &b, const Sizes &z, int64_t l, std::string x,
+                  std::vector<std::string> &auxTerms) {
+  LayerWriter lw(*this, b, z, l);
+  x = lw.attention(x);
+  if (!moeLayer[l])
+    return lw.mlp(x);
+  return lw.moe(x, auxTerms);
 }
 
 std::string Generator::step(Body &b, const Sizes &z, const std::string &x, const std::string &labels,

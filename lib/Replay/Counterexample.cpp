@@ -74,7 +74,7 @@ CounterexampleCheck planproof::checkCounterexample(const Spec &spec, const Count
   std::vector<std::vector<NumTensor>> plan;
   llvm::DenseMap<Value, NumTensor> refVals;
   llvm::DenseMap<Value, std::vector<NumTensor>> planVals;
-  Failure f{"", spec.plan.getLoc()};
+  RunFailure f{"", spec.plan.getLoc()};
   if (!runReference(spec, exact, inputs, truth, f, refVals) ||
       !runPlan(spec, exact, inputs, 0, plan, f, planVals))
     return {"not replayable", f.why};

@@ -184,7 +184,6 @@ void replay::compareOutputs(const Spec &spec, const ReplayOptions &options,
                             const std::vector<std::vector<NumTensor>> &plan, ReplayResult &result) {
   NumericDomain fwd{options.dtype, options.order};
   double u = unitRoundoff(options.dtype);
-  const Mesh &mesh = spec.mesh;
   // Outputs are compared independently, each on a core.
   std::vector<ReplayOutput> outs(spec.planOutputs.size());
   parallelChunks((int64_t)outs.size(), 1, [&](int64_t begin, int64_t end) {

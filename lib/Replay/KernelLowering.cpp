@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Replay/KernelLowering.h"
-#include "Replay/Kernels.h"
+#include "Device/Kernels.h"
 #include "Semantics/OpSemantics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -8,7 +8,7 @@
 #ifndef PLANPROOF_REPLAY_KERNELLOWERING_H
 #define PLANPROOF_REPLAY_KERNELLOWERING_H
 
-#include "Replay/Device.h"
+#include "Device/Device.h"
 #include "Semantics/Layout.h"
 #include "Semantics/Tensor.h"
 

@@ -7,12 +7,12 @@
 // numbers are computed differs.
 //
 //===----------------------------------------------------------------------===//
-#include "Replay/Device.h"
+#include "Device/Device.h"
 #include "Replay/KernelLowering.h"
-#include "Replay/Kernels.h"
+#include "Device/Kernels.h"
 #include "Replay/ReplayInternal.h"
 #include "Semantics/OpSemantics.h"
-#include "Semantics/PlanWalk.h"
+#include "Interp/PlanWalk.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -49,6 +49,17 @@ double bytesOf(func::FuncOp f, int64_t ranks, int width) {
 }
 
 
+/// One collective op being run: its operands and results on every rank, and its
+/// parameters (the group's axes and size, zigzag blocks, reduction, dimension).
+struct CollectiveCall {
+  Operation &op;
+  const std::vector<DevTensor> &in;
+  std::vector<DevTensor> &results;
+  std::vector<int> axes;
+  int64_t n = 0, zigzag = 0, dim = 0;
+  ReduceKind kind = ReduceKind::Sum;
+};
+
 /// The kernel-backend replay of one spec.
 class KernelRun {
 public:
@@ -61,7 +72,7 @@ public:
   std::vector<Device *> rankDev; // device of each plan rank; rankDev[0] runs the reference
   Collectives *nccl;
   bool keepAll = true;
-  Failure failure{"", UnknownLoc()};
+  RunFailure failure{"", UnknownLoc()};
 
   /// Values of each reference run and of the plan, while kept.
   llvm::DenseMap<Value, KVal> refVals[4];
@@ -105,7 +116,7 @@ public:
   void free(Device &dev, DevTensor &t) { dev.release(t.buf); }
 
   /// Reference run `run` (Truth, Forward, Reverse, Pairwise) on rankDev[0], through
-  /// walkReference (Semantics/PlanWalk.h); its outputs downloaded into refOut[run].
+  /// walkReference (Interp/PlanWalk.h); its outputs downloaded into refOut[run].
   bool runReference(int run);
 
   /// Rank r's block of a global input under `b`'s layout (padding: garbage).
@@ -177,156 +188,187 @@ public:
     return t;
   }
 
+  /// Runs collective `op` on every rank: `results[r]` from the operands `in[r]`.
   bool collective(Operation &op, const std::vector<DevTensor> &in,
                   std::vector<DevTensor> &results) {
     const Mesh &mesh = spec.mesh;
     int64_t ranks = mesh.numRanks();
-    Arith a = storage();
-    std::vector<int> axes = collectiveAxes(&op, mesh);
-    int64_t n = mesh.groupSize(axes);
-    int64_t zigzag = op.hasAttr("zigzag") && !axes.empty() ? mesh.shape[axes.back()] : 0;
-    ReduceKind kind = ReduceKind::Sum;
+    CollectiveCall call{op, in, results, collectiveAxes(&op, mesh)};
+    call.n = mesh.groupSize(call.axes);
+    call.zigzag = op.hasAttr("zigzag") && !call.axes.empty() ? mesh.shape[call.axes.back()] : 0;
     if (auto k = op.getAttrOfType<StringAttr>("kind"))
-      parseReduceKind(k.getValue().str(), kind);
-    int64_t dim = 0;
+      parseReduceKind(k.getValue().str(), call.kind);
     if (auto d = op.getAttrOfType<IntegerAttr>("dim"))
-      dim = d.getInt();
-    if (o.order == ReduceOrder::Tree && n > 64 && !nccl) {
+      call.dim = d.getInt();
+    if (o.order == ReduceOrder::Tree && call.n > 64 && !nccl) {
       failure = {"tree-order reductions over more than 64 ranks are not supported", op.getLoc()};
       return false;
     }
-    if (auto a2a = dyn_cast<dist::AllToAllOp>(op)) {
-      if (nccl) {
-        failure = {"dist.all_to_all is not supported with --ranks nccl yet (use --ranks virtual)",
-                   op.getLoc()};
-        return false;
-      }
-      // Rank q receives block q of split_dim from every member p, at block p of
-      // concat_dim (OpSemantics.h's evalCollective).
-      int64_t sd = a2a.getSplitDim(), cdim = a2a.getConcatDim();
-      for (int64_t r = 0; r < ranks; ++r) {
-        std::vector<int64_t> group = mesh.group(r, axes);
-        int64_t q = mesh.positionInGroup(r, axes);
-        Shape rs = in[r].shape;
-        rs[sd] /= n;
-        rs[cdim] *= n;
-        Lowering low{*rankDev[r], a};
-        results[r] = low.make(rs);
-        auto ost = stridesOf(rs);
-        for (int64_t p = 0; p < n; ++p) {
-          const DevTensor &src = in[group[p]];
-          Shape piece = src.shape;
-          piece[sd] /= n;
-          auto sst = stridesOf(src.shape);
-          int64_t at = p * (sd == cdim ? piece[sd] : src.shape[cdim]);
-          rankDev[r]->copy(a, results[r].buf, contiguous(rs, at * ost[cdim]), src.buf,
-                           contiguous(src.shape, q * piece[sd] * sst[sd]), piece);
-        }
-      }
-      return true;
-    }
+    if (auto a2a = dyn_cast<dist::AllToAllOp>(op))
+      return allToAll(call, a2a);
+    Arith a = storage();
     for (int64_t r = 0; r < ranks; ++r) {
       Lowering low{*rankDev[r], a};
       if (isa<dist::ShardSliceOp>(op)) {
-        results[r] = low.block(in[r], dim, mesh.positionInGroup(r, axes), n, zigzag);
+        results[r] = low.block(in[r], call.dim, mesh.positionInGroup(r, call.axes), call.n,
+                               call.zigzag);
         continue;
       }
       if (isa<dist::ShardPadOp>(op)) {
-        results[r] = low.unblock(in[r], dim, mesh.positionInGroup(r, axes), n, zigzag);
+        results[r] = low.unblock(in[r], call.dim, mesh.positionInGroup(r, call.axes), call.n,
+                                 call.zigzag);
         continue;
       }
-      std::vector<int64_t> group = mesh.group(r, axes);
+      std::vector<int64_t> group = mesh.group(r, call.axes);
       if (group[0] != r)
         continue;
       std::vector<Buffer> bufs;
       for (int64_t m : group)
         bufs.push_back(in[m].buf);
-      if (isa<dist::AllGatherOp>(op)) {
-        Shape piece = in[r].shape, whole = piece;
-        whole[dim] *= n;
-        std::vector<DevTensor> outs;
-        for (int64_t m : group)
-          outs.push_back(Lowering{*rankDev[m], a}.make(whole));
-        if (nccl) {
-          // NCCL gathers flat buffers: gather, then place each piece along `dim`.
-          std::vector<Buffer> flat;
-          for (int64_t m : group)
-            flat.push_back(rankDev[m]->alloc(numElements(piece) * n, a.wide()));
-          std::vector<int> gpus;
-          for (int64_t m : group)
-            gpus.push_back((int)m);
-          std::string err = nccl->allGather(gpus, bufs, flat);
-          if (!err.empty()) {
-            failure = {"NCCL: " + err, op.getLoc()};
-            return false;
-          }
-          auto wst = stridesOf(whole);
-          auto pst = stridesOf(piece);
-          Shape half = piece;
-          half[dim] /= zigzag ? 2 : 1;
-          for (size_t q = 0; q < group.size(); ++q) {
-            for (int64_t p = 0; p < n; ++p)
-              for (int64_t c = 0; c < (zigzag ? 2 : 1); ++c) {
-                int64_t at = blockToWhole(c * half[dim], whole[dim], p, n, zigzag);
-                rankDev[group[q]]->copy(a, outs[q].buf, contiguous(whole, at * wst[dim]), flat[q],
-                                        contiguous(piece, p * numElements(piece) + c * half[dim] * pst[dim]),
-                                        half);
-              }
-            rankDev[group[q]]->release(flat[q]);
-          }
-        } else {
-          auto wst = stridesOf(whole);
-          auto pst = stridesOf(piece);
-          Shape half = piece;
-          half[dim] /= zigzag ? 2 : 1;
-          for (size_t q = 0; q < group.size(); ++q)
-            for (int64_t p = 0; p < n; ++p)
-              for (int64_t c = 0; c < (zigzag ? 2 : 1); ++c) {
-                // Chunk c of member p's piece lands at its place in the whole.
-                int64_t at = blockToWhole(c * half[dim], whole[dim], p, n, zigzag);
-                rankDev[group[q]]->copy(a, outs[q].buf, contiguous(whole, at * wst[dim]),
-                                        in[group[p]].buf, contiguous(piece, c * half[dim] * pst[dim]),
-                                        half);
-              }
-        }
-        for (size_t q = 0; q < group.size(); ++q)
-          results[group[q]] = outs[q];
-        continue;
-      }
-      // all_reduce and reduce_scatter: the group's reduction, then (reduce_scatter)
-      // each member's block.
-      std::vector<DevTensor> full;
-      for (int64_t m : group)
-        full.push_back(Lowering{*rankDev[m], a}.make(in[m].shape));
-      if (nccl) {
-        std::vector<Buffer> outs;
-        for (auto &t : full)
-          outs.push_back(t.buf);
-        std::vector<int> gpus(group.begin(), group.end());
-        std::string err = nccl->allReduce(gpus, kind, a.dtype == ReplayDtype::BF16, bufs, outs);
-        if (!err.empty()) {
-          failure = {"NCCL: " + err, op.getLoc()};
-          return false;
-        }
-      } else {
-        rankDev[r]->reduceGroup(a, kind, o.order, full[0].buf, bufs);
-        for (size_t q = 1; q < group.size(); ++q)
-          Lowering{*rankDev[group[q]], a}.mapInto(full[q], MapKind::Copy, &full[0]);
-      }
-      for (size_t q = 0; q < group.size(); ++q) {
-        if (isa<dist::ReduceScatterOp>(op)) {
-          Lowering lq{*rankDev[group[q]], a};
-          results[group[q]] = lq.block(full[q], dim, (int64_t)q, n, zigzag);
-          lq.release(full[q]);
-        } else {
-          results[group[q]] = full[q];
-        }
+      bool ok = isa<dist::AllGatherOp>(op) ? allGather(call, group, bufs)
+                                           : allReduce(call, group, bufs);
+      if (!ok)
+        return false;
+    }
+    return true;
+  }
+
+  /// dist.all_to_all on every rank.
+  bool allToAll(const CollectiveCall &call, dist::AllToAllOp a2a) {
+    const Mesh &mesh = spec.mesh;
+    int64_t ranks = mesh.numRanks(), n = call.n;
+    Arith a = storage();
+    const std::vector<DevTensor> &in = call.in;
+    std::vector<DevTensor> &results = call.results;
+    if (nccl) {
+      failure = {"dist.all_to_all is not supported with --ranks nccl yet (use --ranks virtual)",
+                 call.op.getLoc()};
+      return false;
+    }
+    // Rank q receives block q of split_dim from every member p, at block p of
+    // concat_dim (OpSemantics.h's evalCollective).
+    int64_t sd = a2a.getSplitDim(), cdim = a2a.getConcatDim();
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::vector<int64_t> group = mesh.group(r, call.axes);
+      int64_t q = mesh.positionInGroup(r, call.axes);
+      Shape rs = in[r].shape;
+      rs[sd] /= n;
+      rs[cdim] *= n;
+      Lowering low{*rankDev[r], a};
+      results[r] = low.make(rs);
+      auto ost = stridesOf(rs);
+      for (int64_t p = 0; p < n; ++p) {
+        const DevTensor &src = in[group[p]];
+        Shape piece = src.shape;
+        piece[sd] /= n;
+        auto sst = stridesOf(src.shape);
+        int64_t at = p * (sd == cdim ? piece[sd] : src.shape[cdim]);
+        rankDev[r]->copy(a, results[r].buf, contiguous(rs, at * ost[cdim]), src.buf,
+                         contiguous(src.shape, q * piece[sd] * sst[sd]), piece);
       }
     }
     return true;
   }
 
-  /// Runs the plan (Semantics/PlanWalk.h) and downloads its outputs into planOut.
+  /// dist.all_gather over one group (its members' buffers `bufs`): each member gets the
+  /// pieces of all, in place along `dim`.
+  bool allGather(const CollectiveCall &call, const std::vector<int64_t> &group,
+                 const std::vector<Buffer> &bufs) {
+    int64_t r = group[0], n = call.n, dim = call.dim, zigzag = call.zigzag;
+    Arith a = storage();
+    const std::vector<DevTensor> &in = call.in;
+    Shape piece = in[r].shape, whole = piece;
+    whole[dim] *= n;
+    std::vector<DevTensor> outs;
+    for (int64_t m : group)
+      outs.push_back(Lowering{*rankDev[m], a}.make(whole));
+    if (nccl) {
+      // NCCL gathers flat buffers: gather, then place each piece along `dim`.
+      std::vector<Buffer> flat;
+      for (int64_t m : group)
+        flat.push_back(rankDev[m]->alloc(numElements(piece) * n, a.wide()));
+      std::vector<int> gpus;
+      for (int64_t m : group)
+        gpus.push_back((int)m);
+      std::string err = nccl->allGather(gpus, bufs, flat);
+      if (!err.empty()) {
+        failure = {"NCCL: " + err, call.op.getLoc()};
+        return false;
+      }
+      auto wst = stridesOf(whole);
+      auto pst = stridesOf(piece);
+      Shape half = piece;
+      half[dim] /= zigzag ? 2 : 1;
+      for (size_t q = 0; q < group.size(); ++q) {
+        for (int64_t p = 0; p < n; ++p)
+          for (int64_t c = 0; c < (zigzag ? 2 : 1); ++c) {
+            int64_t at = blockToWhole(c * half[dim], whole[dim], p, n, zigzag);
+            rankDev[group[q]]->copy(
+                a, outs[q].buf, contiguous(whole, at * wst[dim]), flat[q],
+                contiguous(piece, p * numElements(piece) + c * half[dim] * pst[dim]), half);
+          }
+        rankDev[group[q]]->release(flat[q]);
+      }
+    } else {
+      auto wst = stridesOf(whole);
+      auto pst = stridesOf(piece);
+      Shape half = piece;
+      half[dim] /= zigzag ? 2 : 1;
+      for (size_t q = 0; q < group.size(); ++q)
+        for (int64_t p = 0; p < n; ++p)
+          for (int64_t c = 0; c < (zigzag ? 2 : 1); ++c) {
+            // Chunk c of member p's piece lands at its place in the whole.
+            int64_t at = blockToWhole(c * half[dim], whole[dim], p, n, zigzag);
+            rankDev[group[q]]->copy(a, outs[q].buf, contiguous(whole, at * wst[dim]),
+                                    in[group[p]].buf, contiguous(piece, c * half[dim] * pst[dim]),
+                                    half);
+          }
+    }
+    for (size_t q = 0; q < group.size(); ++q)
+      call.results[group[q]] = outs[q];
+    return true;
+  }
+
+  /// dist.all_reduce or dist.reduce_scatter over one group (its members' buffers
+  /// `bufs`).
+  bool allReduce(const CollectiveCall &call, const std::vector<int64_t> &group,
+                 const std::vector<Buffer> &bufs) {
+    int64_t r = group[0];
+    Arith a = storage();
+    // all_reduce and reduce_scatter: the group's reduction, then (reduce_scatter)
+    // each member's block.
+    std::vector<DevTensor> full;
+    for (int64_t m : group)
+      full.push_back(Lowering{*rankDev[m], a}.make(call.in[m].shape));
+    if (nccl) {
+      std::vector<Buffer> outs;
+      for (auto &t : full)
+        outs.push_back(t.buf);
+      std::vector<int> gpus(group.begin(), group.end());
+      std::string err =
+          nccl->allReduce(gpus, call.kind, a.dtype == ReplayDtype::BF16, bufs, outs);
+      if (!err.empty()) {
+        failure = {"NCCL: " + err, call.op.getLoc()};
+        return false;
+      }
+    } else {
+      rankDev[r]->reduceGroup(a, call.kind, o.order, full[0].buf, bufs);
+      for (size_t q = 1; q < group.size(); ++q)
+        Lowering{*rankDev[group[q]], a}.mapInto(full[q], MapKind::Copy, &full[0]);
+    }
+    for (size_t q = 0; q < group.size(); ++q) {
+      if (isa<dist::ReduceScatterOp>(call.op)) {
+        Lowering lq{*rankDev[group[q]], a};
+        call.results[group[q]] = lq.block(full[q], call.dim, (int64_t)q, call.n, call.zigzag);
+        lq.release(full[q]);
+      } else {
+        call.results[group[q]] = full[q];
+      }
+    }
+    return true;
+  }
+
+  /// Runs the plan (Interp/PlanWalk.h) and downloads its outputs into planOut.
   bool runPlan();
   /// Rank r's argument for input `b` (a global on rankDev[0] in `globals`).
   KVal bindArgument(const Binding &b, int64_t r, const std::map<std::string, DevTensor> &globals);
@@ -397,7 +439,7 @@ struct KernelBackendBase {
   }
 };
 
-/// The kernel backend as a backend of walkPlan (Semantics/PlanWalk.h): values on each
+/// The kernel backend as a backend of walkPlan (Interp/PlanWalk.h): values on each
 /// rank's device, freed after their last use unless every intermediate is kept.
 struct KernelWalk : KernelBackendBase {
   const std::map<std::string, DevTensor> &globals;
@@ -505,11 +547,8 @@ bool KernelRun::runReference(int run) {
   progressBegin(std::string("reference (") + (run == Truth ? "fp64" : dtypeName(o.dtype)) + ")",
                 spec.reference.getBody().front().getOperations().size());
   std::map<std::string, KVal> outputs;
-  WalkFailure f;
-  if (!walkReference(spec, walk, vals, outputs, f)) {
-    failure = {f.why, f.op ? f.op->getLoc() : spec.reference.getLoc()};
+  if (!walkReference(spec, walk, vals, outputs, failure))
     return false;
-  }
   auto ret = cast<func::ReturnOp>(spec.reference.getBody().front().getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     const KVal &x = outputs[spec.refOutputs[i]];
@@ -560,11 +599,8 @@ bool KernelRun::runPlan() {
     rankDev[0]->release(t.buf);
   progressBegin("plan on " + std::to_string(ranks) + " ranks",
                 spec.plan.getBody().front().getOperations().size());
-  WalkFailure f;
-  if (!walker.run(f)) {
-    failure = {f.why, f.op ? f.op->getLoc() : spec.plan.getLoc()};
+  if (!walker.run(failure))
     return false;
-  }
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
   for (const Binding &b : spec.planOutputs) {
     Value v = ret.getOperand(b.index);
@@ -583,85 +619,6 @@ bool KernelRun::runPlan() {
   for (Device *d : rankDev)
     d->sync();
   return true;
-}
-
-} // namespace
-
-std::string replay::evalRefOnDevice(Device &dev, ReplayDtype dtype, Operation *op,
-                                    const std::vector<NumTensor> &ins,
-                                    const std::vector<double> &idx, NumTensor &out) {
-  Lowering low{dev, Arith{dtype, SumOrder::Forward}};
-  std::vector<DevTensor> held;
-  for (const NumTensor &t : ins) {
-    DevTensor d = low.make(t.shape);
-    dev.upload(d.buf, t.data);
-    held.push_back(d);
-  }
-  std::vector<const DevTensor *> ptrs;
-  for (const DevTensor &d : held)
-    ptrs.push_back(&d);
-  std::string err;
-  try {
-    DevTensor r = low.evalRef(op, ptrs, idx);
-    out.shape = r.shape;
-    out.data = dev.download(r.buf);
-    low.release(r);
-  } catch (const Unsupported &u) {
-    err = u.why;
-  }
-  for (DevTensor &d : held)
-    low.release(d);
-  return err;
-}
-
-namespace {
-/// The devices of a kernel replay: the host device (emulated), one GPU for every
-/// virtual rank, or one GPU per rank with NCCL. Returns why they cannot be had, with
-/// `located` false where the machine, not the spec, is what is missing.
-std::string openDevices(const Spec &spec, const ReplayOptions &options,
-                        std::vector<std::unique_ptr<Device>> &owned, std::vector<Device *> &rankDev,
-                        std::unique_ptr<Collectives> &nccl, bool &located) {
-  int64_t ranks = spec.mesh.numRanks();
-  auto fail = [&](const std::string &why) { return located = true, why; };
-  auto unavailable = [&](const std::string &why) { return located = false, why; };
-  if (options.backend == ReplayBackend::Emulated) {
-    if (options.ranks == ReplayRanks::Nccl)
-      return fail("--ranks nccl needs --backend cuda");
-    // The host device is for correctness tests: refuse what would take minutes.
-    double work = 4 * workOf(spec.reference, 1) + workOf(spec.plan, ranks);
-    if (work > options.maxWork)
-      return fail("the emulated kernel backend would take about " +
-                  std::to_string((long long)work) + " scalar operations (limit " +
-                  std::to_string((long long)options.maxWork) + ")");
-    owned.push_back(makeHostDevice());
-    rankDev.assign(ranks, owned[0].get());
-  } else {
-    std::string why;
-    int gpus = cudaDeviceCount(why);
-    if (gpus <= 0)
-      return unavailable("the CUDA backend cannot run here: " + why);
-    if (options.ranks == ReplayRanks::Nccl) {
-      if (gpus < ranks)
-        return unavailable("--ranks nccl runs one rank per GPU: the mesh has " + std::to_string(ranks) +
-                    " ranks and this machine " + std::to_string(gpus) +
-                    " GPU(s) (use --ranks virtual)");
-      for (int64_t r = 0; r < ranks; ++r) {
-        owned.push_back(makeCudaDevice((int)r, why));
-        if (!owned.back())
-          return unavailable("GPU " + std::to_string(r) + ": " + why);
-        rankDev.push_back(owned.back().get());
-      }
-      nccl = makeNcclCollectives(why);
-      if (!nccl)
-        return unavailable("NCCL: " + why);
-    } else {
-      owned.push_back(makeCudaDevice(0, why));
-      if (!owned[0])
-        return unavailable(why);
-      rankDev.assign(ranks, owned[0].get());
-    }
-  }
-  return "";
 }
 
 /// The first divergence of a diverged kernel replay, from the intermediates kept on the

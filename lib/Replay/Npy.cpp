@@ -51,15 +51,8 @@ std::string dictValue(const std::string &h, const std::string &key) {
   return "";
 }
 
-} // namespace
-
-bool planproof::readNpy(const std::string &path, Shape &shape, std::vector<double> &data,
-                        std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open";
-    return false;
-  }
+/// The header dict of an open .npy file, after its magic, version and length.
+bool readHeader(std::ifstream &in, std::string &h, std::string &error) {
   char magic[8];
   if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
     error = "not an .npy file (no \\x93NUMPY magic)";
@@ -88,11 +81,23 @@ bool planproof::readNpy(const std::string &path, Shape &shape, std::vector<doubl
     error = "header of " + std::to_string(hlen) + " bytes is too long";
     return false;
   }
-  std::string h(hlen, '\0');
+  h.assign(hlen, '\0');
   if (!in.read(&h[0], hlen)) {
     error = "truncated header";
     return false;
   }
+  return true;
+}
+
+/// What the header dict says about the data: its dtype and its shape's text.
+struct NpyLayout {
+  std::string descr, shapeText;
+  char kind = 0; // 'f', 'i', 'u' or 'b'
+  int size = 0;  // bytes per element
+};
+
+/// The dtype and shape text of header `h`, where they are supported.
+bool parseHeader(const std::string &h, NpyLayout &out, std::string &error) {
   std::string descr = dictValue(h, "descr"), fortran = dictValue(h, "fortran_order"),
               shapeText = dictValue(h, "shape");
   if (descr.size() < 3 || shapeText.empty() || fortran.empty()) {
@@ -117,11 +122,17 @@ bool planproof::readNpy(const std::string &path, Shape &shape, std::vector<doubl
     error = "unsupported dtype '" + descr + "' (f2, f4, f8, i1-i8, u1-u8 or bool)";
     return false;
   }
+  out = {descr, shapeText, kind, size};
+  return true;
+}
+
+/// The dimensions of a shape tuple such as "(2, 3)", and their product in `total`.
+bool parseShape(const std::string &shapeText, Shape &shape, int64_t &total, std::string &error) {
   shape.clear();
   std::string inner = shapeText.substr(1, shapeText.size() - 2);
   std::stringstream ss(inner);
   std::string item;
-  int64_t total = 1;
+  total = 1;
   while (std::getline(ss, item, ',')) {
     size_t b = item.find_first_not_of(' ');
     if (b == std::string::npos)
@@ -141,38 +152,59 @@ bool planproof::readNpy(const std::string &path, Shape &shape, std::vector<doubl
       return false;
     }
   }
-  std::vector<unsigned char> raw((size_t)total * size);
+  return true;
+}
+
+/// One little-endian element of dtype `kind` and `size` bytes at `p`, as a double.
+double decodeElement(const unsigned char *p, char kind, int size) {
+  double v = 0;
+  if (kind == 'f' && size == 8) {
+    std::memcpy(&v, p, 8);
+  } else if (kind == 'f' && size == 4) {
+    float f;
+    std::memcpy(&f, p, 4);
+    v = f;
+  } else if (kind == 'f') { // IEEE half
+    uint16_t hb = p[0] | (p[1] << 8);
+    int e = (hb >> 10) & 31, m = hb & 1023;
+    double mag = e == 0 ? std::ldexp((double)m, -24)
+                 : e == 31 ? (m ? NAN : INFINITY)
+                           : std::ldexp(1024.0 + m, e - 25);
+    v = (hb & 0x8000) ? -mag : mag;
+  } else {
+    uint64_t u = 0;
+    for (int k = 0; k < size; ++k)
+      u |= (uint64_t)p[k] << (8 * k);
+    if (kind == 'i' && size < 8 && (u >> (8 * size - 1)) & 1)
+      u |= ~0ull << (8 * size);
+    v = kind == 'i' ? (double)(int64_t)u : (double)u;
+  }
+  return v;
+}
+
+} // namespace
+
+bool planproof::readNpy(const std::string &path, Shape &shape, std::vector<double> &data,
+                        std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open";
+    return false;
+  }
+  std::string h;
+  NpyLayout l;
+  int64_t total = 1;
+  if (!readHeader(in, h, error) || !parseHeader(h, l, error) ||
+      !parseShape(l.shapeText, shape, total, error))
+    return false;
+  std::vector<unsigned char> raw((size_t)total * l.size);
   if (!in.read((char *)raw.data(), raw.size())) {
-    error = "data ends before " + std::to_string(total) + " elements of '" + descr + "'";
+    error = "data ends before " + std::to_string(total) + " elements of '" + l.descr + "'";
     return false;
   }
   data.resize(total);
-  for (int64_t i = 0; i < total; ++i) {
-    const unsigned char *p = raw.data() + i * size;
-    double v = 0;
-    if (kind == 'f' && size == 8) {
-      std::memcpy(&v, p, 8);
-    } else if (kind == 'f' && size == 4) {
-      float f;
-      std::memcpy(&f, p, 4);
-      v = f;
-    } else if (kind == 'f') { // IEEE half
-      uint16_t hb = p[0] | (p[1] << 8);
-      int e = (hb >> 10) & 31, m = hb & 1023;
-      double mag = e == 0 ? std::ldexp((double)m, -24)
-                   : e == 31 ? (m ? NAN : INFINITY)
-                             : std::ldexp(1024.0 + m, e - 25);
-      v = (hb & 0x8000) ? -mag : mag;
-    } else {
-      uint64_t u = 0;
-      for (int k = 0; k < size; ++k)
-        u |= (uint64_t)p[k] << (8 * k);
-      if (kind == 'i' && size < 8 && (u >> (8 * size - 1)) & 1)
-        u |= ~0ull << (8 * size);
-      v = kind == 'i' ? (double)(int64_t)u : (double)u;
-    }
-    data[i] = v;
-  }
+  for (int64_t i = 0; i < total; ++i)
+    data[i] = decodeElement(raw.data() + i * l.size, l.kind, l.size);
   return true;
 }
 

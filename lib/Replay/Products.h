@@ -23,7 +23,7 @@
 #ifndef PLANPROOF_REPLAY_PRODUCTS_H
 #define PLANPROOF_REPLAY_PRODUCTS_H
 
-#include "Replay/Device.h"
+#include "Device/Device.h"
 #include "Semantics/OpSemantics.h"
 
 namespace planproof {

@@ -1,7 +1,7 @@
 //===- Replay.cpp - numeric replay of a spec on the CPU ---------*- C++ -*-===//
 #include "Replay/Replay.h"
 #include "Replay/ReplayInternal.h"
-#include "Semantics/PlanWalk.h"
+#include "Interp/PlanWalk.h"
 
 #include "Engine/Decide.h"
 #include "Engine/Schedule.h"
@@ -139,7 +139,7 @@ namespace {
 
 /// dist.save / dist.load on every rank (the symbolic engine's checkpointOp, on numbers).
 bool checkpointOp(Operation &op, const Mesh &mesh, llvm::DenseMap<Value, std::vector<NumTensor>> &vals,
-                  NumCheckpoint *ckpt, std::vector<NumTensor> &results, Failure &f) {
+                  NumCheckpoint *ckpt, std::vector<NumTensor> &results, RunFailure &f) {
   int64_t ranks = mesh.numRanks();
   CheckpointAccess access = checkpointAccess(op);
   bool saving = access.saving;
@@ -303,7 +303,7 @@ void independentDraw(const Spec &spec, const DrawBinding &db, Operation &op,
   }
 }
 
-/// The CPU replay as a backend of walkPlan (Semantics/PlanWalk.h).
+/// The CPU replay as a backend of walkPlan (Interp/PlanWalk.h).
 struct NumericWalk : DomainBackend<NumericWalk, NumericDomain> {
   NumericDomain &d;
   uint64_t seed;
@@ -349,7 +349,7 @@ struct NumericWalk : DomainBackend<NumericWalk, NumericDomain> {
     }
     if (!isa<dist::CheckpointOp>(op))
       return false;
-    Failure f{"", op.getLoc()};
+    RunFailure f{"", op.getLoc()};
     if (!checkpointOp(op, spec.mesh, vals, ckpt, results, f))
       why = f.why;
     else if (!cast<dist::CheckpointOp>(op).saves())
@@ -362,32 +362,24 @@ struct NumericWalk : DomainBackend<NumericWalk, NumericDomain> {
 
 bool replay::runReference(const Spec &spec, NumericDomain &d,
                           const std::map<std::string, NumTensor> &in,
-                          std::map<std::string, NumTensor> &outputs, Failure &f,
+                          std::map<std::string, NumTensor> &outputs, RunFailure &f,
                           llvm::DenseMap<Value, NumTensor> &vals) {
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)
     vals[spec.reference.getArgument(i)] = in.at(spec.refInputs[i]);
   NumericWalk walk(spec, d, 0, nullptr, nullptr);
-  WalkFailure failure;
-  if (!walkReference(spec, walk, vals, outputs, failure)) {
-    f = {failure.why, failure.op ? failure.op->getLoc() : spec.reference.getLoc()};
-    return false;
-  }
-  return true;
+  return walkReference(spec, walk, vals, outputs, f);
 }
 
 bool replay::runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
-                     uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f,
+                     uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, RunFailure &f,
                      llvm::DenseMap<Value, std::vector<NumTensor>> &vals, NumCheckpoint *ckpt,
                      RngRecord *rng) {
   NumericWalk walk(spec, d, seed, ckpt, rng);
   walk.globals = &in;
   for (const DrawBinding &db : spec.draws)
     walk.draws[db.op] = &db;
-  WalkFailure failure;
-  if (!walkPlan(spec, walk, vals, failure)) {
-    f = {failure.why, failure.op ? failure.op->getLoc() : spec.plan.getLoc()};
+  if (!walkPlan(spec, walk, vals, f))
     return false;
-  }
   auto ret = cast<func::ReturnOp>(spec.plan.getBody().front().getTerminator());
   for (const Binding &b : spec.planOutputs)
     outputs.push_back(vals[ret.getOperand(b.index)]);
@@ -447,11 +439,11 @@ struct StepRun {
 
 bool runStep(const Spec &spec, NumericDomain *domains[4],
              const std::map<std::string, NumTensor> *inputs[4], uint64_t seed, NumCheckpoint *ckpt,
-             StepRun &run, Failure &f, ReplayResult &result, RngRecord *rng = nullptr) {
+             StepRun &run, RunFailure &f, ReplayResult &result, RngRecord *rng = nullptr) {
   try {
     // The four reference runs are independent of each other and of the plan: they run
     // on their own threads while this one runs the plan (with the progress line).
-    Failure fs[4] = {f, f, f, f};
+    RunFailure fs[4] = {f, f, f, f};
     bool oks[4] = {false, false, false, false};
     std::vector<std::thread> refs;
     // Joined on every path: the plan's run may end in an exception (the time limit)
@@ -587,7 +579,7 @@ bool replayable(const Spec &spec, const ReplayOptions &options, ReplayResult &re
 bool collectNextStepDraws(const Spec &spec, const ReplayOptions &options, NumericDomain &fwd,
                           const std::map<std::string, NumTensor> &drawn, const StepRun &one,
                           RngRecord &rng, ReplayResult &result) {
-  Failure f{"", spec.plan.getLoc()};
+  RunFailure f{"", spec.plan.getLoc()};
   if (spec.resume) {
     result.failure = "a checkpoint spec with independent-mode random draws";
     result.failureAt = toSourceLoc(spec.plan.getLoc());
@@ -623,7 +615,7 @@ bool collectNextStepDraws(const Spec &spec, const ReplayOptions &options, Numeri
 /// run's own state, with a fresh batch.
 void replayResumedStep(const Spec &spec, const ReplayOptions &options, NumericDomain *domains[4],
                        const StepRun &one, NumCheckpoint &ckpt, ReplayResult &result) {
-  Failure f{"", spec.plan.getLoc()};
+  RunFailure f{"", spec.plan.getLoc()};
   NumericDomain &fwd = *domains[1];
   const std::map<std::string, NumTensor> *inputs[4];
   Spec view = spec.resumeStep();
@@ -714,7 +706,7 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   const std::map<std::string, NumTensor> *inputs[4] = {&drawn, &drawn, &drawn, &drawn};
   NumCheckpoint ckpt;
   StepRun one;
-  Failure f{"", spec.plan.getLoc()};
+  RunFailure f{"", spec.plan.getLoc()};
   RngRecord rng;
   if (!runStep(spec, domains, inputs, options.seed, spec.resume ? &ckpt : nullptr, one, f, result,
                spec.draws.empty() ? nullptr : &rng))

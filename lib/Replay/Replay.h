@@ -12,7 +12,7 @@
 #ifndef PLANPROOF_REPLAY_REPLAY_H
 #define PLANPROOF_REPLAY_REPLAY_H
 
-#include "Replay/Numerics.h"
+#include "Device/Numerics.h"
 #include "Spec/Spec.h"
 #include "Support/Deadline.h"
 #include "Semantics/Layout.h"

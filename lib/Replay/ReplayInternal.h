@@ -10,6 +10,7 @@
 #define PLANPROOF_REPLAY_REPLAYINTERNAL_H
 
 #include "Engine/Verifier.h"
+#include "Interp/RunFailure.h"
 #include "Replay/Products.h"
 #include "Replay/Replay.h"
 #include "Semantics/Scalar.h"
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,7 +33,8 @@
 namespace planproof {
 namespace kernels {
 class Device;
-}
+class Collectives;
+} // namespace kernels
 namespace replay {
 
 using NumTensor = Tensor<double>;
@@ -142,11 +145,6 @@ struct NumericDomain {
   }
 };
 
-/// Why a run stopped (an op or feature a backend does not support), and where.
-struct Failure {
-  std::string why;
-  mlir::Location loc;
-};
 
 /// Runs body(begin, end) over [0, n) split into contiguous chunks, one per core, when
 /// there are at least `grain` items per chunk; on this thread otherwise. `body` must
@@ -169,14 +167,14 @@ struct RngRecord;     // Replay.cpp: independent-mode random draws at a seed
 /// Runs the reference on numbers in domain `d` from `in` (its inputs by name): its
 /// outputs by name, every value in `vals`. False with `f` where an op cannot run.
 bool runReference(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
-                  std::map<std::string, NumTensor> &outputs, Failure &f,
+                  std::map<std::string, NumTensor> &outputs, RunFailure &f,
                   llvm::DenseMap<mlir::Value, NumTensor> &vals);
 
-/// Runs the plan on every rank (Semantics/PlanWalk.h) from the reference inputs `in`:
+/// Runs the plan on every rank (Interp/PlanWalk.h) from the reference inputs `in`:
 /// each plan output's per-rank values in `outputs`, every value in `vals`. `seed`
 /// fills padding; `ckpt` and `rng` serve two-step specs and independent draws.
 bool runPlan(const Spec &spec, NumericDomain &d, const std::map<std::string, NumTensor> &in,
-             uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, Failure &f,
+             uint64_t seed, std::vector<std::vector<NumTensor>> &outputs, RunFailure &f,
              llvm::DenseMap<mlir::Value, std::vector<NumTensor>> &vals,
              NumCheckpoint *ckpt = nullptr, RngRecord *rng = nullptr);
 
@@ -200,6 +198,15 @@ void findFirstDivergence(const Spec &spec, const ReplayOptions &options,
                          const std::function<const NumTensor *(int, mlir::Value)> &ref,
                          const std::function<const std::vector<NumTensor> *(mlir::Value)> &plan,
                          ReplayDivergence &out);
+
+/// The devices of a kernel replay: the host device (emulated), one GPU for every
+/// virtual rank, or one GPU per rank with NCCL. Returns why they cannot be had, with
+/// `located` false where the machine, not the spec, is what is missing.
+/// (KernelDevices.cpp.)
+std::string openDevices(const Spec &spec, const ReplayOptions &options,
+                        std::vector<std::unique_ptr<kernels::Device>> &owned,
+                        std::vector<kernels::Device *> &rankDev,
+                        std::unique_ptr<kernels::Collectives> &nccl, bool &located);
 
 /// Evaluates one ref op on `dev` through the kernel backend's lowering, from host
 /// operands (uploaded in `dtype`'s storage) to a host result: the unit tests compare it

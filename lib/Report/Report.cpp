@@ -1,5 +1,6 @@
 //===- Report.cpp - rendering verification results -------------*- C++ -*-===//
 #include "Report/Report.h"
+#include "Support/Diagnostic.h"
 
 #include <nlohmann/json.hpp>
 
@@ -34,44 +35,19 @@ std::string caret(const Spec &spec, const SourceLoc &loc) {
   return out + "^\n";
 }
 
-/// One located error of a loader's output.
-struct LocatedError {
-  std::string file, message;
-  unsigned line = 0, col = 0;
-};
-
-std::vector<LocatedError> parseErrors(const std::string &path, const std::string &errors) {
-  std::vector<LocatedError> out;
-  std::istringstream in(errors);
-  std::string text;
-  while (std::getline(in, text)) {
-    size_t at = text.find(": error: ");
-    if (at == std::string::npos) {
-      if (!out.empty() && !text.empty() && text.find_first_not_of(" ^~") != std::string::npos &&
-          text.find(": note: ") != std::string::npos)
-        out.back().message += "\n" + text.substr(text.find(": note: ") + 2);
-      continue;
-    }
-    LocatedError e;
-    e.message = text.substr(at + 9);
-    std::string where = text.substr(0, at);
-    // file[:line:col]
-    size_t c2 = where.rfind(':'), c1 = c2 == std::string::npos ? c2 : where.rfind(':', c2 - 1);
-    auto digits = [](const std::string &s) {
-      return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), ::isdigit);
-    };
-    if (c1 != std::string::npos && c2 != std::string::npos &&
-        digits(where.substr(c1 + 1, c2 - c1 - 1)) && digits(where.substr(c2 + 1))) {
-      e.file = where.substr(0, c1);
-      e.line = (unsigned)std::stoul(where.substr(c1 + 1, c2 - c1 - 1));
-      e.col = (unsigned)std::stoul(where.substr(c2 + 1));
-    } else {
-      e.file = where;
-    }
-    out.push_back(std::move(e));
+/// The errors of a loader's output (Support/Diagnostic.h), each note on a line of its
+/// own after the message; the whole text at `path` when it has no located error.
+std::vector<Diagnostic> loaderErrors(const std::string &path, const std::string &errors) {
+  std::vector<Diagnostic> out = parseDiagnostics(errors);
+  for (Diagnostic &d : out)
+    for (const std::string &note : d.notes)
+      d.message += "\n" + note;
+  if (out.empty()) {
+    Diagnostic whole;
+    whole.at.file = path;
+    whole.message = errors.empty() ? "bad input" : errors;
+    out.push_back(std::move(whole));
   }
-  if (out.empty())
-    out.push_back({path, errors.empty() ? "bad input" : errors, 0, 0});
   return out;
 }
 
@@ -128,9 +104,9 @@ std::string planproof::snippetWindow(const std::string &line, unsigned &col, siz
 
 std::string planproof::renderErrorJson(const std::string &path, const std::string &errors) {
   json list = json::array();
-  for (const LocatedError &e : parseErrors(path, errors))
+  for (const Diagnostic &e : loaderErrors(path, errors))
     list.push_back({{"message", e.message},
-                    {"location", {{"file", e.file}, {"line", e.line}, {"col", e.col}}}});
+                    {"location", {{"file", e.at.file}, {"line", e.at.line}, {"col", e.at.col}}}});
   json j = {{"spec", path},         {"verdict", "error"},    {"exit_status", 2},
             {"errors", list},       {"violations", json::array()},
             {"inconclusive", json::array()}};
@@ -139,15 +115,15 @@ std::string planproof::renderErrorJson(const std::string &path, const std::strin
 
 std::string planproof::renderErrorSarif(const std::string &path, const std::string &errors) {
   json notes = json::array();
-  for (const LocatedError &e : parseErrors(path, errors)) {
+  for (const Diagnostic &e : loaderErrors(path, errors)) {
     json region = json::object();
-    if (e.line)
-      region = {{"startLine", e.line}, {"startColumn", std::max(1u, e.col)}};
+    if (e.at.line)
+      region = {{"startLine", e.at.line}, {"startColumn", std::max(1u, e.at.col)}};
     notes.push_back({{"level", "error"},
                      {"message", {{"text", e.message}}},
                      {"locations",
                       json::array({{{"physicalLocation",
-                                     {{"artifactLocation", {{"uri", e.file}}},
+                                     {{"artifactLocation", {{"uri", e.at.file}}},
                                       {"region", region}}}}})}});
   }
   json sarif = {

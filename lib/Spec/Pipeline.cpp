@@ -32,40 +32,35 @@ namespace {
 
 std::string stageStr(int64_t s) { return s < 0 ? "every stage" : "stage " + std::to_string(s); }
 
-} // namespace
-
-bool planproof::analyzePipeline(Spec &spec, std::string &errors) {
-  func::FuncOp plan = spec.plan;
-  Block &body = plan.getBody().front();
-  auto error = [&](Location loc, const std::string &msg) {
-    SourceLoc s = toSourceLoc(loc);
-    errors += (s.known() ? s.str() : spec.path) + ": error: " + msg + "\n";
-    return false;
-  };
-  spec.planOrder.clear();
-  auto axis = plan->getAttrOfType<StringAttr>(dist::kPipelineAttr);
-  bool anyStaged = false;
-  for (Operation &op : body)
-    anyStaged |= isa<dist::SendOp, dist::RecvOp, dist::StageSelectOp>(op) || op.hasAttr(dist::kStageAttr);
-  if (!axis) {
-    if (anyStaged)
-      return error(plan.getLoc(), "the plan uses pipeline stages (dist.send, dist.recv, "
-                                  "dist.stage_select or 'dist.stage') but does not name the mesh "
-                                  "axis of its stages with 'dist.pipeline'");
-    for (Operation &op : body)
-      spec.planOrder.push_back(&op);
-    return true;
-  }
-  spec.pipelineAxis = spec.mesh.axisIndex(axis.getValue().str());
-  if (spec.pipelineAxis < 0)
-    return error(plan.getLoc(), "'dist.pipeline' names '" + axis.getValue().str() +
-                                    "', which is not an axis of the mesh");
-  auto problem = [&](Operation *op, const std::string &msg, const std::string &hint) {
-    spec.scheduleProblems.push_back({op, msg, hint});
-  };
-
-  // Stages of ops and values.
+/// The state analyzePipeline's steps share: the plan, its pipeline axis, and the stage
+/// each value is computed (or received) on.
+struct PipelineAnalysis {
+  Spec &spec;
+  std::string &errors;
+  func::FuncOp plan;
+  Block &body;
+  StringAttr axis;
   llvm::DenseMap<Value, int64_t> valueStage;
+
+  PipelineAnalysis(Spec &spec, std::string &errors)
+      : spec(spec), errors(errors), plan(spec.plan), body(plan.getBody().front()) {}
+
+  bool error(Location loc, const std::string &msg) {
+    errors += formatError(toSourceLoc(loc), msg, spec.path);
+    return false;
+  }
+  void problem(Operation *op, const std::string &msg, const std::string &hint) {
+    spec.scheduleProblems.push_back({op, msg, hint});
+  }
+
+  bool assignStages();
+  void checkStageUses();
+  void matchMessages();
+  void orderByDataflow();
+};
+
+/// Stages of ops and values.
+bool PipelineAnalysis::assignStages() {
   for (const Binding &b : spec.planInputs)
     valueStage[plan.getArgument(b.index)] = b.stage;
   for (Operation &op : body) {
@@ -84,6 +79,11 @@ bool planproof::analyzePipeline(Spec &spec, std::string &errors) {
     for (Value r : op.getResults())
       valueStage[r] = isa<dist::StageSelectOp>(op) ? -1 : s;
   }
+  return true;
+}
+
+/// Every value used only on the stage that computes or receives it.
+void PipelineAnalysis::checkStageUses() {
   auto nameOf = [&](Value v) { return spec.nameOf(v); };
   for (Operation &op : body) {
     int64_t s = spec.stageOf(&op);
@@ -129,8 +129,10 @@ bool planproof::analyzePipeline(Spec &spec, std::string &errors) {
                 "each stage's value joined by dist.stage_select");
     }
   }
+}
 
-  // Messages: the n-th send with the n-th recv of the same (from, to, tag).
+/// Messages: the n-th send with the n-th recv of the same (from, to, tag).
+void PipelineAnalysis::matchMessages() {
   std::map<std::tuple<int64_t, int64_t, std::string>, std::deque<Operation *>> sends, recvs;
   for (Operation &op : body) {
     if (auto send = dyn_cast<dist::SendOp>(op))
@@ -168,8 +170,10 @@ bool planproof::analyzePipeline(Spec &spec, std::string &errors) {
                      std::get<2>(key) + "\" has no matching dist.recv on stage " +
                      std::to_string(std::get<1>(key)),
               "every send needs a recv with the same stages and tag on the destination stage");
+}
 
-  // The dataflow order (Kahn's algorithm, earliest written first).
+/// The dataflow order (Kahn's algorithm, earliest written first).
+void PipelineAnalysis::orderByDataflow() {
   std::vector<Operation *> ops;
   llvm::DenseMap<Operation *, size_t> pos;
   for (Operation &op : body) {
@@ -214,5 +218,36 @@ bool planproof::analyzePipeline(Spec &spec, std::string &errors) {
     for (Operation *op : ops)
       spec.planOrder.push_back(op);
   }
+}
+
+} // namespace
+
+bool planproof::analyzePipeline(Spec &spec, std::string &errors) {
+  PipelineAnalysis a(spec, errors);
+  func::FuncOp plan = a.plan;
+  spec.planOrder.clear();
+  a.axis = plan->getAttrOfType<StringAttr>(dist::kPipelineAttr);
+  bool anyStaged = false;
+  for (Operation &op : a.body)
+    anyStaged |= isa<dist::SendOp, dist::RecvOp, dist::StageSelectOp>(op) ||
+                 op.hasAttr(dist::kStageAttr);
+  if (!a.axis) {
+    if (anyStaged)
+      return a.error(plan.getLoc(), "the plan uses pipeline stages (dist.send, dist.recv, "
+                                    "dist.stage_select or 'dist.stage') but does not name the "
+                                    "mesh axis of its stages with 'dist.pipeline'");
+    for (Operation &op : a.body)
+      spec.planOrder.push_back(&op);
+    return true;
+  }
+  spec.pipelineAxis = spec.mesh.axisIndex(a.axis.getValue().str());
+  if (spec.pipelineAxis < 0)
+    return a.error(plan.getLoc(), "'dist.pipeline' names '" + a.axis.getValue().str() +
+                                      "', which is not an axis of the mesh");
+  if (!a.assignStages())
+    return false;
+  a.checkStageUses();
+  a.matchMessages();
+  a.orderByDataflow();
   return true;
 }

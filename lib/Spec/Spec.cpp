@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "Spec/Spec.h"
 
-#include "Import/JsonImport.h"
 #include "Ref/RefDialect.h"
 #include "Support/Input.h"
 #include "Support/Limits.h"
@@ -89,8 +88,7 @@ static void readSourceLines(Spec &spec, const std::string &path, StringRef text)
   spec.sources[path] = std::move(lines);
 }
 
-/// Parses MLIR text (named `path` in diagnostics) into a new module, recording SSA names.
-static bool loadMlirText(MLIRContext &ctx, const std::string &path, const std::string &contents,
+bool planproof::parseMlirSpecText(MLIRContext &ctx, const std::string &path, const std::string &contents,
                          Spec &spec, std::string &errors) {
   if (!checkNesting(path, contents, Syntax::Mlir, errors))
     return false;
@@ -122,42 +120,6 @@ static bool loadMlirText(MLIRContext &ctx, const std::string &path, const std::s
   return true;
 }
 
-static bool loadAnyText(MLIRContext &ctx, const std::string &path, const std::string &text,
-                        Spec &spec, std::string &errors) {
-  if (StringRef(path).ends_with(".json"))
-    return importJsonSpecText(ctx, path, text, spec, errors);
-  return loadMlirText(ctx, path, text, spec, errors);
-}
-
-static bool loadAny(MLIRContext &ctx, const std::string &path, Spec &spec, std::string &errors) {
-  std::string text;
-  return readInputFile(path, text, errors) && loadAnyText(ctx, path, text, spec, errors);
-}
-
-bool planproof::loadSpecText(MLIRContext &ctx, const std::string &name, const std::string &text,
-                             Spec &spec, std::string &errors) {
-  spec.path = name;
-  if ((int64_t)text.size() > kMaxInputBytes) {
-    errors += name + ": error: the input is larger than " + std::to_string(kMaxInputBytes >> 20) +
-              " MiB\n";
-    return false;
-  }
-  return loadAnyText(ctx, name, text, spec, errors) && analyzeSpec(spec, errors);
-}
-
-bool planproof::loadSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
-                         std::string &errors) {
-  spec.path = path;
-  return loadAny(ctx, path, spec, errors) && analyzeSpec(spec, errors);
-}
-
-bool planproof::loadSpecPair(MLIRContext &ctx, const std::string &refPath,
-                             const std::string &planPath, Spec &spec, std::string &errors) {
-  spec.path = planPath;
-  return loadAny(ctx, refPath, spec, errors) && loadAny(ctx, planPath, spec, errors) &&
-         analyzeSpec(spec, errors);
-}
-
 //===----------------------------------------------------------------------===//
 // Validation
 //===----------------------------------------------------------------------===//
@@ -168,8 +130,7 @@ struct Checker {
   std::string &errors;
 
   bool error(Location loc, const std::string &msg) {
-    SourceLoc s = toSourceLoc(loc);
-    errors += (s.known() ? s.str() : spec.path) + ": error: " + msg + "\n";
+    errors += formatError(toSourceLoc(loc), msg, spec.path);
     return false;
   }
 
@@ -595,8 +556,7 @@ struct Checker {
 static bool validateSizesAndConstants(Spec &spec, std::string &errors) {
   std::string first;
   auto report = [&](Location loc, const std::string &msg) {
-    SourceLoc s = toSourceLoc(loc);
-    errors += (s.known() ? s.str() : spec.path) + ": error: " + msg + "\n";
+    errors += formatError(toSourceLoc(loc), msg, spec.path);
     return false;
   };
   auto checkType = [&](Type t, Location loc, const std::string &what) {

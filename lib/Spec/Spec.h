@@ -15,6 +15,7 @@
 
 #include "Dist/DistDialect.h"
 #include "Semantics/Layout.h"
+#include "Support/Diagnostic.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -31,15 +32,6 @@
 namespace planproof {
 
 /// A source position, as reported to users.
-struct SourceLoc {
-  std::string file;
-  unsigned line = 0, col = 0;
-  bool known() const { return !file.empty() && line > 0; }
-  std::string str() const {
-    return known() ? file + ":" + std::to_string(line) + ":" + std::to_string(col) : file;
-  }
-};
-
 SourceLoc toSourceLoc(mlir::Location loc);
 
 /// One plan argument or result: the reference value it holds a piece of, and how.
@@ -194,18 +186,11 @@ struct Spec {
 /// The context every spec is loaded into: planproof's dialects plus func.
 void registerDialects(mlir::MLIRContext &ctx);
 
-/// Loads a spec from one file (.mlir or .json). On failure returns false after writing
-/// located diagnostics ("file:line:col: error: ...") to `errors`.
-bool loadSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec, std::string &errors);
-
-/// Loads a spec from text: JSON when `name` ends in ".json", else MLIR; `name` is the
-/// file name diagnostics give (nothing is read from disk).
-bool loadSpecText(mlir::MLIRContext &ctx, const std::string &name, const std::string &text,
-                  Spec &spec, std::string &errors);
-
-/// Loads a spec from a reference file and a plan file (.mlir or .json each).
-bool loadSpecPair(mlir::MLIRContext &ctx, const std::string &refPath,
-                  const std::string &planPath, Spec &spec, std::string &errors);
+/// Parses MLIR text (named `path` in diagnostics; nothing is read from disk) into a new
+/// module of `spec`, recording the SSA names users wrote and the source lines. Loading a
+/// file of either format, and the analysis after it, is lib/Import/LoadSpec.h.
+bool parseMlirSpecText(mlir::MLIRContext &ctx, const std::string &path,
+                       const std::string &contents, Spec &spec, std::string &errors);
 
 /// Analyzes a plan's pipeline (stages, send/recv matching, the dataflow order): fills
 /// the pipeline fields of `spec`, and for any plan the execution order. Returns false

@@ -1,5 +1,6 @@
 //===- Input.cpp - reading spec files within bounds --------------*- C++ -*-===//
 #include "Support/Input.h"
+#include "Support/Diagnostic.h"
 #include "Support/Limits.h"
 
 #include <cerrno>
@@ -12,16 +13,16 @@ using namespace planproof;
 bool planproof::readInputFile(const std::string &path, std::string &text, std::string &errors) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
-    errors += path + ": error: cannot read file: " + std::strerror(errno) + "\n";
+    errors += formatError({path}, std::string("cannot read file: ") + std::strerror(errno));
     return false;
   }
   if (S_ISDIR(st.st_mode)) {
-    errors += path + ": error: cannot read file: it is a directory\n";
+    errors += formatError({path}, "cannot read file: it is a directory");
     return false;
   }
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f) {
-    errors += path + ": error: cannot read file: " + std::strerror(errno) + "\n";
+    errors += formatError({path}, std::string("cannot read file: ") + std::strerror(errno));
     return false;
   }
   text.clear();
@@ -38,12 +39,12 @@ bool planproof::readInputFile(const std::string &path, std::string &text, std::s
   bool failed = std::ferror(f);
   std::fclose(f);
   if (tooLarge) {
-    errors += path + ": error: the input is larger than " +
-              std::to_string(kMaxInputBytes >> 20) + " MiB\n";
+    errors += formatError({path}, "the input is larger than " +
+                                      std::to_string(kMaxInputBytes >> 20) + " MiB");
     return false;
   }
   if (failed) {
-    errors += path + ": error: cannot read file\n";
+    errors += formatError({path}, "cannot read file");
     return false;
   }
   return true;
@@ -72,9 +73,9 @@ bool planproof::checkNesting(const std::string &path, const std::string &text, S
       continue;
     } else if (c == '[' || c == '{' || (mlir && (c == '(' || c == '<'))) {
       if (++depth > kMaxNesting) {
-        errors += path + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                  ": error: brackets nest more than " + std::to_string(kMaxNesting) +
-                  " levels deep here\n";
+        errors += formatError({path, line, col}, "brackets nest more than " +
+                                                   std::to_string(kMaxNesting) +
+                                                   " levels deep here");
         return false;
       }
     } else if (c == ']' || c == '}' || (mlir && (c == ')' || (c == '>' && (i == 0 || text[i - 1] != '-'))))) {

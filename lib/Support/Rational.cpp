@@ -29,16 +29,6 @@ i128 gcd128(i128 a, i128 b) {
   return a;
 }
 
-/// 10^k as a 128-bit integer (k <= 38), or -1.
-i128 pow10(int k) {
-  if (k < 0 || k > 38)
-    return -1;
-  i128 p = 1;
-  for (int i = 0; i < k; ++i)
-    p *= 10;
-  return p;
-}
-
 /// The simplest fraction p/q strictly between a/b and c/d (0 <= a/b < c/d, b, d > 0;
 /// b == 0 stands for +infinity as the upper end), by continued fractions: the integer
 /// part first, then the simplest fraction between the reciprocals of the remainders.

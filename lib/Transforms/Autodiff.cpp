@@ -86,6 +86,7 @@ private:
   std::optional<LogicalResult> backpropArithmetic(Operation *op, Value g);
   std::optional<LogicalResult> backpropFunctions(Operation *op, Value g);
   std::optional<LogicalResult> backpropLayout(Operation *op, Value g);
+  std::optional<LogicalResult> backpropNorms(Operation *op, Value g);
   std::optional<LogicalResult> backpropComposites(Operation *op, Value g);
   std::optional<LogicalResult> backpropCollectives(Operation *op, Value g);
   void contribute(Operation *op, unsigned i, llvm::function_ref<Value()> make);
@@ -277,21 +278,11 @@ std::optional<LogicalResult> Differentiator::backpropLayout(Operation *op, Value
   return success();
 }
 
-/// The vector-Jacobian rules of losses, softmaxes, norms, rotary, lookups, masks and constants; none when `op` is not one of them.
-std::optional<LogicalResult> Differentiator::backpropComposites(Operation *op, Value g) {
+/// The vector-Jacobian rules of the norms (RMS and layer norm); none when `op` is not
+/// one of them.
+std::optional<LogicalResult> Differentiator::backpropNorms(Operation *op, Value g) {
   auto give = [&](unsigned i, llvm::function_ref<Value()> make) { contribute(op, i, make); };
-  auto isActive = [&](unsigned i) { return active.contains(op->getOperand(i)); };
-  Value res = op->getResult(0);
-  if (isa<MseLossOp>(op)) {
-    auto t = typeOf(op->getOperand(0));
-    Value dpred = mul(broadcast(g, {}, t), MseLossGradOp::create(b, loc, op->getOperand(0),
-                                                                 op->getOperand(1)));
-    give(0, [&] { return dpred; });
-    give(1, [&] { return scale(dpred, -1); });
-  } else if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
-    // dx = y * (g - rowsum(g * y)); masked entries have y = 0.
-    give(0, [&] { return mul(res, sub(g, rowSumBroadcast(mul(g, res)))); });
-  } else if (auto n = dyn_cast<RmsNormOp>(op)) {
+  if (auto n = dyn_cast<RmsNormOp>(op)) {
     // y = x * r * w with r = rsqrt(mean(x^2) + eps) per row:
     // dw = sum_rows(g * x * r);  dx = r * (g w) - x * r^3 * mean(g w x).
     Value x = n.getInput(), w = n.getWeight();
@@ -313,7 +304,8 @@ std::optional<LogicalResult> Differentiator::backpropComposites(Operation *op, V
         rows.push_back(d);
       SmallVector<int64_t> last{xt.getRank() - 1};
       Value ms = ReduceMeanOp::create(b, loc, mul(x, x), last);
-      Value r = RsqrtOp::create(b, loc, add(ms, constant(typeOf(ms), n.getEps().convertToDouble())));
+      Value r =
+          RsqrtOp::create(b, loc, add(ms, constant(typeOf(ms), n.getEps().convertToDouble())));
       Value rb = broadcast(r, rows, xt);
       Value meanGwx = scale(rowSumBroadcast(mul(gw, x)), 1.0 / double(width));
       return sub(mul(rb, gw), mul(mul(x, mul(rb, mul(rb, rb))), meanGwx));
@@ -337,12 +329,34 @@ std::optional<LogicalResult> Differentiator::backpropComposites(Operation *op, V
       Value mu = ReduceMeanOp::create(b, loc, x, last);
       Value xc = sub(x, broadcast(mu, rows, xt));
       Value var = ReduceMeanOp::create(b, loc, mul(xc, xc), last);
-      Value r = RsqrtOp::create(b, loc, add(var, constant(typeOf(var), n.getEps().convertToDouble())));
+      Value r =
+          RsqrtOp::create(b, loc, add(var, constant(typeOf(var), n.getEps().convertToDouble())));
       Value gw = mul(g, broadcastTrailing(w, xt));
       Value meanGw = scale(rowSumBroadcast(gw), 1.0 / double(width));
       Value meanGwX = scale(rowSumBroadcast(mul(gw, xhat)), 1.0 / double(width));
       return mul(broadcast(r, rows, xt), sub(sub(gw, meanGw), mul(xhat, meanGwX)));
     });
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// The vector-Jacobian rules of losses, softmaxes, rotary, lookups, masks and constants;
+/// none when `op` is not one of them.
+std::optional<LogicalResult> Differentiator::backpropComposites(Operation *op, Value g) {
+  auto give = [&](unsigned i, llvm::function_ref<Value()> make) { contribute(op, i, make); };
+  auto isActive = [&](unsigned i) { return active.contains(op->getOperand(i)); };
+  Value res = op->getResult(0);
+  if (isa<MseLossOp>(op)) {
+    auto t = typeOf(op->getOperand(0));
+    Value dpred = mul(broadcast(g, {}, t), MseLossGradOp::create(b, loc, op->getOperand(0),
+                                                                 op->getOperand(1)));
+    give(0, [&] { return dpred; });
+    give(1, [&] { return scale(dpred, -1); });
+  } else if (isa<SoftmaxOp, CausalSoftmaxOp>(op)) {
+    // dx = y * (g - rowsum(g * y)); masked entries have y = 0.
+    give(0, [&] { return mul(res, sub(g, rowSumBroadcast(mul(g, res)))); });
   } else if (auto ro = dyn_cast<RotaryOp>(op)) {
     // y = x * cos + R(x) * sin with R^T = -R:  dx = g * cos - R(g * sin), and
     // R(z) = rotary(z, 0, 1).
@@ -460,8 +474,8 @@ std::optional<LogicalResult> Differentiator::backpropCollectives(Operation *op, 
 /// `op`'s result being `g`: one rule per op, by family.
 LogicalResult Differentiator::backprop(Operation *op, Value g) {
   for (auto rule : {&Differentiator::backpropArithmetic, &Differentiator::backpropFunctions,
-                    &Differentiator::backpropLayout, &Differentiator::backpropComposites,
-                    &Differentiator::backpropCollectives})
+                    &Differentiator::backpropLayout, &Differentiator::backpropNorms,
+                    &Differentiator::backpropComposites, &Differentiator::backpropCollectives})
     if (std::optional<LogicalResult> done = (this->*rule)(op, g))
       return *done;
   return failure();

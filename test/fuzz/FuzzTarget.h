@@ -13,6 +13,7 @@
 #define PLANPROOF_TEST_FUZZ_FUZZTARGET_H
 
 #include "Engine/Verifier.h"
+#include "Import/LoadSpec.h"
 #include "Spec/Spec.h"
 
 #include "mlir/IR/MLIRContext.h"

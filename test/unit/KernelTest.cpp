@@ -7,8 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import/JsonImport.h"
-#include "Replay/Device.h"
-#include "Replay/Kernels.h"
+#include "Import/LoadSpec.h"
+#include "Device/Device.h"
+#include "Device/Kernels.h"
 #include "Replay/ReplayInternal.h"
 #include "Semantics/OpSemantics.h"
 #include "Spec/Spec.h"

@@ -1,5 +1,6 @@
 //===- VerifierTest.cpp - the verifier's options, through its library API --------===//
 #include "Engine/Verifier.h"
+#include "Import/LoadSpec.h"
 #include "Spec/Spec.h"
 
 #include <catch2/catch.hpp>

@@ -14,6 +14,7 @@
 
 #include "Import/JsonExport.h"
 #include "Import/JsonImport.h"
+#include "Import/LoadSpec.h"
 #include "Import/XlaImport.h"
 #include "Plan/PlanGen.h"
 #include "Report/Report.h"

@@ -13,6 +13,7 @@
 
 #include "Replay/Replay.h"
 #include "Report/Report.h"
+#include "Import/LoadSpec.h"
 #include "Spec/Spec.h"
 #include "Support/Input.h"
 

@@ -8,7 +8,8 @@
 #include "Cli.h"
 
 #include "Import/JsonImport.h"
-#include "Replay/Device.h"
+#include "Import/LoadSpec.h"
+#include "Device/Device.h"
 #include "Replay/Replay.h"
 #include "Report/Report.h"
 #include "Spec/Spec.h"

@@ -6,8 +6,8 @@
 // with on a machine that has one.
 //
 //===----------------------------------------------------------------------===//
-#include "Replay/Device.h"
-#include "Replay/Kernels.h"
+#include "Device/Device.h"
+#include "Device/Kernels.h"
 
 #include <cstring>
 #include <limits>

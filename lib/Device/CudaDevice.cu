@@ -7,8 +7,8 @@
 // this process). Everything runs on the device's default stream, in program order.
 //
 //===----------------------------------------------------------------------===//
-#include "Replay/Device.h"
-#include "Replay/Kernels.h"
+#include "Device/Device.h"
+#include "Device/Kernels.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

@@ -23,6 +23,7 @@
 #define PLANPROOF_SEMANTICS_PLANWALK_H
 
 #include "Semantics/OpSemantics.h"
+#include "Interp/RunFailure.h"
 #include "Spec/Spec.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,12 +43,6 @@ namespace planproof {
 /// Every plan value on every rank.
 template <class T> using PlanValues = llvm::DenseMap<mlir::Value, std::vector<T>>;
 template <class V> using RankValues = PlanValues<Tensor<V>>;
-
-/// Why a walk stopped, and at which op.
-struct WalkFailure {
-  std::string why;
-  mlir::Operation *op = nullptr;
-};
 
 /// What a backend B of walkPlan provides:
 ///
@@ -91,7 +86,7 @@ public:
   }
 
   /// Runs every plan op in order; false with `failure` at the first that cannot run.
-  bool run(WalkFailure &failure) {
+  bool run(RunFailure &failure) {
     for (mlir::Operation *op : spec.planOps()) {
       backend.beforeOp(*op);
       if (mlir::isa<mlir::func::ReturnOp, dist::SendOp>(op))
@@ -99,7 +94,7 @@ public:
       std::string why;
       if (backend.special(*op, vals, why)) {
         if (!why.empty()) {
-          failure = {why, op};
+          failure = {why, op->getLoc()};
           return false;
         }
         continue;
@@ -107,7 +102,7 @@ public:
       std::vector<T> results(ranks);
       why = step(*op, results);
       if (!why.empty()) {
-        failure = {why, op};
+        failure = {why, op->getLoc()};
         return false;
       }
       vals[op->getResult(0)] = std::move(results);
@@ -264,7 +259,7 @@ private:
 /// `failure` set when an op cannot be run.
 template <class B>
 bool walkPlan(const Spec &spec, B &backend, PlanValues<typename B::Value> &vals,
-              WalkFailure &failure) {
+              RunFailure &failure) {
   PlanWalker<B> walker(spec, backend, vals);
   walker.bind();
   return walker.run(failure);
@@ -278,7 +273,7 @@ bool walkPlan(const Spec &spec, B &backend, PlanValues<typename B::Value> &vals,
 template <class B>
 bool walkReference(const Spec &spec, B &backend,
                    llvm::DenseMap<mlir::Value, typename B::Value> &vals,
-                   std::map<std::string, typename B::Value> &outputs, WalkFailure &failure) {
+                   std::map<std::string, typename B::Value> &outputs, RunFailure &failure) {
   using T = typename B::Value;
   using I = typename B::Index;
   for (mlir::Operation &op : spec.reference.getBody().front()) {
@@ -291,7 +286,7 @@ bool walkReference(const Spec &spec, B &backend,
     }
     for (mlir::Value v : op.getOperands())
       if (!vals.count(v)) {
-        failure = {"op '" + name + "' uses a value not tracked " + backend.who(), &op};
+        failure = {"op '" + name + "' uses a value not tracked " + backend.who(), op.getLoc()};
         return false;
       }
     std::vector<const T *> in;
@@ -309,19 +304,19 @@ bool walkReference(const Spec &spec, B &backend,
         failure = {"op '" + name +
                        "' on index values is not supported (use arith.constant, addi, subi, "
                        "muli on index arguments and dist.axis_index)",
-                   &op};
+                   op.getLoc()};
         return false;
       }
       out = backend.fromIndex(x);
     } else if (!mlir::isa<ref::RefDialect>(op.getDialect())) {
       failure = {"the reference may only use ref ops and index arithmetic; '" + name +
                      "' is not supported",
-                 &op};
+                 op.getLoc()};
       return false;
     } else {
       std::string why = backend.ref(op, -1, in, idx, out);
       if (!why.empty()) {
-        failure = {why, &op};
+        failure = {why, op.getLoc()};
         return false;
       }
     }

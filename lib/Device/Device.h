@@ -23,7 +23,7 @@
 #ifndef PLANPROOF_REPLAY_DEVICE_H
 #define PLANPROOF_REPLAY_DEVICE_H
 
-#include "Replay/Numerics.h"
+#include "Device/Numerics.h"
 #include "Semantics/Functions.h"
 #include "Semantics/Layout.h"
 

@@ -1,5 +1,5 @@
 //===- CudaStub.cpp - the CUDA entry points of a build without CUDA -------===//
-#include "Replay/Device.h"
+#include "Device/Device.h"
 
 using namespace planproof::kernels;
 

@@ -1,0 +1,65 @@
+//===- Diagnostic.cpp - located errors of an input -----------------------===//
+#include "Support/Diagnostic.h"
+
+#include <cctype>
+#include <sstream>
+
+using namespace planproof;
+
+std::string planproof::formatError(const SourceLoc &at, const std::string &message,
+                                   const std::string &fallback) {
+  std::string place = at.file.empty() ? fallback : at.str();
+  return place + ": error: " + message + "\n";
+}
+
+namespace {
+
+/// Takes a trailing ":DIGITS" off `place` into `out`; false (place unchanged) if none.
+bool takeNumber(std::string &place, unsigned &out) {
+  size_t colon = place.rfind(':');
+  if (colon == std::string::npos || colon + 1 == place.size() || place.size() - colon > 10)
+    return false;
+  for (size_t i = colon + 1; i < place.size(); ++i)
+    if (!std::isdigit((unsigned char)place[i]))
+      return false;
+  out = (unsigned)std::stoul(place.substr(colon + 1));
+  place.resize(colon);
+  return true;
+}
+
+SourceLoc parsePlace(std::string place) {
+  SourceLoc at;
+  unsigned last = 0, before = 0;
+  if (takeNumber(place, last)) {
+    if (takeNumber(place, before)) {
+      at.line = before;
+      at.col = last;
+    } else {
+      at.line = last;
+    }
+  }
+  at.file = place;
+  return at;
+}
+
+} // namespace
+
+std::vector<Diagnostic> planproof::parseDiagnostics(const std::string &text) {
+  std::vector<Diagnostic> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t tag = line.find(": error: ");
+    if (tag == std::string::npos) {
+      size_t note = line.find(": note: ");
+      if (!out.empty() && note != std::string::npos)
+        out.back().notes.push_back(line.substr(note + 2));
+      continue;
+    }
+    Diagnostic d;
+    d.at = parsePlace(line.substr(0, tag));
+    d.message = line.substr(tag + 9);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
