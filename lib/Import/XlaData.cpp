@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 
 namespace planproof::xla {
@@ -543,6 +544,158 @@ bool fitsType(const std::string &t, int64_t z) {
   return z >= -(int64_t(1) << (bits - 1)) && z < (int64_t(1) << (bits - 1));
 }
 
+/// Integer values that no operand gives: partition and replica ids, constants, iotas.
+Val Translator::indexSource(const hlo::Instruction &inst, Val v) {
+  const std::string &op = inst.opcode;
+  const std::vector<int64_t> &dims = v.dims;
+  int64_t n = product(dims);
+  if (op == "partition-id") {
+    if (!plan)
+      unsupported("partition-id in the module before partitioning");
+    for (int64_t r = 0; r < ranks; ++r)
+      v.idx[r][0] = r;
+    return v;
+  }
+  if (op == "replica-id")
+    return v;
+  if (op == "constant") {
+    std::vector<std::string> els = literalElements(inst.rawOperands);
+    if ((int64_t)els.size() != n)
+      malformed("a constant with the wrong number of values");
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t e = 0; e < n; ++e)
+        v.idx[r][e] = intLiteral(els[e]);
+    return v;
+  }
+  // iota
+  int64_t id = ints(attr("iota_dimension"), "iota_dimension").at(0);
+  if (id < 0 || id >= (int64_t)dims.size())
+    malformed("iota_dimension out of range");
+  int64_t inner = 1;
+  for (size_t k = id + 1; k < dims.size(); ++k)
+    inner *= dims[k];
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t e = 0; e < n; ++e)
+      v.idx[r][e] = (e / inner) % dims[id];
+  return v;
+}
+
+/// An integer broadcast of `x` into `v` (of the result's shape).
+Val Translator::indexBroadcast(const Val &x, Val v) {
+  const std::vector<int64_t> &dims = v.dims;
+  int64_t n = product(dims);
+  std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+  if (bd.size() != x.dims.size())
+    malformed("broadcast dimensions do not match the operand's rank");
+  for (size_t k = 0; k < bd.size(); ++k)
+    if (bd[k] < 0 || bd[k] >= (int64_t)dims.size() || dims[bd[k]] != x.dims[k])
+      malformed("broadcast dimension " + std::to_string(k) + " out of range");
+  // result element -> operand element: the operand's dims read at dims[bd[k]]
+  std::vector<int64_t> stride(dims.size(), 1);
+  for (int k = (int)dims.size() - 2; k >= 0; --k)
+    stride[k] = stride[k + 1] * dims[k + 1];
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t src = 0;
+    for (size_t k = 0; k < bd.size(); ++k)
+      src = src * x.dims[k] + (e / stride[bd[k]]) % dims[bd[k]];
+    for (int64_t r = 0; r < ranks; ++r)
+      v.idx[r][e] = x.idx[r][src];
+  }
+  return v;
+}
+
+/// Integer binary op `op` (arithmetic, min/max, compare, and/or) on `a` and `b`, into
+/// `v`, evaluated exactly: a result outside the range of v's type is unsupported.
+Val Translator::indexBinary(const std::string &op, const Val &a, const Val &b, Val v) {
+  int64_t n = product(v.dims);
+  if (product(a.dims) != n || product(b.dims) != n)
+    malformed("'" + op + "' operand shapes disagree");
+  std::string dir;
+  if (op == "compare")
+    dir = attr("direction");
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t x = a.idx[r][e], y = b.idx[r][e], z = 0;
+      bool ok = true;
+      if (op == "add") ok = checkedAdd(x, y, z);
+      else if (op == "subtract") ok = !__builtin_sub_overflow(x, y, &z);
+      else if (op == "multiply") ok = checkedMul(x, y, z);
+      else if (op == "divide" || op == "remainder") {
+        if (y == 0)
+          unsupported("an integer division by zero");
+        if (y == -1 && x == std::numeric_limits<int64_t>::min())
+          unsupported("integer arithmetic that leaves the range of " + v.type +
+                      " (XLA wraps around; the import evaluates exactly)");
+        z = op == "divide" ? x / y : x % y;
+      } else if (op == "minimum") z = std::min(x, y);
+      else if (op == "maximum") z = std::max(x, y);
+      else if (op == "and") z = x & y;
+      else if (op == "or") z = x | y;
+      else if (dir == "EQ") z = x == y;
+      else if (dir == "NE") z = x != y;
+      else if (dir == "LT") z = x < y;
+      else if (dir == "LE") z = x <= y;
+      else if (dir == "GT") z = x > y;
+      else if (dir == "GE") z = x >= y;
+      else malformed("unknown compare direction '" + dir + "'");
+      if (!ok || !fitsType(v.type, z))
+        unsupported("integer arithmetic that leaves the range of " + v.type +
+                    " (XLA wraps around; the import evaluates exactly)");
+      v.idx[r][e] = z;
+    }
+  return v;
+}
+
+/// An integer reduce of `x` from `init` (operands `in`) by and, or, add, max or min.
+Val Translator::indexReduce(const std::vector<const Val *> &in, const Val &x, const Val &init,
+                            Val v) {
+  int64_t n = product(v.dims);
+  std::string fn = attr("to_apply");
+  const hlo::Computation *c = m.find(fn.substr(fn[0] == '%'));
+  if (!c || in.size() != 2)
+    unsupported("an integer reduce other than one operand with a computation");
+  std::string how = c->root()->opcode;
+  if (how != "and" && how != "or" && how != "add" && how != "maximum" && how != "minimum")
+    unsupported("an integer reduce by '" + how + "'");
+  std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
+  // The result's shape must be the operand's without the reduced dims, and the initial
+  // value one scalar: the loops below index the result by the operand's kept dims.
+  std::vector<int64_t> kept;
+  for (size_t d = 0; d < x.dims.size(); ++d)
+    if (std::find(rd.begin(), rd.end(), (int64_t)d) == rd.end())
+      kept.push_back(x.dims[d]);
+  for (size_t i = 0; i < rd.size(); ++i)
+    if (rd[i] < 0 || rd[i] >= (int64_t)x.dims.size() ||
+        std::find(rd.begin(), rd.begin() + i, rd[i]) != rd.begin() + i)
+      malformed("reduce dimension " + std::to_string(rd[i]) + " is out of range or repeated");
+  if (kept != v.dims)
+    malformed("the reduce's result shape is not its operand's without the reduced dims");
+  if (product(init.dims) != 1)
+    malformed("the reduce's initial value is not a scalar");
+  std::vector<int64_t> stride(x.dims.size(), 1);
+  for (int k = (int)x.dims.size() - 2; k >= 0; --k)
+    stride[k] = stride[k + 1] * x.dims[k + 1];
+  int64_t xn = product(x.dims);
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::vector<bool> seen(n, false);
+    for (int64_t e = 0; e < xn; ++e) {
+      int64_t o = 0;
+      for (size_t d = 0; d < x.dims.size(); ++d)
+        if (std::find(rd.begin(), rd.end(), (int64_t)d) == rd.end())
+          o = o * x.dims[d] + (e / stride[d]) % x.dims[d];
+      int64_t acc = seen[o] ? v.idx[r][o] : init.idx[r][0], y = x.idx[r][e];
+      acc = how == "and" ? (acc && y) : how == "or" ? (acc || y) : how == "add" ? acc + y
+            : how == "maximum" ? std::max(acc, y) : std::min(acc, y);
+      v.idx[r][o] = acc;
+      seen[o] = true;
+    }
+    for (int64_t o = 0; o < n; ++o)
+      if (!seen[o])
+        v.idx[r][o] = init.idx[r][0];
+  }
+  return v;
+}
+
 Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
   const std::string &op = inst.opcode;
   std::vector<int64_t> dims = inst.shape.dims;
@@ -562,36 +715,8 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
       unsupported("'" + op + "' mixing integer and float values");
     return *in[i];
   };
-  if (op == "partition-id") {
-    if (!plan)
-      unsupported("partition-id in the module before partitioning");
-    for (int64_t r = 0; r < ranks; ++r)
-      v.idx[r][0] = r;
-    return v;
-  }
-  if (op == "replica-id")
-    return v;
-  if (op == "constant") {
-    std::vector<std::string> els = literalElements(inst.rawOperands);
-    if ((int64_t)els.size() != n)
-      malformed("a constant with the wrong number of values");
-    for (int64_t r = 0; r < ranks; ++r)
-      for (int64_t e = 0; e < n; ++e)
-        v.idx[r][e] = intLiteral(els[e]);
-    return v;
-  }
-  if (op == "iota") {
-    int64_t id = ints(attr("iota_dimension"), "iota_dimension").at(0);
-    if (id < 0 || id >= (int64_t)dims.size())
-      malformed("iota_dimension out of range");
-    int64_t inner = 1;
-    for (size_t k = id + 1; k < dims.size(); ++k)
-      inner *= dims[k];
-    for (int64_t r = 0; r < ranks; ++r)
-      for (int64_t e = 0; e < n; ++e)
-        v.idx[r][e] = (e / inner) % dims[id];
-    return v;
-  }
+  if (op == "partition-id" || op == "replica-id" || op == "constant" || op == "iota")
+    return indexSource(inst, std::move(v));
   if (op == "convert" || op == "copy" || op == "reshape" || op == "bitcast") {
     const Val &x = operand(0);
     if (product(x.dims) != n)
@@ -608,30 +733,15 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
   }
   if (op == "broadcast") {
     const Val &x = operand(0);
-    std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
-    if (bd.size() != x.dims.size())
-      malformed("broadcast dimensions do not match the operand's rank");
-    for (size_t k = 0; k < bd.size(); ++k)
-      if (bd[k] < 0 || bd[k] >= (int64_t)dims.size() || dims[bd[k]] != x.dims[k])
-        malformed("broadcast dimension " + std::to_string(k) + " out of range");
-    // result element -> operand element: the operand's dims read at dims[bd[k]]
-    std::vector<int64_t> stride(dims.size(), 1);
-    for (int k = (int)dims.size() - 2; k >= 0; --k)
-      stride[k] = stride[k + 1] * dims[k + 1];
-    for (int64_t e = 0; e < n; ++e) {
-      int64_t src = 0;
-      for (size_t k = 0; k < bd.size(); ++k)
-        src = src * x.dims[k] + (e / stride[bd[k]]) % dims[bd[k]];
-      for (int64_t r = 0; r < ranks; ++r)
-        v.idx[r][e] = x.idx[r][src];
-    }
-    return v;
+    return indexBroadcast(x, std::move(v));
   }
   if (op == "dynamic-slice") {
     const Val &t = operand(0);
     if (t.dims.size() != 1 || in.size() != 2 || n != 1)
       unsupported("an integer dynamic-slice other than one entry of a table");
     const Val &o = operand(1);
+    if (t.dims[0] < 1 || product(o.dims) != 1)
+      malformed("dynamic-slice of an empty table or at a non-scalar index");
     for (int64_t r = 0; r < ranks; ++r) {
       int64_t k = std::clamp<int64_t>(o.idx[r][0], 0, t.dims[0] - 1);
       v.idx[r][0] = t.idx[r][k];
@@ -643,75 +753,17 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
                                                "and", "or"};
   if (binary.count(op)) {
     const Val &a = operand(0), &b = operand(1);
-    if (product(a.dims) != n || product(b.dims) != n)
-      malformed("'" + op + "' operand shapes disagree");
-    std::string dir;
-    if (op == "compare")
-      dir = attr("direction");
-    for (int64_t r = 0; r < ranks; ++r)
-      for (int64_t e = 0; e < n; ++e) {
-        int64_t x = a.idx[r][e], y = b.idx[r][e], z = 0;
-        bool ok = true;
-        if (op == "add") ok = checkedAdd(x, y, z);
-        else if (op == "subtract") ok = !__builtin_sub_overflow(x, y, &z);
-        else if (op == "multiply") ok = checkedMul(x, y, z);
-        else if (op == "divide" || op == "remainder") {
-          if (y == 0)
-            unsupported("an integer division by zero");
-          z = op == "divide" ? x / y : x % y;
-        } else if (op == "minimum") z = std::min(x, y);
-        else if (op == "maximum") z = std::max(x, y);
-        else if (op == "and") z = x & y;
-        else if (op == "or") z = x | y;
-        else if (dir == "EQ") z = x == y;
-        else if (dir == "NE") z = x != y;
-        else if (dir == "LT") z = x < y;
-        else if (dir == "LE") z = x <= y;
-        else if (dir == "GT") z = x > y;
-        else if (dir == "GE") z = x >= y;
-        else malformed("unknown compare direction '" + dir + "'");
-        if (!ok || !fitsType(v.type, z))
-          unsupported("integer arithmetic that leaves the range of " + v.type +
-                      " (XLA wraps around; the import evaluates exactly)");
-        v.idx[r][e] = z;
-      }
-    return v;
+    return indexBinary(op, a, b, std::move(v));
   }
   if (op == "reduce") {
     const Val &x = operand(0), &init = operand(1);
-    std::string fn = attr("to_apply");
-    const hlo::Computation *c = m.find(fn.substr(fn[0] == '%'));
-    if (!c || in.size() != 2)
-      unsupported("an integer reduce other than one operand with a computation");
-    std::string how = c->root()->opcode;
-    if (how != "and" && how != "or" && how != "add" && how != "maximum" && how != "minimum")
-      unsupported("an integer reduce by '" + how + "'");
-    std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
-    std::vector<int64_t> stride(x.dims.size(), 1);
-    for (int k = (int)x.dims.size() - 2; k >= 0; --k)
-      stride[k] = stride[k + 1] * x.dims[k + 1];
-    int64_t xn = product(x.dims);
-    for (int64_t r = 0; r < ranks; ++r) {
-      std::vector<bool> seen(n, false);
-      for (int64_t e = 0; e < xn; ++e) {
-        int64_t o = 0;
-        for (size_t d = 0; d < x.dims.size(); ++d)
-          if (std::find(rd.begin(), rd.end(), (int64_t)d) == rd.end())
-            o = o * x.dims[d] + (e / stride[d]) % x.dims[d];
-        int64_t acc = seen[o] ? v.idx[r][o] : init.idx[r][0], y = x.idx[r][e];
-        acc = how == "and" ? (acc && y) : how == "or" ? (acc || y) : how == "add" ? acc + y
-              : how == "maximum" ? std::max(acc, y) : std::min(acc, y);
-        v.idx[r][o] = acc;
-        seen[o] = true;
-      }
-      for (int64_t o = 0; o < n; ++o)
-        if (!seen[o])
-          v.idx[r][o] = init.idx[r][0];
-    }
-    return v;
+    return indexReduce(in, x, init, std::move(v));
   }
   if (op == "select" || op == "clamp") {
     const Val &a = operand(0), &b = operand(1), &c = operand(2);
+    for (const Val *x : {&a, &b, &c})
+      if (!x->dims.empty() && product(x->dims) != n)
+        malformed("'" + op + "' operand shapes disagree");
     for (int64_t r = 0; r < ranks; ++r)
       for (int64_t e = 0; e < n; ++e) {
         auto at = [&](const Val &x) { return x.idx[r][x.dims.empty() ? 0 : e]; };
