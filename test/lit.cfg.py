@@ -39,25 +39,32 @@ config.substitutions.append(("%planproof_bin", os.path.join(config.planproof_too
 torchenv = os.environ.get("PLANPROOF_TORCHENV",
                           os.path.expanduser("~/.cache/planproof/torchenv-2.15"))
 torchpy = os.path.join(torchenv, "bin", "python")
+# One probe for the three (importing torch takes seconds): it prints the features found.
+_probe = """
+import importlib
+found = []
+for feature, modules in (("torch", ["torch"]),
+                         ("megatron", ["megatron.core.tensor_parallel"]),
+                         ("torchtitan", ["torchtitan.models.llama3", "torchtitan.components.loss"])):
+    if feature != "torch" and "torch" not in found:
+        break
+    try:
+        for m in modules:
+            importlib.import_module(m)
+        found.append(feature)
+    except Exception:
+        pass
+print(" ".join(found))
+"""
 try:
-    if subprocess.run([torchpy, "-c", "import torch"], capture_output=True,
-                      timeout=300).returncode == 0:
-        config.available_features.add("torch")
-    else:
-        lit_config.note("planproof.torch live captures skipped: no PyTorch in " + torchenv)
+    _found = subprocess.run([torchpy, "-c", _probe], capture_output=True, text=True,
+                            timeout=300).stdout.split()
 except (OSError, subprocess.TimeoutExpired):
+    _found = []
+for _feature in _found:
+    config.available_features.add(_feature)
+if "torch" not in _found:
     lit_config.note("planproof.torch live captures skipped: no PyTorch in " + torchenv)
-try:
-    if "torch" in config.available_features and subprocess.run(
-            [torchpy, "-c", "import megatron.core.tensor_parallel"], capture_output=True,
-            timeout=300).returncode == 0:
-        config.available_features.add("megatron")
-    if "torch" in config.available_features and subprocess.run(
-            [torchpy, "-c", "import torchtitan.models.llama3, torchtitan.components.loss"],
-            capture_output=True, timeout=300).returncode == 0:
-        config.available_features.add("torchtitan")
-except (OSError, subprocess.TimeoutExpired):
-    pass
 config.substitutions.append(("%torchpy", "env PYTHONPATH=" +
                              os.path.join(config.planproof_src_root, "python") + " PLANPROOF=" +
                              os.path.join(config.planproof_tools_dir, "planproof") + " " + torchpy))

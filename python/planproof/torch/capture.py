@@ -186,6 +186,11 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
       a data-parallel step whose logged loss is the mean over ranks.
     Raises Unsupported for what the translation does not cover (the caller reports the
     verdict as inconclusive)."""
+    # make_fx and DTensor's distribute_tensor import the compiler stack (torch._dynamo,
+    # torch._inductor: about 2 s) on first use. Imported here, in the parent, so that the
+    # forked process tracing each rank inherits them instead of importing them again.
+    import torch._dynamo  # noqa: F401
+    import torch._inductor  # noqa: F401
     mesh_shape = tuple(mesh_shape)
     axes = [str(a) for a in mesh_dim_names]
     input_placements = input_placements or {}
@@ -317,6 +322,10 @@ def _in_child(fn):
     if pid == 0:  # the child
         os.close(r)
         try:
+            # One thread: an OpenMP pool the parent started (any parallel op before the
+            # fork) has no threads in the child, and a parallel region would wait for
+            # them forever. Tracing computes on tiny tensors.
+            torch.set_num_threads(1)
             result = ("ok", fn())
         except Unsupported as e:
             result = ("unsupported", e.what, e.loc)
