@@ -2,6 +2,7 @@
 #include "Engine/Expr.h"
 
 #include <algorithm>
+#include <cassert>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -25,6 +26,7 @@ std::string InputSymbol::str() const {
 ExprPool::ExprPool(size_t maxTerms, size_t maxTotalTerms)
     : maxTerms(maxTerms), maxTotalTerms(maxTotalTerms) {
   unitMono = internMono(Monomial{});
+  assert(unitMono == 0 && "monoProducts' keys are nonzero because the unit monomial is 0");
   zeroId = internPoly(Poly{});
 }
 
@@ -33,18 +35,43 @@ uint32_t ExprPool::addInput(InputSymbol sym) {
   return inputs.size() - 1;
 }
 
+namespace {
+/// The hash of a sequence of 64-bit words: each word mixed (splitmix64's finalizer) into
+/// the running value, so that the index's low bits depend on every word.
+struct Hasher {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  void add(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull + h;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    h = x ^ (x >> 31);
+  }
+};
+
+uint64_t atomHash(bool isInput, Fn fn, uint32_t input, const std::vector<PolyId> &args) {
+  Hasher h;
+  h.add(isInput ? 0 : 1 + (uint64_t)fn);
+  if (isInput)
+    h.add(input);
+  for (PolyId p : args)
+    h.add(p);
+  return h.h;
+}
+} // namespace
+
 PolyId ExprPool::internPoly(Poly &&p) {
   if (p.terms.size() > maxTerms)
     throw NumericLimit("an expression grew past " + std::to_string(maxTerms) +
                        " terms at this shape");
-  std::vector<uint64_t> key;
-  key.reserve(p.terms.size() * 3);
+  Hasher h;
   for (auto &[m, c] : p.terms) {
-    key.push_back(m);
-    key.push_back(c.key().first);
-    key.push_back(c.key().second);
+    h.add(m);
+    h.add(c.key().first);
+    h.add(c.key().second);
   }
-  auto [it, inserted] = polyIds.emplace(std::move(key), (uint32_t)polys.size());
+  auto [id, inserted] = polyIds.findOrInsert(h.h, (uint32_t)polys.size(), [&](uint32_t other) {
+    return polys[other].terms == p.terms;
+  });
   if (inserted) {
     totalTerms += p.terms.size();
     if (totalTerms > maxTotalTerms)
@@ -57,38 +84,48 @@ PolyId ExprPool::internPoly(Poly &&p) {
     polyDepth.push_back(depth);
     polys.push_back(std::move(p));
   }
-  return it->second;
+  return id;
 }
 
 MonoId ExprPool::internMono(Monomial &&m) {
-  std::vector<uint64_t> key;
+  Hasher h;
   for (auto &[a, e] : m.factors)
-    key.push_back(((uint64_t)a << 32) | e);
-  auto [it, inserted] = monoIds.emplace(std::move(key), (uint32_t)monos.size());
+    h.add(((uint64_t)a << 32) | e);
+  auto [id, inserted] = monoIds.findOrInsert(h.h, (uint32_t)monos.size(), [&](uint32_t other) {
+    return monos[other].factors == m.factors;
+  });
   if (inserted)
     monos.push_back(std::move(m));
-  return it->second;
+  return id;
 }
 
 AtomId ExprPool::internAtom(Atom &&a) {
-  std::vector<uint64_t> key;
-  key.push_back(a.isInput ? 0 : 1 + (uint64_t)a.fn);
-  if (a.isInput)
-    key.push_back(a.input);
-  for (PolyId p : a.args)
-    key.push_back(p);
   uint32_t depth = 0;
   for (PolyId p : a.args)
     depth = std::max(depth, polyDepth[p] + 1);
   if (depth > kMaxDepth)
     throw NumericLimit("an expression nests more than " + std::to_string(kMaxDepth) +
                        " function applications");
-  auto [it, inserted] = atomIds.emplace(std::move(key), (uint32_t)atoms.size());
+  auto equal = [&](uint32_t other) {
+    const Atom &o = atoms[other];
+    if (o.isInput != a.isInput)
+      return false;
+    return a.isInput ? o.input == a.input : o.fn == a.fn && o.args == a.args;
+  };
+  uint64_t h = atomHash(a.isInput, a.fn, a.input, a.isInput ? std::vector<PolyId>() : a.args);
+  auto [id, inserted] = atomIds.findOrInsert(h, (uint32_t)atoms.size(), equal);
   if (inserted) {
     atoms.push_back(std::move(a));
     atomDepth.push_back(depth);
   }
-  return it->second;
+  return id;
+}
+
+AtomId ExprPool::findAtom(Fn fn, const std::vector<PolyId> &args) const {
+  return atomIds.find(atomHash(false, fn, 0, args), [&](uint32_t other) {
+    const Atom &o = atoms[other];
+    return !o.isInput && o.fn == fn && o.args == args;
+  });
 }
 
 PolyId ExprPool::constant(const Rational &c) {
@@ -99,16 +136,20 @@ PolyId ExprPool::constant(const Rational &c) {
   return internPoly(std::move(p));
 }
 
-PolyId ExprPool::inputPoly(uint32_t inputId) {
-  Atom a;
-  a.isInput = true;
-  a.input = inputId;
+PolyId ExprPool::atomPoly(Atom &&a) {
   AtomId at = internAtom(std::move(a));
   Monomial m;
   m.factors.push_back({at, 1});
   Poly p;
   p.terms.push_back({internMono(std::move(m)), Rational(1)});
   return internPoly(std::move(p));
+}
+
+PolyId ExprPool::inputPoly(uint32_t inputId) {
+  Atom a;
+  a.isInput = true;
+  a.input = inputId;
+  return atomPoly(std::move(a));
 }
 
 PolyId ExprPool::add(PolyId a, PolyId b) {
@@ -180,9 +221,8 @@ MonoId ExprPool::mulMono(MonoId a, MonoId b) {
   if (a > b)
     std::swap(a, b);
   uint64_t key = ((uint64_t)a << 32) | b;
-  auto it = monoProducts.find(key);
-  if (it != monoProducts.end())
-    return it->second;
+  if (const uint32_t *known = monoProducts.find(key))
+    return *known;
   const auto &fa = monos[a].factors, &fb = monos[b].factors;
   Monomial m;
   size_t i = 0, j = 0;
@@ -198,7 +238,7 @@ MonoId ExprPool::mulMono(MonoId a, MonoId b) {
     }
   }
   MonoId r = indicatorLaws(m) ? internMono(std::move(m)) : kZeroMono;
-  monoProducts[key] = r;
+  monoProducts.insert(key, r);
   return r;
 }
 
@@ -242,11 +282,9 @@ PolyId ExprPool::mul(PolyId a, PolyId b) {
   // times b (a), loses one power of the reciprocal instead of being expanded.
   for (int side = 0; side < 2; ++side) {
     PolyId t = side ? a : b, s = side ? b : a;
-    std::vector<uint64_t> key{1 + (uint64_t)Fn::Recip, t};
-    auto rec = atomIds.find(key);
-    if (rec == atomIds.end() || !provablyNonnegative(t, true))
+    AtomId r = findAtom(Fn::Recip, {t});
+    if (r == IdIndex::kEmpty || !provablyNonnegative(t, true))
       continue;
-    AtomId r = rec->second;
     bool everyTerm = !polys[s].terms.empty();
     for (auto &[m, cf] : polys[s].terms)
       everyTerm &= std::any_of(monos[m].factors.begin(), monos[m].factors.end(), [&](const auto &f) { return f.first == r; });
@@ -282,24 +320,33 @@ PolyId ExprPool::mul(PolyId a, PolyId b) {
       std::swap(ma, mb);
     return scale(apply(Fn::Product, {ma, mb}), ca * cb);
   }
-  std::map<MonoId, Rational> acc;
+  // Every pair's product, then like monomials combined in the order of the pairs (the
+  // order a map accumulating them would add in).
+  std::vector<std::pair<MonoId, Rational>> acc;
+  acc.reserve(ta.size() * tb.size());
   for (auto &[ma, ca] : ta)
     for (auto &[mb, cb] : tb) {
       MonoId m = mulMono(ma, mb);
-      if (m == kZeroMono)
-        continue;
-      auto [it, inserted] = acc.emplace(m, ca * cb);
-      if (!inserted)
-        it->second = it->second + ca * cb;
+      if (m != kZeroMono)
+        acc.push_back({m, ca * cb});
     }
+  std::stable_sort(acc.begin(), acc.end(),
+                   [](const auto &x, const auto &y) { return x.first < y.first; });
   Poly r;
   bool roots = false;
-  for (auto &[m, cf] : acc)
+  for (size_t i = 0; i < acc.size();) {
+    MonoId m = acc[i].first;
+    Rational cf = acc[i].second;
+    size_t j = i + 1;
+    for (; j < acc.size() && acc[j].first == m; ++j)
+      cf = cf + acc[j].second;
+    i = j;
     if (!cf.isZero()) {
       r.terms.push_back({m, cf});
       for (auto &[at, e] : monos[m].factors)
         roots |= e >= 2 && !atoms[at].isInput && atoms[at].fn == Fn::Sqrt;
     }
+  }
   PolyId out = internPoly(std::move(r));
   return roots ? simplifyRoots(out) : out;
 }
@@ -439,12 +486,7 @@ PolyId ExprPool::apply(Fn f, std::vector<PolyId> args) {
   a.isInput = false;
   a.fn = f;
   a.args = std::move(args);
-  AtomId at = internAtom(std::move(a));
-  Monomial m;
-  m.factors.push_back({at, 1});
-  Poly p;
-  p.terms.push_back({internMono(std::move(m)), Rational(1)});
-  return internPoly(std::move(p));
+  return atomPoly(std::move(a));
 }
 
 bool ExprPool::isConstant(PolyId p, Rational *value) const {

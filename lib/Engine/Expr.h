@@ -54,15 +54,113 @@ struct Poly {
   std::vector<std::pair<MonoId, Rational>> terms; // sorted by monomial, no zero coeffs
 };
 
-struct VecHash {
-  size_t operator()(const std::vector<uint64_t> &v) const {
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t x : v) {
-      h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-      h *= 1099511628211ull;
+/// An open-addressing hash index of the ids of a pool's structures (polynomials,
+/// monomials, atoms). It keeps no copy of a key: a slot holds the key's hash and the id,
+/// and the caller's `equal(id)` compares the candidate with the structure already stored
+/// under that id. Ids are only ever added.
+class IdIndex {
+public:
+  /// The id equal to the candidate of hash `h`, or `fresh` (inserted) when none is.
+  template <class Equal>
+  std::pair<uint32_t, bool> findOrInsert(uint64_t h, uint32_t fresh, Equal equal) {
+    if ((count + 1) * 2 > slots.size())
+      grow();
+    size_t mask = slots.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      Slot &s = slots[i];
+      if (s.id == kEmpty) {
+        s = {h, fresh};
+        ++count;
+        return {fresh, true};
+      }
+      if (s.hash == h && equal(s.id))
+        return {s.id, false};
     }
-    return h;
   }
+  /// The id equal to the candidate of hash `h`, or kEmpty.
+  template <class Equal> uint32_t find(uint64_t h, Equal equal) const {
+    if (slots.empty())
+      return kEmpty;
+    size_t mask = slots.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot &s = slots[i];
+      if (s.id == kEmpty)
+        return kEmpty;
+      if (s.hash == h && equal(s.id))
+        return s.id;
+    }
+  }
+  static constexpr uint32_t kEmpty = ~uint32_t(0);
+
+private:
+  struct Slot {
+    uint64_t hash;
+    uint32_t id = kEmpty;
+  };
+  void grow() {
+    std::vector<Slot> old = std::move(slots);
+    slots.assign(old.empty() ? 1024 : old.size() * 2, Slot{0, kEmpty});
+    size_t mask = slots.size() - 1;
+    for (const Slot &s : old)
+      if (s.id != kEmpty) {
+        size_t i = s.hash & mask;
+        while (slots[i].id != kEmpty)
+          i = (i + 1) & mask;
+        slots[i] = s;
+      }
+  }
+  std::vector<Slot> slots; // a power of two, at most half full
+  size_t count = 0;
+};
+
+/// The products of monomial pairs already computed: an open-addressing map from a
+/// nonzero 64-bit key to a 32-bit value (key 0 marks an empty slot).
+class ProductCache {
+public:
+  const uint32_t *find(uint64_t key) const {
+    if (slots.empty())
+      return nullptr;
+    size_t mask = slots.size() - 1;
+    for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
+      if (slots[i].key == key)
+        return &slots[i].value;
+      if (slots[i].key == 0)
+        return nullptr;
+    }
+  }
+  void insert(uint64_t key, uint32_t value) {
+    if ((count + 1) * 2 > slots.size())
+      grow();
+    place(key, value);
+    ++count;
+  }
+
+private:
+  static uint64_t mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+  void place(uint64_t key, uint32_t value) {
+    size_t mask = slots.size() - 1;
+    size_t i = mix(key) & mask;
+    while (slots[i].key != 0 && slots[i].key != key)
+      i = (i + 1) & mask;
+    slots[i] = {key, value};
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots);
+    slots.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+    for (const Slot &s : old)
+      if (s.key)
+        place(s.key, s.value);
+  }
+  struct Slot {
+    uint64_t key = 0;
+    uint32_t value = 0;
+  };
+  std::vector<Slot> slots; // a power of two, at most half full
+  size_t count = 0;
 };
 
 /// Hash-consing store and constructors of canonical polynomials.
@@ -141,6 +239,8 @@ private:
   bool atomNonnegative(AtomId a, bool strict) const;
   MonoId internMono(Monomial &&m);
   AtomId internAtom(Atom &&a);
+  /// The polynomial 1 * a.
+  PolyId atomPoly(Atom &&a);
   /// The product of two monomials; kZeroMono where the indicator laws make it 0.
   MonoId mulMono(MonoId a, MonoId b);
   static constexpr MonoId kZeroMono = ~MonoId(0);
@@ -152,8 +252,10 @@ private:
   std::vector<Monomial> monos;
   std::vector<Atom> atoms;
   std::vector<uint32_t> polyDepth, atomDepth;
-  std::unordered_map<std::vector<uint64_t>, uint32_t, VecHash> polyIds, monoIds, atomIds;
-  std::unordered_map<uint64_t, MonoId> monoProducts;
+  IdIndex polyIds, monoIds, atomIds;
+  /// The atom `fn(args)`, if it exists (no atom is made).
+  AtomId findAtom(Fn fn, const std::vector<PolyId> &args) const;
+  ProductCache monoProducts; // key: (a << 32) | b, a <= b, neither the unit monomial (id 0)
   /// Bit 0: contains a function application; bit 1: contains a solver-exact function.
   uint8_t atomFlags(PolyId p);
   std::unordered_map<PolyId, uint8_t> flagMemo;
