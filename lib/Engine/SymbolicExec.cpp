@@ -73,108 +73,23 @@ bool evalIndexOp(Operation &op, ExprPool &pool, Get get, PolyId &out) {
 }
 
 
-/// dist.save and dist.load on every rank. Offsets must be integers on each rank (rank
-/// coordinates and constants). Returns why not, or "".
-std::string checkpointOp(Operation &op, const Mesh &mesh, ExprPool &pool, PlanTrace &trace,
-                         Checkpoint *save, const Checkpoint *load) {
-  int64_t ranks = mesh.numRanks();
-  CheckpointAccess access = checkpointAccess(op);
-  bool saving = access.saving;
-  const Shape &shape = access.shape, &local = access.local;
-  const std::string &key = access.key;
-  ValueRange offsets = access.offsets;
-  Type type = access.type;
-  if (saving && !save)
-    return ""; // not collecting a checkpoint: saving has no effect on values
-  if (!saving && !load)
-    return "dist.load outside a resumed step: this spec has no saving plan";
-  std::vector<SymTensor> results(ranks);
-  for (int64_t r = 0; r < ranks; ++r) {
-    std::vector<int64_t> off;
-    for (Value o : offsets) {
-      Rational c;
-      int64_t at;
-      if (!pool.isConstant(trace.values[o][r].data[0], &c) || !c.asInt64(at))
-        return "checkpoint offsets must be integers on every rank (rank coordinates and "
-               "constants), not values of the step's inputs";
-      off.push_back(at);
-    }
-    if (saving) {
-      auto s = cast<dist::SaveOp>(op);
-      {
-        // Ranks outside `on` rely on the rank that saves for them holding the same value.
-        int64_t saver = checkpointSaver(mesh, r, s);
-        if (saver != r) {
-          const SymTensor &mine = trace.values[s.getValue()][r];
-          const SymTensor &theirs = trace.values[s.getValue()][saver];
-          if (mine.data != theirs.data)
-            save->events.push_back({CheckpointEvent::DroppedReplica, &op, r, saver, key, off});
-          continue;
-        }
-      }
-      CheckpointEntry &e = save->entries[key];
-      if (e.values.empty()) {
-        e.shape = shape;
-        e.isIndex = type.isIndex();
-        e.values.assign(numElements(shape), pool.zero());
-        e.writer.assign(e.values.size(), -1);
-        e.writerOp.assign(e.values.size(), nullptr);
-        e.read.assign(e.values.size(), false);
-      } else if (e.shape != shape) {
-        return "entry '" + key + "' is saved with two different shapes";
-      }
-      const SymTensor &v = trace.values[s.getValue()][r];
-      for (int64_t l = 0; l < numElements(local); ++l) {
-        std::vector<int64_t> g = unravelIndex(local, l);
-        for (size_t d = 0; d < g.size(); ++d)
-          g[d] += off[d];
-        if (!Layout::inBounds(g, shape)) {
-          // Past the end: padding, unless a whole piece starts outside the entry.
-          if (std::any_of(off.begin(), off.end(), [](int64_t x) { return x < 0; }))
-            save->events.push_back({CheckpointEvent::OutOfRange, &op, r, -1, key, off});
-          continue;
-        }
-        int64_t at = linearIndex(shape, g);
-        PolyId value = v.data[type.isIndex() ? 0 : l];
-        if (e.writer[at] >= 0 && e.values[at] != value)
-          save->events.push_back({CheckpointEvent::Conflict, &op, r, e.writer[at], key, g});
-        if (e.writer[at] < 0) {
-          e.values[at] = value;
-          e.writer[at] = r;
-          e.writerOp[at] = &op;
-        }
-      }
-    } else {
-      auto it = load->entries.find(key);
-      SymTensor t(type.isIndex() ? Shape{} : local, pool.zero());
-      for (int64_t l = 0; l < numElements(local); ++l) {
-        std::vector<int64_t> g = unravelIndex(local, l);
-        for (size_t d = 0; d < g.size(); ++d)
-          g[d] += off[d];
-        PolyId value;
-        bool inside = Layout::inBounds(g, shape);
-        bool ok = it != load->entries.end() && it->second.shape == shape && inside &&
-                  it->second.writer[linearIndex(shape, g)] >= 0;
-        if (ok) {
-          value = it->second.values[linearIndex(shape, g)];
-          const_cast<CheckpointEntry &>(it->second).read[linearIndex(shape, g)] = true;
-        } else if (!inside) {
-          // Past the end of the entry: the padding of a padded shard.
-          value = pool.inputPoly(pool.addInput({key + ".pad", {r, l}, 0}));
-        } else {
-          // Whatever the file holds there: an unknown, so what depends on it is caught.
-          value = pool.inputPoly(pool.addInput({"unsaved." + key, g, 0}));
-          const_cast<Checkpoint *>(load)->events.push_back({CheckpointEvent::Unsaved, &op, r, -1, key, g});
-        }
-        t.data[type.isIndex() ? 0 : l] = value;
-      }
-      results[r] = std::move(t);
-    }
+/// The element engine's elements of a checkpoint (Interp/Checkpoint.h): offsets are
+/// constants; padding and elements never saved are fresh unknowns, so that what depends
+/// on them is caught.
+struct SymbolicCheckpointElements {
+  ExprPool &pool;
+  bool offset(const SymTensor &v, int64_t &out) {
+    Rational c;
+    return pool.isConstant(v.data[0], &c) && c.asInt64(out);
   }
-  if (!saving)
-    trace.values[op.getResult(0)] = std::move(results);
-  return "";
-}
+  PolyId fill() { return pool.zero(); }
+  PolyId padding(const std::string &key, int64_t r, int64_t l) {
+    return pool.inputPoly(pool.addInput({key + ".pad", {r, l}, 0}));
+  }
+  PolyId unsaved(const std::string &key, const std::vector<int64_t> &g) {
+    return pool.inputPoly(pool.addInput({"unsaved." + key, g, 0}));
+  }
+};
 
 } // namespace
 
@@ -288,7 +203,8 @@ struct SymbolicWalk : DomainBackend<SymbolicWalk, SymbolicDomain> {
   bool special(Operation &op, RankValues<PolyId> &, std::string &why) {
     if (!isa<dist::CheckpointOp>(op))
       return false;
-    why = checkpointOp(op, spec.mesh, pool, trace, save, load);
+    SymbolicCheckpointElements elems{pool};
+    why = checkpointOp(op, spec.mesh, trace.values, save, load, elems);
     return true;
   }
   /// A draw whose attributes differ from the reference's keeps its own value (RngCheck

@@ -10,6 +10,7 @@
 #define PLANPROOF_ENGINE_SYMBOLICEXEC_H
 
 #include "Engine/Expr.h"
+#include "Interp/Checkpoint.h"
 #include "Interp/RunFailure.h"
 #include "Spec/Spec.h"
 #include "Support/Deadline.h"
@@ -46,30 +47,9 @@ struct ReferenceTrace {
   std::map<std::string, SymTensor> byName;       // inputs and outputs by ref.name
 };
 
-/// A checkpoint as the saving plan wrote it: per entry, every element's value and who
-/// wrote it (docs/checkpoint.md).
-struct CheckpointEntry {
-  Shape shape;
-  bool isIndex = false;
-  std::vector<PolyId> values;
-  std::vector<int64_t> writer;              // rank, or -1 when never written
-  std::vector<mlir::Operation *> writerOp;  // the dist.save that wrote it
-  std::vector<bool> read;                   // read by the resuming plan
-};
-
-/// Something wrong in how pieces were written or read, found while executing.
-struct CheckpointEvent {
-  enum Kind { Conflict, OutOfRange, Unsaved, DroppedReplica } kind;
-  mlir::Operation *op;
-  int64_t rank, otherRank = -1;
-  std::string key;
-  std::vector<int64_t> index;
-};
-
-struct Checkpoint {
-  std::map<std::string, CheckpointEntry> entries;
-  std::vector<CheckpointEvent> events;
-};
+/// A checkpoint of polynomials, as the saving plan wrote it (Interp/Checkpoint.h).
+using CheckpointEntry = CheckpointEntryOf<PolyId>;
+using Checkpoint = CheckpointOf<PolyId>;
 
 struct PlanTrace {
   /// Per rank; `index` values are scalar tensors of integer polynomials.

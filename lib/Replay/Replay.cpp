@@ -1,6 +1,7 @@
 //===- Replay.cpp - numeric replay of a spec on the CPU ---------*- C++ -*-===//
 #include "Replay/Replay.h"
 #include "Replay/ReplayInternal.h"
+#include "Interp/Checkpoint.h"
 #include "Interp/PlanWalk.h"
 
 #include "Engine/Decide.h"
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -122,98 +124,51 @@ std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOption
 
 } // namespace
 
-/// The checkpoint a saving plan writes and a resuming plan reads, on numbers.
-struct replay::NumCheckpoint {
-  struct Entry {
-    Shape shape;
-    std::vector<double> values;
-    std::vector<int64_t> writer; // rank, or -1 when never written
-  };
-  std::map<std::string, Entry> entries;
-  /// What went wrong while saving or loading (conflicting writes, dropped replicas,
-  /// reads of unsaved elements), with where: reported as a divergence.
-  std::vector<std::pair<std::string, Location>> problems;
-};
+/// The checkpoint a saving plan writes and a resuming plan reads, on numbers
+/// (Interp/Checkpoint.h; its events are reported as a divergence).
+struct replay::NumCheckpoint : CheckpointOf<double> {};
 
 namespace {
 
-/// dist.save / dist.load on every rank (the symbolic engine's checkpointOp, on numbers).
-bool checkpointOp(Operation &op, const Mesh &mesh, llvm::DenseMap<Value, std::vector<NumTensor>> &vals,
-                  NumCheckpoint *ckpt, std::vector<NumTensor> &results, RunFailure &f) {
-  int64_t ranks = mesh.numRanks();
-  CheckpointAccess access = checkpointAccess(op);
-  bool saving = access.saving;
-  const Shape &shape = access.shape, &local = access.local;
-  const std::string &key = access.key;
-  ValueRange offsets = access.offsets;
-  Type type = access.type;
-  if (!ckpt) {
-    f = {"dist.load outside a resumed step", op.getLoc()};
-    return false;
+/// The replay's elements of a checkpoint: offsets are the index values' numbers;
+/// padding and elements never saved are NaN (never compared: an unsaved read is
+/// reported from the checkpoint's events).
+struct NumericCheckpointElements {
+  bool offset(const NumTensor &v, int64_t &out) {
+    out = (int64_t)std::llround(v.data[0]);
+    return true;
   }
-  auto problem = [&](const std::string &what) {
-    if (ckpt->problems.size() < 16)
-      ckpt->problems.push_back({what, op.getLoc()});
-  };
-  for (int64_t r = 0; r < ranks; ++r) {
-    std::vector<int64_t> off;
-    for (Value o : offsets)
-      off.push_back((int64_t)std::llround(vals[o][r].data[0]));
-    if (saving) {
-      auto s = cast<dist::SaveOp>(op);
-      const NumTensor &mine = vals[s.getValue()][r];
-      {
-        int64_t saver = checkpointSaver(mesh, r, s);
-        if (saver != r) {
-          if (mine.data != vals[s.getValue()][saver].data)
-            problem("rank " + mesh.rankStr(r) + " does not save its '" + key + "', relying on " +
-                    mesh.rankStr(saver) + ", which holds different numbers: this rank's state is lost");
-          continue;
-        }
-      }
-      NumCheckpoint::Entry &e = ckpt->entries[key];
-      if (e.values.empty()) {
-        e.shape = shape;
-        e.values.assign(numElements(shape), NAN);
-        e.writer.assign(e.values.size(), -1);
-      }
-      for (int64_t l = 0; l < numElements(local); ++l) {
-        std::vector<int64_t> g = unravelIndex(local, l);
-        for (size_t k = 0; k < g.size(); ++k)
-          g[k] += off[k];
-        if (!Layout::inBounds(g, shape) || std::any_of(g.begin(), g.end(), [](int64_t x) { return x < 0; }))
-          continue; // padding past the end
-        int64_t at = linearIndex(shape, g);
-        double v = mine.data[type.isIndex() ? 0 : l];
-        if (e.writer[at] >= 0 && e.values[at] != v)
-          problem("ranks " + mesh.rankStr(e.writer[at]) + " and " + mesh.rankStr(r) +
-                  " write different numbers to checkpoint element " + key + indexStr(g));
-        if (e.writer[at] < 0) {
-          e.values[at] = v;
-          e.writer[at] = r;
-        }
-      }
-    } else {
-      auto it = ckpt->entries.find(key);
-      NumTensor t(type.isIndex() ? Shape{} : local, NAN);
-      for (int64_t l = 0; l < numElements(local); ++l) {
-        std::vector<int64_t> g = unravelIndex(local, l);
-        for (size_t k = 0; k < g.size(); ++k)
-          g[k] += off[k];
-        if (!Layout::inBounds(g, shape) || std::any_of(g.begin(), g.end(), [](int64_t x) { return x < 0; }))
-          continue; // padding: whatever the buffer holds (NaN here, never compared)
-        int64_t at = linearIndex(shape, g);
-        if (it == ckpt->entries.end() || it->second.shape != shape || it->second.writer[at] < 0) {
-          problem("rank " + mesh.rankStr(r) + " reads checkpoint element " + key + indexStr(g) +
-                  ", which the saving plan never wrote");
-          continue;
-        }
-        t.data[type.isIndex() ? 0 : l] = it->second.values[at];
-      }
-      results[r] = std::move(t);
-    }
+  double fill() { return NAN; }
+  double padding(const std::string &, int64_t, int64_t) { return NAN; }
+  double unsaved(const std::string &, const std::vector<int64_t> &) { return NAN; }
+};
+
+/// The first thing that went wrong saving or loading the checkpoint, in words, and where.
+std::optional<std::pair<std::string, Location>> checkpointProblem(const Mesh &mesh,
+                                                                  const NumCheckpoint &ckpt) {
+  if (ckpt.events.empty())
+    return std::nullopt;
+  const CheckpointEvent &e = ckpt.events.front();
+  std::string what;
+  switch (e.kind) {
+  case CheckpointEvent::DroppedReplica:
+    what = "rank " + mesh.rankStr(e.rank) + " does not save its '" + e.key + "', relying on " +
+           mesh.rankStr(e.otherRank) + ", which holds different numbers: this rank's state is lost";
+    break;
+  case CheckpointEvent::Conflict:
+    what = "ranks " + mesh.rankStr(e.otherRank) + " and " + mesh.rankStr(e.rank) +
+           " write different numbers to checkpoint element " + e.key + indexStr(e.index);
+    break;
+  case CheckpointEvent::OutOfRange:
+    what = "rank " + mesh.rankStr(e.rank) + " writes a piece of '" + e.key +
+           "' outside the entry (offsets " + indexStr(e.index) + ")";
+    break;
+  case CheckpointEvent::Unsaved:
+    what = "rank " + mesh.rankStr(e.rank) + " reads checkpoint element " + e.key +
+           indexStr(e.index) + ", which the saving plan never wrote";
+    break;
   }
-  return true;
+  return std::make_pair(what, e.op->getLoc());
 }
 
 } // namespace
@@ -349,11 +304,9 @@ struct NumericWalk : DomainBackend<NumericWalk, NumericDomain> {
     }
     if (!isa<dist::CheckpointOp>(op))
       return false;
-    RunFailure f{"", op.getLoc()};
-    if (!checkpointOp(op, spec.mesh, vals, ckpt, results, f))
-      why = f.why;
-    else if (!cast<dist::CheckpointOp>(op).saves())
-      vals[op.getResult(0)] = std::move(results);
+    NumericCheckpointElements elems;
+    why = checkpointOp(op, spec.mesh, vals, static_cast<CheckpointOf<double> *>(ckpt),
+                       static_cast<const CheckpointOf<double> *>(ckpt), elems);
     return true;
   }
 };
@@ -644,8 +597,8 @@ void replayResumedStep(const Spec &spec, const ReplayOptions &options, NumericDo
     o.name += "@2";
     result.outputs.push_back(o);
   }
-  if (!ckpt.problems.empty()) {
-    reportProblem(result, "checkpoint", "checkpoint", ckpt.problems[0]);
+  if (auto problem = checkpointProblem(spec.mesh, ckpt)) {
+    reportProblem(result, "checkpoint", "checkpoint", *problem);
     return;
   }
   if (second.diverged()) {
@@ -728,9 +681,8 @@ ReplayResult planproof::replaySpec(const Spec &spec, const ReplayOptions &option
   // A checkpoint spec: the saving plan's checkpoint must be consistent, and the
   // resuming plan, on its mesh, from the checkpoint, must compute the reference's second
   // step -- which continues from each reference run's own state, with a fresh batch.
-  if (!ckpt.problems.empty()) {
-    return reportProblem(result, "checkpoint", "checkpoint", ckpt.problems[0]);
-  }
+  if (auto problem = checkpointProblem(spec.mesh, ckpt))
+    return reportProblem(result, "checkpoint", "checkpoint", *problem);
   replayResumedStep(spec, options, domains, one, ckpt, result);
   return result;
 }

@@ -167,7 +167,7 @@ struct Layout {
   /// Whether a global index (from globalIndex) is an element rather than padding.
   static bool inBounds(const std::vector<int64_t> &g, const Shape &global) {
     for (size_t d = 0; d < g.size(); ++d)
-      if (g[d] >= global[d])
+      if (g[d] < 0 || g[d] >= global[d])
         return false;
     return true;
   }
