@@ -504,9 +504,9 @@ private:
 
 } // namespace
 
-bool planproof::kernels::cudaBuilt() { return true; }
+namespace {
 
-int planproof::kernels::cudaDeviceCount(std::string &why) {
+int deviceCount(std::string &why) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -519,8 +519,8 @@ int planproof::kernels::cudaDeviceCount(std::string &why) {
   return n;
 }
 
-std::unique_ptr<Device> planproof::kernels::makeCudaDevice(int index, std::string &why) {
-  int n = cudaDeviceCount(why);
+std::unique_ptr<Device> makeDevice(int index, std::string &why) {
+  int n = deviceCount(why);
   if (index >= n) {
     if (n > 0)
       why = "GPU " + std::to_string(index) + " does not exist (" + std::to_string(n) + " visible)";
@@ -534,15 +534,15 @@ std::unique_ptr<Device> planproof::kernels::makeCudaDevice(int index, std::strin
   }
 }
 
-std::unique_ptr<Collectives> planproof::kernels::makeNcclCollectives(std::string &why) {
-  if (cudaDeviceCount(why) <= 0)
+std::unique_ptr<Collectives> makeCollectives(std::string &why) {
+  if (deviceCount(why) <= 0)
     return nullptr;
   return std::make_unique<NcclCollectives>();
 }
 
-std::string planproof::kernels::ncclSmokeTest(std::string &report) {
+std::string smokeTest(std::string &report) {
   std::string why;
-  int n = cudaDeviceCount(why);
+  int n = deviceCount(why);
   if (n <= 0) {
     report = why;
     return why;
@@ -594,4 +594,14 @@ std::string planproof::kernels::ncclSmokeTest(std::string &report) {
     report = e.what();
     return report;
   }
+}
+
+} // namespace
+
+/// The module's entry (Device.h, CudaEntryPoints).
+extern "C" __attribute__((visibility("default"))) const CudaEntryPoints *
+planproof_cuda_entry_points() {
+  static const CudaEntryPoints entry{kCudaEntryVersion, deviceCount, makeDevice, makeCollectives,
+                                     smokeTest};
+  return &entry;
 }

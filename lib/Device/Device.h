@@ -171,6 +171,20 @@ std::unique_ptr<Collectives> makeNcclCollectives(std::string &why);
 /// all-reduce and an all-gather of known values, checked. Returns "" or what failed.
 std::string ncclSmokeTest(std::string &report);
 
+/// The CUDA backend is a module of its own (libplanproof-cuda.so, CudaDevice.cu), loaded
+/// on the first call of the functions above (CudaLoader.cpp): a run that never asks for
+/// a GPU does not load the CUDA runtime, cuBLAS or NCCL, whose initialization costs
+/// every process about 0.15 s. The module's one exported symbol,
+/// `planproof_cuda_entry_points`, returns this table.
+struct CudaEntryPoints {
+  int version; // kCudaEntryVersion of the module's build
+  int (*deviceCount)(std::string &why);
+  std::unique_ptr<Device> (*makeDevice)(int index, std::string &why);
+  std::unique_ptr<Collectives> (*makeCollectives)(std::string &why);
+  std::string (*smokeTest)(std::string &report);
+};
+constexpr int kCudaEntryVersion = 1;
+
 } // namespace kernels
 } // namespace planproof
 
