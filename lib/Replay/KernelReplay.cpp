@@ -126,32 +126,15 @@ public:
     Arith a = storage();
     DevTensor t{b.localShape, dev.alloc(numElements(b.localShape), a.wide())};
     int64_t n = numElements(b.localShape);
+    // Per dimension, the runs of the block (Layout::runs); padding is in none.
     bool padded = false;
-    // Per dimension, the pieces (local start, global start, length) of the block.
-    struct Piece {
-      int64_t local, global, len;
-    };
-    std::vector<std::vector<Piece>> pieces(b.localShape.size());
+    std::vector<std::vector<Layout::Run>> pieces(b.localShape.size());
     for (size_t d = 0; d < b.localShape.size(); ++d) {
-      int64_t L = b.localShape[d];
-      if (d >= b.layout.dims.size() || b.layout.dims[d].empty()) {
-        pieces[d].push_back({0, 0, L});
-        continue;
-      }
-      int64_t k = b.layout.segmentsOf(d), piece = L / k, G = mesh.groupSize(b.layout.dims[d]);
-      int64_t pos = mesh.positionInGroup(r, b.layout.dims[d]);
-      for (int64_t s = 0; s < k; ++s) {
-        Piece p{s * piece, s * piece * G + pos * piece, piece};
-        if (b.layout.zigzagAt(d))
-          p.global = blockToWhole(s * piece, L * G, pos, G, b.layout.zigzagInner(mesh, d));
-        int64_t room = global.shape[d] - p.global;
-        if (room < p.len) {
-          padded = true;
-          p.len = std::max<int64_t>(room, 0);
-        }
-        if (p.len > 0)
-          pieces[d].push_back(p);
-      }
+      pieces[d] = b.layout.runs(mesh, r, b.localShape, d, global.shape[d]);
+      int64_t covered = 0;
+      for (const Layout::Run &p : pieces[d])
+        covered += p.len;
+      padded |= covered < b.localShape[d];
     }
     if (padded)
       dev.random(a, t.buf, o.seed, 0x9add000 + b.index, (uint64_t)(r * n), 0, 0.5);
@@ -168,7 +151,7 @@ public:
       Strided dst, src;
       Shape extent;
       for (size_t d = 0; d < pieces.size(); ++d) {
-        const Piece &p = pieces[d][choice[d]];
+        const Layout::Run &p = pieces[d][choice[d]];
         dst.offset += p.local * lst[d];
         src.offset += p.global * gst[d];
         dst.strides[d] = lst[d];

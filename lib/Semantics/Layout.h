@@ -188,6 +188,34 @@ struct Layout {
     return segment * piece * G + mesh.positionInGroup(rank, dims[d]) * piece + within;
   }
 
+  /// A run of `rank`'s block in one dimension: local coordinates [local, local + len)
+  /// hold global coordinates [global, global + len).
+  struct Run {
+    int64_t local, global, len;
+    bool operator==(const Run &o) const {
+      return local == o.local && global == o.global && len == o.len;
+    }
+  };
+  /// `rank`'s block in dimension d as maximal runs, in local order, of consecutive
+  /// elements (a kernel copies each run at once); local coordinates whose global one is
+  /// past `globalLen` (padding) are in no run. Derived from globalCoord, element by
+  /// element, so the two cannot disagree.
+  std::vector<Run> runs(const Mesh &mesh, int64_t rank, const Shape &localShape, size_t d,
+                        int64_t globalLen) const {
+    std::vector<Run> out;
+    for (int64_t x = 0; x < localShape[d]; ++x) {
+      int64_t g = globalCoord(mesh, rank, localShape, d, x);
+      if (g < 0 || g >= globalLen)
+        continue;
+      if (!out.empty() && out.back().local + out.back().len == x &&
+          out.back().global + out.back().len == g)
+        ++out.back().len;
+      else
+        out.push_back({x, g, 1});
+    }
+    return out;
+  }
+
   /// The global index of element `local` of `rank`'s block.
   std::vector<int64_t> globalIndex(const Mesh &mesh, int64_t rank, const Shape &localShape,
                                    const std::vector<int64_t> &local) const {

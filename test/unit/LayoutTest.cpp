@@ -61,3 +61,40 @@ TEST_CASE("interleaved splits hold one block of every segment", "[layout]") {
   CHECK_FALSE(qkv.localShape(m, {2, 9}, local)); // 9 columns: 3 segments of 3 do not split in 2
   CHECK(qkv.str(m) == "sharded on dim 1 over tp in 3 interleaved segments");
 }
+
+TEST_CASE("a block's runs are its consecutive elements, padding in none", "[layout]") {
+  using Run = Layout::Run;
+  Mesh cp{"m", {"cp"}, {2}};
+  // Zigzag over cp=2 on 8 positions: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2
+  // (which are adjacent: one run).
+  Layout zig;
+  zig.dims = {{0}};
+  zig.segments = {-2};
+  CHECK(zig.runs(cp, 0, {4}, 0, 8) == std::vector<Run>{{0, 0, 2}, {2, 6, 2}});
+  CHECK(zig.runs(cp, 1, {4}, 0, 8) == std::vector<Run>{{0, 2, 4}});
+  // Interleaved segments [Q | K | V] of 4 columns over tp=2: one run per segment.
+  Layout qkv;
+  qkv.dims = {{}, {0}};
+  qkv.segments = {1, 3};
+  CHECK(qkv.runs(cp, 1, {2, 6}, 1, 12) == std::vector<Run>{{0, 2, 2}, {2, 6, 2}, {4, 10, 2}});
+  CHECK(qkv.runs(cp, 1, {2, 6}, 0, 2) == std::vector<Run>{{0, 0, 2}});
+  // A padded shard: 25 elements in blocks of 13; rank 1's last element is padding.
+  Layout padded;
+  padded.dims = {{0}};
+  padded.padded = true;
+  CHECK(padded.runs(cp, 1, {13}, 0, 25) == std::vector<Run>{{0, 13, 12}});
+  CHECK(padded.runs(cp, 0, {13}, 0, 25) == std::vector<Run>{{0, 0, 13}});
+  // Every element of every rank's block lies in exactly the run globalCoord puts it in.
+  Mesh m{"m", {"dp", "cp"}, {2, 2}};
+  Layout two;
+  two.dims = {{0, 1}};
+  two.segments = {-2};
+  for (int64_t r = 0; r < m.numRanks(); ++r) {
+    std::vector<Run> rs = two.runs(m, r, {4}, 0, 16);
+    int64_t covered = 0;
+    for (const Run &run : rs)
+      for (int64_t i = 0; i < run.len; ++i, ++covered)
+        CHECK(two.globalCoord(m, r, {4}, 0, run.local + i) == run.global + i);
+    CHECK(covered == 4);
+  }
+}
