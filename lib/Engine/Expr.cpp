@@ -157,6 +157,13 @@ PolyId ExprPool::add(PolyId a, PolyId b) {
     return b;
   if (b == zeroId)
     return a;
+  PolyId r = addTerms(a, b);
+  if ((knownNonnegative(a) && nonnegativePart(b)) || (knownNonnegative(b) && nonnegativePart(a)))
+    markNonnegative(r);
+  return r;
+}
+
+PolyId ExprPool::addTerms(PolyId a, PolyId b) {
   const auto &ta = polys[a].terms, &tb = polys[b].terms;
   Poly r;
   r.terms.reserve(ta.size() + tb.size());
@@ -178,6 +185,19 @@ PolyId ExprPool::add(PolyId a, PolyId b) {
 }
 
 PolyId ExprPool::sum(const std::vector<PolyId> &parts) {
+  PolyId r = sumTerms(parts);
+  // A sum of squares (a reduction of squared gradients) is >= 0.
+  bool known = false, all = true;
+  for (PolyId p : parts)
+    known |= knownNonnegative(p);
+  for (size_t i = 0; known && all && i < parts.size(); ++i)
+    all = nonnegativePart(parts[i]);
+  if (known && all)
+    markNonnegative(r);
+  return r;
+}
+
+PolyId ExprPool::sumTerms(const std::vector<PolyId> &parts) {
   std::vector<std::pair<MonoId, Rational>> all;
   for (PolyId p : parts) {
     const auto &t = polys[p].terms;
@@ -208,7 +228,10 @@ PolyId ExprPool::scale(PolyId a, const Rational &c) {
   Poly r = polys[a];
   for (auto &t : r.terms)
     t.second = t.second * c;
-  return internPoly(std::move(r));
+  PolyId out = internPoly(std::move(r));
+  if (c.sign() > 0 && knownNonnegative(a))
+    markNonnegative(out);
+  return out;
 }
 
 PolyId ExprPool::sub(PolyId a, PolyId b) { return add(a, scale(b, Rational(-1))); }
@@ -271,6 +294,16 @@ bool ExprPool::indicatorLaws(Monomial &m) const {
 }
 
 PolyId ExprPool::mul(PolyId a, PolyId b) {
+  PolyId r = mulTerms(a, b);
+  // A square is >= 0 whatever the signs of its expanded terms; so is a product of two
+  // values known to be. Remembered for sqrt(s)^2 = s (simplifyRoots).
+  if (a == b || (knownNonnegative(a) && nonnegativePart(b)) ||
+      (knownNonnegative(b) && nonnegativePart(a)))
+    markNonnegative(r);
+  return r;
+}
+
+PolyId ExprPool::mulTerms(PolyId a, PolyId b) {
   if (a == zeroId || b == zeroId)
     return zeroId;
   Rational c;
@@ -416,6 +449,8 @@ bool ExprPool::atomNonnegative(AtomId a, bool strict) const {
 }
 
 bool ExprPool::provablyNonnegative(PolyId p, bool strict) const {
+  if (!strict && knownNonnegative(p))
+    return true;
   const auto &t = polys[p].terms;
   if (t.empty())
     return !strict;

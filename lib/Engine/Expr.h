@@ -221,6 +221,9 @@ public:
   /// and of atoms that are never negative (integer inputs in [0, N), exp, sqrt, rsqrt,
   /// indicators, dropout masks), plus, for `strict`, a positive constant term or a term
   /// of atoms that are never zero (exp, rsqrt).
+  /// Also true of every polynomial built as a square (mul(a, a)), or as a sum or
+  /// product of such values and termwise-nonnegative ones, with nonnegative weights:
+  /// (a - b)^2 is >= 0 although its expanded term -2ab is not.
   bool provablyNonnegative(PolyId p, bool strict = false) const;
   /// The nesting depth of function applications in `p`.
   uint32_t depth(PolyId p) const { return polyDepth[p]; }
@@ -237,6 +240,23 @@ private:
   /// recip(t) * t = 1 for t != 0 (docs/semantics.md). Applied to a product's terms.
   PolyId simplifyRoots(PolyId p);
   bool atomNonnegative(AtomId a, bool strict) const;
+  /// The canonical terms of a product and of sums (mul(), add() and sum() add what
+  /// they learn about the sign).
+  PolyId mulTerms(PolyId a, PolyId b);
+  PolyId addTerms(PolyId a, PolyId b);
+  PolyId sumTerms(const std::vector<PolyId> &parts);
+  /// Polynomials known to be >= 0 by how they were built (see provablyNonnegative).
+  std::vector<bool> builtNonnegative;
+  bool knownNonnegative(PolyId p) const {
+    return p < builtNonnegative.size() && builtNonnegative[p];
+  }
+  /// Known, or nonnegative by its terms.
+  bool nonnegativePart(PolyId p) const { return knownNonnegative(p) || provablyNonnegative(p); }
+  void markNonnegative(PolyId p) {
+    if (p >= builtNonnegative.size())
+      builtNonnegative.resize(std::max<size_t>(polys.size(), p + 1));
+    builtNonnegative[p] = true;
+  }
   MonoId internMono(Monomial &&m);
   AtomId internAtom(Atom &&a);
   /// The polynomial 1 * a.

@@ -129,6 +129,7 @@ bool Engine::fixRemoves(const Violation &v) {
   o.checkFixes = false;
   o.onlyOutputs = outputs;
   o.verdictOnly = true;
+  o.proofOnly = true;
   double leftMs = std::chrono::duration<double, std::milli>(fixesUntil -
                                                             std::chrono::steady_clock::now()).count();
   leftMs = std::min(leftMs, (double)options.deadline.remainingMs());

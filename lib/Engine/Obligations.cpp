@@ -124,6 +124,8 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
     }
     if (options.verdictOnly && !failures.empty())
       break;
+    if (options.proofOnly && !result.inconclusiveReasons.empty())
+      break;
   }
 }
 

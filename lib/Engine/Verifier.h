@@ -72,6 +72,10 @@ struct VerifyOptions {
   /// confirmed difference, its counterexample is not minimized, and the difference is
   /// reported at its output instead of being localized and explained.
   bool verdictOnly = false;
+  /// Only a proof is wanted (a fix's re-verification, which keeps its hint only if the
+  /// edited plan is verified): deciding also stops at the first obligation that stays
+  /// undecided, since the verdict can then no longer be "verified".
+  bool proofOnly = false;
 };
 
 struct VerifyStats {

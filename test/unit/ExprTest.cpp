@@ -123,6 +123,39 @@ TEST_CASE("function applications are congruent on canonical arguments", "[expr]"
   CHECK_FALSE(pool.hasApplications(pool.add(a, b)));
 }
 
+TEST_CASE("sqrt(s)^2 = s where s is a sum of squares, however it expands", "[expr]") {
+  ExprPool pool;
+  PolyId a = pool.inputPoly(pool.addInput({"a", {}}));
+  PolyId b = pool.inputPoly(pool.addInput({"b", {}}));
+  PolyId d = pool.sub(a, b);
+  // (a - b)^2 + b^2 has the term -2ab: not nonnegative term by term, but built as a sum
+  // of squares (a gradient norm's sum of squared partial values).
+  PolyId s = pool.sum({pool.mul(d, d), pool.mul(b, b)});
+  CHECK(pool.provablyNonnegative(s));
+  PolyId root = pool.apply(Fn::Sqrt, {s});
+  CHECK(pool.mul(root, root) == s);
+  // Scaled by a positive constant and added to another square: still known.
+  PolyId t = pool.add(pool.scale(s, Rational(3)), pool.mul(a, a));
+  CHECK(pool.provablyNonnegative(t));
+  // The same expanded polynomial built otherwise is not known: a^2 - 2ab + 2b^2 from its
+  // terms stays as it is under the root (the law needs s >= 0, and its terms alone do not
+  // show it).
+  ExprPool fresh;
+  PolyId x = fresh.inputPoly(fresh.addInput({"a", {}}));
+  PolyId y = fresh.inputPoly(fresh.addInput({"b", {}}));
+  PolyId xy = fresh.scale(fresh.mul(x, y), Rational(-2));
+  PolyId yy2 = fresh.scale(fresh.mul(y, y), Rational(2));
+  PolyId u = fresh.add(fresh.add(fresh.mul(x, x), xy), yy2);
+  CHECK_FALSE(fresh.provablyNonnegative(u));
+  PolyId r2 = fresh.apply(Fn::Sqrt, {u});
+  CHECK(fresh.mul(r2, r2) != u);
+  // A difference of squares is never taken for nonnegative.
+  PolyId diff = pool.sub(pool.mul(a, a), pool.mul(b, b));
+  CHECK_FALSE(pool.provablyNonnegative(diff));
+  PolyId r3 = pool.apply(Fn::Sqrt, {diff});
+  CHECK(pool.mul(r3, r3) != diff);
+}
+
 TEST_CASE("indicators are idempotent and a value equals one constant at most", "[expr]") {
   ExprPool pool;
   InputSymbol idSym{"ids", {0}};
