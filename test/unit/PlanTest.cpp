@@ -1,0 +1,127 @@
+//===- PlanTest.cpp - lib/Plan: `planproof plan`'s generator ---------------===//
+#include "Engine/Verifier.h"
+#include "Import/LoadSpec.h"
+#include "Plan/PlanGen.h"
+#include "Spec/Spec.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+using namespace planproof;
+using Catch::Matchers::Contains;
+
+namespace {
+std::string modelPath(const char *name) {
+  return std::string(PLANPROOF_SOURCE_DIR "/verify-specs/models/") + name;
+}
+
+/// `text` in a file of its own, removed when the test ends.
+struct TempFile {
+  std::string path;
+  TempFile(const std::string &text, const char *suffix) {
+    path = "/tmp/planproof-unittest-" + std::to_string(getpid()) + suffix;
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+};
+} // namespace
+
+TEST_CASE("--parallel is read item by item, and a bad item is named", "[plan]") {
+  plangen::Parallel p;
+  std::string err;
+  REQUIRE(plangen::parseParallel("dp=2,tp=4,sp,pp=2,schedule=gpipe,microbatches=4,layers=3", p,
+                                 err));
+  CHECK(p.dp == 2);
+  CHECK(p.tp == 4);
+  CHECK(p.sp);
+  CHECK(p.pp == 2);
+  CHECK(p.schedule == "gpipe");
+  CHECK(p.microbatches == 4);
+  CHECK(p.layers == 3);
+  CHECK(p.ep == 1); // what is not given keeps its default
+  const std::pair<const char *, const char *> bad[] = {
+      {"dp=2,dp=2", "'dp' is given twice"},
+      {"sp=2", "sp takes no value"},
+      {"schedule=zigzag", "unknown schedule 'zigzag'"},
+      {"tp=x", "tp needs an integer"},
+      {"tp=4096", "tp needs an integer in [0, 1024]"},
+      {"foo=1", "unknown item"},
+  };
+  for (auto [text, why] : bad) {
+    INFO(text);
+    plangen::Parallel q;
+    std::string e;
+    CHECK_FALSE(plangen::parseParallel(text, q, e));
+    CHECK_THAT(e, Contains(why));
+  }
+}
+
+TEST_CASE("a model configuration's errors name the file and the field", "[plan]") {
+  plangen::Model m;
+  std::string err;
+  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, err));
+  CHECK(m.layers == 32);
+  CHECK(m.hidden == 4096);
+  CHECK(m.kvHeads == 8);
+  CHECK(m.vocab == 128256);
+  CHECK(m.experts == 0);
+
+  TempFile missing(R"({"layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 8, "ffn": 64, "vocab": 32})",
+                   ".json");
+  CHECK_FALSE(plangen::readModel(missing.path, m, err));
+  CHECK_THAT(err, Contains(missing.path + ": error: hidden: missing"));
+  TempFile negative(R"({"layers": 2, "hidden": -8, "heads": 4, "kv_heads": 2, "head_dim": 8,
+                        "ffn": 64, "vocab": 32})",
+                    ".json");
+  CHECK_FALSE(plangen::readModel(negative.path, m, err));
+  CHECK_THAT(err, Contains("hidden: must be an integer"));
+  TempFile groups(R"({"layers": 2, "hidden": 32, "heads": 6, "kv_heads": 4, "head_dim": 8,
+                      "ffn": 64, "vocab": 32})",
+                  ".json");
+  CHECK_FALSE(plangen::readModel(groups.path, m, err));
+  CHECK_THAT(err, Contains("heads a multiple of kv_heads"));
+}
+
+TEST_CASE("generated plans load, and verify", "[plan]") {
+  // The generator is the reference implementation of correct plans: what it writes
+  // must be a spec that the loader accepts and the verifier proves.
+  plangen::Model m;
+  std::string err, mlir;
+  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, err));
+  plangen::Parallel p;
+  REQUIRE(plangen::parseParallel("tp=2,sp,layers=1", p, err));
+  REQUIRE(plangen::generate(m, p, mlir, err));
+  CHECK_THAT(mlir, Contains("func.func @reference"));
+  CHECK_THAT(mlir, Contains("dist.mesh"));
+
+  TempFile file(mlir, ".mlir");
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  std::string errors;
+  INFO(errors);
+  REQUIRE(loadSpec(ctx, file.path, spec, errors));
+  CHECK(spec.mesh.numRanks() == 2);
+  VerifyOptions options;
+  options.checkFixes = false;
+  VerifyResult r = verifySpec(spec, options);
+  CHECK(r.verdict == Verdict::Verified);
+  CHECK(r.violations.empty());
+  CHECK(r.stats.obligations > 0);
+}
+
+TEST_CASE("configurations the generator cannot write are refused with the reason", "[plan]") {
+  plangen::Model m;
+  std::string err, mlir;
+  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, err));
+  plangen::Parallel p;
+  // Llama3-8B's 8 KV heads cannot be split over tp = 64.
+  REQUIRE(plangen::parseParallel("tp=64", p, err));
+  CHECK_FALSE(plangen::generate(m, p, mlir, err));
+  CHECK_THAT(err, Contains("tp = 64 does not divide the 8 KV heads"));
+  CHECK(mlir.empty());
+}
