@@ -39,6 +39,22 @@ struct DoubleArith {
     return upward ? up(p) : down(p);
   }
   static Num coefficient(const Rational &c, bool upward) {
+    // A fraction of two integers below 2^53 (nearly every coefficient): both are exact
+    // doubles, so n / d is correctly rounded, and the sign of the exact residual
+    // q * d - n (one fma; a nonzero residual is a multiple of ulp(q), never rounded to 0)
+    // says on which side of n / d the quotient q lies. No GMP.
+    if (c.isSmall()) {
+      constexpr int64_t kExact = int64_t(1) << 53;
+      int64_t n = c.numerator(), den = c.denominator(); // den > 0
+      if (n > -kExact && n < kExact && den < kExact) {
+        double q = double(n) / double(den);
+        double residual = std::fma(q, double(den), -double(n));
+        if (residual == 0)
+          return q;
+        bool above = residual > 0;
+        return upward ? (above ? q : up(q)) : (above ? down(q) : q);
+      }
+    }
     double d = c.toDouble();
     // Beyond the doubles (|c| > DBL_MAX rounds to infinity): the bound on the side of
     // zero is the largest finite double, the other side infinite (mpq_class of an
