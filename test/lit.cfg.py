@@ -29,6 +29,8 @@ if os.environ.get("PLANPROOF_SLOW_TESTS") == "1":
 # `make pytools` (a dependency of `make test`) in the build folder.
 import sys
 config.substitutions.append(("%python", sys.executable))
+# %at SPEC NAME: LINE:COL of the plan op defining %NAME (test/at.py), for FileCheck -DAT=...
+config.substitutions.append(("%at", sys.executable + " " + os.path.join(config.test_source_root, "at.py")))
 config.substitutions.append(("%pytools", os.path.join(config.planproof_obj_root, "pytools", "bin", "python")))
 config.substitutions.append(("%docs", os.path.join(config.planproof_src_root, "docs")))
 config.substitutions.append(("%planproof_bin", os.path.join(config.planproof_tools_dir, "planproof")))
