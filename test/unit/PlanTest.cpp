@@ -88,7 +88,8 @@ TEST_CASE("a model configuration's errors name the file and the field", "[plan]"
 
 TEST_CASE("generated plans load, and verify", "[plan]") {
   // The generator is the reference implementation of correct plans: what it writes
-  // must be a spec that the loader accepts and the verifier proves.
+  // must be a spec that the loader accepts and the verifier proves. (This is the
+  // tensor- and sequence-parallel point of test/CLI/plan_grid.test's grid.)
   plangen::Model m;
   std::string err, mlir;
   REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, err));
