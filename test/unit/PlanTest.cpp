@@ -28,6 +28,15 @@ struct TempFile {
   }
   ~TempFile() { std::remove(path.c_str()); }
 };
+
+/// `planproof plan --model MODEL.json --parallel PARALLEL`, in process.
+bool generateFor(const char *model, const char *parallel, std::string &mlir, std::string &err) {
+  plangen::Model m;
+  REQUIRE(plangen::readModel(modelPath(model), m, err));
+  plangen::Parallel p;
+  REQUIRE(plangen::parseParallel(parallel, p, err));
+  return plangen::generate(m, p, mlir, err);
+}
 } // namespace
 
 TEST_CASE("--parallel is read item by item, and a bad item is named", "[plan]") {
@@ -90,22 +99,17 @@ TEST_CASE("generated plans load, and verify", "[plan]") {
   // The generator is the reference implementation of correct plans: what it writes
   // must be a spec that the loader accepts and the verifier proves. (This is the
   // tensor- and sequence-parallel point of test/CLI/plan_grid.test's grid.)
-  plangen::Model m;
   std::string err, mlir;
-  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, err));
-  plangen::Parallel p;
-  REQUIRE(plangen::parseParallel("tp=2,sp,layers=1", p, err));
-  REQUIRE(plangen::generate(m, p, mlir, err));
+  REQUIRE(generateFor("llama3-8b.json", "tp=2,sp,layers=1", mlir, err));
   CHECK_THAT(mlir, Contains("func.func @reference"));
   CHECK_THAT(mlir, Contains("dist.mesh"));
 
-  TempFile file(mlir, ".mlir");
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
   std::string errors;
   INFO(errors);
-  REQUIRE(loadSpec(ctx, file.path, spec, errors));
+  REQUIRE(loadSpecText(ctx, "llama3-8b_tp2_sp.mlir", mlir, spec, errors));
   CHECK(spec.mesh.numRanks() == 2);
   VerifyOptions options;
   options.checkFixes = false;
@@ -116,13 +120,9 @@ TEST_CASE("generated plans load, and verify", "[plan]") {
 }
 
 TEST_CASE("configurations the generator cannot write are refused with the reason", "[plan]") {
-  plangen::Model m;
   std::string err, mlir;
-  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, err));
-  plangen::Parallel p;
   // Llama3-8B's 8 KV heads cannot be split over tp = 64.
-  REQUIRE(plangen::parseParallel("tp=64", p, err));
-  CHECK_FALSE(plangen::generate(m, p, mlir, err));
+  CHECK_FALSE(generateFor("llama3-8b.json", "tp=64", mlir, err));
   CHECK_THAT(err, Contains("tp = 64 does not divide the 8 KV heads"));
   CHECK(mlir.empty());
 }
