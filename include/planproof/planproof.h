@@ -30,6 +30,7 @@
 
 namespace planproof {
 struct Spec; // the library's own (internal)
+class Diagnostics;
 namespace api {
 
 /// A place in an input: file, 1-based line and column (0 where unknown).
@@ -189,7 +190,7 @@ private:
   std::unique_ptr<Impl> impl;
   Expected<Spec> loadWith(const std::string &name, const std::string &diagnosed,
                           const Options &options,
-                          const std::function<bool(planproof::Spec &, std::string &)> &load);
+                          const std::function<bool(planproof::Spec &, planproof::Diagnostics &)> &load);
 };
 
 } // namespace api

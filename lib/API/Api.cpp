@@ -64,20 +64,18 @@ namespace {
 
 Location location(const SourceLoc &loc) { return {loc.file, loc.line, loc.col}; }
 
-/// The first located error of `diagnostics` (Support/Diagnostic.h) as an Error, the
-/// whole text kept; a text without one is the message, at `name`.
-Error toError(const std::string &name, const std::string &diagnostics) {
+/// The first of a loader's errors as an Error, with the text of all of them; at `name`
+/// when there is none.
+Error toError(const std::string &name, const Diagnostics &errors) {
   Error e;
-  e.diagnostics = diagnostics;
+  e.diagnostics = errors.str();
   e.at.file = name;
-  std::vector<Diagnostic> found = parseDiagnostics(diagnostics);
-  if (found.empty()) {
-    std::string first = diagnostics.substr(0, diagnostics.find('\n'));
-    e.message = first.empty() ? "the spec could not be loaded" : first;
+  if (errors.empty()) {
+    e.message = "the spec could not be loaded";
     return e;
   }
-  e.message = found[0].message;
-  e.at = location(found[0].at);
+  e.message = errors.list().front().message;
+  e.at = location(errors.list().front().at);
   return e;
 }
 
@@ -106,17 +104,16 @@ bool endsWith(const std::string &s, const std::string &tail) {
 
 Expected<Spec> Session::loadWith(const std::string &name, const std::string &diagnosed,
                                  const Options &options,
-                                 const std::function<bool(planproof::Spec &, std::string &)> &load) {
+                                 const std::function<bool(planproof::Spec &, Diagnostics &)> &load) {
   auto impl = std::make_unique<Spec::Impl>();
   impl->name = name;
   impl->spec.reduceShapes = !options.fullShapes;
-  std::string errors;
+  Diagnostics errors;
   bool ok;
   try {
     ok = load(impl->spec, errors);
   } catch (const std::exception &e) {
-    ok = false;
-    errors += formatError({diagnosed}, std::string("the spec could not be read: ") + e.what());
+    ok = errors.error({diagnosed}, std::string("the spec could not be read: ") + e.what());
   }
   if (!ok)
     return toError(diagnosed, errors);
@@ -124,7 +121,7 @@ Expected<Spec> Session::loadWith(const std::string &name, const std::string &dia
 }
 
 Expected<Spec> Session::load(const std::string &path, const Options &options) {
-  return loadWith(path, path, options, [&](planproof::Spec &spec, std::string &errors) {
+  return loadWith(path, path, options, [&](planproof::Spec &spec, Diagnostics &errors) {
     return loadSpec(impl->ctx, path, spec, errors);
   });
 }
@@ -135,7 +132,7 @@ Expected<Spec> Session::loadText(const std::string &name, const std::string &tex
   bool json = endsWith(name, ".json") || (first != std::string::npos && text[first] == '{');
   // The loader tells the syntax by the name's extension.
   std::string as = json && !endsWith(name, ".json") ? name + ".json" : name;
-  return loadWith(name, as, options, [&](planproof::Spec &spec, std::string &errors) {
+  return loadWith(name, as, options, [&](planproof::Spec &spec, Diagnostics &errors) {
     return loadSpecText(impl->ctx, as, text, spec, errors);
   });
 }

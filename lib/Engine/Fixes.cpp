@@ -114,7 +114,8 @@ bool Engine::fixRemoves(const Violation &v) {
   for (auto &m : spec.written)
     edited.modules.push_back(
         OwningOpRef<ModuleOp>(cast<ModuleOp>(m.get().getOperation()->clone(map))));
-  std::string why, errors;
+  std::string why;
+  Diagnostics errors;
   if (edited.modules.empty() || !v.fix->apply(PlanEdit::Where{*spec.writtenMap, map}, mesh, why))
     return false;
   // The copy is checked like any spec; its errors (an edit that does not fit) are not

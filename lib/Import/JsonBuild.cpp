@@ -539,7 +539,7 @@ void Importer::expectation(const json &j, const std::string &ptr, ModuleOp modul
   module->setAttr("planproof.expect", builder.getDictionaryAttr(fields));
 }
 
-bool Importer::run(const std::string &text, std::string &errors) {
+bool Importer::run(const std::string &text, Diagnostics &diags) {
   json root;
   std::string why;
   size_t byte = 0;
@@ -553,17 +553,12 @@ bool Importer::run(const std::string &text, std::string &errors) {
         ++col;
       }
     }
-    errors += formatError({path, line, col}, "malformed JSON: " + why);
-    return false;
+    return diags.error({path, line, col}, "malformed JSON: " + why);
   }
   positions = locateJsonValues(text);
   OwningOpRef<ModuleOp> module(ModuleOp::create(FileLineColLoc::get(&ctx, path, 1, 1)));
   // Diagnostics from the dialects' shape rules and verifiers, located in the JSON file.
-  std::string diags;
-  ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
-    diags += formatError(toSourceLoc(d.getLocation()), d.str());
-    return success();
-  });
+  CollectMlirDiagnostics collect(ctx, diags);
   try {
     if (!root.is_object())
       fail("", "a spec must be a JSON object with 'reference' and 'plan'");
@@ -623,17 +618,12 @@ bool Importer::run(const std::string &text, std::string &errors) {
     if (root.contains("expect"))
       expectation(root["expect"], "/expect", *module);
   } catch (const JsonError &e) {
-    errors += diags;
-    errors += formatError(toSourceLoc(loc(e.path)), dotted(e.path) + ": " + e.message);
-    return false;
+    return diags.error(toSourceLoc(loc(e.path)), dotted(e.path) + ": " + e.message);
   } catch (const json::exception &e) {
-    errors += diags + formatError({path}, e.what());
-    return false;
+    return diags.error({path}, e.what());
   }
-  if (failed(verify(*module))) {
-    errors += diags;
+  if (failed(verify(*module)))
     return false;
-  }
   spec.modules.push_back(std::move(module));
   return true;
 }

@@ -310,14 +310,14 @@ NamedAttribute Importer::attribute(const std::string &op, const std::string &key
 } // namespace planproof::json_import
 
 bool planproof::importJsonSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
-                               std::string &errors) {
+                               Diagnostics &diags) {
   std::string text;
-  return readInputFile(path, text, errors) && importJsonSpecText(ctx, path, text, spec, errors);
+  return readInputFile(path, text, diags) && importJsonSpecText(ctx, path, text, spec, diags);
 }
 
 bool planproof::importJsonSpecText(MLIRContext &ctx, const std::string &path,
-                                   const std::string &text, Spec &spec, std::string &errors) {
-  if (!checkNesting(path, text, Syntax::Json, errors))
+                                   const std::string &text, Spec &spec, Diagnostics &diags) {
+  if (!checkNesting(path, text, Syntax::Json, diags))
     return false;
   {
     std::vector<std::string> lines;
@@ -327,13 +327,13 @@ bool planproof::importJsonSpecText(MLIRContext &ctx, const std::string &path,
       lines.push_back(line);
     spec.sources[path] = std::move(lines);
   }
-  return importParametric(ctx, path, text, spec, errors);
+  return importParametric(ctx, path, text, spec, diags);
 }
 
 bool planproof::importJsonText(MLIRContext &ctx, const std::string &path, const std::string &text,
                                Spec &spec, const std::map<std::string, int64_t> *fixedDims,
-                               std::string &errors) {
+                               Diagnostics &diags) {
   Importer importer(ctx, path, spec);
   importer.fixedDims = fixedDims;
-  return importer.run(text, errors);
+  return importer.run(text, diags);
 }

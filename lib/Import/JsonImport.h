@@ -9,6 +9,8 @@
 #ifndef PLANPROOF_IMPORT_JSONIMPORT_H
 #define PLANPROOF_IMPORT_JSONIMPORT_H
 
+#include "Support/Diagnostic.h"
+
 #include "mlir/IR/MLIRContext.h"
 
 #include <map>
@@ -20,13 +22,13 @@ namespace planproof {
 struct Spec;
 
 /// Imports `path` into a new module of `spec` (names, sources and expectation too).
-/// On failure writes located errors to `errors` and returns false.
+/// On failure records located errors in `diags` and returns false.
 bool importJsonSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec,
-                    std::string &errors);
+                    Diagnostics &diags);
 
 /// The same from JSON text already read (named `path` in diagnostics).
 bool importJsonSpecText(mlir::MLIRContext &ctx, const std::string &path, const std::string &text,
-                        Spec &spec, std::string &errors);
+                        Spec &spec, Diagnostics &diags);
 
 /// The ops of the JSON format, by full name, with the attribute names and kinds each
 /// accepts ("int", "int?", "float", "string", "flag", "int[]", "float[]", "string[]",
@@ -41,12 +43,12 @@ std::map<std::string, std::pair<unsigned, unsigned>> locateJsonValues(const std:
 /// (null: their full sizes). Used by the shape reduction.
 bool importJsonText(mlir::MLIRContext &ctx, const std::string &path, const std::string &text,
                     Spec &spec, const std::map<std::string, int64_t> *fixedDims,
-                    std::string &errors);
+                    Diagnostics &diags);
 
 /// Imports a (possibly parametric) JSON spec, at the smallest faithful reduced sizes
 /// when it declares "dims" and spec.reduceShapes is set (lib/Import/ShapeReduction.cpp).
 bool importParametric(mlir::MLIRContext &ctx, const std::string &path, const std::string &text,
-                      Spec &spec, std::string &errors);
+                      Spec &spec, Diagnostics &diags);
 
 } // namespace planproof
 

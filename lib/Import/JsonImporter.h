@@ -46,7 +46,7 @@ public:
   Importer(MLIRContext &ctx, const std::string &path, Spec &spec)
       : ctx(ctx), path(path), spec(spec), builder(&ctx) {}
 
-  bool run(const std::string &text, std::string &errors);
+  bool run(const std::string &text, Diagnostics &diags);
 
 private:
   Location loc(const std::string &ptr) {

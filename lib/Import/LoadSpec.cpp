@@ -20,38 +20,37 @@ using namespace planproof;
 using llvm::StringRef;
 
 static bool loadAnyText(MLIRContext &ctx, const std::string &path, const std::string &text,
-                        Spec &spec, std::string &errors) {
+                        Spec &spec, Diagnostics &diags) {
   if (StringRef(path).ends_with(".json"))
-    return importJsonSpecText(ctx, path, text, spec, errors);
-  return parseMlirSpecText(ctx, path, text, spec, errors);
+    return importJsonSpecText(ctx, path, text, spec, diags);
+  return parseMlirSpecText(ctx, path, text, spec, diags);
 }
 
-static bool loadAny(MLIRContext &ctx, const std::string &path, Spec &spec, std::string &errors) {
+static bool loadAny(MLIRContext &ctx, const std::string &path, Spec &spec, Diagnostics &diags) {
   std::string text;
-  return readInputFile(path, text, errors) && loadAnyText(ctx, path, text, spec, errors);
+  return readInputFile(path, text, diags) && loadAnyText(ctx, path, text, spec, diags);
 }
 
 bool planproof::loadSpecText(MLIRContext &ctx, const std::string &name, const std::string &text,
-                             Spec &spec, std::string &errors) {
+                             Spec &spec, Diagnostics &diags) {
   spec.path = name;
   if ((int64_t)text.size() > kMaxInputBytes) {
-    errors += formatError({name}, "the input is larger than " +
-                                      std::to_string(kMaxInputBytes >> 20) + " MiB");
-    return false;
+    return diags.error({name}, "the input is larger than " +
+                                   std::to_string(kMaxInputBytes >> 20) + " MiB");
   }
-  return loadAnyText(ctx, name, text, spec, errors) && analyzeSpec(spec, errors);
+  return loadAnyText(ctx, name, text, spec, diags) && analyzeSpec(spec, diags);
 }
 
 bool planproof::loadSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
-                         std::string &errors) {
+                         Diagnostics &diags) {
   spec.path = path;
-  return loadAny(ctx, path, spec, errors) && analyzeSpec(spec, errors);
+  return loadAny(ctx, path, spec, diags) && analyzeSpec(spec, diags);
 }
 
 bool planproof::loadSpecPair(MLIRContext &ctx, const std::string &refPath,
-                             const std::string &planPath, Spec &spec, std::string &errors) {
+                             const std::string &planPath, Spec &spec, Diagnostics &diags) {
   spec.path = planPath;
-  return loadAny(ctx, refPath, spec, errors) && loadAny(ctx, planPath, spec, errors) &&
-         analyzeSpec(spec, errors);
+  return loadAny(ctx, refPath, spec, diags) && loadAny(ctx, planPath, spec, diags) &&
+         analyzeSpec(spec, diags);
 }
 

@@ -6,18 +6,18 @@
 
 namespace planproof {
 
-/// Loads a spec from one file (.mlir or .json). On failure returns false after writing
-/// located diagnostics ("file:line:col: error: ...") to `errors`.
-bool loadSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec, std::string &errors);
+/// Loads a spec from one file (.mlir or .json). On failure returns false after
+/// recording located errors in `diags`.
+bool loadSpec(mlir::MLIRContext &ctx, const std::string &path, Spec &spec, Diagnostics &diags);
 
 /// Loads a spec from text: JSON when `name` ends in ".json", else MLIR; `name` is the
 /// file name diagnostics give (nothing is read from disk).
 bool loadSpecText(mlir::MLIRContext &ctx, const std::string &name, const std::string &text,
-                  Spec &spec, std::string &errors);
+                  Spec &spec, Diagnostics &diags);
 
 /// Loads a spec from a reference file and a plan file (.mlir or .json each).
 bool loadSpecPair(mlir::MLIRContext &ctx, const std::string &refPath,
-                  const std::string &planPath, Spec &spec, std::string &errors);
+                  const std::string &planPath, Spec &spec, Diagnostics &diags);
 
 } // namespace planproof
 

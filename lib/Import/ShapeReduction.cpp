@@ -72,7 +72,7 @@ static bool faithfulReduction(Spec &small, Spec &large) {
 }
 
 bool planproof::importParametric(MLIRContext &ctx, const std::string &path,
-                                 const std::string &text, Spec &spec, std::string &errors) {
+                                 const std::string &text, Spec &spec, Diagnostics &diags) {
   // Import at the full sizes first: types only, cheap, and the reference for checking a
   // reduction.
   auto sources = spec.sources;
@@ -85,7 +85,7 @@ bool planproof::importParametric(MLIRContext &ctx, const std::string &path,
     return out;
   };
   std::unique_ptr<Spec> full = fresh();
-  if (!importJsonText(ctx, path, text, *full, nullptr, errors))
+  if (!importJsonText(ctx, path, text, *full, nullptr, diags))
     return false;
   std::unique_ptr<Spec> best = std::move(full);
   Spec &fullSpec = *best;
@@ -99,7 +99,7 @@ bool planproof::importParametric(MLIRContext &ctx, const std::string &path,
     std::unique_ptr<Spec> keepFull = std::move(best);
     auto attempt = [&](const std::map<std::string, int64_t> &vals) -> std::unique_ptr<Spec> {
       std::unique_ptr<Spec> cand = fresh();
-      std::string ignored;
+      Diagnostics ignored; // a size that fails to import is not a reduction to take
       if (!importJsonText(ctx, path, text, *cand, &vals, ignored) ||
           !faithfulReduction(*cand, *keepFull))
         return nullptr;

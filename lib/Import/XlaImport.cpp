@@ -39,16 +39,17 @@ namespace {
 
 //===--- Putting it together --------------------------------------------------===//
 
-std::string located(const hlo::Module &m, const hlo::Instruction *inst, const std::string &what) {
+/// `what`, at `inst` of `m` (at `m` when there is no instruction), with the name of
+/// the instruction and the framework source it came from.
+Diagnostic located(const hlo::Module &m, const hlo::Instruction *inst, const std::string &what) {
   if (!inst)
-    return m.path + ": " + what;
-  std::string s = m.path + ":" + std::to_string(inst->line) + ":" + std::to_string(inst->col) +
-                  ": " + what + " (`" + inst->name + "`";
+    return Diagnostic{SourceLoc{m.path}, what, {}, ""};
+  std::string s = what + " (`" + inst->name + "`";
   if (!inst->loc.file.empty())
     s += ", from " + inst->loc.file + ":" + std::to_string(inst->loc.line);
   if (!inst->loc.opName.empty())
     s += ", " + inst->loc.opName;
-  return s + ")";
+  return Diagnostic{SourceLoc{m.path, (unsigned)inst->line, (unsigned)inst->col}, s + ")", {}, ""};
 }
 
 json layoutJson(const Mesh &mesh, const std::vector<std::vector<size_t>> &axes, size_t rank) {
@@ -135,14 +136,14 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
 XlaImportStatus planproof::importXla(const std::string &beforePath, const std::string &beforeText,
                                      const std::string &afterPath, const std::string &afterText,
                                      const XlaImportOptions &options, json &spec,
-                                     std::string &message) {
+                                     Diagnostics &diags) {
   hlo::Module before, after, refModule;
   Diagnostic perr;
   if (!hlo::parseModule(beforePath, beforeText, before, perr) ||
       !hlo::parseModule(afterPath, afterText, after, perr) ||
       (!options.referenceText.empty() &&
        !hlo::parseModule(options.referencePath, options.referenceText, refModule, perr))) {
-    message = perr.at.str() + ": error: " + perr.message;
+    diags.add(perr);
     return XlaImportStatus::BadInput;
   }
   const hlo::Module *where = &before;
@@ -203,10 +204,10 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
       }
     }
   } catch (const Malformed &e) {
-    message = located(*where, at, "error: " + e.what);
+    diags.add(located(*where, at, e.what));
     return XlaImportStatus::BadInput;
   } catch (const Unsupported &e) {
-    message = located(*where, at, "unsupported: " + e.what);
+    diags.add(located(*where, at, e.what));
     return XlaImportStatus::Unsupported;
   }
 }

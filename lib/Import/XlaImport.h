@@ -20,6 +20,8 @@
 #ifndef PLANPROOF_IMPORT_XLAIMPORT_H
 #define PLANPROOF_IMPORT_XLAIMPORT_H
 
+#include "Support/Diagnostic.h"
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -45,11 +47,12 @@ struct XlaImportOptions {
 enum class XlaImportStatus { Ok, BadInput, Unsupported };
 
 /// Imports the module before the partitioner (`before`) and after it (`after`) into a
-/// JSON spec. On BadInput or Unsupported, `message` is a located one-line reason.
+/// JSON spec. On BadInput or Unsupported, `diags` holds the located reason (for
+/// Unsupported, what the import does not cover).
 XlaImportStatus importXla(const std::string &beforePath, const std::string &beforeText,
                           const std::string &afterPath, const std::string &afterText,
                           const XlaImportOptions &options, nlohmann::ordered_json &spec,
-                          std::string &message);
+                          Diagnostics &diags);
 
 /// Parses `--mesh dp=2,tp=4`; false with a reason when malformed.
 bool parseMeshOption(const std::string &text, std::vector<std::pair<std::string, int64_t>> &mesh,

@@ -487,36 +487,31 @@ std::string Generator::sumOf(Body &b, const std::string &name, std::vector<std::
 }
 
 
-bool readModel(const std::string &path, Model &m, std::string &err) {
-  std::string text, errors;
-  if (!readInputFile(path, text, errors) || !checkNesting(path, text, Syntax::Json, errors)) {
-    err = errors.empty() ? path + ": error: cannot read the model configuration" : errors;
-    while (!err.empty() && err.back() == '\n')
-      err.pop_back();
+bool readModel(const std::string &path, Model &m, Diagnostics &diags) {
+  std::string text;
+  if (!readInputFile(path, text, diags) || !checkNesting(path, text, Syntax::Json, diags))
     return false;
-  }
+  auto error = [&](const std::string &message) { return diags.error({path}, message); };
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
-    return (err = path + ": error: malformed JSON", false);
+    return error("malformed JSON");
   if (!j.is_object())
-    return (err = path + ": error: a model configuration is a JSON object", false);
+    return error("a model configuration is a JSON object");
   auto field = [&](const json &o, const std::string &ptr, const char *key, int64_t &out,
                    bool required) {
     if (!o.contains(key)) {
       if (required)
-        err = path + ": error: " + ptr + key + ": missing (an integer)";
+        error(ptr + key + ": missing (an integer)");
       return !required;
     }
     const json &v = o[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t(1) << 40)) {
-      err = path + ": error: " + ptr + key + ": must be an integer in [0, 2^40]";
-      return false;
-    }
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t(1) << 40))
+      return error(ptr + key + ": must be an integer in [0, 2^40]");
     out = v.get<int64_t>();
     return true;
   };
   if (j.contains("name") && !j["name"].is_string())
-    return (err = path + ": error: name: must be a string", false);
+    return error("name: must be a string");
   m.name = j.contains("name") ? j["name"].get<std::string>() : path;
   if (!field(j, "", "layers", m.layers, true) || !field(j, "", "hidden", m.hidden, true) ||
       !field(j, "", "heads", m.heads, true) || !field(j, "", "kv_heads", m.kvHeads, true) ||
@@ -524,21 +519,18 @@ bool readModel(const std::string &path, Model &m, std::string &err) {
       !field(j, "", "vocab", m.vocab, true))
     return false;
   if (m.layers < 1 || m.heads < 1 || m.kvHeads < 1 || m.heads % m.kvHeads != 0)
-    return (err = path + ": error: layers and heads must be positive and heads a multiple of "
-                         "kv_heads",
-            false);
+    return error("layers and heads must be positive and heads a multiple of kv_heads");
   if (j.contains("moe")) {
     const json &e = j["moe"];
     if (!e.is_object())
-      return (err = path + ": error: moe: must be an object", false);
+      return error("moe: must be an object");
     if (!field(e, "moe.", "experts", m.experts, true) || !field(e, "moe.", "top_k", m.topK, true) ||
         !field(e, "moe.", "shared_experts", m.sharedExperts, false) ||
         !field(e, "moe.", "expert_ffn", m.expertFfn, true) ||
         !field(e, "moe.", "first_dense_layers", m.firstDenseLayers, false))
       return false;
     if (m.experts < 2 || m.topK < 1 || m.topK > m.experts)
-      return (err = path + ": error: moe: needs at least 2 experts and 1 <= top_k <= experts",
-              false);
+      return error("moe: needs at least 2 experts and 1 <= top_k <= experts");
   }
   return true;
 }

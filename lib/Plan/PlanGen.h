@@ -18,6 +18,8 @@
 #ifndef PLANPROOF_PLAN_PLANGEN_H
 #define PLANPROOF_PLAN_PLANGEN_H
 
+#include "Support/Diagnostic.h"
+
 #include <cstdint>
 #include <string>
 
@@ -44,7 +46,7 @@ struct Parallel {
 };
 
 /// Reads a model configuration (JSON). Errors name the file and the JSON path.
-bool readModel(const std::string &path, Model &m, std::string &err);
+bool readModel(const std::string &path, Model &m, Diagnostics &diags);
 /// Parses "dp=2,tp=2,sp,ep=2,cp=2,zero=2,microbatches=2,pp=2,schedule=1f1b,chunks=2,
 /// layers=2".
 bool parseParallel(const std::string &text, Parallel &p, std::string &err);

@@ -35,19 +35,18 @@ std::string caret(const Spec &spec, const SourceLoc &loc) {
   return out + "^\n";
 }
 
-/// The errors of a loader's output (Support/Diagnostic.h), each note on a line of its
-/// own after the message; the whole text at `path` when it has no located error.
-std::vector<Diagnostic> loaderErrors(const std::string &path, const std::string &errors) {
-  std::vector<Diagnostic> out = parseDiagnostics(errors);
-  for (Diagnostic &d : out)
+/// A loader's errors (Support/Diagnostic.h), each note on a line of its own after the
+/// message (a note's source excerpt left out); "bad input" at `path` when there are none.
+std::vector<Diagnostic> loaderErrors(const std::string &path, const Diagnostics &errors) {
+  std::vector<Diagnostic> out = errors.list();
+  for (Diagnostic &d : out) {
+    if (d.at.file.empty())
+      d.at.file = path;
     for (const std::string &note : d.notes)
-      d.message += "\n" + note;
-  if (out.empty()) {
-    Diagnostic whole;
-    whole.at.file = path;
-    whole.message = errors.empty() ? "bad input" : errors;
-    out.push_back(std::move(whole));
+      d.message += "\n" + note.substr(0, note.find('\n'));
   }
+  if (out.empty())
+    out.push_back(Diagnostic{SourceLoc{path}, "bad input", {}, ""});
   return out;
 }
 
@@ -102,7 +101,7 @@ std::string planproof::snippetWindow(const std::string &line, unsigned &col, siz
   return out;
 }
 
-std::string planproof::renderErrorJson(const std::string &path, const std::string &errors) {
+std::string planproof::renderErrorJson(const std::string &path, const Diagnostics &errors) {
   json list = json::array();
   for (const Diagnostic &e : loaderErrors(path, errors))
     list.push_back({{"message", e.message},
@@ -113,7 +112,7 @@ std::string planproof::renderErrorJson(const std::string &path, const std::strin
   return j.dump(2) + "\n";
 }
 
-std::string planproof::renderErrorSarif(const std::string &path, const std::string &errors) {
+std::string planproof::renderErrorSarif(const std::string &path, const Diagnostics &errors) {
   json notes = json::array();
   for (const Diagnostic &e : loaderErrors(path, errors)) {
     json region = json::object();

@@ -18,12 +18,11 @@ std::string renderText(const Spec &spec, const VerifyResult &result);
 std::string renderJson(const Spec &spec, const VerifyResult &result);
 std::string renderSarif(const Spec &spec, const VerifyResult &result);
 
-/// Bad input (exit status 2): the located errors a loader wrote ("file:line:col: error:
-/// message" lines, possibly followed by source snippets) as one JSON object
+/// Bad input (exit status 2): the located errors a loader recorded as one JSON object
 /// (verdict "error") or as a SARIF log whose invocation failed, so that a CI gate
 /// reading `--format json|sarif` always gets a machine-readable answer.
-std::string renderErrorJson(const std::string &path, const std::string &errors);
-std::string renderErrorSarif(const std::string &path, const std::string &errors);
+std::string renderErrorJson(const std::string &path, const Diagnostics &errors);
+std::string renderErrorSarif(const std::string &path, const Diagnostics &errors);
 
 /// `text` with control characters (other than newline and tab) written as \xNN, so
 /// that names from a spec cannot move a terminal's cursor or forge report lines.

@@ -36,18 +36,17 @@ std::string stageStr(int64_t s) { return s < 0 ? "every stage" : "stage " + std:
 /// each value is computed (or received) on.
 struct PipelineAnalysis {
   Spec &spec;
-  std::string &errors;
+  Diagnostics &diags;
   func::FuncOp plan;
   Block &body;
   StringAttr axis;
   llvm::DenseMap<Value, int64_t> valueStage;
 
-  PipelineAnalysis(Spec &spec, std::string &errors)
-      : spec(spec), errors(errors), plan(spec.plan), body(plan.getBody().front()) {}
+  PipelineAnalysis(Spec &spec, Diagnostics &diags)
+      : spec(spec), diags(diags), plan(spec.plan), body(plan.getBody().front()) {}
 
   bool error(Location loc, const std::string &msg) {
-    errors += formatError(toSourceLoc(loc), msg, spec.path);
-    return false;
+    return diags.error(toSourceLoc(loc), msg, spec.path);
   }
   void problem(Operation *op, const std::string &msg, const std::string &hint) {
     spec.scheduleProblems.push_back({op, msg, hint});
@@ -222,8 +221,8 @@ void PipelineAnalysis::orderByDataflow() {
 
 } // namespace
 
-bool planproof::analyzePipeline(Spec &spec, std::string &errors) {
-  PipelineAnalysis a(spec, errors);
+bool planproof::analyzePipeline(Spec &spec, Diagnostics &diags) {
+  PipelineAnalysis a(spec, diags);
   func::FuncOp plan = a.plan;
   spec.planOrder.clear();
   a.axis = plan->getAttrOfType<StringAttr>(dist::kPipelineAttr);

@@ -79,6 +79,61 @@ void planproof::registerDialects(MLIRContext &ctx) {
   ctx.loadAllAvailableDialects();
 }
 
+namespace {
+/// The source line of `loc` with a caret under its column, as MLIR's SourceMgr handler
+/// prints it; "" when `loc` is not in one of `sources`' buffers.
+std::string excerptAt(llvm::SourceMgr *sources, Location loc) {
+  SourceLoc at = toSourceLoc(loc);
+  if (!sources || !at.known())
+    return "";
+  for (unsigned id = 1; id <= sources->getNumBuffers(); ++id) {
+    if (sources->getMemoryBuffer(id)->getBufferIdentifier() != at.file)
+      continue;
+    SMLoc p = sources->FindLocForLineAndColumn(id, at.line, std::max(1u, at.col));
+    if (!p.isValid())
+      return "";
+    std::string out;
+    llvm::raw_string_ostream os(out);
+    sources->GetMessage(p, llvm::SourceMgr::DK_Error, "")
+        .print(nullptr, os, /*ShowColors=*/false, /*ShowKindLabel=*/false,
+               /*ShowLocation=*/false);
+    os.flush();
+    return out.size() > 1 && out[0] == '\n' ? out.substr(1) : "";
+  }
+  return "";
+}
+
+/// "PLACE: KIND: MESSAGE" (without PLACE where the location is not in a file), and the
+/// excerpt under it.
+std::string noteText(llvm::SourceMgr *sources, Location loc, const char *kind,
+                     const std::string &message) {
+  SourceLoc at = toSourceLoc(loc);
+  std::string place = at.known() ? at.str() + ": " : "";
+  return place + kind + ": " + message + "\n" + excerptAt(sources, loc);
+}
+} // namespace
+
+CollectMlirDiagnostics::CollectMlirDiagnostics(MLIRContext &ctx, Diagnostics &diags,
+                                               llvm::SourceMgr *sources)
+    : ctx(ctx) {
+  id = ctx.getDiagEngine().registerHandler([&diags, sources](mlir::Diagnostic &d) {
+    Location loc = d.getLocation();
+    if (d.getSeverity() == DiagnosticSeverity::Error) {
+      diags.add(Diagnostic{toSourceLoc(loc), d.str(), {}, excerptAt(sources, loc)});
+    } else {
+      const char *kind = d.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                         : d.getSeverity() == DiagnosticSeverity::Note  ? "note"
+                                                                        : "remark";
+      diags.note(noteText(sources, loc, kind, d.str()));
+    }
+    for (mlir::Diagnostic &n : d.getNotes())
+      diags.note(noteText(sources, n.getLocation(), "note", n.str()));
+    return success();
+  });
+}
+
+CollectMlirDiagnostics::~CollectMlirDiagnostics() { ctx.getDiagEngine().eraseHandler(id); }
+
 static void readSourceLines(Spec &spec, const std::string &path, StringRef text) {
   std::vector<std::string> lines;
   SmallVector<StringRef> parts;
@@ -89,15 +144,14 @@ static void readSourceLines(Spec &spec, const std::string &path, StringRef text)
 }
 
 bool planproof::parseMlirSpecText(MLIRContext &ctx, const std::string &path, const std::string &contents,
-                         Spec &spec, std::string &errors) {
-  if (!checkNesting(path, contents, Syntax::Mlir, errors))
+                         Spec &spec, Diagnostics &diags) {
+  if (!checkNesting(path, contents, Syntax::Mlir, diags))
     return false;
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(contents, path);
   readSourceLines(spec, path, buffer->getBuffer());
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(buffer), SMLoc());
-  llvm::raw_string_ostream os(errors);
-  SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, os);
+  CollectMlirDiagnostics collect(ctx, diags, &sourceMgr);
   AsmParserState state;
   OwningOpRef<ModuleOp> module(ModuleOp::create(FileLineColLoc::get(&ctx, path, 1, 1)));
   ParserConfig config(&ctx);
@@ -127,11 +181,10 @@ bool planproof::parseMlirSpecText(MLIRContext &ctx, const std::string &path, con
 namespace {
 struct Checker {
   Spec &spec;
-  std::string &errors;
+  Diagnostics &diags;
 
   bool error(Location loc, const std::string &msg) {
-    errors += formatError(toSourceLoc(loc), msg, spec.path);
-    return false;
+    return diags.error(toSourceLoc(loc), msg, spec.path);
   }
 
   std::set<std::string> refIndex; // reference inputs and outputs of type index
@@ -503,7 +556,7 @@ struct Checker {
 
     if (!bindDraws())
       return false;
-    if (!analyzePipeline(spec, errors))
+    if (!analyzePipeline(spec, diags))
       return false;
     if (resumes.size() > 1)
       return error(resumes[1].getLoc(), "at most one plan function may resume from a checkpoint");
@@ -553,11 +606,10 @@ struct Checker {
 /// Every tensor type in the modules has a static shape inside the caps of
 /// Support/Limits.h, and every float constant is an exact rational (docs/semantics.md):
 /// checked before anything computes with sizes or constants, for MLIR and JSON alike.
-static bool validateSizesAndConstants(Spec &spec, std::string &errors) {
+static bool validateSizesAndConstants(Spec &spec, Diagnostics &diags) {
   std::string first;
   auto report = [&](Location loc, const std::string &msg) {
-    errors += formatError(toSourceLoc(loc), msg, spec.path);
-    return false;
+    return diags.error(toSourceLoc(loc), msg, spec.path);
   };
   auto checkType = [&](Type t, Location loc, const std::string &what) {
     if (isa<UnrankedTensorType>(t))
@@ -612,8 +664,8 @@ static bool validateSizesAndConstants(Spec &spec, std::string &errors) {
   return true;
 }
 
-bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
-  if (!validateSizesAndConstants(spec, errors))
+bool planproof::analyzeSpec(Spec &spec, Diagnostics &diags) {
+  if (!validateSizesAndConstants(spec, diags))
     return false;
   spec.written.clear();
   spec.writtenMap = std::make_shared<IRMapping>();
@@ -656,7 +708,7 @@ bool planproof::analyzeSpec(Spec &spec, std::string &errors) {
       break;
     }
   }
-  if (!Checker{spec, errors}.run())
+  if (!Checker{spec, diags}.run())
     return false;
   // The losses the plan's derived backward passes start from: a seed constant named
   // `d(%x).seed` (lib/Transforms/Autodiff) differentiates the plan value `%x`.

@@ -19,6 +19,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -28,6 +29,10 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace llvm {
+class SourceMgr;
+}
 
 namespace planproof {
 
@@ -190,16 +195,31 @@ void registerDialects(mlir::MLIRContext &ctx);
 /// module of `spec`, recording the SSA names users wrote and the source lines. Loading a
 /// file of either format, and the analysis after it, is lib/Import/LoadSpec.h.
 bool parseMlirSpecText(mlir::MLIRContext &ctx, const std::string &path,
-                       const std::string &contents, Spec &spec, std::string &errors);
+                       const std::string &contents, Spec &spec, Diagnostics &diags);
+
+/// While alive, records every diagnostic MLIR emits in `ctx` (parser, verifiers, the
+/// dialects' shape rules) in `diags`: errors with their place, notes and warnings as
+/// notes of the error before them. With a source manager, each error and note gets
+/// the source line and a caret under it.
+class CollectMlirDiagnostics {
+public:
+  CollectMlirDiagnostics(mlir::MLIRContext &ctx, Diagnostics &diags,
+                         llvm::SourceMgr *sources = nullptr);
+  ~CollectMlirDiagnostics();
+
+private:
+  mlir::MLIRContext &ctx;
+  mlir::DiagnosticEngine::HandlerID id;
+};
 
 /// Analyzes a plan's pipeline (stages, send/recv matching, the dataflow order): fills
 /// the pipeline fields of `spec`, and for any plan the execution order. Returns false
 /// with located errors for malformed input.
-bool analyzePipeline(Spec &spec, std::string &errors);
+bool analyzePipeline(Spec &spec, Diagnostics &diags);
 
 /// Checks the loaded module(s) and fills the spec's functions, mesh and bindings.
 /// Exposed for the JSON importer, which builds the module itself.
-bool analyzeSpec(Spec &spec, std::string &errors);
+bool analyzeSpec(Spec &spec, Diagnostics &diags);
 
 } // namespace planproof
 

@@ -12,6 +12,33 @@ std::string planproof::formatError(const SourceLoc &at, const std::string &messa
   return place + ": error: " + message + "\n";
 }
 
+bool Diagnostics::error(SourceLoc at, std::string message, const std::string &fallbackFile) {
+  if (at.file.empty())
+    at = SourceLoc{fallbackFile};
+  list_.push_back(Diagnostic{std::move(at), std::move(message), {}, ""});
+  return false;
+}
+
+void Diagnostics::note(std::string text) {
+  if (!list_.empty())
+    list_.back().notes.push_back(std::move(text));
+}
+
+void Diagnostics::append(const Diagnostics &other) {
+  list_.insert(list_.end(), other.list_.begin(), other.list_.end());
+}
+
+std::string Diagnostics::str() const {
+  std::string out;
+  for (const Diagnostic &d : list_) {
+    out += formatError(d.at, d.message);
+    out += d.excerpt;
+    for (const std::string &n : d.notes)
+      out += n + (n.empty() || n.back() != '\n' ? "\n" : "");
+  }
+  return out;
+}
+
 namespace {
 
 /// Takes a trailing ":DIGITS" off `place` into `out`; false (place unchanged) if none.

@@ -1,10 +1,12 @@
 //===- Diagnostic.h - located errors of an input -------------------*- C++ -*-===//
 //
 // The one form of a located error in planproof: a place in an input file and a
-// message, with the notes that explain it. Loaders write diagnostics as text lines,
-// "FILE:LINE:COL: error: MESSAGE" (MLIR's own diagnostics have that form too, and that
-// is what the CLI prints); `formatError` writes one, `parseDiagnostics` reads them back
-// for the JSON and SARIF reports and the library's Error values.
+// message, with the notes that explain it. Every loader (file reading, the MLIR parser
+// and verifiers, the JSON importer, spec validation) records its errors as values in a
+// Diagnostics list; the CLI prints the list's text ("FILE:LINE:COL: error: MESSAGE",
+// the compilers' form, which MLIR's diagnostics have too), the JSON and SARIF reports
+// and the library's Error values read the values themselves. `parseDiagnostics` reads
+// that text back, for tools that only have the text.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PLANPROOF_SUPPORT_DIAGNOSTIC_H
@@ -26,11 +28,39 @@ struct SourceLoc {
   }
 };
 
-/// One located error, and the notes printed after it (each "note: ...").
+/// One located error, and the notes printed after it (each "note: ..." or, for a note
+/// with a place of its own, "PLACE: note: ...").
 struct Diagnostic {
   SourceLoc at;
   std::string message;
   std::vector<std::string> notes;
+  /// Lines printed under the error line (the source line and a caret), "" if none.
+  std::string excerpt;
+};
+
+/// The errors of loading one input, in the order found: the one error channel of
+/// every loader. A loader appends and returns false; its caller passes the list on.
+class Diagnostics {
+public:
+  /// Records an error at `at` (at `fallbackFile` when `at` has no file); returns
+  /// false, so that a loader can `return diags.error(...)`.
+  bool error(SourceLoc at, std::string message, const std::string &fallbackFile = "");
+  /// Adds a note to the last error (ignored when there is none).
+  void note(std::string text);
+  void add(Diagnostic d) { list_.push_back(std::move(d)); }
+  void append(const Diagnostics &other);
+
+  bool empty() const { return list_.empty(); }
+  size_t size() const { return list_.size(); }
+  const std::vector<Diagnostic> &list() const { return list_; }
+  std::vector<Diagnostic>::const_iterator begin() const { return list_.begin(); }
+  std::vector<Diagnostic>::const_iterator end() const { return list_.end(); }
+
+  /// The text the CLI prints: per error its formatError line, its excerpt, its notes.
+  std::string str() const;
+
+private:
+  std::vector<Diagnostic> list_;
 };
 
 /// "FILE:LINE:COL: error: MESSAGE\n" (FILE alone where the line is unknown; `fallback`

@@ -10,20 +10,17 @@
 
 using namespace planproof;
 
-bool planproof::readInputFile(const std::string &path, std::string &text, std::string &errors) {
+bool planproof::readInputFile(const std::string &path, std::string &text, Diagnostics &diags) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
-    errors += formatError({path}, std::string("cannot read file: ") + std::strerror(errno));
-    return false;
+    return diags.error({path}, std::string("cannot read file: ") + std::strerror(errno));
   }
   if (S_ISDIR(st.st_mode)) {
-    errors += formatError({path}, "cannot read file: it is a directory");
-    return false;
+    return diags.error({path}, "cannot read file: it is a directory");
   }
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f) {
-    errors += formatError({path}, std::string("cannot read file: ") + std::strerror(errno));
-    return false;
+    return diags.error({path}, std::string("cannot read file: ") + std::strerror(errno));
   }
   text.clear();
   char buf[1 << 16];
@@ -39,19 +36,17 @@ bool planproof::readInputFile(const std::string &path, std::string &text, std::s
   bool failed = std::ferror(f);
   std::fclose(f);
   if (tooLarge) {
-    errors += formatError({path}, "the input is larger than " +
+    return diags.error({path}, "the input is larger than " +
                                       std::to_string(kMaxInputBytes >> 20) + " MiB");
-    return false;
   }
   if (failed) {
-    errors += formatError({path}, "cannot read file");
-    return false;
+    return diags.error({path}, "cannot read file");
   }
   return true;
 }
 
 bool planproof::checkNesting(const std::string &path, const std::string &text, Syntax syntax,
-                             std::string &errors) {
+                             Diagnostics &diags) {
   int depth = 0;
   unsigned line = 1, col = 1;
   bool mlir = syntax == Syntax::Mlir;
@@ -73,10 +68,9 @@ bool planproof::checkNesting(const std::string &path, const std::string &text, S
       continue;
     } else if (c == '[' || c == '{' || (mlir && (c == '(' || c == '<'))) {
       if (++depth > kMaxNesting) {
-        errors += formatError({path, line, col}, "brackets nest more than " +
+        return diags.error({path, line, col}, "brackets nest more than " +
                                                    std::to_string(kMaxNesting) +
                                                    " levels deep here");
-        return false;
       }
     } else if (c == ']' || c == '}' || (mlir && (c == ')' || (c == '>' && (i == 0 || text[i - 1] != '-'))))) {
       if (depth > 0)

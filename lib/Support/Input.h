@@ -9,20 +9,22 @@
 #ifndef PLANPROOF_SUPPORT_INPUT_H
 #define PLANPROOF_SUPPORT_INPUT_H
 
+#include "Support/Diagnostic.h"
+
 #include <string>
 
 namespace planproof {
 
-/// Reads `path` into `text`. On failure appends "path: error: why" to `errors`.
-bool readInputFile(const std::string &path, std::string &text, std::string &errors);
+/// Reads `path` into `text`. On failure records the reason at `path` in `diags`.
+bool readInputFile(const std::string &path, std::string &text, Diagnostics &diags);
 
 /// The syntax whose brackets checkNesting counts.
 enum class Syntax { Json, Mlir };
 
 /// Whether `text` nests brackets at most kMaxNesting deep (outside strings and, for
-/// MLIR, comments). On failure appends "path:line:col: error: ..." to `errors`.
+/// MLIR, comments). On failure records the place where the limit is passed in `diags`.
 bool checkNesting(const std::string &path, const std::string &text, Syntax syntax,
-                  std::string &errors);
+                  Diagnostics &diags);
 
 } // namespace planproof
 

@@ -34,7 +34,7 @@ inline void loadAndVerify(const std::string &name, const std::string &text) {
   ctx.printOpOnDiagnostic(false);
   registerDialects(ctx);
   Spec spec;
-  std::string errors;
+  planproof::Diagnostics errors;
   if (!loadSpecText(ctx, name, text, spec, errors))
     return;
   VerifyOptions options;

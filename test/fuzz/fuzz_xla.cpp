@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     after = text.substr(cut + 10);
   }
   nlohmann::ordered_json spec;
-  std::string message;
+  planproof::Diagnostics message;
   planproof::XlaImportOptions options;
   if (planproof::importXla("before.hlo", before, "after.hlo", after, options, spec, message) !=
       planproof::XlaImportStatus::Ok)

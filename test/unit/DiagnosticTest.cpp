@@ -1,7 +1,8 @@
 //===- DiagnosticTest.cpp - located errors, written and read back ---------===//
 //
-// lib/Support/Diagnostic: the text form every loader writes and the reader that the
-// JSON/SARIF reports and the library's Error values share.
+// lib/Support/Diagnostic: the text form the CLI prints for a loader's Diagnostics, and
+// the reader of that text for tools that only have the text (SupportTest covers the
+// Diagnostics values themselves).
 //
 //===----------------------------------------------------------------------===//
 #include "Support/Diagnostic.h"

@@ -33,9 +33,9 @@ struct Fixture {
   std::vector<mlir::Operation *> saves, loads; // in program order
   Fixture() {
     registerDialects(ctx);
-    std::string errors;
+    Diagnostics errors;
     std::string path = PLANPROOF_SOURCE_DIR "/verify-specs/checkpoint/zero1_dp2_to_zero2_dp4.mlir";
-    INFO(errors);
+    INFO(errors.str());
     REQUIRE(loadSpec(ctx, path, spec, errors));
     spec.plan->walk([&](dist::SaveOp op) { saves.push_back(op); });
     spec.resume->walk([&](dist::LoadOp op) { loads.push_back(op); });
@@ -158,7 +158,7 @@ TEST_CASE("a rank outside `on` relies on its saver holding the same value", "[in
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
-  std::string errors;
+  Diagnostics errors;
   REQUIRE(loadSpec(ctx,
                    PLANPROOF_SOURCE_DIR
                    "/verify-specs/checkpoint/zero1_dp2_to_zero2_dp4_rank0_only.mlir",

@@ -97,10 +97,10 @@ template <class F> void forEachSpec(mlir::MLIRContext &ctx, F f) {
     bool catalogue = std::string(dir) == "/verify-specs";
     for (const std::string &p : paths) {
       Spec spec;
-      std::string errors;
+      Diagnostics errors;
       if (!loadSpec(ctx, p, spec, errors)) {
         if (catalogue)
-          FAIL(p << ": " << errors);
+          FAIL(p << ": " << errors.str());
         continue;
       }
       f(p, spec);

@@ -13,6 +13,7 @@
 
 using namespace planproof;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 std::string modelPath(const char *name) {
@@ -32,7 +33,8 @@ struct TempFile {
 /// `planproof plan --model MODEL.json --parallel PARALLEL`, in process.
 bool generateFor(const char *model, const char *parallel, std::string &mlir, std::string &err) {
   plangen::Model m;
-  REQUIRE(plangen::readModel(modelPath(model), m, err));
+  Diagnostics errors;
+  REQUIRE(plangen::readModel(modelPath(model), m, errors));
   plangen::Parallel p;
   REQUIRE(plangen::parseParallel(parallel, p, err));
   return plangen::generate(m, p, mlir, err);
@@ -71,8 +73,9 @@ TEST_CASE("--parallel is read item by item, and a bad item is named", "[plan]") 
 
 TEST_CASE("a model configuration's errors name the file and the field", "[plan]") {
   plangen::Model m;
-  std::string err;
-  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, err));
+  Diagnostics errors;
+  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, errors));
+  CHECK(errors.empty());
   CHECK(m.layers == 32);
   CHECK(m.hidden == 4096);
   CHECK(m.kvHeads == 8);
@@ -81,18 +84,23 @@ TEST_CASE("a model configuration's errors name the file and the field", "[plan]"
 
   TempFile missing(R"({"layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 8, "ffn": 64, "vocab": 32})",
                    ".json");
-  CHECK_FALSE(plangen::readModel(missing.path, m, err));
-  CHECK_THAT(err, Contains(missing.path + ": error: hidden: missing"));
+  CHECK_FALSE(plangen::readModel(missing.path, m, errors));
+  REQUIRE(errors.size() == 1);
+  CHECK(errors.list()[0].at.file == missing.path);
+  CHECK_THAT(errors.list()[0].message, StartsWith("hidden: missing"));
+  CHECK_THAT(errors.str(), Contains(missing.path + ": error: hidden: missing"));
   TempFile negative(R"({"layers": 2, "hidden": -8, "heads": 4, "kv_heads": 2, "head_dim": 8,
                         "ffn": 64, "vocab": 32})",
                     ".json");
-  CHECK_FALSE(plangen::readModel(negative.path, m, err));
-  CHECK_THAT(err, Contains("hidden: must be an integer"));
+  errors = Diagnostics();
+  CHECK_FALSE(plangen::readModel(negative.path, m, errors));
+  CHECK_THAT(errors.str(), Contains("hidden: must be an integer"));
   TempFile groups(R"({"layers": 2, "hidden": 32, "heads": 6, "kv_heads": 4, "head_dim": 8,
                       "ffn": 64, "vocab": 32})",
                   ".json");
-  CHECK_FALSE(plangen::readModel(groups.path, m, err));
-  CHECK_THAT(err, Contains("heads a multiple of kv_heads"));
+  errors = Diagnostics();
+  CHECK_FALSE(plangen::readModel(groups.path, m, errors));
+  CHECK_THAT(errors.str(), Contains("heads a multiple of kv_heads"));
 }
 
 TEST_CASE("generated plans load, and verify", "[plan]") {
@@ -107,8 +115,8 @@ TEST_CASE("generated plans load, and verify", "[plan]") {
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
-  std::string errors;
-  INFO(errors);
+  Diagnostics errors;
+  INFO(errors.str());
   REQUIRE(loadSpecText(ctx, "llama3-8b_tp2_sp.mlir", mlir, spec, errors));
   CHECK(spec.mesh.numRanks() == 2);
   VerifyOptions options;

@@ -28,8 +28,8 @@ struct Loaded {
     std::stringstream s;
     s << in.rdbuf();
     text = s.str();
-    std::string errors;
-    INFO(errors);
+    Diagnostics errors;
+    INFO(errors.str());
     REQUIRE(loadSpec(ctx, path, spec, errors));
     VerifyOptions options;
     options.checkFixes = false;
@@ -90,12 +90,20 @@ TEST_CASE("a proved plan is reported verified, with nothing else to say", "[repo
 }
 
 TEST_CASE("bad input is one machine-readable error object", "[report]") {
-  std::string errors = "spec.json:3:7: error: /ops/2/kind: unknown op 'ref.frobnicate'\n";
+  Diagnostics errors;
+  errors.error({"spec.json", 3, 7}, "/ops/2/kind: unknown op 'ref.frobnicate'");
+  errors.note("note: known ops are listed in docs/json-format.md\n  excerpt\n");
   nlohmann::json j = nlohmann::json::parse(renderErrorJson("spec.json", errors));
   CHECK(j["verdict"] == "error");
-  std::string dumped = j.dump();
-  CHECK_THAT(dumped, Contains("unknown op 'ref.frobnicate'"));
-  CHECK_THAT(dumped, Contains("spec.json"));
+  REQUIRE(j["errors"].size() == 1);
+  CHECK(j["errors"][0]["message"] == "/ops/2/kind: unknown op 'ref.frobnicate'\n"
+                                     "note: known ops are listed in docs/json-format.md");
+  CHECK(j["errors"][0]["location"]["line"] == 3);
+  CHECK(j["errors"][0]["location"]["col"] == 7);
+  // No located error at all is still one error object, at the spec.
+  nlohmann::json none = nlohmann::json::parse(renderErrorJson("spec.json", Diagnostics()));
+  REQUIRE(none["errors"].size() == 1);
+  CHECK(none["errors"][0]["location"]["file"] == "spec.json");
   nlohmann::json sarif = nlohmann::json::parse(renderErrorSarif("spec.json", errors));
   CHECK(sarif["runs"][0]["invocations"][0]["executionSuccessful"] == false);
 }

@@ -7,6 +7,7 @@
 
 using namespace planproof;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 // y = x * w with both inputs and the result split over tp on a dp x tp mesh.
@@ -28,7 +29,7 @@ const char *kSpec = R"(module {
 )";
 
 /// Loads `text` as spec "s.mlir"; false with the loader's errors.
-bool load(mlir::MLIRContext &ctx, const std::string &text, Spec &spec, std::string &errors) {
+bool load(mlir::MLIRContext &ctx, const std::string &text, Spec &spec, Diagnostics &errors) {
   registerDialects(ctx);
   return parseMlirSpecText(ctx, "s.mlir", text, spec, errors) && analyzeSpec(spec, errors);
 }
@@ -43,8 +44,8 @@ std::string replaced(std::string text, const std::string &from, const std::strin
 TEST_CASE("a spec's functions, mesh and bindings", "[spec]") {
   mlir::MLIRContext ctx;
   Spec spec;
-  std::string errors;
-  INFO(errors);
+  Diagnostics errors;
+  INFO(errors.str());
   REQUIRE(load(ctx, kSpec, spec, errors));
   CHECK(spec.reference);
   CHECK(spec.plan);
@@ -87,9 +88,9 @@ TEST_CASE("a plan that does not fit its reference is refused at its line", "[spe
     INFO(c.to);
     mlir::MLIRContext ctx;
     Spec spec;
-    std::string errors;
+    Diagnostics errors;
     CHECK_FALSE(load(ctx, replaced(kSpec, c.from, c.to), spec, errors));
-    CHECK_THAT(errors, Contains(c.error));
+    CHECK_THAT(errors.str(), Contains(c.error));
   }
   // A local shape that is not the reference's shape split by the layout.
   std::string text = kSpec;
@@ -98,8 +99,13 @@ TEST_CASE("a plan that does not fit its reference is refused at its line", "[spe
     text.replace(at, 13, "tensor<3xf32>");
   mlir::MLIRContext ctx;
   Spec spec;
-  std::string errors;
+  Diagnostics errors;
   CHECK_FALSE(load(ctx, text, spec, errors));
-  CHECK_THAT(errors, Contains("s.mlir:8:19: error: plan argument #0 ('x'): local shape [3] is "
-                              "not the shard [2] of reference shape [4]"));
+  // The error is a value with its place; the text is what the CLI prints.
+  REQUIRE(errors.size() == 1);
+  CHECK(errors.list()[0].at.str() == "s.mlir:8:19");
+  CHECK_THAT(errors.list()[0].message,
+             StartsWith("plan argument #0 ('x'): local shape [3] is not the shard [2] of "
+                        "reference shape [4]"));
+  CHECK_THAT(errors.str(), StartsWith("s.mlir:8:19: error: plan argument #0 ('x')"));
 }

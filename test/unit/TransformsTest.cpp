@@ -68,8 +68,8 @@ Verdict verifyText(const std::string &text) {
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
-  std::string errors;
-  INFO(errors);
+  Diagnostics errors;
+  INFO(errors.str());
   REQUIRE(parseMlirSpecText(ctx, "grad.mlir", text, spec, errors));
   REQUIRE(analyzeSpec(spec, errors));
   VerifyOptions options;

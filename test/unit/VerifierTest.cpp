@@ -14,9 +14,9 @@ VerifyResult verifyFile(const std::string &relative, const VerifyOptions &option
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
-  std::string errors;
+  Diagnostics errors;
   std::string path = std::string(PLANPROOF_SOURCE_DIR "/verify-specs/") + relative;
-  INFO(path << ": " << errors);
+  INFO(path << ": " << errors.str());
   REQUIRE(loadSpec(ctx, path, spec, errors));
   return verifySpec(spec, options);
 }

@@ -194,8 +194,8 @@ void Watchdog::fire() {
     ::_exit(3);
   }
 
-int badInput(const std::string &path, const std::string &errors, const std::string &format) {
-  std::cerr << printable(errors);
+int badInput(const std::string &path, const Diagnostics &errors, const std::string &format) {
+  std::cerr << printable(errors.str());
   if (format == "json")
     std::cout << renderErrorJson(path, errors);
   else if (format == "sarif")
@@ -307,14 +307,13 @@ int cmdVerify(std::vector<std::string> args) {
   registerDialects(ctx);
   Spec spec;
   spec.reduceShapes = !o.fullShapes;
-  std::string errors;
+  Diagnostics errors;
   bool ok;
   try {
     ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
                      : loadSpecPair(ctx, ref, plan, spec, errors);
   } catch (const std::exception &e) {
-    ok = false;
-    errors += path + ": error: the spec could not be read: " + e.what() + "\n";
+    ok = errors.error({path}, std::string("the spec could not be read: ") + e.what());
   }
   if (!ok)
     return badInput(path, errors, o.format);
@@ -349,11 +348,12 @@ int cmdPlan(std::vector<std::string> args) {
     return usage("plan needs --model MODEL.json");
   plangen::Model m;
   plangen::Parallel p;
-  std::string err;
-  if (!plangen::readModel(model, m, err)) {
-    std::cerr << err << "\n";
+  Diagnostics errors;
+  if (!plangen::readModel(model, m, errors)) {
+    std::cerr << printable(errors.str());
     return 2;
   }
+  std::string err;
   if (!plangen::parseParallel(parallel, p, err))
     return usage(err);
   std::string text;
@@ -370,9 +370,9 @@ int cmdImport(std::vector<std::string> args) {
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
-  std::string errors;
+  Diagnostics errors;
   if (!loadSpec(ctx, args[0], spec, errors)) {
-    std::cerr << errors;
+    std::cerr << errors.str();
     return 2;
   }
   mlir::OpPrintingFlags flags;
@@ -420,22 +420,26 @@ int cmdImportXla(std::vector<std::string> args) {
   if (files.size() != 2)
     return usage("import-xla needs BEFORE.txt and AFTER.txt (the dumps around "
                  "spmd-partitioning)");
-  std::string texts[2], errors;
+  std::string texts[2];
+  Diagnostics errors;
   for (int k = 0; k < 2; ++k)
     if (!readInputFile(files[k], texts[k], errors))
       return badInput(files[k], errors, format);
   if (!opts.referencePath.empty()) {
     if (!readInputFile(opts.referencePath, opts.referenceText, errors))
       return badInput(opts.referencePath, errors, format);
-    if (opts.referenceText.empty())
-      return badInput(opts.referencePath, opts.referencePath + ": error: empty file\n", format);
+    if (opts.referenceText.empty()) {
+      errors.error({opts.referencePath}, "empty file");
+      return badInput(opts.referencePath, errors, format);
+    }
   }
   nlohmann::ordered_json spec;
-  std::string message;
-  XlaImportStatus st = importXla(files[0], texts[0], files[1], texts[1], opts, spec, message);
+  XlaImportStatus st = importXla(files[0], texts[0], files[1], texts[1], opts, spec, errors);
   if (st == XlaImportStatus::BadInput)
-    return badInput(files[0], message + "\n", format);
+    return badInput(files[0], errors, format);
   if (st == XlaImportStatus::Unsupported) {
+    const Diagnostic &why = errors.list().front();
+    std::string message = why.at.str() + ": unsupported: " + why.message;
     std::cerr << printable(message) << "\n";
     if (format == "json")
       std::cout << nlohmann::ordered_json{{"verdict", "inconclusive"}, {"reason", message}}.dump(2)
@@ -454,13 +458,14 @@ int cmdExport(std::vector<std::string> args) {
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
-  std::string errors, out;
+  Diagnostics errors;
   if (!loadSpec(ctx, args[0], spec, errors)) {
-    std::cerr << errors;
+    std::cerr << errors.str();
     return 2;
   }
-  if (!exportJsonSpec(spec, out, errors)) {
-    std::cerr << errors << "\n";
+  std::string out, why;
+  if (!exportJsonSpec(spec, out, why)) {
+    std::cerr << why << "\n";
     return 2;
   }
   std::cout << out;

@@ -47,7 +47,7 @@ bool parseSeconds(const std::string &v, double &out);
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err);
 /// Writes a loader's errors on stderr (control characters escaped) and, for
 /// machine-readable formats, the error object on stdout. Returns exit status 2.
-int badInput(const std::string &path, const std::string &errors, const std::string &format);
+int badInput(const std::string &path, const Diagnostics &errors, const std::string &format);
 int exitCode(Verdict v);
 /// "%x" for "x" or "%x": how planproof.expect's `at` compares with Violation::at.
 std::string normalizeAt(std::string s);

@@ -47,8 +47,9 @@ struct Collected {
 /// A model configuration (planproof plan --model) beside the specs: a JSON object
 /// without the spec format's "planproof" version is not a spec.
 bool isModelConfig(const fs::path &p) {
-  std::string text, err;
-  if (!readInputFile(p.string(), text, err))
+  std::string text;
+  Diagnostics ignored;
+  if (!readInputFile(p.string(), text, ignored))
     return false;
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   return j.is_object() && !j.contains("planproof") && j.contains("layers") && j.contains("hidden");
@@ -128,8 +129,9 @@ CrossCheck crossCheck(const Spec &spec, const std::string &path, const VerifyRes
   if (r.verdict == Verdict::Verified && seen == "diverged") {
     cc.add("CONTRADICTED: the replay diverges from what the verifier proves", false);
   } else if (r.verdict == Verdict::Violated && seen == "within tolerance") {
-    std::string text, err;
-    bool documented = readInputFile(path, text, err) &&
+    std::string text;
+    Diagnostics ignored;
+    bool documented = readInputFile(path, text, ignored) &&
                       text.find("REPLAY: invisible to numerics") != std::string::npos;
     cc.add(documented ? "replay within tolerance (the spec documents why numerics cannot see "
                         "the bug)"
@@ -163,19 +165,19 @@ bool checkOne(const std::string &f, CheckArgs &a, std::string &jsonEntry) {
   registerDialects(ctx);
   Spec spec;
   spec.reduceShapes = !o.fullShapes;
-  std::string errors, got, expected = "?";
+  Diagnostics errors;
+  std::string got, expected = "?";
   bool match = false, loaded;
   double ms = 0;
   CrossCheck cc;
   try {
     loaded = loadSpec(ctx, f, spec, errors);
   } catch (const std::exception &e) {
-    loaded = false;
-    errors += f + ": error: the spec could not be read: " + e.what() + "\n";
+    loaded = errors.error({f}, std::string("the spec could not be read: ") + e.what());
   }
   if (!loaded) {
     got = "bad input";
-    std::cerr << printable(errors);
+    std::cerr << printable(errors.str());
   } else {
     o.verify.deadline = Deadline(o.timeLimit);
     VerifyResult r = verifySpec(spec, o.verify);

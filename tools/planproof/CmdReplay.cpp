@@ -130,7 +130,7 @@ int loadAtShapes(mlir::MLIRContext &ctx, const ReplayArgs &r, Spec &spec) {
   if (!err.empty())
     return usage(err);
   spec.reduceShapes = r.shape == "reduced";
-  std::string errors;
+  Diagnostics errors;
   bool loaded;
   try {
     if (dims.empty()) {
@@ -149,8 +149,7 @@ int loadAtShapes(mlir::MLIRContext &ctx, const ReplayArgs &r, Spec &spec) {
             return usage("--shape: the spec has no dimension '" + n + "'");
     }
   } catch (const std::exception &e) {
-    loaded = false;
-    errors += path + ": error: the spec could not be read: " + e.what() + "\n";
+    loaded = errors.error({path}, std::string("the spec could not be read: ") + e.what());
   }
   if (!loaded)
     return badInput(path, errors, r.format);
