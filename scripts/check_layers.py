@@ -20,19 +20,21 @@ ALLOWED = {
     "Import": {"Support", "Semantics", "Transforms", "Spec"},
     "Interp": {"Support", "Semantics", "Spec"},
     "Engine": {"Support", "Semantics", "Spec", "Interp"},
+    "LayoutEngine": {"Support", "Semantics", "Spec", "Engine"},
     "Device": {"Support", "Semantics"},
     "Replay": {"Support", "Semantics", "Spec", "Interp", "Engine", "Device"},
     "Report": {"Support", "Semantics", "Spec", "Engine"},
     "Plan": {"Support"},
     "API": {"Support", "Semantics", "Transforms", "Spec", "Import", "Interp", "Engine",
-            "Device", "Replay", "Report", "Plan", "planproof"},
+            "LayoutEngine", "Device", "Replay", "Report", "Plan", "planproof"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z]+)/')
 # The library of each layer (lib/<Layer>/CMakeLists.txt); Device's folder holds two.
 LIBRARIES = {"PlanproofSupport": "Support", "PlanproofSemantics": "Semantics",
              "PlanproofTransforms": "Transforms", "PlanproofSpec": "Spec",
              "PlanproofImport": "Import", "PlanproofInterp": "Interp",
-             "PlanproofEngine": "Engine", "PlanproofDevice": "Device",
+             "PlanproofEngine": "Engine", "PlanproofLayoutEngine": "LayoutEngine",
+             "PlanproofDevice": "Device",
              "PlanproofCuda": "Device", "PlanproofReplay": "Replay",
              "PlanproofReport": "Report", "PlanproofPlan": "Plan", "PlanproofLib": "API"}
 LINK = re.compile(r"target_link_libraries\(\s*(\w+)([^)]*)\)", re.S)

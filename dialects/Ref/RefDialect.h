@@ -19,6 +19,18 @@
 #include "Ref/RefDialect.h.inc"
 #include "Ref/RefOpInterfaces.h.inc"
 
+namespace planproof::ref::OpTrait {
+/// Linear in all tensor operands together (RefInterfaces.td, Ref_Linear).
+template <typename ConcreteType>
+class Linear : public mlir::OpTrait::TraitBase<ConcreteType, Linear> {};
+/// Linear in each tensor operand separately (RefInterfaces.td, Ref_Multilinear).
+template <typename ConcreteType>
+class Multilinear : public mlir::OpTrait::TraitBase<ConcreteType, Multilinear> {};
+/// Row by row over the last dimension (RefInterfaces.td, Ref_RowWise).
+template <typename ConcreteType>
+class RowWise : public mlir::OpTrait::TraitBase<ConcreteType, RowWise> {};
+} // namespace planproof::ref::OpTrait
+
 #define GET_OP_CLASSES
 #include "Ref/RefOps.h.inc"
 

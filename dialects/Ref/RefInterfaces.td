@@ -41,4 +41,32 @@ def Ref_ScalarFunctionOpInterface : OpInterface<"ScalarFunctionOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Linearity, as traits (their C++ classes are in RefDialect.h). With MLIR's
+// `Elementwise` trait they are what the layout engine's transfer rules ask of an op
+// (docs/layout-engine.md): which partial (per-rank summand) operands an op can take.
+//===----------------------------------------------------------------------===//
+
+// Linear in all its tensor operands together: f(sum_r x_r, sum_r y_r) =
+// sum_r f(x_r, y_r) (add, sub, bias_add, reductions, layout ops, scale). Operands
+// that are partial sums over the same ranks give a partial sum over them.
+def Ref_Linear : NativeOpTrait<"Linear"> {
+  let cppNamespace = "::planproof::ref::OpTrait";
+}
+
+// Linear in each tensor operand separately, the others fixed (matmul, mul): one
+// operand that is a partial sum gives a partial sum. Ops implementing NonlinearOp
+// are linear separately in the operands whose bit is clear.
+def Ref_Multilinear : NativeOpTrait<"Multilinear"> {
+  let cppNamespace = "::planproof::ref::OpTrait";
+}
+
+// Row by row over the last dimension: each row of the result (all indices but the
+// last) depends only on the same row of the operands of the first operand's rank, and
+// on the whole of the lower-rank operands (a norm's weight and bias). The result has
+// the first operand's shape (softmax, norms, topk_mask).
+def Ref_RowWise : NativeOpTrait<"RowWise"> {
+  let cppNamespace = "::planproof::ref::OpTrait";
+}
+
 #endif // PLANPROOF_REF_INTERFACES

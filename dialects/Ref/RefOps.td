@@ -54,14 +54,14 @@ class Ref_Op<string mnemonic, list<Trait> traits = []>
 
 // Elementwise binary ops on two tensors of one shape.
 class Ref_ElementwiseBinaryOp<string mnemonic, string what, list<Trait> traits = []>
-    : Ref_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType])> {
+    : Ref_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType, Elementwise])> {
   let summary = "elementwise " # what;
   let arguments = (ins PP_F32RankedTensor:$lhs, PP_F32RankedTensor:$rhs);
   let results = (outs PP_F32RankedTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def Ref_AddOp : Ref_ElementwiseBinaryOp<"add", "sum"> {
+def Ref_AddOp : Ref_ElementwiseBinaryOp<"add", "sum", [Ref_Linear]> {
   let description = [{
     `result[i] = lhs[i] + rhs[i]`. Residual adds, gradient accumulation. Its backward
     passes the output gradient to both operands unchanged.
@@ -72,17 +72,17 @@ def Ref_AddOp : Ref_ElementwiseBinaryOp<"add", "sum"> {
   }];
 }
 
-def Ref_SubOp : Ref_ElementwiseBinaryOp<"sub", "difference"> {
+def Ref_SubOp : Ref_ElementwiseBinaryOp<"sub", "difference", [Ref_Linear]> {
   let description = [{ `result[i] = lhs[i] - rhs[i]`. }];
 }
 
-def Ref_MulOp : Ref_ElementwiseBinaryOp<"mul", "product"> {
+def Ref_MulOp : Ref_ElementwiseBinaryOp<"mul", "product", [Ref_Multilinear]> {
   let description = [{
     `result[i] = lhs[i] * rhs[i]`. Backward: `d lhs = d result * rhs` and symmetrically.
   }];
 }
 
-def Ref_MatmulOp : Ref_Op<"matmul"> {
+def Ref_MatmulOp : Ref_Op<"matmul", [Ref_Multilinear]> {
   let summary = "matrix product with explicit contraction dimensions";
   let description = [{
     Contracts dimension `lhs_dim` of the 2-D `lhs` with dimension `rhs_dim` of the 2-D
@@ -107,7 +107,7 @@ def Ref_MatmulOp : Ref_Op<"matmul"> {
   }];
 }
 
-def Ref_BiasAddOp : Ref_Op<"bias_add"> {
+def Ref_BiasAddOp : Ref_Op<"bias_add", [Ref_Linear]> {
   let summary = "adds a 1-D bias along the last dimension";
   let description = [{
     `result[..., j] = input[..., j] + bias[j]`. Its backward for the bias is
@@ -138,7 +138,7 @@ class Ref_UnaryOp<string mnemonic, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Ref_GeluOp : Ref_UnaryOp<"gelu", [Ref_NonlinearOpInterface, Ref_ScalarFunctionOpInterface]> {
+def Ref_GeluOp : Ref_UnaryOp<"gelu", [Ref_NonlinearOpInterface, Ref_ScalarFunctionOpInterface, Elementwise]> {
   let extraClassDeclaration = [{
     static ::planproof::ref::ScalarFunction getFunction() {
       return ::planproof::ref::ScalarFunction::Gelu;
@@ -153,7 +153,7 @@ def Ref_GeluOp : Ref_UnaryOp<"gelu", [Ref_NonlinearOpInterface, Ref_ScalarFuncti
   }];
 }
 
-def Ref_GeluGradOp : Ref_Op<"gelu_grad", [SameOperandsAndResultType, Ref_NonlinearOpInterface]> {
+def Ref_GeluGradOp : Ref_Op<"gelu_grad", [SameOperandsAndResultType, Ref_NonlinearOpInterface, Elementwise]> {
   let extraClassDeclaration = [{
     static unsigned getNonlinearOperands() { return 0b01; }
   }];
@@ -168,7 +168,7 @@ def Ref_GeluGradOp : Ref_Op<"gelu_grad", [SameOperandsAndResultType, Ref_Nonline
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
-def Ref_DetachOp : Ref_UnaryOp<"detach"> {
+def Ref_DetachOp : Ref_UnaryOp<"detach", [Ref_Linear, Elementwise]> {
   let summary = "the identity, with zero derivative (stop-gradient)";
   let description = [{
     `result = input`, but `ref.grad` does not differentiate through it. A plan's
@@ -178,7 +178,7 @@ def Ref_DetachOp : Ref_UnaryOp<"detach"> {
   }];
 }
 
-def Ref_ScaleOp : Ref_UnaryOp<"scale"> {
+def Ref_ScaleOp : Ref_UnaryOp<"scale", [Ref_Linear, Elementwise]> {
   let summary = "multiplies by a constant";
   let description = [{
     `result[i] = factor * input[i]`. Constants are read as exact rationals (the closest
@@ -196,7 +196,7 @@ class Ref_ReduceOp<string mnemonic, string what, list<Trait> traits = []>
   let assemblyFormat = "$input `dims` $dims attr-dict `:` type($input)";
 }
 
-def Ref_ReduceSumOp : Ref_ReduceOp<"reduce_sum", "sums"> {
+def Ref_ReduceSumOp : Ref_ReduceOp<"reduce_sum", "sums", [Ref_Linear]> {
   let description = [{
     Sums `input` over `dims` (sorted, distinct); the result has those dimensions
     removed. Bias gradients are `reduce_sum` of the output gradient over the batch.
@@ -231,7 +231,7 @@ def Ref_MseLossGradOp : Ref_Op<"mse_loss_grad", [AllTypesMatch<["prediction", "t
   let assemblyFormat = "$prediction `,` $target attr-dict `:` type($prediction)";
 }
 
-def Ref_SgdUpdateOp : Ref_Op<"sgd_update", [AllTypesMatch<["param", "grad", "result"]>]> {
+def Ref_SgdUpdateOp : Ref_Op<"sgd_update", [AllTypesMatch<["param", "grad", "result"]>, Ref_Linear, Elementwise]> {
   let summary = "plain SGD parameter update";
   let description = [{
     `result[i] = param[i] - lr * grad[i]`: the next value of a parameter.
@@ -267,7 +267,7 @@ def Ref_DropoutMaskOp : Ref_ExplicitTypeOp<"dropout_mask"> {
   let hasVerifier = 1;
 }
 
-def Ref_TopkMaskOp : Ref_Op<"topk_mask", [Ref_NonlinearOpInterface]> {
+def Ref_TopkMaskOp : Ref_Op<"topk_mask", [Ref_NonlinearOpInterface, Ref_RowWise]> {
   let summary = "the 0/1 mask of each row's k largest entries (a router's expert choice)";
   let description = [{
     `result[.., e] = 1` when `input[.., e]` is among the `k` largest entries of its row
@@ -363,7 +363,7 @@ def Ref_LiteralOp : Ref_ExplicitTypeOp<"literal"> {
 // An elementwise function op: `fn` names its entry in ScalarFunctions.def, which
 // defines the function once (value, enclosure, domain, sign, solver treatment).
 class Ref_FnOp<string mnemonic, string fn>
-    : Ref_UnaryOp<mnemonic, [Ref_NonlinearOpInterface, Ref_ScalarFunctionOpInterface]> {
+    : Ref_UnaryOp<mnemonic, [Ref_NonlinearOpInterface, Ref_ScalarFunctionOpInterface, Elementwise]> {
   let summary = "elementwise " # mnemonic;
   let description = [{
     `result[i] = }] # mnemonic # [{(input[i])`. The symbolic engine treats the function
@@ -395,7 +395,7 @@ def Ref_StepOp : Ref_FnOp<"step", "Step">;
 /// GeLU written out (XLA's `erf`, PyTorch's `aten.erf`).
 def Ref_ErfOp : Ref_FnOp<"erf", "Erf">;
 
-def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType, Ref_NonlinearOpInterface]> {
+def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType, Ref_NonlinearOpInterface, Elementwise]> {
   let extraClassDeclaration = [{
     static unsigned getNonlinearOperands() { return 0b01; }
   }];
@@ -428,7 +428,7 @@ def Ref_MinimumOp : Ref_ElementwiseBinaryOp<"minimum", "minimum", [Ref_Nonlinear
 // Layout-changing ops
 //===----------------------------------------------------------------------===//
 
-def Ref_TransposeOp : Ref_Op<"transpose"> {
+def Ref_TransposeOp : Ref_Op<"transpose", [Ref_Linear]> {
   let summary = "permutes dimensions";
   let description = [{
     Result dimension `k` is input dimension `perm[k]`: the element at result index
@@ -443,7 +443,7 @@ def Ref_TransposeOp : Ref_Op<"transpose"> {
   let assemblyFormat = "$input `perm` $perm attr-dict `:` type($input)";
 }
 
-def Ref_ReshapeOp : Ref_ExplicitTypeOp<"reshape"> {
+def Ref_ReshapeOp : Ref_ExplicitTypeOp<"reshape", [Ref_Linear]> {
   let summary = "reinterprets the row-major elements under a new shape";
   let description = [{
     Same elements in the same row-major order, new shape (same number of elements).
@@ -459,7 +459,7 @@ def Ref_ReshapeOp : Ref_ExplicitTypeOp<"reshape"> {
   let hasVerifier = 1;
 }
 
-def Ref_BroadcastOp : Ref_ExplicitTypeOp<"broadcast"> {
+def Ref_BroadcastOp : Ref_ExplicitTypeOp<"broadcast", [Ref_Linear]> {
   let summary = "broadcasts into a larger shape";
   let description = [{
     Operand dimension `k` becomes result dimension `dims[k]` (same size); the other
@@ -475,7 +475,7 @@ def Ref_BroadcastOp : Ref_ExplicitTypeOp<"broadcast"> {
   let hasVerifier = 1;
 }
 
-def Ref_SliceOp : Ref_Op<"slice"> {
+def Ref_SliceOp : Ref_Op<"slice", [Ref_Linear]> {
   let summary = "a static slice";
   let description = [{
     `result[i] = input[offsets + i]` for `i` in `sizes` (stride 1).
@@ -490,7 +490,7 @@ def Ref_SliceOp : Ref_Op<"slice"> {
   let assemblyFormat = "$input `offsets` $offsets `sizes` $sizes attr-dict `:` type($input)";
 }
 
-def Ref_ConcatOp : Ref_Op<"concat"> {
+def Ref_ConcatOp : Ref_Op<"concat", [Ref_Linear]> {
   let summary = "concatenates along a dimension";
   let description = [{
     ```mlir
@@ -511,7 +511,7 @@ def Ref_ReduceMaxOp : Ref_ReduceOp<"reduce_max", "maximum", [Ref_NonlinearOpInte
   let description = [{ The maximum over `dims` (sorted, distinct), which are removed. }];
 }
 
-def Ref_ReduceMeanOp : Ref_ReduceOp<"reduce_mean", "mean"> {
+def Ref_ReduceMeanOp : Ref_ReduceOp<"reduce_mean", "mean", [Ref_Linear]> {
   let description = [{ The mean over `dims` (sorted, distinct), which are removed. }];
 }
 
@@ -519,7 +519,7 @@ def Ref_ReduceMeanOp : Ref_ReduceOp<"reduce_mean", "mean"> {
 // Composite ops of transformer blocks
 //===----------------------------------------------------------------------===//
 
-def Ref_BatchMatmulOp : Ref_Op<"batch_matmul"> {
+def Ref_BatchMatmulOp : Ref_Op<"batch_matmul", [Ref_Multilinear]> {
   let summary = "matmul batched over a leading dimension";
   let description = [{
     For 3-D operands with the same leading (batch) dimension, a `ref.matmul` per batch
@@ -538,7 +538,7 @@ def Ref_BatchMatmulOp : Ref_Op<"batch_matmul"> {
   }];
 }
 
-def Ref_SoftmaxOp : Ref_UnaryOp<"softmax", [Ref_NonlinearOpInterface]> {
+def Ref_SoftmaxOp : Ref_UnaryOp<"softmax", [Ref_NonlinearOpInterface, Ref_RowWise]> {
   let summary = "softmax over the last dimension, max-shifted";
   let description = [{
     `result[.., j] = exp(x[.., j] - m) / sum_k exp(x[.., k] - m)` with `m` the maximum of
@@ -624,7 +624,7 @@ def Ref_MaskedSoftmaxOp : Ref_Op<"masked_softmax", [Ref_NonlinearOpInterface]> {
   let assemblyFormat = "$input `,` $mask attr-dict `:` type($input) `,` type($mask)";
 }
 
-def Ref_RmsNormOp : Ref_Op<"rms_norm", [Ref_NonlinearOpInterface]> {
+def Ref_RmsNormOp : Ref_Op<"rms_norm", [Ref_NonlinearOpInterface, Ref_RowWise]> {
   let summary = "RMSNorm over the last dimension";
   let description = [{
     `result[.., j] = x[.., j] * rsqrt(mean_k x[.., k]^2 + eps) * weight[j]`.
@@ -634,7 +634,7 @@ def Ref_RmsNormOp : Ref_Op<"rms_norm", [Ref_NonlinearOpInterface]> {
   let assemblyFormat = "$input `,` $weight `eps` $eps attr-dict `:` type($input) `,` type($weight)";
 }
 
-def Ref_LayerNormOp : Ref_Op<"layer_norm", [Ref_NonlinearOpInterface]> {
+def Ref_LayerNormOp : Ref_Op<"layer_norm", [Ref_NonlinearOpInterface, Ref_RowWise]> {
   let summary = "LayerNorm over the last dimension";
   let description = [{
     `result[.., j] = (x[.., j] - mu) * rsqrt(var + eps) * weight[j] + bias[j]`, with the

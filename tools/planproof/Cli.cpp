@@ -16,6 +16,7 @@
 #include "Import/JsonImport.h"
 #include "Import/LoadSpec.h"
 #include "Import/XlaImport.h"
+#include "LayoutEngine/LayoutEngine.h"
 #include "Plan/PlanGen.h"
 #include "Report/Report.h"
 #include "Spec/Spec.h"
@@ -82,6 +83,12 @@ Options:
                              check-specs: per spec)
   --full-shapes              decide parametric specs (JSON "dims") at their full sizes
                              instead of the reduced ones (docs/shape-reduction.md)
+  --engine element|layout|auto
+                             the element engine (default); the layout engine, which
+                             proves without elements or ranks and is inconclusive where
+                             it has no rule, never reporting a violation
+                             (docs/layout-engine.md); or the layout engine, then the
+                             element engine where it is not verified
 
 Replay options:
   --backend cpu|cuda|emulated
@@ -203,12 +210,28 @@ int badInput(const std::string &path, const Diagnostics &errors, const std::stri
   return 2;
 }
 
+VerifyResult runEngines(const Spec &spec, const Options &o) {
+  if (o.engine == "element")
+    return verifySpec(spec, o.verify);
+  VerifyResult r = verifyByLayouts(spec, o.verify);
+  if (o.engine == "layout" || r.verdict == Verdict::Verified)
+    return r;
+  return verifySpec(spec, o.verify);
+}
+
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     if (a == "--full-shapes") {
       o.fullShapes = true;
+    } else if (a == "--engine") {
+      if (i + 1 >= args.size())
+        return (err = "--engine needs a value", false);
+      o.engine = args[++i];
+      if (o.engine != "element" && o.engine != "layout" && o.engine != "auto")
+        return (err = "unknown engine '" + o.engine + "' (expected element, layout or auto)",
+                false);
     } else if (a == "--time-limit") {
       if (i + 1 >= args.size() || !parseSeconds(args[++i], o.timeLimit))
         return (err = "--time-limit needs a number of seconds in (0, 86400]", false);
@@ -317,7 +340,7 @@ int cmdVerify(std::vector<std::string> args) {
   }
   if (!ok)
     return badInput(path, errors, o.format);
-  VerifyResult r = verifySpec(spec, o.verify);
+  VerifyResult r = runEngines(spec, o);
   if (o.format == "json")
     std::cout << renderJson(spec, r);
   else if (o.format == "sarif")

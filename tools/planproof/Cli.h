@@ -38,11 +38,17 @@ struct Options {
   VerifyOptions verify;
   bool fullShapes = false;
   double timeLimit = kDefaultTimeLimit;
+  /// --engine: "element", "layout" or "auto".
+  std::string engine = "element";
 };
+
+/// Verifies `spec` with the engines `o.engine` names: the element engine; the layout
+/// engine alone; or the layout engine, then the element engine where it is not verified.
+VerifyResult runEngines(const Spec &spec, const Options &o);
 
 /// Parses a --time-limit value: seconds in (0, 86400].
 bool parseSeconds(const std::string &v, double &out);
-/// Takes --format, --timeout-ms, --threads, --time-limit and --full-shapes out of
+/// Takes --format, --timeout-ms, --threads, --time-limit, --full-shapes and --engine out of
 /// `args` into `o`; false with the reason for a bad value.
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err);
 /// Writes a loader's errors on stderr (control characters escaped) and, for

@@ -1,0 +1,103 @@
+//===- Collectives.cpp - the layout engine's rules for collectives -------===//
+//
+// all_reduce, reduce_scatter, all_gather and shard_slice on states
+// (docs/layout-engine.md). Each rule states its side conditions; a rule that cannot
+// show them gives an unknown state saying which one fails.
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+
+#include "Dist/DistDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+namespace {
+
+/// A sum or mean over the groups of `axes`: a partial sum over an axis is completed;
+/// over an axis the value is replicated on, the sum counts it once per rank.
+bool reduceOver(RuleContext &c, State &s, const std::vector<int> &axes, StringRef kind,
+                std::string &why) {
+  if (intersects(axes, s.splitAxes())) {
+    why = "it reduces over " + axesText(c.mesh, axes) + ", which split its operand (" +
+          c.show(s) + "): the ranks it sums hold different blocks";
+    return false;
+  }
+  if (kind == "max") {
+    if (intersects(axes, s.partial)) {
+      why = "a max over ranks of a partial sum is not the max of the sum";
+      return false;
+    }
+    return true; // the max of equal values
+  }
+  std::vector<int> rest;
+  for (int a : s.partial)
+    if (std::find(axes.begin(), axes.end(), a) == axes.end())
+      rest.push_back(a);
+  for (int a : axes)
+    if (std::find(s.partial.begin(), s.partial.end(), a) == s.partial.end())
+      s.factor = s.factor * Rational(c.mesh.shape[a]);
+  s.partial = rest;
+  if (kind == "avg")
+    s.factor = s.factor / Rational(c.size(axes));
+  else if (kind != "sum") {
+    why = "unknown reduction '" + kind.str() + "'";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+State collectiveRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  auto coll = dyn_cast<dist::CollectiveOp>(&op);
+  Shape local;
+  if (!coll || in.size() != 1 || !resultShape(op, local))
+    return State::unknown(&op, "no layout rule for `" + opName(op) + "`");
+  if (op.hasAttr("zigzag"))
+    return State::unknown(&op, "zigzag layouts are not modelled by the layout engine yet");
+  std::vector<int> axes;
+  if (!c.axesOf(coll.getAxesAttr(), axes))
+    return State::unknown(&op, "an axis the mesh does not have");
+  State s = *in[0];
+  std::string why;
+  auto dimOf = [&](int64_t d) { return d >= 0 && d < (int64_t)s.split.size(); };
+  if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
+    if (!dimOf(g.getDim()))
+      return State::unknown(&op, "dimension out of range");
+    auto &d = s.split[g.getDim()];
+    if (d.size() < axes.size() || !std::equal(axes.begin(), axes.end(), d.end() - axes.size()))
+      return State::unknown(&op, "it gathers dim " + std::to_string(g.getDim()) + " over " +
+                                     axesText(c.mesh, axes) + ", which are not the minor "
+                                     "axes splitting that dimension (" + c.show(s) + ")");
+    d.resize(d.size() - axes.size());
+  } else if (auto r = dyn_cast<dist::AllReduceOp>(op)) {
+    if (!reduceOver(c, s, axes, r.getKind(), why))
+      return State::unknown(&op, why);
+  } else if (auto r = dyn_cast<dist::ReduceScatterOp>(op)) {
+    if (!dimOf(r.getDim()) || r.getKind() == "max")
+      return State::unknown(&op, "no layout rule for this reduce_scatter");
+    if (!reduceOver(c, s, axes, r.getKind(), why))
+      return State::unknown(&op, why);
+    auto &d = s.split[r.getDim()];
+    d.insert(d.end(), axes.begin(), axes.end());
+  } else if (auto sl = dyn_cast<dist::ShardSliceOp>(op)) {
+    if (!dimOf(sl.getDim()) || intersects(axes, s.splitAxes()) || intersects(axes, s.partial))
+      return State::unknown(&op, "it slices over axes its operand is already split or partial "
+                                 "over (" + c.show(s) + ")");
+    auto &d = s.split[sl.getDim()];
+    d.insert(d.end(), axes.begin(), axes.end());
+  } else {
+    return State::unknown(&op, "no layout rule for `" + opName(op) + "` yet");
+  }
+  if (!consistent(c, s, local, why))
+    return State::unknown(&op, why);
+  return s;
+}
+
+} // namespace planproof::layouts

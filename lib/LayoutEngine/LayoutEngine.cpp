@@ -1,0 +1,239 @@
+//===- LayoutEngine.cpp - running the layout engine over a spec -----------===//
+//
+// The reference is run once over terms, the plan once over states (for all ranks at
+// once), and each plan output is compared with its reference output (LayoutEngine.h,
+// docs/layout-engine.md).
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutEngine.h"
+#include "LayoutEngine/LayoutState.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+using namespace mlir;
+using namespace planproof;
+using namespace planproof::layouts;
+
+namespace {
+
+std::string shapeText(const Shape &s) {
+  std::string t;
+  for (int64_t d : s)
+    t += std::to_string(d) + "x";
+  return t + "f32";
+}
+
+/// What the layout engine does not model yet: the whole spec is then inconclusive.
+std::string uncovered(const Spec &spec) {
+  if (spec.pipelineAxis >= 0)
+    return "pipelined plans are not modelled by the layout engine yet";
+  if (spec.resume)
+    return "checkpoint specs are not modelled by the layout engine yet";
+  if (spec.rngIndependent || !spec.draws.empty())
+    return "random draws are not modelled by the layout engine yet";
+  return "";
+}
+
+class Run {
+public:
+  Run(const Spec &spec, const VerifyOptions &options)
+      : spec(spec), options(options), ctx{spec.mesh, terms} {}
+
+  void reference(VerifyStats &stats);
+  void plan(VerifyStats &stats);
+  /// Compares every output; false with the reasons where one is not shown equal.
+  bool outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked);
+
+private:
+  State bindingState(const Binding &b);
+  /// `axes` without the axes of size 1.
+  std::vector<int> withoutUnit(const std::vector<int> &axes) const {
+    std::vector<int> out;
+    for (int a : axes)
+      if (spec.mesh.shape[a] > 1)
+        out.push_back(a);
+    return out;
+  }
+  std::string describe(const State &s) const {
+    return (s.factor.isOne() ? "" : s.factor.str() + " x ") + terms.str(s.term) + " " +
+           ctx.show(s);
+  }
+
+  const Spec &spec;
+  const VerifyOptions &options;
+  TermPool terms;
+  RuleContext ctx;
+  llvm::DenseMap<Value, State> ref, planStates;
+  std::vector<State> refOutputs;
+};
+
+void Run::reference(VerifyStats &stats) {
+  Block &body = spec.reference.getBody().front();
+  for (unsigned i = 0; i < body.getNumArguments(); ++i) {
+    auto t = dyn_cast<RankedTensorType>(body.getArgument(i).getType());
+    State s;
+    if (!t || i >= spec.refInputs.size()) {
+      s = State::unknown(nullptr, "reference input #" + std::to_string(i) +
+                                      " is an index value, which the layout engine does "
+                                      "not follow yet");
+    } else {
+      s.known = true;
+      s.global.assign(t.getShape().begin(), t.getShape().end());
+      s.split.assign(s.global.size(), {});
+      s.term = terms.leaf(spec.refInputs[i], shapeText(s.global));
+    }
+    ref[body.getArgument(i)] = s;
+  }
+  for (Operation &op : body) {
+    options.deadline.check("the layout engine's reference run");
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        refOutputs.push_back(ref.lookup(v));
+      continue;
+    }
+    ++stats.referenceOps;
+    std::vector<const State *> in;
+    for (Value v : op.getOperands())
+      in.push_back(&ref[v]);
+    State s = referenceRule(ctx, op, in);
+    for (Value r : op.getResults())
+      ref[r] = s;
+  }
+}
+
+State Run::bindingState(const Binding &b) {
+  const Layout &l = b.layout;
+  for (size_t d = 0; d < l.dims.size(); ++d)
+    if (l.segmentsOf(d) != 1 || l.zigzagAt(d))
+      return State::unknown(nullptr, "interleaved and zigzag layouts are not modelled by "
+                                     "the layout engine yet");
+  if (l.padded)
+    return State::unknown(nullptr, "padded layouts are not modelled by the layout engine yet");
+  auto it = std::find(spec.refInputs.begin(), spec.refInputs.end(), b.refName);
+  if (it == spec.refInputs.end())
+    return State::unknown(nullptr, "plan input `" + b.refName + "` is not a reference input");
+  const State &whole = ref[spec.reference.getArgument(it - spec.refInputs.begin())];
+  if (!whole.known)
+    return whole;
+  State s = whole;
+  s.split.clear();
+  for (const auto &d : l.dims)
+    s.split.push_back(withoutUnit(d));
+  if (s.split.size() != s.global.size())
+    return State::unknown(nullptr, "the layout of `" + b.refName + "` has the wrong rank");
+  for (auto [axis, kind] : l.partial) {
+    if (kind != ReduceKind::Sum)
+      return State::unknown(nullptr, "partial layouts other than sums are not modelled yet");
+    if (spec.mesh.shape[axis] > 1)
+      s.partial.push_back(axis);
+  }
+  std::sort(s.partial.begin(), s.partial.end());
+  return s;
+}
+
+void Run::plan(VerifyStats &stats) {
+  Block &body = spec.plan.getBody().front();
+  for (const Binding &b : spec.planInputs)
+    planStates[body.getArgument(b.index)] = bindingState(b);
+  for (Operation *op : spec.planOps()) {
+    options.deadline.check("the layout engine's plan run");
+    if (isa<func::ReturnOp>(op))
+      continue;
+    ++stats.planOps;
+    std::vector<const State *> in;
+    for (Value v : op->getOperands())
+      in.push_back(&planStates[v]);
+    State s = planRule(ctx, *op, in);
+    for (Value r : op->getResults())
+      planStates[r] = s;
+  }
+}
+
+bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked) {
+  Operation *ret = spec.plan.getBody().front().getTerminator();
+  std::set<Operation *> explained;
+  bool all = true;
+  for (const Binding &b : spec.planOutputs) {
+    ++checked;
+    auto it = std::find(spec.refOutputs.begin(), spec.refOutputs.end(), b.refName);
+    size_t k = it - spec.refOutputs.begin();
+    State want = State::unknown(nullptr, "it is not an output of the reference");
+    if (it != spec.refOutputs.end() && k < refOutputs.size())
+      want = refOutputs[k];
+    const State &got = planStates[ret->getOperand(b.index)];
+    std::string out = "output `" + b.refName + "`: ";
+    if (!want.known || !got.known) {
+      const State &u = want.known ? got : want;
+      all = false;
+      if (u.origin && !explained.insert(u.origin).second)
+        continue;
+      SourceLoc at = u.origin ? toSourceLoc(u.origin->getLoc()) : toSourceLoc(b.loc);
+      std::string what = u.origin ? "`" + u.origin->getName().getStringRef().str() + "`" : "";
+      reasons.push_back({at, out + (want.known ? "" : "the reference: ") + what +
+                                 (what.empty() ? "" : ": ") + u.why});
+      continue;
+    }
+    State expected = want;
+    expected.split.clear();
+    for (const auto &d : b.layout.dims)
+      expected.split.push_back(withoutUnit(d));
+    expected.partial.clear();
+    for (auto [axis, kind] : b.layout.partial)
+      if (spec.mesh.shape[axis] > 1)
+        expected.partial.push_back(axis);
+    std::sort(expected.partial.begin(), expected.partial.end());
+    bool same = got.term == expected.term && got.factor == expected.factor &&
+                got.split == expected.split && got.partial == expected.partial &&
+                got.global == expected.global;
+    for (auto [axis, kind] : b.layout.partial)
+      same &= kind == ReduceKind::Sum;
+    if (!same) {
+      all = false;
+      reasons.push_back({toSourceLoc(b.loc), out + "the layout engine finds " + describe(got) +
+                                                 " where the reference's is " +
+                                                 describe(expected) + " (not shown equal)"});
+    }
+  }
+  return all;
+}
+
+} // namespace
+
+VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  VerifyResult r;
+  r.verdict = Verdict::Inconclusive;
+  r.stats.ranks = spec.mesh.numRanks();
+  auto finish = [&]() {
+    r.stats.milliseconds =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count();
+    return r;
+  };
+  std::string why = !spec.undecidable.empty() ? spec.undecidable : uncovered(spec);
+  if (!why.empty()) {
+    r.inconclusiveReasons.push_back({spec.undecidableAt.file.empty() ? SourceLoc{spec.path}
+                                                                      : spec.undecidableAt,
+                                     why});
+    return finish();
+  }
+  try {
+    Run run(spec, options);
+    run.reference(r.stats);
+    run.plan(r.stats);
+    if (run.outputs(r.inconclusiveReasons, r.stats.obligations))
+      r.verdict = Verdict::Verified;
+    r.stats.decidedCanonical = r.verdict == Verdict::Verified ? r.stats.obligations : 0;
+  } catch (const TimeLimit &t) {
+    r.inconclusiveReasons.push_back({SourceLoc{spec.path}, t.what()});
+  } catch (const std::exception &e) {
+    r.inconclusiveReasons.push_back({SourceLoc{spec.path},
+                                     std::string("the layout engine stopped: ") + e.what()});
+  }
+  return finish();
+}

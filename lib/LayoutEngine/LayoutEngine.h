@@ -1,0 +1,32 @@
+//===- LayoutEngine.h - proofs by layouts, not elements ----------*- C++ -*-===//
+//
+// The layout engine (docs/layout-engine.md): a second engine that proves a plan equal
+// to its reference without executing any element or enumerating any rank. Each plan
+// value is known by what it holds on every rank at once -- a reference term (a
+// hash-consed expression over the reference's inputs), a rational factor, a split of
+// each dimension over mesh axes and the mesh axes over which it is a partial sum --
+// and every op moves those states by a transfer rule (Rules.cpp) that states its side
+// conditions. A plan is verified when every output holds its reference output's term
+// with factor 1 under the output's declared layout. Where no rule applies, the run is
+// *inconclusive* at that op, with the rule's reason; the layout engine never reports a
+// violation (the element engine finds and explains those).
+//
+// Its cost is linear in the number of ops and independent of tensor sizes and of the
+// number of ranks.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_LAYOUTENGINE_LAYOUTENGINE_H
+#define PLANPROOF_LAYOUTENGINE_LAYOUTENGINE_H
+
+#include "Engine/Verifier.h"
+#include "Spec/Spec.h"
+
+namespace planproof {
+
+/// Decides `spec` by layouts: Verified, or Inconclusive with located reasons (never
+/// Violated). Never throws; honours options.deadline.
+VerifyResult verifyByLayouts(const Spec &spec, const VerifyOptions &options = {});
+
+} // namespace planproof
+
+#endif

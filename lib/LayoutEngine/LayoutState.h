@@ -1,0 +1,119 @@
+//===- LayoutState.h - what a plan value holds, on every rank at once -*- C++ -*-===//
+//
+// The abstract states of the layout engine (docs/layout-engine.md) and the transfer
+// rules over them (Rules.cpp). Internal to lib/LayoutEngine.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLANPROOF_LAYOUTENGINE_LAYOUTSTATE_H
+#define PLANPROOF_LAYOUTENGINE_LAYOUTSTATE_H
+
+#include "Semantics/Layout.h"
+#include "Support/Rational.h"
+
+#include "mlir/IR/Operation.h"
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace planproof::layouts {
+
+using TermId = uint32_t;
+
+/// Hash-consed terms over the reference's inputs. A term is a leaf (a reference input,
+/// by name and type) or a head applied to terms; a head is an op's name, its inherent
+/// attributes and its result's global type, so two terms are equal exactly when they
+/// apply the same function to the same arguments: equal terms denote equal values.
+class TermPool {
+public:
+  TermId leaf(const std::string &input, const std::string &type);
+  TermId node(const std::string &head, const std::vector<TermId> &operands);
+  /// `t` times `c` (c != 1 gives a scale node; the engine keeps factors outside terms
+  /// where linearity allows, see Rules.cpp, combine).
+  TermId scaled(TermId t, const Rational &c);
+  /// The tensor of `shape` whose every element is the scalar term `scalar`.
+  TermId splat(const Shape &shape, TermId scalar);
+  /// The scalar 1 (ref.constant's elements are factor x one).
+  TermId one() { return leaf("1", ""); }
+  /// A readable rendering (heads without attributes), for messages; at most `budget`
+  /// characters.
+  std::string str(TermId t, size_t budget = 120) const;
+  size_t size() const { return keys.size(); }
+
+private:
+  TermId intern(std::string key, std::string shortHead, std::vector<TermId> operands);
+  std::unordered_map<std::string, TermId> ids;
+  std::vector<std::string> keys, shortHeads;
+  std::vector<std::vector<TermId>> args;
+};
+
+/// What a value holds on every rank: factor x term, with dimension d split over the
+/// mesh axes split[d] (major to minor; the blocks of Layout.h) and a partial sum over
+/// the axes `partial` (each rank holds one summand; the sum over those axes' groups is
+/// the value). Axes of size 1 never appear. Or unknown, with why and where.
+struct State {
+  bool known = false;
+  std::string why;
+  mlir::Operation *origin = nullptr; // where an unknown state arose (null: an argument)
+  TermId term = 0;
+  Rational factor = Rational(1);
+  Shape global;
+  std::vector<std::vector<int>> split;
+  std::vector<int> partial; // sorted
+  /// Every element is factor x `scalar` (a rank-0 term): the term is a splat, and the
+  /// value's block under any split is the same uniform tensor.
+  bool uniform = false;
+  TermId scalar = 0;
+
+  static State unknown(mlir::Operation *at, std::string why) {
+    State s;
+    s.why = std::move(why);
+    s.origin = at;
+    return s;
+  }
+  bool isSplit() const {
+    for (const auto &d : split)
+      if (!d.empty())
+        return true;
+    return false;
+  }
+  /// Every axis splitting some dimension.
+  std::vector<int> splitAxes() const;
+};
+
+/// The mesh and the term pool the rules work in.
+struct RuleContext {
+  const Mesh &mesh;
+  TermPool &terms;
+  /// A layout's text for messages: "[tp, _] partial(dp)".
+  std::string show(const State &s) const;
+  /// `axes` (names) without the axes of size 1, as mesh indices; false for an axis the
+  /// mesh lacks.
+  bool axesOf(mlir::ArrayAttr names, std::vector<int> &out) const;
+  int64_t size(const std::vector<int> &axes) const;
+};
+
+// Shared by the rule files.
+std::string axesText(const Mesh &mesh, const std::vector<int> &axes);
+bool intersects(const std::vector<int> &a, const std::vector<int> &b);
+std::vector<int> sortedUnion(std::vector<int> a, const std::vector<int> &b);
+std::string opName(mlir::Operation &op);
+/// The shape of `op`'s one tensor result; false when it has no such result.
+bool resultShape(mlir::Operation &op, Shape &local);
+/// Whether `local` is the block of `s.global` under `s.split` (each dimension's global
+/// size is its local size times the number of its blocks), and no axis is used twice.
+bool consistent(RuleContext &c, const State &s, const Shape &local, std::string &why);
+/// all_reduce, reduce_scatter, all_gather, shard_slice (Collectives.cpp).
+State collectiveRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+
+/// The state of reference op `op`'s result from its operands' states (all unsplit,
+/// never partial): the term of the op applied to theirs.
+State referenceRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+
+/// The state of plan op `op`'s result from its operands' states: a ref op or a
+/// collective. Unknown, with the side condition that fails, where no rule applies.
+State planRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+
+} // namespace planproof::layouts
+
+#endif

@@ -1,0 +1,608 @@
+//===- Rules.cpp - the layout engine's transfer rules --------------------===//
+//
+// One rule per op family, each with its side conditions; docs/layout-engine.md gives
+// the argument for each and for why the rules together prove a plan. A rule that
+// cannot show its side conditions returns an unknown state that says which one fails;
+// it never guesses.
+//
+// The terms and states are in Terms.cpp, the collectives' rules in Collectives.cpp.
+// Facts about ops come from ODS (dialects/Ref/RefInterfaces.td): MLIR's `Elementwise`
+// trait, ref's `Linear` and `Multilinear` traits and the NonlinearOp interface.
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+
+#include "Dist/DistDialect.h"
+#include "Ref/RefDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Op facts (ODS) and the combination of terms
+//===----------------------------------------------------------------------===//
+
+unsigned tensorOperands(Operation &op) {
+  unsigned n = 0;
+  for (Value v : op.getOperands())
+    n += isa<RankedTensorType>(v.getType());
+  return n;
+}
+
+/// f(sum_r x_r, sum_r y_r, ...) = sum_r f(x_r, y_r, ...).
+bool linearTogether(Operation &op) { return op.hasTrait<ref::OpTrait::Linear>(); }
+
+/// f is linear in operand i with the others fixed.
+bool linearIn(Operation &op, unsigned i) {
+  if (op.hasTrait<ref::OpTrait::Multilinear>())
+    return true;
+  if (linearTogether(op) && tensorOperands(op) == 1)
+    return true;
+  if (auto n = dyn_cast<ref::NonlinearOp>(&op))
+    return !((n.getNonlinearOperands() >> i) & 1);
+  return false;
+}
+
+/// The head of `op`'s terms: its name, its inherent attributes (dialect attributes,
+/// whose names hold a '.', say where or how the op runs, not what it computes) and
+/// its result's global shape.
+std::string headOf(Operation &op, const Shape &global) {
+  std::string h = opName(op) + "{";
+  for (NamedAttribute a : op.getAttrDictionary()) {
+    if (a.getName().strref().contains('.'))
+      continue;
+    std::string v;
+    llvm::raw_string_ostream os(v);
+    a.getValue().print(os);
+    h += a.getName().str() + "=" + os.str() + ";";
+  }
+  h += "}:";
+  for (int64_t d : global)
+    h += std::to_string(d) + "x";
+  return h;
+}
+
+struct Combined {
+  TermId term;
+  Rational factor;
+};
+
+/// The term and factor of `op` applied to `in`: factors stay outside the term as far
+/// as linearity allows (the same function for reference and plan, so that the same
+/// computation gives the same term whichever way its constants were grouped).
+bool combine(TermPool &terms, Operation &op, const Shape &global,
+             const std::vector<const State *> &in, Combined &out, std::string &why) {
+  if (auto s = dyn_cast<ref::ScaleOp>(op)) {
+    Rational f;
+    if (!exactConstant(s.getFactorAttr().getValueAsDouble(), f, why))
+      return false;
+    out = {in[0]->term, in[0]->factor * f};
+    return true;
+  }
+  if (isa<ref::DetachOp>(op)) {
+    out = {in[0]->term, in[0]->factor};
+    return true;
+  }
+  if (auto k = dyn_cast<ref::ConstantOp>(op)) {
+    Rational v;
+    if (!exactConstant(k.getValueAttr().getValueAsDouble(), v, why))
+      return false;
+    out = {terms.splat(global, terms.one()), v};
+    return true;
+  }
+  if (isa<ref::BroadcastOp>(op) && (in[0]->uniform || in[0]->global.empty())) {
+    out = {terms.splat(global, in[0]->uniform ? in[0]->scalar : in[0]->term), in[0]->factor};
+    return true;
+  }
+  if (isa<ref::MulOp>(op))
+    for (unsigned i = 0; i < 2; ++i)
+      if (in[i]->uniform && in[i]->scalar == terms.one()) {
+        out = {in[1 - i]->term, in[0]->factor * in[1]->factor};
+        return true;
+      }
+  std::string head = headOf(op, global);
+  std::vector<TermId> ts;
+  Rational factor(1);
+  if (linearTogether(op) && !in.empty() && !in[0]->factor.isZero()) {
+    factor = in[0]->factor;
+    for (const State *s : in)
+      ts.push_back(terms.scaled(s->term, s->factor / factor));
+  } else {
+    for (unsigned i = 0; i < in.size(); ++i) {
+      if (linearIn(op, i)) {
+        factor = factor * in[i]->factor;
+        ts.push_back(in[i]->term);
+      } else {
+        ts.push_back(terms.scaled(in[i]->term, in[i]->factor));
+      }
+    }
+  }
+  out = {terms.node(head, ts), factor};
+  return true;
+}
+
+/// Marks `out` uniform where `op` makes a uniform value: a constant, a broadcast of a
+/// scalar or of a uniform value, a product with the uniform one.
+void markUniform(TermPool &terms, Operation &op, const std::vector<const State *> &in,
+                 State &out) {
+  if (isa<ref::ConstantOp>(op)) {
+    out.uniform = true;
+    out.scalar = terms.one();
+  } else if (isa<ref::BroadcastOp>(op) && (in[0]->uniform || in[0]->global.empty())) {
+    out.uniform = true;
+    out.scalar = in[0]->uniform ? in[0]->scalar : in[0]->term;
+  } else if (isa<ref::MulOp>(op) && in[0]->uniform && in[1]->uniform &&
+             (in[0]->scalar == terms.one() || in[1]->scalar == terms.one())) {
+    out.uniform = true;
+    out.scalar = in[0]->scalar == terms.one() ? in[1]->scalar : in[0]->scalar;
+  } else if ((isa<ref::ScaleOp, ref::DetachOp>(op)) && in[0]->uniform) {
+    out.uniform = true;
+    out.scalar = in[0]->scalar;
+  }
+}
+
+/// The tensor operands' states, or an unknown state (the first unknown operand's, or
+/// one for an operand that is not a tensor).
+bool operandStates(Operation &op, const std::vector<const State *> &in, State &unknown) {
+  for (unsigned i = 0; i < op.getNumOperands(); ++i) {
+    if (!isa<RankedTensorType>(op.getOperand(i).getType())) {
+      unknown = State::unknown(&op, "`" + opName(op) + "` takes an index operand, and the "
+                                    "layout engine does not follow index values yet");
+      return false;
+    }
+    if (!in[i]->known) {
+      unknown = *in[i];
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The reference
+//===----------------------------------------------------------------------===//
+
+State referenceRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  State bad;
+  if (!operandStates(op, in, bad))
+    return bad;
+  Shape local;
+  if (!isa<ref::RefDialect>(op.getDialect()) || !resultShape(op, local))
+    return State::unknown(&op, "the reference op `" + opName(op) +
+                                   "` is not a ref op with one tensor result");
+  Combined k;
+  std::string why;
+  if (!combine(c.terms, op, local, in, k, why))
+    return State::unknown(&op, why);
+  State out;
+  out.known = true;
+  out.term = k.term;
+  out.factor = k.factor;
+  out.global = local;
+  out.split.assign(local.size(), {});
+  markUniform(c.terms, op, in, out);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Ref ops in the plan
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What a split rule produces: the result's split and global shape, the axes whose
+/// blocks the op sums over (contractions, reductions: the result is a partial sum over
+/// them) and a factor (means over split dimensions).
+struct SplitResult {
+  std::vector<std::vector<int>> split;
+  Shape global;
+  std::vector<int> contracted;
+  Rational factor = Rational(1);
+  std::string why; // non-empty: no rule
+};
+
+SplitResult fail(std::string why) {
+  SplitResult r;
+  r.why = std::move(why);
+  return r;
+}
+
+/// matmul: the contracted dimensions must be split alike (the same blocks of k on
+/// every rank), and a free dimension's axes must not split the other operand.
+SplitResult matmulSplit(RuleContext &c, ref::MatmulOp m, const State &a, const State &b) {
+  int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
+  if (a.split[ld] != b.split[rd])
+    return fail("it contracts dim " + std::to_string(ld) + " of its lhs, split over " +
+                axesText(c.mesh, a.split[ld]) + ", with dim " + std::to_string(rd) +
+                " of its rhs, split over " + axesText(c.mesh, b.split[rd]) +
+                ": the ranks do not hold matching blocks of the contraction");
+  const auto &af = a.split[1 - ld], &bf = b.split[1 - rd];
+  if (intersects(af, b.splitAxes()) || intersects(bf, a.splitAxes()))
+    return fail("an axis splits a free dimension of one operand and the other operand");
+  SplitResult r;
+  r.split = {af, bf};
+  r.global = {a.global[1 - ld], b.global[1 - rd]};
+  r.contracted = a.split[ld];
+  return r;
+}
+
+SplitResult batchMatmulSplit(RuleContext &c, ref::BatchMatmulOp m, const State &a,
+                             const State &b) {
+  int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
+  if (a.split[0] != b.split[0] || a.split[ld] != b.split[rd])
+    return fail("its operands' batch dimensions or contracted dimensions are split "
+                "differently (lhs " + c.show(a) + ", rhs " + c.show(b) + ")");
+  const auto &af = a.split[3 - ld], &bf = b.split[3 - rd];
+  if (intersects(af, b.splitAxes()) || intersects(bf, a.splitAxes()))
+    return fail("an axis splits a free dimension of one operand and the other operand");
+  SplitResult r;
+  r.split = {a.split[0], af, bf};
+  r.global = {a.global[0], a.global[3 - ld], b.global[3 - rd]};
+  r.contracted = a.split[ld];
+  return r;
+}
+
+/// reduce_sum / reduce_mean over `dims`: the split of a reduced dimension becomes a
+/// partial sum; a mean over a split dimension divides by the local count, which is
+/// the global count over the number of blocks.
+SplitResult reduceSplit(RuleContext &c, Operation &op, llvm::ArrayRef<int64_t> dims,
+                        const State &x) {
+  SplitResult r;
+  for (size_t d = 0; d < x.split.size(); ++d) {
+    if (std::find(dims.begin(), dims.end(), (int64_t)d) == dims.end()) {
+      r.split.push_back(x.split[d]);
+      r.global.push_back(x.global[d]);
+    } else {
+      r.contracted.insert(r.contracted.end(), x.split[d].begin(), x.split[d].end());
+      if (isa<ref::ReduceMeanOp>(op))
+        r.factor = r.factor * Rational(c.size(x.split[d]));
+    }
+  }
+  return r;
+}
+
+/// mse_loss (a mean over all elements) and mse_loss_grad (2 (p - t) / count): on
+/// operands split alike, the local count is the global one over the number of blocks.
+SplitResult mseSplit(RuleContext &c, Operation &op, const State &p, const State &t) {
+  if (p.split != t.split)
+    return fail("its prediction and target are split differently (" + c.show(p) + " and " +
+                c.show(t) + ")");
+  SplitResult r;
+  r.factor = Rational(c.size(p.splitAxes()));
+  if (isa<ref::MseLossOp>(op)) {
+    r.contracted = p.splitAxes();
+  } else {
+    r.split = p.split;
+    r.global = p.global;
+  }
+  return r;
+}
+
+/// Row by row over the last dimension (RowWise; cross_entropy_sum's rows too): the last
+/// dimension is whole on every rank, operands of the first one's rank are split like
+/// it, and lower-rank operands (a norm's weight) are whole -- or, with `rowData` (a
+/// token mask with one entry per row), split like the first one's leading dimensions.
+SplitResult rowWiseSplit(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                         bool rowData = false) {
+  const State &x = *in[0];
+  size_t n = x.split.size();
+  if (n == 0 || !x.split.back().empty())
+    return fail("`" + opName(op) + "` works along the last dimension, which is split (" +
+                c.show(x) + ")");
+  for (size_t i = 1; i < in.size(); ++i) {
+    const State &o = *in[i];
+    bool alike;
+    if (o.split.size() == n)
+      alike = o.split == x.split && o.global == x.global;
+    else if (rowData) // one entry per row: split exactly like the rows
+      alike = o.split.size() + 1 == n &&
+              std::equal(o.split.begin(), o.split.end(), x.split.begin()) &&
+              std::equal(o.global.begin(), o.global.end(), x.global.begin());
+    else // indexed by the last dimension, which every rank holds whole
+      alike = !o.isSplit();
+    if (!alike)
+      return fail("operand #" + std::to_string(i) + " of `" + opName(op) + "` is " + c.show(o) +
+                  ", not whole nor split like the rows of operand #0 (" + c.show(x) + ")");
+  }
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  return r;
+}
+
+/// A row-major reshape: the dimensions fall into groups whose sizes multiply alike on
+/// both sides; a group's leading input dimension may be split (its blocks are then
+/// consecutive ranges of the group, which are the blocks of the group's leading output
+/// dimension), its other dimensions not.
+SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Shape &outLocal) {
+  auto inType = cast<RankedTensorType>(op.getOperand(0).getType());
+  Shape inLocal(inType.getShape().begin(), inType.getShape().end());
+  SplitResult r;
+  r.split.assign(outLocal.size(), {});
+  r.global = outLocal;
+  size_t i = 0, j = 0, nIn = inLocal.size(), nOut = outLocal.size();
+  while (i < nIn || j < nOut) {
+    // One group: a dimension of each side (where a side has one left), then more of the
+    // smaller side until both products agree.
+    size_t i0 = i, j0 = j;
+    int64_t a = 1, b = 1;
+    if (i < nIn)
+      a *= inLocal[i++];
+    if (j < nOut)
+      b *= outLocal[j++];
+    while (a != b) {
+      if (a < b && i < nIn)
+        a *= inLocal[i++];
+      else if (b < a && j < nOut)
+        b *= outLocal[j++];
+      else
+        break;
+    }
+    if (a != b)
+      return fail("the reshape's dimensions do not fall into groups of equal size");
+    // The group's leading input dimension (after unsplit dimensions of size 1) may be
+    // split; its blocks are consecutive ranges of the group, which are the blocks of
+    // the group's leading output dimension.
+    size_t lead = i0;
+    while (lead + 1 < i && inLocal[lead] == 1 && x.split[lead].empty())
+      ++lead;
+    for (size_t k = i0; k < i; ++k)
+      if (k != lead && !x.split[k].empty())
+        return fail("the reshape splits or merges dimension " + std::to_string(k) +
+                    ", which is split and not the leading dimension of its group");
+    if (lead < i && !x.split[lead].empty()) {
+      if (j0 >= j)
+        return fail("a split dimension disappears in the reshape");
+      r.split[j0] = x.split[lead];
+      r.global[j0] = outLocal[j0] * c.size(x.split[lead]);
+    }
+  }
+  return r;
+}
+
+/// bias_add: the bias is split like the input's last dimension.
+SplitResult biasAddSplit(RuleContext &c, const State &x, const State &b) {
+  if (b.split[0] != x.split.back())
+    return fail("its bias is split over " + axesText(c.mesh, b.split[0]) +
+                " and the last dimension of its input over " +
+                axesText(c.mesh, x.split.back()));
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  return r;
+}
+
+/// transpose: splits move with their dimensions.
+SplitResult transposeSplit(ref::TransposeOp t, const State &x) {
+  SplitResult r;
+  for (int64_t p : t.getPerm()) {
+    r.split.push_back(x.split[p]);
+    r.global.push_back(x.global[p]);
+  }
+  return r;
+}
+
+/// causal_softmax: row r's mask depends on its position r mod Sq among the queries and
+/// on Sk, whole on every rank when the last two dimensions are not split (and there is
+/// no offset operand, which the index check refuses anyway).
+SplitResult causalSoftmaxSplit(RuleContext &c, ref::CausalSoftmaxOp cs, const State &x) {
+  size_t n = x.split.size();
+  if (cs.getOffset() || n < 2 || !x.split[n - 1].empty() || !x.split[n - 2].empty())
+    return fail("`ref.causal_softmax` on split queries or keys (" + c.show(x) + ")");
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  return r;
+}
+
+/// broadcast: operand dimension k becomes result dimension dims[k]; the new dimensions
+/// are copies, whole on every rank.
+SplitResult broadcastSplit(ref::BroadcastOp b, const State &x, const Shape &local) {
+  SplitResult r;
+  r.split.assign(local.size(), {});
+  r.global = local;
+  auto dims = b.getDims();
+  for (size_t k = 0; k < dims.size() && k < x.split.size(); ++k) {
+    r.split[dims[k]] = x.split[k];
+    r.global[dims[k]] = x.global[k];
+  }
+  return r;
+}
+
+/// rotary: each [S, D] slice of the input is rotated with the whole tables: the
+/// leading dimensions may be split, the last two and the tables not.
+SplitResult rotarySplit(RuleContext &c, const std::vector<const State *> &in) {
+  const State &x = *in[0];
+  size_t n = x.split.size();
+  for (size_t d = n >= 2 ? n - 2 : 0; d < n; ++d)
+    if (!x.split[d].empty())
+      return fail("`ref.rotary` on a split position or feature dimension (" + c.show(x) + ")");
+  if (in[1]->isSplit() || in[2]->isSplit())
+    return fail("`ref.rotary`'s tables are split");
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  return r;
+}
+
+/// cross_entropy_sum: a sum over the tokens (rows) of per-row terms: rows split alike
+/// (the mask like the rows), the result a partial sum over the rows' axes.
+SplitResult crossEntropySumSplit(RuleContext &c, Operation &op,
+                                 const std::vector<const State *> &in) {
+  SplitResult r = rowWiseSplit(c, op, in, /*rowData=*/true);
+  if (r.why.empty()) {
+    r.contracted = in[0]->split[0];
+    r.split.clear();
+    r.global.clear();
+  }
+  return r;
+}
+
+SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                      const Shape &local) {
+  bool anySplit = false;
+  for (const State *s : in)
+    anySplit |= s->isSplit();
+  if (!anySplit) {
+    // Every rank holds the whole of every operand: the op computes the whole result.
+    SplitResult r;
+    r.split.assign(local.size(), {});
+    r.global = local;
+    return r;
+  }
+  if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
+    for (const State *s : in)
+      if (s->split != in[0]->split || s->global != in[0]->global)
+        return fail("its operands are split differently (" + c.show(*in[0]) + " and " +
+                    c.show(*s) + ")");
+    SplitResult r;
+    r.split = in[0]->split;
+    r.global = in[0]->global;
+    return r;
+  }
+  if (auto m = dyn_cast<ref::MatmulOp>(op))
+    return matmulSplit(c, m, *in[0], *in[1]);
+  if (auto m = dyn_cast<ref::BatchMatmulOp>(op))
+    return batchMatmulSplit(c, m, *in[0], *in[1]);
+  if (isa<ref::BiasAddOp>(op))
+    return biasAddSplit(c, *in[0], *in[1]);
+  if (auto red = dyn_cast<ref::ReduceSumOp>(op))
+    return reduceSplit(c, op, red.getDims(), *in[0]);
+  if (auto red = dyn_cast<ref::ReduceMeanOp>(op))
+    return reduceSplit(c, op, red.getDims(), *in[0]);
+  if (auto t = dyn_cast<ref::TransposeOp>(op))
+    return transposeSplit(t, *in[0]);
+  if (isa<ref::MseLossOp, ref::MseLossGradOp>(op))
+    return mseSplit(c, op, *in[0], *in[1]);
+  if (op.hasTrait<ref::OpTrait::RowWise>())
+    return rowWiseSplit(c, op, in);
+  if (isa<ref::ReshapeOp>(op))
+    return reshapeSplit(c, op, *in[0], local);
+  if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op))
+    return causalSoftmaxSplit(c, cs, *in[0]);
+  if (auto b = dyn_cast<ref::BroadcastOp>(op))
+    return broadcastSplit(b, *in[0], local);
+  if (isa<ref::RotaryOp>(op))
+    return rotarySplit(c, in);
+  if (isa<ref::CrossEntropySumOp>(op))
+    return crossEntropySumSplit(c, op, in);
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i]->isSplit())
+      return fail("no layout rule for `" + opName(op) + "` on a split operand (operand #" +
+                  std::to_string(i) + " is " + c.show(*in[i]) + ")");
+  return fail("no layout rule for `" + opName(op) + "`");
+}
+
+/// The axes the result is a partial sum over, from the operands' (linearity), or why
+/// the op cannot take them.
+bool operandPartials(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                     std::vector<int> &partial, std::string &why) {
+  std::vector<unsigned> which;
+  for (unsigned i = 0; i < in.size(); ++i)
+    if (!in[i]->partial.empty())
+      which.push_back(i);
+  partial.clear();
+  if (which.empty())
+    return true;
+  bool allAlike = which.size() == in.size();
+  for (unsigned i : which)
+    allAlike &= in[i]->partial == in[which[0]]->partial;
+  if (allAlike && linearTogether(op))
+    partial = in[0]->partial;
+  else if (which.size() == 1 && linearIn(op, which[0]))
+    partial = in[which[0]]->partial;
+  else {
+    unsigned i = which[0];
+    why = "operand #" + std::to_string(i) + " is a partial sum over " +
+          axesText(c.mesh, in[i]->partial) + " and `" + opName(op) +
+          "` is not linear in it (with its other operands as they are): it must be "
+          "reduced first";
+    return false;
+  }
+  for (const State *s : in)
+    if (intersects(s->splitAxes(), partial)) {
+      why = "the partial sum over " + axesText(c.mesh, partial) +
+            " meets an operand split over the same axes";
+      return false;
+    }
+  return true;
+}
+
+State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> &operands) {
+  // A uniform operand's block under any split is itself: for an elementwise op it
+  // takes the split and global shape of the first operand that is not uniform.
+  std::vector<const State *> in = operands;
+  std::vector<State> adopted;
+  adopted.reserve(in.size());
+  if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
+    const State *lead = nullptr;
+    for (const State *s : in)
+      if (!s->uniform && !lead)
+        lead = s;
+    if (lead && lead->isSplit())
+      for (size_t i = 0; i < in.size(); ++i)
+        if (in[i]->uniform && !in[i]->isSplit()) {
+          State u = *in[i];
+          u.split = lead->split;
+          u.global = lead->global;
+          u.term = c.terms.splat(u.global, u.scalar);
+          adopted.push_back(u);
+          in[i] = &adopted.back();
+        }
+  }
+  Shape local;
+  if (!resultShape(op, local))
+    return State::unknown(&op, "`" + opName(op) + "` does not have one tensor result");
+  std::string why;
+  std::vector<int> partial;
+  if (!operandPartials(c, op, in, partial, why))
+    return State::unknown(&op, why);
+  SplitResult sr = splitRule(c, op, in, local);
+  if (!sr.why.empty())
+    return State::unknown(&op, sr.why);
+  State out;
+  out.known = true;
+  out.split = sr.split;
+  out.global = sr.global;
+  if (intersects(partial, sr.contracted))
+    return State::unknown(&op, "a contraction sums over axes its operand is already partial over");
+  out.partial = sortedUnion(partial, sr.contracted);
+  if (!consistent(c, out, local, why))
+    return State::unknown(&op, why);
+  Combined k;
+  if (!combine(c.terms, op, out.global, in, k, why))
+    return State::unknown(&op, why);
+  out.term = k.term;
+  out.factor = k.factor * sr.factor;
+  markUniform(c.terms, op, in, out);
+  return out;
+}
+
+} // namespace
+
+State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  if (isa<dist::DistDialect>(op.getDialect())) {
+    for (const State *s : in)
+      if (!s->known)
+        return *s;
+    return collectiveRule(c, op, in);
+  }
+  if (!isa<ref::RefDialect>(op.getDialect()))
+    return State::unknown(&op, "no layout rule for `" + opName(op) + "`");
+  State bad;
+  if (!operandStates(op, in, bad))
+    return bad;
+  return refOpRule(c, op, in);
+}
+
+} // namespace planproof::layouts

@@ -1,0 +1,175 @@
+//===- Terms.cpp - the layout engine's terms and states ------------------===//
+//
+// Hash-consed terms, the states' helpers, and the checks every rule ends with
+// (LayoutState.h).
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+
+#include "Support/Limits.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+//===----------------------------------------------------------------------===//
+// Terms and states
+//===----------------------------------------------------------------------===//
+
+TermId TermPool::intern(std::string key, std::string shortHead, std::vector<TermId> operands) {
+  auto [it, fresh] = ids.emplace(std::move(key), (TermId)keys.size());
+  if (fresh) {
+    keys.push_back(it->first);
+    shortHeads.push_back(std::move(shortHead));
+    args.push_back(std::move(operands));
+  }
+  return it->second;
+}
+
+TermId TermPool::leaf(const std::string &input, const std::string &type) {
+  return intern("input " + input + " : " + type, "%" + input, {});
+}
+
+TermId TermPool::node(const std::string &head, const std::vector<TermId> &operands) {
+  std::string key = head + "(";
+  for (TermId t : operands)
+    key += std::to_string(t) + ",";
+  std::string shortHead = head.substr(0, head.find_first_of("{:"));
+  if (shortHead.rfind("ref.", 0) == 0)
+    shortHead = shortHead.substr(4);
+  return intern(key + ")", shortHead, operands);
+}
+
+TermId TermPool::splat(const Shape &shape, TermId scalar) {
+  std::string head = "splat:";
+  for (int64_t d : shape)
+    head += std::to_string(d) + "x";
+  return node(head, {scalar});
+}
+
+TermId TermPool::scaled(TermId t, const Rational &c) {
+  return c.isOne() ? t : node("scale{" + c.str() + "}", {t});
+}
+
+std::string TermPool::str(TermId t, size_t budget) const {
+  std::string out = shortHeads[t];
+  if (args[t].empty() || out.size() >= budget)
+    return out;
+  out += "(";
+  for (size_t i = 0; i < args[t].size(); ++i) {
+    if (out.size() >= budget)
+      return out + "...)";
+    out += (i ? ", " : "") + str(args[t][i], budget - std::min(budget, out.size()));
+  }
+  return out + ")";
+}
+
+std::vector<int> State::splitAxes() const {
+  std::vector<int> out;
+  for (const auto &d : split)
+    out.insert(out.end(), d.begin(), d.end());
+  return out;
+}
+
+bool RuleContext::axesOf(ArrayAttr names, std::vector<int> &out) const {
+  out.clear();
+  for (Attribute a : names) {
+    auto s = dyn_cast<StringAttr>(a);
+    int i = s ? mesh.axisIndex(s.str()) : -1;
+    if (i < 0)
+      return false;
+    if (mesh.shape[i] > 1)
+      out.push_back(i);
+  }
+  return true;
+}
+
+int64_t RuleContext::size(const std::vector<int> &axes) const {
+  int64_t n = 1;
+  for (int a : axes)
+    n *= mesh.shape[a];
+  return n;
+}
+
+std::string axesText(const Mesh &mesh, const std::vector<int> &axes) {
+  std::string s = "[";
+  for (size_t i = 0; i < axes.size(); ++i)
+    s += (i ? ", " : "") + mesh.axes[axes[i]];
+  return s + "]";
+}
+
+std::string RuleContext::show(const State &s) const {
+  std::string out = "[";
+  for (size_t d = 0; d < s.split.size(); ++d) {
+    out += d ? ", " : "";
+    if (s.split[d].empty())
+      out += "_";
+    else if (s.split[d].size() == 1)
+      out += mesh.axes[s.split[d][0]];
+    else
+      out += axesText(mesh, s.split[d]);
+  }
+  out += "]";
+  if (!s.partial.empty())
+    out += " partial-sum over " + axesText(mesh, s.partial);
+  return out;
+}
+
+bool intersects(const std::vector<int> &a, const std::vector<int> &b) {
+  for (int x : a)
+    if (std::find(b.begin(), b.end(), x) != b.end())
+      return true;
+  return false;
+}
+
+std::vector<int> sortedUnion(std::vector<int> a, const std::vector<int> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::sort(a.begin(), a.end());
+  a.erase(std::unique(a.begin(), a.end()), a.end());
+  return a;
+}
+
+std::string opName(Operation &op) { return op.getName().getStringRef().str(); }
+
+bool resultShape(Operation &op, Shape &local) {
+  if (op.getNumResults() != 1)
+    return false;
+  auto t = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+  if (!t)
+    return false;
+  local.assign(t.getShape().begin(), t.getShape().end());
+  return true;
+}
+
+/// Whether `local` is the block of `global` under `split` (each dimension's global
+/// size is its local size times the number of its blocks), and no axis is used twice.
+bool consistent(RuleContext &c, const State &s, const Shape &local, std::string &why) {
+  if (s.split.size() != local.size() || s.global.size() != local.size()) {
+    why = "the result's rank does not match its layout";
+    return false;
+  }
+  std::vector<int> all = s.splitAxes();
+  all.insert(all.end(), s.partial.begin(), s.partial.end());
+  std::vector<int> sorted = all;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    why = "one mesh axis would split two dimensions, or split and sum one value";
+    return false;
+  }
+  for (size_t d = 0; d < local.size(); ++d) {
+    int64_t whole;
+    if (!checkedMul(local[d], c.size(s.split[d]), whole) || whole != s.global[d]) {
+      why = "the local size " + std::to_string(local[d]) + " of dimension " +
+            std::to_string(d) + " is not a block of the global size " +
+            std::to_string(s.global[d]) + " split over " + axesText(c.mesh, s.split[d]);
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace planproof::layouts

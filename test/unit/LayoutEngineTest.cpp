@@ -1,0 +1,323 @@
+//===- LayoutEngineTest.cpp - the layout engine's rules, certified ---------===//
+//
+// Each transfer rule of lib/LayoutEngine (docs/layout-engine.md) on instances at
+// several mesh degrees and tensor sizes: the layout engine must prove each instance,
+// and the element engine (which executes every rank on every element) must prove it
+// too; each rule's near misses -- the bug the rule's side condition is there for --
+// must be refuted by the element engine and never verified by the layout engine.
+//
+//===----------------------------------------------------------------------===//
+#include "Import/LoadSpec.h"
+#include "LayoutEngine/LayoutEngine.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+using namespace planproof;
+
+namespace {
+
+/// `text` with each {NAME} replaced by its value.
+std::string fill(std::string text, const std::map<std::string, int64_t> &values) {
+  for (auto &[name, v] : values) {
+    std::string key = "{" + name + "}";
+    for (size_t at; (at = text.find(key)) != std::string::npos;)
+      text.replace(at, key.size(), std::to_string(v));
+  }
+  return text;
+}
+
+/// One spec: the reference, then the plan on mesh ["a"] or ["a", "b"] of {K} x {J}.
+std::string spec(const std::string &refArgs, const std::string &refResults,
+                 const std::string &refBody, const std::string &planArgs,
+                 const std::string &planResults, const std::string &planBody) {
+  return "module {\n  func.func @reference(" + refArgs + ") -> (" + refResults +
+         ") attributes {ref.reference} {\n" + refBody +
+         "  }\n  dist.mesh @mesh axes = [\"a\", \"b\"] shape = [{K}, {J}]\n  func.func @plan(" +
+         planArgs + ") -> (" + planResults + ") attributes {dist.mesh = @mesh} {\n" + planBody +
+         "  }\n}\n";
+}
+
+struct Verdicts {
+  Verdict layout, element;
+};
+
+Verdicts run(const std::string &text) {
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec s;
+  Diagnostics errors;
+  INFO(text);
+  INFO(errors.str());
+  bool loaded = loadSpecText(ctx, "rule.mlir", text, s, errors);
+  INFO(errors.str());
+  REQUIRE(loaded);
+  VerifyOptions o;
+  o.threads = 1;
+  o.checkFixes = false;
+  VerifyResult byLayouts = verifyByLayouts(s, o);
+  VerifyResult byElements = verifySpec(s, o);
+  for (auto &[at, why] : byLayouts.inconclusiveReasons)
+    UNSCOPED_INFO("layout engine: " << at.str() << ": " << why);
+  return {byLayouts.verdict, byElements.verdict};
+}
+
+/// Sizes at which every rule instance is checked: degrees 2 and 3 on axis a (b of
+/// size 1 or 2), blocks of 1 and 2 elements per rank.
+std::vector<std::map<std::string, int64_t>> instances() {
+  std::vector<std::map<std::string, int64_t>> out;
+  for (int64_t K : {2, 3})
+    for (int64_t J : {1, 2})
+      for (int64_t n : {1, 2})
+        out.push_back({{"K", K}, {"J", J}, {"n", n}, {"KJn", K * J * n}, {"Kn", K * n},
+                       {"Jn", J * n}, {"B", 2}});
+  return out;
+}
+
+void proves(const std::string &text) {
+  for (auto &v : instances()) {
+    std::string t = fill(text, v);
+    Verdicts got = run(t);
+    INFO(t);
+    CHECK(got.element == Verdict::Verified);
+    CHECK(got.layout == Verdict::Verified);
+  }
+}
+
+void refutes(const std::string &text) {
+  for (auto &v : instances()) {
+    if (v["K"] * v["J"] == 1)
+      continue;
+    std::string t = fill(text, v);
+    Verdicts got = run(t);
+    INFO(t);
+    CHECK(got.element == Verdict::Violated);
+    CHECK(got.layout != Verdict::Verified);
+  }
+}
+
+// Types, as the templates write them.
+const char *kRefXW = R"(%x: tensor<{B}x{Kn}xf32> {ref.name = "x"}, %w: tensor<{Kn}x{KJn}xf32> {ref.name = "w"})";
+
+} // namespace
+
+TEST_CASE("matmul: a split contraction is a partial sum, completed by all_reduce", "[layouts]") {
+  std::string refBody = R"(    %y = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{Kn}xf32>, tensor<{Kn}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>}, %w: tensor<{n}x{KJn}xf32> {dist.value = "w", dist.layout = #dist.layout<[a, _]>})";
+  std::string planRes = R"(tensor<{B}x{KJn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  auto plan = [&](const char *kind) {
+    return std::string(R"(    %p = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{n}xf32>, tensor<{n}x{KJn}xf32>
+    %y = dist.all_reduce %p over ["a"] ")") + kind + R"(" : tensor<{B}x{KJn}xf32> -> tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  };
+  std::string refRes = R"(tensor<{B}x{KJn}xf32> {ref.name = "y"})";
+  proves(spec(kRefXW, refRes, refBody, planArgs, planRes, plan("sum")));
+  refutes(spec(kRefXW, refRes, refBody, planArgs, planRes, plan("avg")));
+}
+
+TEST_CASE("matmul: a split free dimension, an elementwise op, all_gather", "[layouts]") {
+  std::string refBody = R"(    %h = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{Kn}xf32>, tensor<{Kn}x{KJn}xf32>
+    %y = ref.gelu %h : tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  std::string refRes = R"(tensor<{B}x{KJn}xf32> {ref.name = "y"})";
+  std::string planArgs = R"(%x: tensor<{B}x{Kn}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>}, %w: tensor<{Kn}x{Jn}xf32> {dist.value = "w", dist.layout = #dist.layout<[_, a]>})";
+  std::string planRes = R"(tensor<{B}x{KJn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  auto plan = [&](const char *dim) {
+    return std::string(R"(    %h = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{Kn}xf32>, tensor<{Kn}x{Jn}xf32>
+    %g = ref.gelu %h : tensor<{B}x{Jn}xf32>
+    %y = dist.all_gather %g over ["a"] dim )") + dim + R"( : tensor<{B}x{Jn}xf32> -> tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  };
+  proves(spec(kRefXW, refRes, refBody, planArgs, planRes, plan("1")));
+  // Gathering over the wrong axis concatenates copies of one block (b replicates it);
+  // the shapes fit where both axes have one size.
+  for (auto &v : instances()) {
+    if (v["J"] < 2)
+      continue;
+    std::string t = fill(spec(kRefXW, refRes, refBody, planArgs, planRes,
+                              R"(    %h = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{Kn}xf32>, tensor<{Kn}x{Jn}xf32>
+    %g = ref.gelu %h : tensor<{B}x{Jn}xf32>
+    %y = dist.all_gather %g over ["b"] dim 1 : tensor<{B}x{Jn}xf32> -> tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)"),
+                         v);
+    if (v["K"] != v["J"])
+      continue; // the shapes only fit when the axes have one size
+    Verdicts got = run(t);
+    CHECK(got.element == Verdict::Violated);
+    CHECK(got.layout != Verdict::Verified);
+  }
+}
+
+TEST_CASE("a mean loss over a split batch: reduce_mean, then avg over the axis", "[layouts]") {
+  std::string refArgs = R"(%x: tensor<{KJn}x{B}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{B}xf32> {ref.name = "m"})";
+  std::string refBody = R"(    %m = ref.reduce_mean %x dims [0] : tensor<{KJn}x{B}xf32>
+    return %m : tensor<{B}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{n}x{B}xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _]>})";
+  std::string planRes = R"(tensor<{B}xf32> {dist.value = "m", dist.layout = #dist.layout<[_]>})";
+  auto plan = [&](const char *kind) {
+    return std::string(R"(    %l = ref.reduce_mean %x dims [0] : tensor<{n}x{B}xf32>
+    %m = dist.all_reduce %l over ["a", "b"] ")") + kind + R"(" : tensor<{B}xf32> -> tensor<{B}xf32>
+    return %m : tensor<{B}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("avg")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")));
+}
+
+TEST_CASE("mse_loss and its gradient on a split batch", "[layouts]") {
+  std::string refArgs = R"(%p: tensor<{Kn}x{B}xf32> {ref.name = "p"}, %t: tensor<{Kn}x{B}xf32> {ref.name = "t"})";
+  std::string refRes = R"(tensor<f32> {ref.name = "loss"}, tensor<{Kn}x{B}xf32> {ref.name = "g"})";
+  std::string refBody = R"(    %loss = ref.mse_loss %p, %t : tensor<{Kn}x{B}xf32>
+    %g = ref.mse_loss_grad %p, %t : tensor<{Kn}x{B}xf32>
+    return %loss, %g : tensor<f32>, tensor<{Kn}x{B}xf32>
+)";
+  std::string planArgs = R"(%p: tensor<{n}x{B}xf32> {dist.value = "p", dist.layout = #dist.layout<[a, _]>}, %t: tensor<{n}x{B}xf32> {dist.value = "t", dist.layout = #dist.layout<[a, _]>})";
+  std::string planRes = R"(tensor<f32> {dist.value = "loss", dist.layout = #dist.layout<[]>}, tensor<{n}x{B}xf32> {dist.value = "g", dist.layout = #dist.layout<[a, _]>})";
+  auto plan = [&](const char *scale) {
+    return std::string(R"(    %l = ref.mse_loss %p, %t : tensor<{n}x{B}xf32>
+    %loss = dist.all_reduce %l over ["a"] "avg" : tensor<f32> -> tensor<f32>
+    %gl = ref.mse_loss_grad %p, %t : tensor<{n}x{B}xf32>
+    %g = ref.scale %gl by )") + scale + R"( : tensor<{n}x{B}xf32>
+    return %loss, %g : tensor<f32>, tensor<{n}x{B}xf32>
+)";
+  };
+  for (int64_t K : {2, 4}) {
+    std::string inv = K == 2 ? "0.5" : "0.25";
+    std::map<std::string, int64_t> v{{"K", K}, {"J", 1}, {"n", 2}, {"Kn", 2 * K}, {"B", 3}};
+    Verdicts good = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, plan(inv.c_str())), v));
+    CHECK(good.element == Verdict::Verified);
+    CHECK(good.layout == Verdict::Verified);
+    // The local gradient's scale forgotten: K times too large.
+    Verdicts bad = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, plan("1.0")), v));
+    CHECK(bad.element == Verdict::Violated);
+    CHECK(bad.layout != Verdict::Verified);
+  }
+}
+
+TEST_CASE("a bias after the reduction, not before it", "[layouts]") {
+  std::string refArgs = std::string(kRefXW) + R"(, %b: tensor<{KJn}xf32> {ref.name = "b"})";
+  std::string refRes = R"(tensor<{B}x{KJn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %h = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{Kn}xf32>, tensor<{Kn}x{KJn}xf32>
+    %y = ref.bias_add %h, %b : tensor<{B}x{KJn}xf32>, tensor<{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>}, %w: tensor<{n}x{KJn}xf32> {dist.value = "w", dist.layout = #dist.layout<[a, _]>}, %b: tensor<{KJn}xf32> {dist.value = "b", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<{B}x{KJn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes,
+              R"(    %p = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{n}xf32>, tensor<{n}x{KJn}xf32>
+    %r = dist.all_reduce %p over ["a"] "sum" : tensor<{B}x{KJn}xf32> -> tensor<{B}x{KJn}xf32>
+    %y = ref.bias_add %r, %b : tensor<{B}x{KJn}xf32>, tensor<{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)"));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes,
+               R"(    %p = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{n}xf32>, tensor<{n}x{KJn}xf32>
+    %q = ref.bias_add %p, %b : tensor<{B}x{KJn}xf32>, tensor<{KJn}xf32>
+    %y = dist.all_reduce %q over ["a"] "sum" : tensor<{B}x{KJn}xf32> -> tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)"));
+}
+
+TEST_CASE("row-wise ops on split rows, reduce_scatter and all_gather", "[layouts]") {
+  // Sequence parallelism: a row-parallel product's partial sum is reduce-scattered
+  // over the rows, normalized row by row, and gathered back.
+  std::string refArgs = std::string(kRefXW) + R"(, %g: tensor<{KJn}xf32> {ref.name = "g"})";
+  std::string refRes = R"(tensor<{B}x{KJn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %h = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{Kn}xf32>, tensor<{Kn}x{KJn}xf32>
+    %y = ref.rms_norm %h, %g eps 1.0e-5 : tensor<{B}x{KJn}xf32>, tensor<{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>}, %w: tensor<{n}x{KJn}xf32> {dist.value = "w", dist.layout = #dist.layout<[a, _]>}, %g: tensor<{KJn}xf32> {dist.value = "g", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<{B}x{KJn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  auto plan = [&](const char *dim, const char *part) {
+    return std::string(R"(    %p = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{n}xf32>, tensor<{n}x{KJn}xf32>
+    %s = dist.reduce_scatter %p over ["a"] dim )") + dim + R"( "sum" : tensor<{B}x{KJn}xf32> -> )" + part + R"(
+    %r = ref.rms_norm %s, %g eps 1.0e-5 : )" + part + R"(, tensor<{KJn}xf32>
+    %y = dist.all_gather %r over ["a"] dim )" + dim + R"( : )" + part + R"( -> tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  };
+  // Rows split over a: B = K rows, one per rank.
+  for (auto &v : instances()) {
+    std::map<std::string, int64_t> w = v;
+    w["B"] = v["K"];
+    Verdicts got = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes,
+                                 plan("0", "tensor<1x{KJn}xf32>")),
+                            w));
+    CHECK(got.element == Verdict::Verified);
+    CHECK(got.layout == Verdict::Verified);
+  }
+  // Scattering the normalized dimension: each rank normalizes a piece of every row
+  // (its weight is then the wrong size: the near miss slices it too).
+  for (auto &v : instances()) {
+    std::map<std::string, int64_t> w = v;
+    std::string args = planArgs;
+    args.replace(args.find("%g: tensor<{KJn}xf32>"), 21, "%g: tensor<{Jn}xf32>");
+    args.replace(args.find("#dist.layout<[_]>"), 17, "#dist.layout<[a]>");
+    std::string body = plan("1", "tensor<{B}x{Jn}xf32>");
+    body.replace(body.find(", tensor<{KJn}xf32>"), 19, ", tensor<{Jn}xf32>");
+    Verdicts got = run(fill(spec(refArgs, refRes, refBody, args, planRes, body), w));
+    CHECK(got.element == Verdict::Violated);
+    CHECK(got.layout != Verdict::Verified);
+  }
+}
+
+TEST_CASE("a reshape keeps a split on the leading dimension of its group", "[layouts]") {
+  std::string refArgs = R"(%x: tensor<{B}x{KJn}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{B}x{KJn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %r = ref.reshape %x : tensor<{B}x{KJn}xf32> -> tensor<{B}x{KJ}x{n}xf32>
+    %e = ref.exp %r : tensor<{B}x{KJ}x{n}xf32>
+    %y = ref.reshape %e : tensor<{B}x{KJ}x{n}xf32> -> tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, (a, b)]>})";
+  std::string planRes = R"(tensor<{B}x{KJn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  std::string planBody = R"(    %r = ref.reshape %x : tensor<{B}x{n}xf32> -> tensor<{B}x1x{n}xf32>
+    %e = ref.exp %r : tensor<{B}x1x{n}xf32>
+    %b = ref.reshape %e : tensor<{B}x1x{n}xf32> -> tensor<{B}x{n}xf32>
+    %y = dist.all_gather %b over ["a", "b"] dim 1 : tensor<{B}x{n}xf32> -> tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  for (auto &v : instances()) {
+    std::map<std::string, int64_t> w = v;
+    w["KJ"] = v["K"] * v["J"];
+    Verdicts got = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody), w));
+    CHECK(got.element == Verdict::Verified);
+    CHECK(got.layout == Verdict::Verified);
+  }
+}
+
+TEST_CASE("a uniform scale takes any split (gradient clipping)", "[layouts]") {
+  std::string refArgs = R"(%g: tensor<{B}x{Kn}xf32> {ref.name = "g"})";
+  std::string refRes = R"(tensor<{B}x{Kn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %q = ref.mul %g, %g : tensor<{B}x{Kn}xf32>
+    %s = ref.reduce_sum %q dims [0, 1] : tensor<{B}x{Kn}xf32>
+    %sb = ref.broadcast %s dims [] : tensor<f32> -> tensor<{B}x{Kn}xf32>
+    %y = ref.mul %g, %sb : tensor<{B}x{Kn}xf32>
+    return %y : tensor<{B}x{Kn}xf32>
+)";
+  std::string planArgs = R"(%g: tensor<{B}x{n}xf32> {dist.value = "g", dist.layout = #dist.layout<[_, a]>})";
+  std::string planRes = R"(tensor<{B}x{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, a]>})";
+  auto plan = [&](bool reduced) {
+    return std::string(R"(    %q = ref.mul %g, %g : tensor<{B}x{n}xf32>
+    %l = ref.reduce_sum %q dims [0, 1] : tensor<{B}x{n}xf32>
+)") + (reduced ? R"(    %s = dist.all_reduce %l over ["a"] "sum" : tensor<f32> -> tensor<f32>
+)"
+               : R"(    %s = ref.scale %l by 1.0 : tensor<f32>
+)") + R"(    %sb = ref.broadcast %s dims [] : tensor<f32> -> tensor<{B}x{n}xf32>
+    %y = ref.mul %g, %sb : tensor<{B}x{n}xf32>
+    return %y : tensor<{B}x{n}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan(true)));
+  // The rank-local sum of squares used as the whole one.
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan(false)));
+}
