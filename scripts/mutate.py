@@ -18,6 +18,7 @@ verified:
 
 usage: mutate.py PLANPROOF SPEC_DIR [--per-op K] [--seed S] [--jobs J]
                  [--time-limit SECONDS] [--out REPORT.md] [--keep DIR] [--only SUBSTR]
+                 [--engine element|layout|auto]
 Exit status: 1 when a survivor diverges (a false proof), 0 otherwise.
 """
 import argparse
@@ -188,17 +189,23 @@ def run(cmd, timeout):
         return "error", str(e)
 
 
-def check(planproof, spec, op, what, text, limit, keep):
+def check(planproof, spec, op, what, text, limit, keep, engine="element"):
     fd, path = tempfile.mkstemp(suffix=".mlir", prefix="mutant-")
     with os.fdopen(fd, "w") as f:
         f.write(text.replace('planproof.expect = {verdict = "verified"}', 'planproof.mutant'))
     try:
-        rc, out = run([planproof, "verify", path, "--threads", "1", "--time-limit", str(limit)],
-                      limit + 60)
+        rc, out = run([planproof, "verify", path, "--threads", "1", "--time-limit", str(limit),
+                       "--engine", engine], limit + 60)
         status = {0: "survived", 1: "killed", 2: "invalid", 3: "inconclusive",
                   "timeout": "HANG", "error": "ERROR"}.get(rc, "CRASH")
         replay = ""
-        if status == "survived":
+        if status == "survived" and engine != "element":
+            # Another engine's proof is checked by the element engine, exactly.
+            erc, _ = run([planproof, "verify", path, "--threads", "1", "--time-limit", str(limit)],
+                         limit + 60)
+            if erc == 1:
+                replay = "DIVERGED"
+        if status == "survived" and not replay:
             rrc, rout = run([planproof, "replay", path, "--time-limit", str(limit)], limit + 60)
             replay = {0: "within", 1: "DIVERGED"}.get(rrc, "could-not-run")
         if (status in ("CRASH", "HANG") or replay == "DIVERGED") and keep:
@@ -224,6 +231,10 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--keep", default="", help="write crashing and false-proof mutants here")
     ap.add_argument("--only", default="", help="only specs whose path contains this")
+    ap.add_argument("--engine", default="element",
+                    help="the engine verifying the mutants (element, layout, auto); a "
+                         "survivor of another engine is also verified by the element "
+                         "engine, and a violation there is a false proof")
     ap.add_argument("--log", default="", help="results so far, one JSON line per mutant; "
                     "a run given an existing log skips the mutants it holds")
     a = ap.parse_args()
@@ -262,7 +273,7 @@ def main():
     todo = [j for j in jobs if (j[0], j[1], j[2]) not in done]
     log = open(a.log, "a") if a.log else None
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
-        futures = [ex.submit(check, a.planproof, p, op, what, text, a.time_limit, a.keep)
+        futures = [ex.submit(check, a.planproof, p, op, what, text, a.time_limit, a.keep, a.engine)
                    for p, op, what, text in todo]
         for n, fut in enumerate(concurrent.futures.as_completed(futures), 1):
             r = fut.result()

@@ -8,6 +8,8 @@
 #include "LayoutEngine/LayoutEngine.h"
 #include "LayoutEngine/LayoutState.h"
 
+#include "Ref/RefDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -101,6 +103,8 @@ void Run::reference(VerifyStats &stats) {
     for (Value v : op.getOperands())
       in.push_back(&ref[v]);
     State s = referenceRule(ctx, op, in);
+    if (isa<ref::ReshapeOp>(op) && !in.empty() && in[0]->known && s.known)
+      ctx.referenceReshapes[in[0]->global].insert(s.global);
     for (Value r : op.getResults())
       ref[r] = s;
   }

@@ -12,6 +12,8 @@
 
 #include "mlir/IR/Operation.h"
 
+#include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,8 +33,9 @@ public:
   /// `t` times `c` (c != 1 gives a scale node; the engine keeps factors outside terms
   /// where linearity allows, see Rules.cpp, combine).
   TermId scaled(TermId t, const Rational &c);
-  /// The tensor of `shape` whose every element is the scalar term `scalar`.
-  TermId splat(const Shape &shape, TermId scalar);
+  /// The broadcast of `source` to `shape`: result dimension dims[k] is source dimension
+  /// k, the others are copies (no dims: every element is the scalar `source`).
+  TermId broadcast(const Shape &shape, const std::vector<int64_t> &dims, TermId source);
   /// The scalar 1 (ref.constant's elements are factor x one).
   TermId one() { return leaf("1", ""); }
   /// A readable rendering (heads without attributes), for messages; at most `budget`
@@ -60,10 +63,15 @@ struct State {
   Shape global;
   std::vector<std::vector<int>> split;
   std::vector<int> partial; // sorted
-  /// Every element is factor x `scalar` (a rank-0 term): the term is a splat, and the
-  /// value's block under any split is the same uniform tensor.
-  bool uniform = false;
-  TermId scalar = 0;
+  /// A broadcast: factor x `source` copied along every dimension but sourceDims
+  /// (result dimension sourceDims[k] is source dimension k); the term is
+  /// TermPool::broadcast of it. Its block under a split of the copied dimensions is a
+  /// broadcast of the same source. Uniform values (constants, broadcasts of scalars)
+  /// are broadcasts without source dimensions.
+  bool broadcast = false;
+  TermId source = 0;
+  std::vector<int64_t> sourceDims;
+  bool uniformOne(TermId one) const { return broadcast && sourceDims.empty() && source == one; }
 
   static State unknown(mlir::Operation *at, std::string why) {
     State s;
@@ -91,6 +99,11 @@ struct RuleContext {
   /// mesh lacks.
   bool axesOf(mlir::ArrayAttr names, std::vector<int> &out) const;
   int64_t size(const std::vector<int> &axes) const;
+  /// The reference's reshapes: input shape -> output shapes. Where a plan's reshape
+  /// could hold its split on more than one output dimension (dimensions of local size
+  /// 1), the rule takes the choice whose global shape the reference reshapes to; every
+  /// choice is a true description, so this steers completeness, not soundness.
+  std::map<Shape, std::set<Shape>> referenceReshapes;
 };
 
 // Shared by the rule files.

@@ -75,6 +75,22 @@ struct Combined {
   Rational factor;
 };
 
+/// What broadcast `b` of a value in state `x` copies: x's own source when x is a
+/// broadcast (the dimensions composed), else x's term.
+void broadcastSource(const State &x, ref::BroadcastOp b, TermId &source,
+                     std::vector<int64_t> &dims) {
+  auto opDims = b.getDims();
+  dims.clear();
+  if (x.broadcast) {
+    source = x.source;
+    for (int64_t d : x.sourceDims)
+      dims.push_back(opDims[d]);
+  } else {
+    source = x.term;
+    dims.assign(opDims.begin(), opDims.end());
+  }
+}
+
 /// The term and factor of `op` applied to `in`: factors stay outside the term as far
 /// as linearity allows (the same function for reference and plan, so that the same
 /// computation gives the same term whichever way its constants were grouped).
@@ -95,16 +111,19 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
     Rational v;
     if (!exactConstant(k.getValueAttr().getValueAsDouble(), v, why))
       return false;
-    out = {terms.splat(global, terms.one()), v};
+    out = {terms.broadcast(global, {}, terms.one()), v};
     return true;
   }
-  if (isa<ref::BroadcastOp>(op) && (in[0]->uniform || in[0]->global.empty())) {
-    out = {terms.splat(global, in[0]->uniform ? in[0]->scalar : in[0]->term), in[0]->factor};
+  if (auto b = dyn_cast<ref::BroadcastOp>(op)) {
+    TermId source;
+    std::vector<int64_t> dims;
+    broadcastSource(*in[0], b, source, dims);
+    out = {terms.broadcast(global, dims, source), in[0]->factor};
     return true;
   }
   if (isa<ref::MulOp>(op))
     for (unsigned i = 0; i < 2; ++i)
-      if (in[i]->uniform && in[i]->scalar == terms.one()) {
+      if (in[i]->uniformOne(terms.one())) {
         out = {in[1 - i]->term, in[0]->factor * in[1]->factor};
         return true;
       }
@@ -129,23 +148,28 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
   return true;
 }
 
-/// Marks `out` uniform where `op` makes a uniform value: a constant, a broadcast of a
-/// scalar or of a uniform value, a product with the uniform one.
-void markUniform(TermPool &terms, Operation &op, const std::vector<const State *> &in,
-                 State &out) {
+/// Marks `out` a broadcast where `op` makes one: a constant, a broadcast, a product
+/// with the uniform one, a scale or detach of a broadcast.
+void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State *> &in,
+                   State &out) {
+  auto inherit = [&](const State &from) {
+    out.broadcast = from.broadcast;
+    out.source = from.source;
+    out.sourceDims = from.sourceDims;
+  };
   if (isa<ref::ConstantOp>(op)) {
-    out.uniform = true;
-    out.scalar = terms.one();
-  } else if (isa<ref::BroadcastOp>(op) && (in[0]->uniform || in[0]->global.empty())) {
-    out.uniform = true;
-    out.scalar = in[0]->uniform ? in[0]->scalar : in[0]->term;
-  } else if (isa<ref::MulOp>(op) && in[0]->uniform && in[1]->uniform &&
-             (in[0]->scalar == terms.one() || in[1]->scalar == terms.one())) {
-    out.uniform = true;
-    out.scalar = in[0]->scalar == terms.one() ? in[1]->scalar : in[0]->scalar;
-  } else if ((isa<ref::ScaleOp, ref::DetachOp>(op)) && in[0]->uniform) {
-    out.uniform = true;
-    out.scalar = in[0]->scalar;
+    out.broadcast = true;
+    out.source = terms.one();
+    out.sourceDims.clear();
+  } else if (auto b = dyn_cast<ref::BroadcastOp>(op)) {
+    out.broadcast = true;
+    broadcastSource(*in[0], b, out.source, out.sourceDims);
+  } else if (isa<ref::MulOp>(op) && in[0]->uniformOne(terms.one())) {
+    inherit(*in[1]);
+  } else if (isa<ref::MulOp>(op) && in[1]->uniformOne(terms.one())) {
+    inherit(*in[0]);
+  } else if (isa<ref::ScaleOp, ref::DetachOp>(op)) {
+    inherit(*in[0]);
   }
 }
 
@@ -190,7 +214,7 @@ State referenceRule(RuleContext &c, Operation &op, const std::vector<const State
   out.factor = k.factor;
   out.global = local;
   out.split.assign(local.size(), {});
-  markUniform(c.terms, op, in, out);
+  markBroadcast(c.terms, op, in, out);
   return out;
 }
 
@@ -329,7 +353,9 @@ SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Sh
   Shape inLocal(inType.getShape().begin(), inType.getShape().end());
   SplitResult r;
   r.split.assign(outLocal.size(), {});
-  r.global = outLocal;
+  // Per split group, the ways its axes may be placed on the group's output dimensions.
+  using Placement = std::vector<std::pair<size_t, std::vector<int>>>;
+  std::vector<std::vector<Placement>> choices;
   size_t i = 0, j = 0, nIn = inLocal.size(), nOut = outLocal.size();
   while (i < nIn || j < nOut) {
     // One group: a dimension of each side (where a side has one left), then more of the
@@ -350,23 +376,85 @@ SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Sh
     }
     if (a != b)
       return fail("the reshape's dimensions do not fall into groups of equal size");
-    // The group's leading input dimension (after unsplit dimensions of size 1) may be
-    // split; its blocks are consecutive ranges of the group, which are the blocks of
-    // the group's leading output dimension.
-    size_t lead = i0;
-    while (lead + 1 < i && inLocal[lead] == 1 && x.split[lead].empty())
-      ++lead;
+    // The group's split dimensions: every dimension before the last of them must be of
+    // local size 1 (each rank then holds one index there), so that a rank's elements
+    // are one consecutive range of the group: the block, over the split axes in order
+    // (major to minor), of the group's leading output dimension.
+    std::vector<int> axes;
+    size_t lastSplit = i;
     for (size_t k = i0; k < i; ++k)
-      if (k != lead && !x.split[k].empty())
-        return fail("the reshape splits or merges dimension " + std::to_string(k) +
-                    ", which is split and not the leading dimension of its group");
-    if (lead < i && !x.split[lead].empty()) {
+      if (!x.split[k].empty()) {
+        axes.insert(axes.end(), x.split[k].begin(), x.split[k].end());
+        lastSplit = k;
+      }
+    for (size_t k = i0; lastSplit < i && k < lastSplit; ++k)
+      if (inLocal[k] != 1)
+        return fail("the reshape merges split dimension " + std::to_string(lastSplit) +
+                    " with dimension " + std::to_string(k) + " before it, which holds " +
+                    std::to_string(inLocal[k]) + " elements on each rank");
+    if (!axes.empty()) {
       if (j0 >= j)
         return fail("a split dimension disappears in the reshape");
-      r.split[j0] = x.split[lead];
-      r.global[j0] = outLocal[j0] * c.size(x.split[lead]);
+      // Likewise any output dimension of the group up to the first of local size
+      // other than 1: the dimensions before it are of size 1 in the whole too.
+      std::vector<size_t> places;
+      for (size_t to = j0; to < j; ++to) {
+        places.push_back(to);
+        if (outLocal[to] != 1)
+          break;
+      }
+      // The axes, major to minor, go to those dimensions in order: each of them but the
+      // last holds one index per rank, so the blocks compose row-major as in the input.
+      std::vector<Placement> options;
+      std::vector<size_t> cut(places.size() - 1, 0); // axes before place k+1
+      while (true) {
+        Placement o;
+        size_t from = 0;
+        for (size_t k = 0; k < places.size(); ++k) {
+          size_t to = k + 1 < places.size() ? cut[k] : axes.size();
+          o.push_back({places[k], std::vector<int>(axes.begin() + from, axes.begin() + to)});
+          from = to;
+        }
+        options.push_back(o);
+        size_t k = cut.size(); // next non-decreasing cut vector
+        while (k > 0 && cut[k - 1] == axes.size())
+          --k;
+        if (k == 0)
+          break;
+        ++cut[k - 1];
+        for (size_t m = k; m < cut.size(); ++m)
+          cut[m] = cut[k - 1];
+      }
+      choices.push_back(options);
     }
   }
+  // One option per split group: the first whose global shape the reference reshapes
+  // x's global shape to, else the first.
+  auto apply = [&](const std::vector<size_t> &pick, SplitResult &out) {
+    out.global = outLocal;
+    out.split.assign(outLocal.size(), {});
+    for (size_t k = 0; k < choices.size(); ++k)
+      for (auto &[dim, ax] : choices[k][pick[k]]) {
+        out.split[dim] = ax;
+        out.global[dim] = outLocal[dim] * c.size(ax);
+      }
+  };
+  std::vector<size_t> pick(choices.size(), 0), best = pick;
+  auto it = c.referenceReshapes.find(x.global);
+  for (int tries = 0; it != c.referenceReshapes.end() && tries < 256; ++tries) {
+    SplitResult trial;
+    apply(pick, trial);
+    if (it->second.count(trial.global)) {
+      best = pick;
+      break;
+    }
+    size_t k = 0; // the next combination
+    while (k < pick.size() && ++pick[k] == choices[k].size())
+      pick[k++] = 0;
+    if (k == pick.size())
+      break;
+  }
+  apply(best, r);
   return r;
 }
 
@@ -539,26 +627,38 @@ bool operandPartials(RuleContext &c, Operation &op, const std::vector<const Stat
 }
 
 State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> &operands) {
-  // A uniform operand's block under any split is itself: for an elementwise op it
-  // takes the split and global shape of the first operand that is not uniform.
+  // A broadcast operand's block under a split of its copied dimensions is a broadcast
+  // of the same source: for an elementwise op it takes the split and global shape of
+  // the first operand that is not a broadcast, where its source dimensions are split
+  // alike and its copied ones whole.
   std::vector<const State *> in = operands;
   std::vector<State> adopted;
   adopted.reserve(in.size());
   if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
     const State *lead = nullptr;
     for (const State *s : in)
-      if (!s->uniform && !lead)
+      if (!s->broadcast && !lead)
         lead = s;
-    if (lead && lead->isSplit())
-      for (size_t i = 0; i < in.size(); ++i)
-        if (in[i]->uniform && !in[i]->isSplit()) {
-          State u = *in[i];
-          u.split = lead->split;
-          u.global = lead->global;
-          u.term = c.terms.splat(u.global, u.scalar);
-          adopted.push_back(u);
-          in[i] = &adopted.back();
-        }
+    for (size_t i = 0; lead && i < in.size(); ++i) {
+      const State &b = *in[i];
+      if (!b.broadcast || b.split == lead->split || b.split.size() != lead->split.size())
+        continue;
+      bool fits = true;
+      for (size_t d = 0; d < b.split.size(); ++d) {
+        bool fromSource = std::find(b.sourceDims.begin(), b.sourceDims.end(), (int64_t)d) !=
+                          b.sourceDims.end();
+        fits &= fromSource ? b.split[d] == lead->split[d] && b.global[d] == lead->global[d]
+                           : b.split[d].empty();
+      }
+      if (!fits)
+        continue;
+      State u = b;
+      u.split = lead->split;
+      u.global = lead->global;
+      u.term = c.terms.broadcast(u.global, u.sourceDims, u.source);
+      adopted.push_back(u);
+      in[i] = &adopted.back();
+    }
   }
   Shape local;
   if (!resultShape(op, local))
@@ -584,7 +684,7 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
     return State::unknown(&op, why);
   out.term = k.term;
   out.factor = k.factor * sr.factor;
-  markUniform(c.terms, op, in, out);
+  markBroadcast(c.terms, op, in, out);
   return out;
 }
 

@@ -44,11 +44,14 @@ TermId TermPool::node(const std::string &head, const std::vector<TermId> &operan
   return intern(key + ")", shortHead, operands);
 }
 
-TermId TermPool::splat(const Shape &shape, TermId scalar) {
-  std::string head = "splat:";
+TermId TermPool::broadcast(const Shape &shape, const std::vector<int64_t> &dims, TermId source) {
+  std::string head = "bcast{";
+  for (int64_t d : dims)
+    head += std::to_string(d) + ",";
+  head += "}:";
   for (int64_t d : shape)
     head += std::to_string(d) + "x";
-  return node(head, {scalar});
+  return node(head, {source});
 }
 
 TermId TermPool::scaled(TermId t, const Rational &c) {

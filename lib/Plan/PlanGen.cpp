@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "Plan/PlanGen.h"
 #include "Plan/PlanGenInternal.h"
+#include "Support/Limits.h"
 #include "Support/Input.h"
 
 #include <nlohmann/json.hpp>
@@ -35,8 +36,11 @@ bool Generator::setup(std::string &err) {
   auto fail = [&](const std::string &e) { return (err = e, false); };
   for (auto [n, v] : {std::pair<const char *, int64_t>{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp},
                       {"ep", p.ep}, {"cp", p.cp}, {"microbatches", p.microbatches}})
-    if (v < 1 || v > 64)
-      return fail(std::string(n) + " must be between 1 and 64");
+    if (v < 1 || v > (p.fullSize ? 1024 : 64))
+      return fail(std::string(n) + " must be between 1 and " +
+                  (p.fullSize ? "1024" : "64 (size=full allows 1024)"));
+  if (p.seq && !p.fullSize)
+    return fail("seq applies to size=full");
   if (p.zero != 0 && p.zero != 1 && p.zero != 2)
     return fail("zero must be 0, 1 or 2 (ZeRO-3 gathers parameters, which the generator "
                 "does not write yet)");
@@ -67,7 +71,29 @@ bool Generator::setup(std::string &err) {
     return fail("pp = " + std::to_string(p.pp) + (v > 1 ? " x " + std::to_string(v) + " chunks" : "") +
                 " needs at least that many layers; '" + m.name + "' has " +
                 std::to_string(m.layers));
-  // Reduced sizes: each keeps the divisibility its splits need.
+  if (!(p.fullSize ? fullSizes(err) : reducedSizes(err)))
+    return false;
+  for (int64_t l = 0; l < L; ++l)
+    moeLayer.push_back(m.experts > 0 && l >= std::min(m.firstDenseLayers, L - 1));
+  for (auto [n, d] : {std::pair<const char *, int64_t>{"pp", p.pp}, {"dp", p.dp},
+                      {"ep", p.ep}, {"cp", p.cp}, {"tp", p.tp}})
+    if (d > 1) {
+      meshAxes.push_back(n);
+      meshShape.push_back(d);
+    }
+  if (meshAxes.empty()) {
+    meshAxes = {"dp"};
+    meshShape = {1};
+  }
+  for (auto [n, v] : {std::pair<const char *, int64_t>{"dp", p.dp}, {"ep", p.ep}})
+    if (v > 1)
+      tokenAxes.push_back(n);
+  return true;
+}
+
+/// Reduced sizes: each keeps the divisibility its splits need.
+bool Generator::reducedSizes(std::string &err) {
+  auto fail = [&](const std::string &e) { return (err = e, false); };
   hd = 2;
   nkv = p.tp;
   nh = nkv * std::min<int64_t>(m.heads / m.kvHeads, 2);
@@ -92,21 +118,53 @@ bool Generator::setup(std::string &err) {
   C = perGroup; // no drops
   if (p.capacityFactor > 0 && E > 0)
     C = std::max<int64_t>(1, (int64_t)std::ceil(p.capacityFactor * perGroup * k / E));
-  for (int64_t l = 0; l < L; ++l)
-    moeLayer.push_back(m.experts > 0 && l >= std::min(m.firstDenseLayers, L - 1));
-  for (auto [n, d] : {std::pair<const char *, int64_t>{"pp", p.pp}, {"dp", p.dp},
-                      {"ep", p.ep}, {"cp", p.cp}, {"tp", p.tp}})
-    if (d > 1) {
-      meshAxes.push_back(n);
-      meshShape.push_back(d);
-    }
-  if (meshAxes.empty()) {
-    meshAxes = {"dp"};
-    meshShape = {1};
-  }
-  for (auto [n, v] : {std::pair<const char *, int64_t>{"dp", p.dp}, {"ep", p.ep}})
-    if (v > 1)
-      tokenAxes.push_back(n);
+  return true;
+}
+
+/// The model's own sizes: the divisibility the splits need is checked, not arranged.
+bool Generator::fullSizes(std::string &err) {
+  auto fail = [&](const std::string &e) { return (err = e, false); };
+  hd = m.headDim;
+  nkv = m.kvHeads;
+  nh = m.heads;
+  H = m.hidden;
+  ffn = m.ffn;
+  V = m.vocab;
+  S = p.seq ? p.seq : 4096;
+  B = p.dp * p.ep * p.microbatches;
+  L = p.layers > 0 ? p.layers : m.layers;
+  E = m.experts;
+  k = m.experts > 0 ? m.topK : 0;
+  eff = m.expertFfn;
+  sff = m.sharedExperts * m.expertFfn;
+  for (auto [what, n] : {std::pair<const char *, int64_t>{"heads", nh}, {"FFN", ffn},
+                         {"expert FFN", eff}, {"shared FFN", sff}})
+    if (n % p.tp != 0)
+      return fail(std::string("tp = ") + std::to_string(p.tp) + " does not divide the " + what +
+                  " width " + std::to_string(n));
+  int64_t seqParts = 2 * p.cp * (p.sp ? p.tp : 1);
+  if (S % seqParts != 0)
+    return fail("seq = " + std::to_string(S) + " is not a multiple of " +
+                std::to_string(seqParts) + " (cp zigzag chunks and sequence parallelism)");
+  if (L % (p.pp * v) != 0)
+    return fail("layers = " + std::to_string(L) + " must be a multiple of the " +
+                std::to_string(p.pp * v) + " model chunks (pp" + (v > 1 ? " x chunks" : "") +
+                "); choose layers=N");
+  groups = p.dp * p.ep * p.cp;
+  int64_t perGroup = B * S / groups / p.microbatches;
+  C = perGroup;
+  if (p.capacityFactor > 0 && E > 0)
+    C = std::max<int64_t>(1, (int64_t)std::ceil(p.capacityFactor * perGroup * k / E));
+  // The largest tensors of the reference: the logits [T, V], the attention scores
+  // [B * heads, S, S] and an MoE layer's dispatch mask [T, E, G * C].
+  int64_t T = B * S, logits, scores, mask = 0;
+  if (!checkedMul(T, V, logits) || !checkedMul(B * nh, S, scores) ||
+      !checkedMul(scores, S, scores) ||
+      (E > 0 && !(checkedMul(T, E, mask) && checkedMul(mask, groups * C, mask))) ||
+      logits > kMaxElements || scores > kMaxElements || mask > kMaxElements)
+    return fail("at full size a tensor of this configuration would hold more than 2^40 "
+                "elements (the logits, the attention scores, or an MoE dispatch mask of "
+                "tokens x experts x slots)");
   return true;
 }
 
@@ -559,6 +617,20 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
       p.schedule = val;
       continue;
     }
+    if (key == "size") {
+      if (val != "full" && val != "reduced")
+        return (err = "--parallel: size is full or reduced", false);
+      p.fullSize = val == "full";
+      continue;
+    }
+    if (key == "seq") {
+      char *end = nullptr;
+      long v = std::strtol(val.c_str(), &end, 10);
+      if (val.empty() || *end || v < 1 || v > (1 << 20))
+        return (err = "--parallel: seq needs an integer in [1, 2^20]", false);
+      p.seq = v;
+      continue;
+    }
     if (key == "cf") {
       char *end = nullptr;
       p.capacityFactor = std::strtod(val.c_str(), &end);
@@ -574,7 +646,7 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
     if (!slot)
       return (err = "--parallel: unknown item '" + item +
                     "' (expected dp, tp, pp, ep, cp, zero, microbatches, layers, chunks, cf = N, "
-                    "sp, schedule = gpipe|1f1b|interleaved)",
+                    "sp, schedule = gpipe|1f1b|interleaved, size = full|reduced, seq = N)",
               false);
     char *end = nullptr;
     long v = std::strtol(val.c_str(), &end, 10);

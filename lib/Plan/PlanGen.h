@@ -43,12 +43,18 @@ struct Parallel {
   int64_t layers = 0;
   /// Expert capacity factor (0: no token is dropped).
   double capacityFactor = 0;
+  /// `size=full`: the model's own sizes (hidden, heads, FFN, vocabulary, layers) and a
+  /// sequence of `seq` tokens per sample, one sample per data rank and microbatch --
+  /// for the layout engine, whose cost does not depend on sizes. Default: the reduced
+  /// sizes the element engine decides in seconds.
+  bool fullSize = false;
+  int64_t seq = 0;
 };
 
 /// Reads a model configuration (JSON). Errors name the file and the JSON path.
 bool readModel(const std::string &path, Model &m, Diagnostics &diags);
 /// Parses "dp=2,tp=2,sp,ep=2,cp=2,zero=2,microbatches=2,pp=2,schedule=1f1b,chunks=2,
-/// layers=2".
+/// layers=2,size=full,seq=4096".
 bool parseParallel(const std::string &text, Parallel &p, std::string &err);
 /// Writes the spec. False with a reason for configurations it cannot generate.
 bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string &err);

@@ -234,6 +234,8 @@ struct Generator {
   Generator(const Model &m, const Parallel &p) : m(m), p(p) {}
 
   bool setup(std::string &err);
+  bool reducedSizes(std::string &err);
+  bool fullSizes(std::string &err);
 
   /// Pipeline: model chunk j (L / (pp * v) consecutive layers) runs on stage j mod pp.
   int64_t chunkLayers() const { return L / (p.pp * v); }

@@ -1,5 +1,6 @@
 //===- PlanTest.cpp - lib/Plan: `planproof plan`'s generator ---------------===//
 #include "Engine/Verifier.h"
+#include "LayoutEngine/LayoutEngine.h"
 #include "Import/LoadSpec.h"
 #include "Plan/PlanGen.h"
 #include "Spec/Spec.h"
@@ -133,4 +134,31 @@ TEST_CASE("configurations the generator cannot write are refused with the reason
   CHECK_FALSE(generateFor("llama3-8b.json", "tp=64", mlir, err));
   CHECK_THAT(err, Contains("tp = 64 does not divide the 8 KV heads"));
   CHECK(mlir.empty());
+}
+
+TEST_CASE("size=full writes the model's own sizes, which the layout engine proves", "[plan]") {
+  std::string err, mlir;
+  REQUIRE(generateFor("llama3-8b.json", "dp=2,tp=4,layers=1,size=full,seq=64", mlir, err));
+  // Hidden 4096, FFN 14336 split over tp = 4, vocabulary 128256, 2 x 64 tokens.
+  CHECK_THAT(mlir, Contains("tensor<4096x3584xf32>"));
+  CHECK_THAT(mlir, Contains("tensor<128x128256xf32>"));
+  mlir::MLIRContext ctx;
+  registerDialects(ctx);
+  Spec spec;
+  Diagnostics errors;
+  INFO(errors.str());
+  REQUIRE(loadSpecText(ctx, "llama3-8b_full.mlir", mlir, spec, errors));
+  VerifyResult r = verifyByLayouts(spec);
+  for (auto &[at, why] : r.inconclusiveReasons)
+    UNSCOPED_INFO(at.str() << ": " << why);
+  CHECK(r.verdict == Verdict::Verified);
+  CHECK(r.stats.ranks == 8);
+
+  // What size=full cannot write is refused with the reason.
+  CHECK_FALSE(generateFor("llama3-8b.json", "dp=2,seq=64", mlir, err));
+  CHECK_THAT(err, Contains("seq applies to size=full"));
+  CHECK_FALSE(generateFor("llama3-8b.json", "tp=2,cp=2,size=full,seq=6", mlir, err));
+  CHECK_THAT(err, Contains("is not a multiple of 4"));
+  CHECK_FALSE(generateFor("llama3-405b.json", "dp=1024,size=full", mlir, err));
+  CHECK_THAT(err, Contains("more than 2^40 elements"));
 }
