@@ -40,6 +40,16 @@ bool generateFor(const char *model, const char *parallel, std::string &mlir, std
   REQUIRE(plangen::parseParallel(parallel, p, err));
   return plangen::generate(m, p, mlir, err);
 }
+/// Loads a generated spec through the library, as planners do; false (with the
+/// loader's errors shown) when it does not load.
+bool loadGenerated(mlir::MLIRContext &ctx, const std::string &mlir, Spec &spec) {
+  registerDialects(ctx);
+  Diagnostics errors;
+  bool loaded = loadSpecText(ctx, "generated.mlir", mlir, spec, errors);
+  INFO(errors.str());
+  CHECK(errors.empty());
+  return loaded;
+}
 } // namespace
 
 TEST_CASE("--parallel is read item by item, and a bad item is named", "[plan]") {
@@ -114,11 +124,8 @@ TEST_CASE("generated plans load, and verify", "[plan]") {
   CHECK_THAT(mlir, Contains("dist.mesh"));
 
   mlir::MLIRContext ctx;
-  registerDialects(ctx);
   Spec spec;
-  Diagnostics errors;
-  INFO(errors.str());
-  REQUIRE(loadSpecText(ctx, "llama3-8b_tp2_sp.mlir", mlir, spec, errors));
+  REQUIRE(loadGenerated(ctx, mlir, spec));
   CHECK(spec.mesh.numRanks() == 2);
   VerifyOptions options;
   options.checkFixes = false;
@@ -143,11 +150,8 @@ TEST_CASE("size=full writes the model's own sizes, which the layout engine prove
   CHECK_THAT(mlir, Contains("tensor<4096x3584xf32>"));
   CHECK_THAT(mlir, Contains("tensor<128x128256xf32>"));
   mlir::MLIRContext ctx;
-  registerDialects(ctx);
   Spec spec;
-  Diagnostics errors;
-  INFO(errors.str());
-  REQUIRE(loadSpecText(ctx, "llama3-8b_full.mlir", mlir, spec, errors));
+  REQUIRE(loadGenerated(ctx, mlir, spec));
   VerifyResult r = verifyByLayouts(spec);
   for (auto &[at, why] : r.inconclusiveReasons)
     UNSCOPED_INFO(at.str() << ": " << why);
