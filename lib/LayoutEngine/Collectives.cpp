@@ -66,6 +66,19 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
     return State::unknown(&op, "an axis the mesh does not have");
   State s = *in[0];
   std::string why;
+  if (!s.partialMax.empty()) {
+    // Only all_reduce "max" over the partial max's axes (at least) completes it.
+    auto r = dyn_cast<dist::AllReduceOp>(op);
+    if (!r || r.getKind() != "max" || intersects(axes, s.splitAxes()))
+      return State::unknown(&op, "its operand is each rank's maximum of its block over " +
+                                     axesText(c.mesh, s.partialMax) +
+                                     ": only all_reduce \"max\" over those axes completes it");
+    std::vector<int> rest;
+    for (int a : s.partialMax)
+      if (std::find(axes.begin(), axes.end(), a) == axes.end())
+        rest.push_back(a);
+    s.partialMax = rest;
+  }
   auto dimOf = [&](int64_t d) { return d >= 0 && d < (int64_t)s.split.size(); };
   if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
     if (!dimOf(g.getDim()))

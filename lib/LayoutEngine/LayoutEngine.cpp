@@ -191,7 +191,7 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       if (spec.mesh.shape[axis] > 1)
         expected.partial.push_back(axis);
     std::sort(expected.partial.begin(), expected.partial.end());
-    bool same = got.term == expected.term && got.factor == expected.factor &&
+    bool same = got.partialMax.empty() && got.term == expected.term && got.factor == expected.factor &&
                 got.split == expected.split && got.partial == expected.partial &&
                 got.global == expected.global;
     for (auto [axis, kind] : b.layout.partial)

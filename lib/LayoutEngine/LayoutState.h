@@ -63,6 +63,10 @@ struct State {
   Shape global;
   std::vector<std::vector<int>> split;
   std::vector<int> partial; // sorted
+  /// Axes over which each rank holds the maximum of its block: the value is the
+  /// maximum over those axes' groups (a reduce_max over a split dimension, before its
+  /// all_reduce "max"). Sorted; only that all_reduce takes such a value.
+  std::vector<int> partialMax;
   /// A broadcast: factor x `source` copied along every dimension but sourceDims
   /// (result dimension sourceDims[k] is source dimension k); the term is
   /// TermPool::broadcast of it. Its block under a split of the copied dimensions is a

@@ -231,6 +231,7 @@ struct SplitResult {
   std::vector<std::vector<int>> split;
   Shape global;
   std::vector<int> contracted;
+  std::vector<int> maxOver; // a reduce_max's split reduced dimensions: a partial max
   Rational factor = Rational(1);
   std::string why; // non-empty: no rule
 };
@@ -288,6 +289,8 @@ SplitResult reduceSplit(RuleContext &c, Operation &op, llvm::ArrayRef<int64_t> d
       r.global.push_back(x.global[d]);
     } else {
       r.contracted.insert(r.contracted.end(), x.split[d].begin(), x.split[d].end());
+      if (isa<ref::ReduceMaxOp>(op))
+        r.maxOver.insert(r.maxOver.end(), x.split[d].begin(), x.split[d].end());
       if (isa<ref::ReduceMeanOp>(op))
         r.factor = r.factor * Rational(c.size(x.split[d]));
     }
@@ -568,6 +571,8 @@ SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const Sta
     return reduceSplit(c, op, red.getDims(), *in[0]);
   if (auto red = dyn_cast<ref::ReduceMeanOp>(op))
     return reduceSplit(c, op, red.getDims(), *in[0]);
+  if (auto red = dyn_cast<ref::ReduceMaxOp>(op))
+    return reduceSplit(c, op, red.getDims(), *in[0]);
   if (auto t = dyn_cast<ref::TransposeOp>(op))
     return transposeSplit(t, *in[0]);
   if (isa<ref::MseLossOp, ref::MseLossGradOp>(op))
@@ -664,6 +669,11 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   if (!resultShape(op, local))
     return State::unknown(&op, "`" + opName(op) + "` does not have one tensor result");
   std::string why;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!in[i]->partialMax.empty())
+      return State::unknown(&op, "operand #" + std::to_string(i) + " is each rank's maximum of "
+                                 "its block over " + axesText(c.mesh, in[i]->partialMax) +
+                                 ": it must be completed by all_reduce \"max\" first");
   std::vector<int> partial;
   if (!operandPartials(c, op, in, partial, why))
     return State::unknown(&op, why);
@@ -676,7 +686,12 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   out.global = sr.global;
   if (intersects(partial, sr.contracted))
     return State::unknown(&op, "a contraction sums over axes its operand is already partial over");
-  out.partial = sortedUnion(partial, sr.contracted);
+  if (sr.maxOver.empty()) {
+    out.partial = sortedUnion(partial, sr.contracted);
+  } else {
+    out.partial = partial; // empty: reduce_max takes no partial sum (NonlinearOp)
+    out.partialMax = sortedUnion({}, sr.maxOver);
+  }
   if (!consistent(c, out, local, why))
     return State::unknown(&op, why);
   Combined k;

@@ -119,6 +119,8 @@ std::string RuleContext::show(const State &s) const {
   out += "]";
   if (!s.partial.empty())
     out += " partial-sum over " + axesText(mesh, s.partial);
+  if (!s.partialMax.empty())
+    out += " partial-max over " + axesText(mesh, s.partialMax);
   return out;
 }
 
@@ -157,6 +159,7 @@ bool consistent(RuleContext &c, const State &s, const Shape &local, std::string 
   }
   std::vector<int> all = s.splitAxes();
   all.insert(all.end(), s.partial.begin(), s.partial.end());
+  all.insert(all.end(), s.partialMax.begin(), s.partialMax.end());
   std::vector<int> sorted = all;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {

@@ -321,3 +321,25 @@ TEST_CASE("a uniform scale takes any split (gradient clipping)", "[layouts]") {
   // The rank-local sum of squares used as the whole one.
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan(false)));
 }
+
+TEST_CASE("a max over a split dimension is completed by all_reduce max only", "[layouts]") {
+  std::string refArgs = R"(%x: tensor<{B}x{Kn}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{B}x{Kn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %m = ref.reduce_max %x dims [1] : tensor<{B}x{Kn}xf32>
+    %mb = ref.broadcast %m dims [0] : tensor<{B}xf32> -> tensor<{B}x{Kn}xf32>
+    %y = ref.sub %x, %mb : tensor<{B}x{Kn}xf32>
+    return %y : tensor<{B}x{Kn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>})";
+  std::string planRes = R"(tensor<{B}x{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, a]>})";
+  auto plan = [&](const char *kind) {
+    return std::string(R"(    %l = ref.reduce_max %x dims [1] : tensor<{B}x{n}xf32>
+    %m = dist.all_reduce %l over ["a"] ")") + kind + R"(" : tensor<{B}xf32> -> tensor<{B}xf32>
+    %mb = ref.broadcast %m dims [0] : tensor<{B}xf32> -> tensor<{B}x{n}xf32>
+    %y = ref.sub %x, %mb : tensor<{B}x{n}xf32>
+    return %y : tensor<{B}x{n}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("max")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")));
+}
