@@ -8,6 +8,8 @@
 #include "LayoutEngine/LayoutEngine.h"
 #include "LayoutEngine/LayoutState.h"
 
+#include "Dist/DistDialect.h"
+#include "Engine/Schedule.h"
 #include "Ref/RefDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,8 +34,6 @@ std::string shapeText(const Shape &s) {
 
 /// What the layout engine does not model yet: the whole spec is then inconclusive.
 std::string uncovered(const Spec &spec) {
-  if (spec.pipelineAxis >= 0)
-    return "pipelined plans are not modelled by the layout engine yet";
   if (spec.resume)
     return "checkpoint specs are not modelled by the layout engine yet";
   if (spec.rngIndependent || !spec.draws.empty())
@@ -53,6 +53,10 @@ public:
 
 private:
   State bindingState(const Binding &b);
+  /// recv and stage_select (pipelines).
+  State route(Operation &op);
+  /// Whether `s` is split or summed over the pipeline axis.
+  bool overPipeline(const State &s) const;
   /// `axes` without the axes of size 1.
   std::vector<int> withoutUnit(const std::vector<int> &axes) const {
     std::vector<int> out;
@@ -142,8 +146,13 @@ State Run::bindingState(const Binding &b) {
 
 void Run::plan(VerifyStats &stats) {
   Block &body = spec.plan.getBody().front();
-  for (const Binding &b : spec.planInputs)
-    planStates[body.getArgument(b.index)] = bindingState(b);
+  for (const Binding &b : spec.planInputs) {
+    State s = bindingState(b);
+    if (spec.pipelineAxis >= 0 && s.known && overPipeline(s))
+      s = State::unknown(nullptr, "plan input `" + b.refName +
+                                      "` is split or summed over the pipeline axis");
+    planStates[body.getArgument(b.index)] = s;
+  }
   for (Operation *op : spec.planOps()) {
     options.deadline.check("the layout engine's plan run");
     if (isa<func::ReturnOp>(op))
@@ -152,10 +161,52 @@ void Run::plan(VerifyStats &stats) {
     std::vector<const State *> in;
     for (Value v : op->getOperands())
       in.push_back(&planStates[v]);
-    State s = planRule(ctx, *op, in);
+    State s = isa<dist::RecvOp, dist::StageSelectOp>(op) ? route(*op) : planRule(ctx, *op, in);
+    // On a pipelined plan, the ranks of other stages hold copies of what a stage's
+    // ranks computed (with their other coordinates): a state that varies along the
+    // pipeline axis would not describe them.
+    if (spec.pipelineAxis >= 0 && s.known && overPipeline(s))
+      s = State::unknown(op, "the value is split or summed over the pipeline axis");
     for (Value r : op->getResults())
       planStates[r] = s;
   }
+}
+
+bool Run::overPipeline(const State &s) const {
+  std::vector<int> axes = s.splitAxes();
+  axes.insert(axes.end(), s.partial.begin(), s.partial.end());
+  axes.insert(axes.end(), s.partialMax.begin(), s.partialMax.end());
+  return std::find(axes.begin(), axes.end(), spec.pipelineAxis) != axes.end();
+}
+
+State Run::route(Operation &op) {
+  // A pipeline stage's ops run on its ranks and (docs/pipeline.md, Interp/PlanWalk.h)
+  // every other rank holds what the stage's rank with its other coordinates computed;
+  // the pipeline analysis and the schedule check make sure that no rank uses a value
+  // it has not computed or received. So states do not depend on stages, and a message
+  // carries its operand's state -- unless that state is split or summed over the
+  // pipeline axis, whose coordinate the message changes.
+  if (auto sel = dyn_cast<dist::StageSelectOp>(op)) {
+    // Each stage takes its own value: one state when they all hold the same.
+    const State &first = planStates[sel.getValues()[0]];
+    for (Value v : sel.getValues()) {
+      const State &s = planStates[v];
+      if (!s.known)
+        return s;
+      if (overPipeline(s) || s.term != first.term || !(s.factor == first.factor) ||
+          s.split != first.split || s.partial != first.partial)
+        return State::unknown(&op, "the stages select values the layout engine does not show "
+                                   "equal");
+    }
+    return first;
+  }
+  auto match = spec.recvFrom.find(&op);
+  if (match == spec.recvFrom.end())
+    return State::unknown(&op, "a receive without its send");
+  const State &sent = planStates[match->second->getOperand(0)];
+  if (sent.known && overPipeline(sent))
+    return State::unknown(&op, "the message's value is split or summed over the pipeline axis");
+  return sent;
 }
 
 bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked) {
@@ -227,6 +278,17 @@ VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &o
     return finish();
   }
   try {
+    // A pipelined plan's structure and schedule first: the states below assume every
+    // message matched and no deadlock (Engine/Schedule.h decides both exactly).
+    VerifyResult schedule;
+    checkSchedule(spec, schedule);
+    if (!schedule.violations.empty()) {
+      const Violation &v = schedule.violations.front();
+      r.inconclusiveReasons.push_back(
+          {v.location, "the pipeline schedule is wrong (" + v.message +
+                           "); the element engine reports it with --engine element or auto"});
+      return finish();
+    }
     Run run(spec, options);
     run.reference(r.stats);
     run.plan(r.stats);

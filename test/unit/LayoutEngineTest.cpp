@@ -343,3 +343,42 @@ TEST_CASE("a max over a split dimension is completed by all_reduce max only", "[
   proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("max")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")));
 }
+
+TEST_CASE("pipeline stages: a message carries its value's state; a broken schedule is not proved",
+          "[layouts]") {
+  auto text = [](const char *recvTag) {
+    return std::string(R"(module {
+  func.func @reference(%x: tensor<2x4xf32> {ref.name = "x"}, %w0: tensor<4x4xf32> {ref.name = "w0"},
+                       %w1: tensor<4x4xf32> {ref.name = "w1"}) -> (tensor<2x4xf32> {ref.name = "y"})
+      attributes {ref.reference} {
+    %z = ref.matmul %x, %w0 contract(1, 0) : tensor<2x4xf32>, tensor<4x4xf32>
+    %a = ref.gelu %z : tensor<2x4xf32>
+    %y = ref.matmul %a, %w1 contract(1, 0) : tensor<2x4xf32>, tensor<4x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+  dist.mesh @mesh axes = ["pp", "tp"] shape = [2, 2]
+  func.func @plan(%x: tensor<2x4xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>, dist.stage = 0},
+                  %w0: tensor<4x2xf32> {dist.value = "w0", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
+                  %w1: tensor<4x4xf32> {dist.value = "w1", dist.layout = #dist.layout<[_, _]>, dist.stage = 1})
+      -> (tensor<2x4xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>, dist.stage = 1})
+      attributes {dist.mesh = @mesh, dist.pipeline = "pp"} {
+    %z = ref.matmul %x, %w0 contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x2xf32>
+    %a = ref.gelu %z {dist.stage = 0} : tensor<2x2xf32>
+    %g = dist.all_gather %a over ["tp"] dim 1 {dist.stage = 0} : tensor<2x2xf32> -> tensor<2x4xf32>
+    dist.send %g from 0 to 1 tag "act" : tensor<2x4xf32>
+    %h = dist.recv from 0 to 1 tag ")") + recvTag + R"(" : tensor<2x4xf32>
+    %y = ref.matmul %h, %w1 contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+)";
+  };
+  Verdicts good = run(text("act"));
+  CHECK(good.element == Verdict::Verified);
+  CHECK(good.layout == Verdict::Verified);
+  // A receive that no send matches: a schedule violation for the element engine; the
+  // layout engine says it cannot prove the plan.
+  Verdicts bad = run(text("activations"));
+  CHECK(bad.element == Verdict::Violated);
+  CHECK(bad.layout == Verdict::Inconclusive);
+}
