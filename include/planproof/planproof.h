@@ -116,6 +116,12 @@ struct Options {
   bool checkFixes = true;
   /// Verify at the shapes written, not reduced ones (JSON specs with "dims").
   bool fullShapes = false;
+  /// Which engine decides (docs/layout-engine.md): the element engine; the layout
+  /// engine alone (verified or inconclusive, never violated; its cost does not grow
+  /// with ranks or sizes); or the layout engine, then the element engine where it does
+  /// not prove the plan.
+  enum class Engine { Element, Layout, Auto };
+  Engine engine = Engine::Element;
 };
 
 /// One plan output of a replay against the fp64 reference.

@@ -8,6 +8,7 @@
 #include "planproof/planproof.h"
 
 #include "Engine/Verifier.h"
+#include "LayoutEngine/LayoutEngine.h"
 #include "Replay/Replay.h"
 #include "Support/Diagnostic.h"
 #include "Report/Report.h"
@@ -143,7 +144,12 @@ Result Session::verify(const Spec &spec, const Options &options) {
   vo.threads = options.threads;
   vo.solverTimeoutMs = options.solverTimeoutMs;
   vo.checkFixes = options.checkFixes;
-  VerifyResult r = verifySpec(spec.impl->spec, vo);
+  VerifyResult r;
+  if (options.engine != Options::Engine::Element)
+    r = verifyByLayouts(spec.impl->spec, vo);
+  if (options.engine == Options::Engine::Element ||
+      (options.engine == Options::Engine::Auto && r.verdict != planproof::Verdict::Verified))
+    r = verifySpec(spec.impl->spec, vo);
   Result out;
   out.verdict = r.verdict == planproof::Verdict::Verified   ? Verdict::Verified
                 : r.verdict == planproof::Verdict::Violated ? Verdict::Violated

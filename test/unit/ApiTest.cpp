@@ -49,6 +49,26 @@ TEST_CASE("the API loads, verifies and reports like the CLI", "[api]") {
   CHECK(std::string(verdictName(v.verdict)) == "violated");
 }
 
+TEST_CASE("the engine is an option: layout proves or abstains, auto falls back", "[api]") {
+  Session session;
+  auto good = session.load(kSpecs + "mlp/mlp_dp2_tp2.mlir");
+  REQUIRE(good);
+  Options layout;
+  layout.engine = Options::Engine::Layout;
+  CHECK(session.verify(*good, layout).verdict == Verdict::Verified);
+  auto bug = session.load(kSpecs + "json/mlp_tp2_bias_before_allreduce.json");
+  REQUIRE(bug);
+  Result abstains = session.verify(*bug, layout);
+  CHECK(abstains.verdict == Verdict::Inconclusive);
+  CHECK(abstains.violations.empty());
+  CHECK(!abstains.inconclusive.empty());
+  Options autoEngine;
+  autoEngine.engine = Options::Engine::Auto;
+  Result found = session.verify(*bug, autoEngine);
+  CHECK(found.verdict == Verdict::Violated);
+  CHECK(!found.violations.empty());
+}
+
 TEST_CASE("bad input is an Error value with its place", "[api]") {
   Session session;
   auto json = session.loadText("bad.json", "{\"planproof\": 1,\n \"reference\": 3}");
