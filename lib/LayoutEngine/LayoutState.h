@@ -56,7 +56,9 @@ private:
 /// the value). Axes of size 1 never appear. Or unknown, with why and where.
 struct State {
   bool known = false;
-  std::string why;
+  /// Why the state is unknown (the default: a value no rule gave a state, such as an
+  /// index argument without a binding).
+  std::string why = "a value the layout engine does not follow";
   mlir::Operation *origin = nullptr; // where an unknown state arose (null: an argument)
   TermId term = 0;
   Rational factor = Rational(1);
