@@ -33,4 +33,4 @@ bug stage0_grad_not_reduced_over_dp reduction %d_l0_wq \
   's|%d_l0_wq = dist.all_reduce %g_l0_wq over \["dp", "cp"\]|%d_l0_wq = dist.all_reduce %g_l0_wq over ["cp"]|'
 bug recv_before_send schedule %c0_dout \
   "stage 0 waits for the cotangent before it sends the activation the cotangent needs (unbatched): a deadlock." \
-  '/^    dist.send %l0_x_out from 0 to 1 tag "act\/c1\/mb0" {batch = 1}/{N;s/^\(.*\) {batch = 1}\(.*\)\n\(.*\) {batch = 1}\(.*\)$/\3\4\n\1\2/}'
+  '/^    dist.send %l0_x_out from 0 to 1 tag "act\/c1\/mb0" {batch = 1 : i64}/{N;s/^\(.*\) {batch = 1 : i64}\(.*\)\n\(.*\) {batch = 1 : i64}\(.*\)$/\3\4\n\1\2/}'

@@ -364,6 +364,18 @@ LogicalResult GradOp::verify() {
   return success();
 }
 
+void GradOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  // One name per result: a fused location whose metadata lists them (planproof plan
+  // builds such). Any other location leaves the printer's default numbering.
+  auto fused = dyn_cast<FusedLoc>(getLoc());
+  auto names = fused ? dyn_cast_or_null<ArrayAttr>(fused.getMetadata()) : ArrayAttr();
+  if (!names || names.size() != getNumResults())
+    return;
+  for (auto [result, name] : llvm::zip(getResults(), names))
+    if (auto s = dyn_cast<StringAttr>(name))
+      setName(result, s.getValue());
+}
+
 LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                             ValueRange operands, DictionaryAttr,
                                             OpaqueProperties, RegionRange,

@@ -16,6 +16,7 @@ def PP_F32RankedTensor : RankedTensorOf<[F32]>;
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
 include "Ref/RefInterfaces.td"
 
 def Ref_Dialect : Dialect {
@@ -742,7 +743,7 @@ def Ref_EmbeddingGradOp : Ref_ExplicitTypeOp<"embedding_grad"> {
 // Automatic differentiation
 //===----------------------------------------------------------------------===//
 
-def Ref_GradOp : Op<Ref_Dialect, "grad", [Pure]> {
+def Ref_GradOp : Op<Ref_Dialect, "grad", [Pure, DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   // Several results: not an op of the JSON format, which writes a backward pass out.
   bit inJsonFormat = 0;
   let summary = "gradients of a scalar loss, derived automatically";
@@ -759,6 +760,9 @@ def Ref_GradOp : Op<Ref_Dialect, "grad", [Pure]> {
     %dw1, %db1 = ref.grad %loss wrt %w1, %b1
         : tensor<f32>, tensor<4x4xf32>, tensor<4xf32> -> tensor<4x4xf32>, tensor<4xf32>
     ```
+
+    When printed, a `ref.grad` whose location is fused with a list of names as its
+    metadata (as `planproof plan` builds it) gives each result its name.
   }];
   let arguments = (ins PP_F32RankedTensor:$loss, Variadic<PP_F32RankedTensor>:$wrt);
   let results = (outs Variadic<PP_F32RankedTensor>:$grads);

@@ -9,16 +9,48 @@
 
 namespace planproof::plangen {
 
-std::string Generator::functionArgs(bool plan) {
-  std::vector<std::string> args;
+mlir::Attribute Generator::layoutOf(const std::vector<std::vector<std::string>> &dims,
+                                   const std::vector<bool> &zigzag) const {
+  mlir::SmallVector<mlir::Attribute> perDim;
+  mlir::SmallVector<int64_t> segments;
+  bool anyZigzag = false;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    mlir::SmallVector<mlir::Attribute> axes;
+    for (const std::string &a : dims[d])
+      axes.push_back(mlir::StringAttr::get(&ctx, a));
+    perDim.push_back(mlir::ArrayAttr::get(&ctx, axes));
+    bool zz = d < zigzag.size() && zigzag[d];
+    anyZigzag |= zz;
+    segments.push_back(zz ? dist::kZigzagSegments : 1);
+  }
+  auto none = mlir::ArrayAttr::get(&ctx, {});
+  return dist::LayoutAttr::get(&ctx, mlir::ArrayAttr::get(&ctx, perDim), none, none, none,
+                               mlir::DenseI64ArrayAttr::get(
+                                   &ctx, anyZigzag ? segments : mlir::SmallVector<int64_t>{}));
+}
+
+void Generator::stageField(mlir::NamedAttrList &attrs, int64_t stage) const {
+  if (p.pp > 1)
+    attrs.set(dist::kStageAttr, mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), stage));
+}
+
+std::vector<Arg> Generator::functionArgs(bool plan) {
+  std::vector<Arg> args;
   int64_t stage = 0;
+  auto str = [&](const std::string &v) { return mlir::StringAttr::get(&ctx, v); };
   auto arg = [&](const std::string &n, const Shape &global, const Shape &local,
-                 const std::string &layout, const std::string &extra = "") {
-    if (!plan)
-      args.push_back("%" + n + ": " + ty(global) + " {ref.name = \"" + n + "\"" + extra + "}");
-    else
-      args.push_back("%" + n + ": " + ty(local) + " {dist.value = \"" + n +
-                     "\", dist.layout = " + layout + stageField(stage) + "}");
+                 mlir::Attribute layout, int64_t bound = 0) {
+    Arg a{n, plan ? local : global, {}};
+    if (!plan) {
+      a.attrs.set(ref::kNameAttr, str(n));
+      if (bound)
+        a.attrs.set("ref.bound", mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), bound));
+    } else {
+      a.attrs.set(dist::kValueAttr, str(n));
+      a.attrs.set(dist::kLayoutAttr, layout);
+      stageField(a.attrs, stage);
+    }
+    args.push_back(std::move(a));
   };
   Sizes z = sizes(true);
   std::vector<std::vector<std::string>> tok = {tokenAxes, {}, {}};
@@ -31,29 +63,18 @@ std::string Generator::functionArgs(bool plan) {
   arg("x", {B, S, H}, {z.B, z.Sres, H}, layoutOf(res, zz));
   stage = p.pp - 1; // the loss's inputs: on the last stage
   arg("labels", {B, S, V}, {z.B, z.S, V}, layoutOf(tok, zz));
-  arg("mask", {B, S}, {z.B, z.S}, layoutOf({tok[0], tok[1]}, {false, p.cp > 1}),
-      ", ref.bound = 2 : i64");
+  arg("mask", {B, S}, {z.B, z.S}, layoutOf({tok[0], tok[1]}, {false, p.cp > 1}), 2);
   for (const Weight &w : weights) {
     stage = w.stage;
     arg(w.name, w.global, localShape(w), layoutOf(w.split));
   }
-  std::string s;
-  for (size_t i = 0; i < args.size(); ++i)
-    s += (i ? ",\n                  " : "") + args[i];
-  return s;
+  return args;
 }
 
-std::string Generator::reference() {
-  Body b;
+void Generator::reference() {
+  Body b(ctx, functionArgs(false));
   Sizes z = sizes(false);
-  for (const Weight &w : weights)
-    b.shape[w.name] = w.global;
-  b.shape["x"] = {B, S, H};
-  b.shape["labels"] = {B, S, V};
-  b.shape["mask"] = {B, S};
-  for (auto &[n, sh] : b.shape)
-    b.taken.insert(n); // the function's arguments
-  std::string count = b.reduceSum("tokens", "mask", {0, 1}, " {ref.role = \"loss-normalization\"}");
+  std::string count = b.reduceSum("tokens", "mask", {0, 1}, "loss-normalization");
   // Microbatch i of the step is microbatch i of every data rank's share of the batch
   // (gradient accumulation: each has its own load-balancing statistics).
   int64_t m = p.microbatches, ranks = p.dp * p.ep, Bl = B / ranks, Bm = Bl / m;
@@ -86,57 +107,56 @@ std::string Generator::reference() {
   }
   std::string loss = sumOf(b, "loss_sum", terms);
   std::string lossName = b.scale("loss", loss, 1.0);
-  std::string grads, wrt, tys;
+  std::vector<std::string> grads, wrt;
+  std::vector<std::pair<std::string, mlir::NamedAttrList>> results;
+  auto named = [&](const std::string &n) {
+    mlir::NamedAttrList attrs;
+    attrs.set(ref::kNameAttr, mlir::StringAttr::get(&ctx, n));
+    return attrs;
+  };
+  results.push_back({lossName, named("loss")});
   for (const Weight &w : weights) {
-    grads += (grads.empty() ? "%d_" : ", %d_") + w.name;
-    wrt += (wrt.empty() ? "%" : ", %") + w.name;
-    tys += (tys.empty() ? "" : ", ") + ty(w.global);
+    grads.push_back(b.name("d_" + w.name));
+    wrt.push_back(w.name);
+    results.push_back({grads.back(), named("d_" + w.name)});
   }
-  b.lines.push_back(grads + " = ref.grad %" + lossName + " wrt " + wrt);
-  b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
-  std::string outs = "tensor<f32> {ref.name = \"loss\"}";
-  for (const Weight &w : weights)
-    outs += ", " + ty(w.global) + " {ref.name = \"d_" + w.name + "\"}";
-  std::string body;
-  for (const std::string &l : b.lines)
-    body += "    " + l + "\n";
-  return "  func.func @reference(" + functionArgs(false) + ")\n      -> (" + outs +
-         ")\n      attributes {ref.reference} {\n" + body + "    return %" + lossName + ", " +
-         grads + " : tensor<f32>, " + tys + "\n  }\n\n";
+  b.grad(grads, lossName, wrt);
+  mlir::func::FuncOp f = finishFunction(module, "reference", b, b.lines, results, comments);
+  f->setAttr(ref::kReferenceAttr, mlir::UnitAttr::get(&ctx));
 }
 
-Body Generator::planBody(const Sizes &z) const {
-  Body b;
-  for (const Weight &w : weights)
-    b.shape[w.name] = localShape(w);
-  b.shape["x"] = {z.B, z.Sres, H};
-  b.shape["labels"] = {z.B, z.S, V};
-  b.shape["mask"] = {z.B, z.S};
-  for (auto &[n, sh] : b.shape)
-    b.taken.insert(n); // the function's arguments
-  return b;
+Body Generator::planBody() { return Body(ctx, functionArgs(true)); }
+
+void Generator::planFunction(Body &b, const std::vector<Line> &lines,
+                             const std::vector<std::pair<std::string, mlir::NamedAttrList>> &results,
+                             bool pipelined) {
+  mlir::OpBuilder builder(&ctx);
+  builder.setInsertionPointToEnd(module.getBody());
+  mlir::SmallVector<mlir::Attribute> axes;
+  for (const std::string &a : meshAxes)
+    axes.push_back(builder.getStringAttr(a));
+  dist::MeshOp::create(builder, builder.getUnknownLoc(), "mesh", builder.getArrayAttr(axes),
+                       builder.getDenseI64ArrayAttr(meshShape));
+  mlir::func::FuncOp f = finishFunction(module, "plan", b, lines, results, comments);
+  f->setAttr(dist::kMeshAttr, mlir::FlatSymbolRefAttr::get(&ctx, "mesh"));
+  if (pipelined)
+    f->setAttr(dist::kPipelineAttr, builder.getStringAttr("pp"));
 }
 
-std::string Generator::planFunction(const std::vector<std::string> &body, const std::string &outs,
-                         const std::string &rets, const std::string &rtys,
-                         const std::string &attrs) {
-  std::string text;
-  for (const std::string &l : body)
-    text += "    " + l + "\n";
-  std::string shape;
-  for (size_t i = 0; i < meshShape.size(); ++i)
-    shape += (i ? ", " : "") + std::to_string(meshShape[i]);
-  return "  dist.mesh @mesh axes = " + axesList(meshAxes) + " shape = [" + shape + "]\n\n" +
-         "  func.func @plan(" + functionArgs(true) + ")\n      -> (" + outs +
-         ")\n      attributes {dist.mesh = @mesh" + attrs + "} {\n" + text + "    return " +
-         rets + " : " + rtys + "\n  }\n";
+/// A plan output's attributes: the reference value it holds, its layout, its stage.
+static mlir::NamedAttrList outputAttrs(mlir::MLIRContext &ctx, const std::string &value,
+                                      mlir::Attribute layout) {
+  mlir::NamedAttrList attrs;
+  attrs.set(dist::kValueAttr, mlir::StringAttr::get(&ctx, value));
+  attrs.set(dist::kLayoutAttr, layout);
+  return attrs;
 }
 
-std::string Generator::plan() {
+void Generator::plan() {
   if (p.pp > 1)
     return pipelinePlan();
   Sizes z = sizes(true);
-  Body b = planBody(z);
+  Body b = planBody();
   b.comment("The global count of labelled tokens.");
   std::string count = b.reduceSum("tokens_local", "mask", {0, 1});
   std::vector<std::string> tokenAndCp = tokenAxes;
@@ -172,22 +192,16 @@ std::string Generator::plan() {
     for (const std::string &a : aux)
       shares.push_back(b.scale(a + "_share", a, 1.0 / (double)ranks));
     std::string part = sumOf(b, mb + "part", shares);
-    std::string grads, wrt, tys;
-    std::vector<std::string> gs;
+    std::vector<std::string> gs, wrt;
     for (const Weight &w : weights) {
-      std::string g = b.name("g_" + mb + w.name);
-      b.shape[g] = localShape(w);
-      gs.push_back(g);
-      grads += (grads.empty() ? "%" : ", %") + g;
-      wrt += (wrt.empty() ? "%" : ", %") + w.name;
-      tys += (tys.empty() ? "" : ", ") + ty(localShape(w));
+      gs.push_back(b.name("g_" + mb + w.name));
+      wrt.push_back(w.name);
     }
     b.comment("The gradient of the sum of every rank's share (through the collectives).");
-    b.lines.push_back(grads + " = ref.grad %" + part + " wrt " + wrt);
-    b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
+    b.grad(gs, part, wrt);
     for (size_t k = 0; k < weights.size(); ++k) {
       const std::string &n = weights[k].name;
-      acc[n] = acc.count(n) ? b.binary("add", "acc_" + n, acc[n], gs[k]) : gs[k];
+      acc[n] = acc.count(n) ? b.binary<ref::AddOp>("acc_" + n, acc[n], gs[k]) : gs[k];
     }
   }
   // The reported loss: the summed cross-entropy over the global count, plus the
@@ -196,13 +210,13 @@ std::string Generator::plan() {
   for (std::string ce : ces) {
     if (!tokenAndCp.empty())
       ce = b.allReduce("ce_all", ce, tokenAndCp);
-    lossTerms.push_back(b.binary("div", "loss_ce", ce, count));
+    lossTerms.push_back(b.binary<ref::DivOp>("loss_ce", ce, count));
   }
   lossTerms.insert(lossTerms.end(), auxAll.begin(), auxAll.end());
   std::string lossOut = b.scale("loss", sumOf(b, "loss_sum", lossTerms), 1.0);
   b.comment("Gradients: summed over the axes that replicate each weight.");
-  std::string rets = "%" + lossOut, rtys = "tensor<f32>", outs;
-  outs = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>}";
+  std::vector<std::pair<std::string, mlir::NamedAttrList>> results;
+  results.push_back({lossOut, outputAttrs(ctx, "loss", layoutOf({}))});
   for (const Weight &w : weights) {
     std::vector<std::string> sum, scatter;
     auto split = gradSplit(w, sum, scatter);
@@ -213,12 +227,9 @@ std::string Generator::plan() {
       g = b.allReduce("d_" + w.name, g, sum);
     else
       g = b.scale("d_" + w.name, g, 1.0);
-    rets += ", %" + g;
-    rtys += ", " + b.t(g);
-    outs += ",\n          " + b.t(g) + " {dist.value = \"d_" + w.name + "\", dist.layout = " +
-            layoutOf(split) + "}";
+    results.push_back({g, outputAttrs(ctx, "d_" + w.name, layoutOf(split))});
   }
-  return planFunction(b.lines, outs, rets, rtys, "");
+  planFunction(b, b.lines, results, false);
 }
 
 std::vector<Generator::Event> Generator::scheduleOf(int64_t s) const {
@@ -261,13 +272,15 @@ int64_t Generator::warmup(int64_t s) const {
   return std::min((S - s - 1) * 2 + (v - 1) * S, total);
 }
 
-void Generator::post(std::vector<std::string> &out, std::vector<std::string> msgs, int64_t &batches) {
-  if (msgs.size() > 1) {
+void Generator::post(std::vector<Line> &out, const std::vector<mlir::Operation *> &msgs,
+                     int64_t &batches) {
+  if (msgs.size() > 1)
     ++batches;
-    for (std::string &m : msgs)
-      m.insert(m.rfind(" : "), " {batch = " + std::to_string(batches) + "}");
+  for (mlir::Operation *m : msgs) {
+    if (msgs.size() > 1)
+      m->setAttr("batch", mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), batches));
+    out.push_back({"", m});
   }
-  out.insert(out.end(), msgs.begin(), msgs.end());
 }
 
 namespace {
@@ -275,7 +288,8 @@ namespace {
 /// One event of a stage's schedule: the messages it receives, its ops, and the
 /// messages it sends.
 struct EventLines {
-  std::vector<std::string> recvs, comp, sends;
+  std::vector<mlir::Operation *> recvs, sends;
+  std::vector<Line> comp;
 };
 
 /// Writes a pipelined plan (Generator::pipelinePlan): the values its stages share.
@@ -294,8 +308,8 @@ struct PipelineWriter {
   std::vector<std::string> ce, ceMean;
   std::map<std::string, std::vector<std::string>> grads; // per weight, per microbatch
   std::vector<std::string> stagePart; // each stage's terms of the reported loss
-  std::vector<std::string> body;
-  std::vector<std::pair<std::string, std::string>> results; // (value, result attrs)
+  std::vector<Line> body;
+  std::vector<std::pair<std::string, mlir::NamedAttrList>> results; // (value, result attrs)
   int64_t batches = 0;
 
   explicit PipelineWriter(Generator &gen);
@@ -304,7 +318,7 @@ struct PipelineWriter {
     return M > 1 ? "mb" + std::to_string(i) + "_" : std::string();
   }
   static std::string tag(const char *kind, int64_t j, int64_t i) {
-    return std::string("\"") + kind + "/c" + std::to_string(j) + "/mb" + std::to_string(i) + "\"";
+    return std::string(kind) + "/c" + std::to_string(j) + "/mb" + std::to_string(i);
   }
 
   /// Stage s: its events in its schedule's order, its gradients and its loss terms.
@@ -326,12 +340,12 @@ struct PipelineWriter {
   void stageGradients(int64_t s);
   /// Stage s's terms of the reported loss, summed into stagePart[s].
   void stageLoss(int64_t s, const std::string &count);
-  /// The reported loss (its attributes go to `lossAttrs`).
-  std::string reportedLoss(std::string &lossAttrs);
+  /// The reported loss (its stage goes to `lossAttrs`).
+  std::string reportedLoss(mlir::NamedAttrList &lossAttrs);
 };
 
 PipelineWriter::PipelineWriter(Generator &gen)
-    : gen(gen), p(gen.p), z(gen.sizes(true)), b(gen.planBody(z)) {
+    : gen(gen), p(gen.p), z(gen.sizes(true)), b(gen.planBody()) {
   S = p.pp;
   M = p.microbatches;
   v = gen.v;
@@ -364,7 +378,7 @@ void PipelineWriter::writeStage(int64_t s) {
   for (const Generator::Event &e : order)
     names += std::string(" ") + (e.forward ? "F" : "B") + std::to_string(e.mb) +
              (v > 1 ? "c" + std::to_string(e.chunk) : "");
-  body.push_back("// Stage " + std::to_string(s) + " (" + p.schedule + "):" + names);
+  body.push_back({"Stage " + std::to_string(s) + " (" + p.schedule + "):" + names, nullptr});
   std::string count;
   if (s == S - 1)
     count = globalCount();
@@ -403,10 +417,8 @@ EventLines PipelineWriter::forward(int64_t s, const Generator::Event &e,
     h = M > 1 ? b.slice(mb + "x", "x", {i * Bm, 0, 0}, act) : "x";
   } else {
     h = b.name(mb + "c" + std::to_string(j) + "_in");
-    b.shape[h] = act;
     in[j][i] = h;
-    d.recvs.push_back("%" + h + " = dist.recv from " + std::to_string((j - 1) % S) + " to " +
-                      std::to_string(s) + " tag " + tag("act", j, i) + " : " + ty(act));
+    d.recvs.push_back(b.recv(h, (j - 1) % S, s, tag("act", j, i), act));
   }
   for (int64_t l = j * gen.chunkLayers(); l < (j + 1) * gen.chunkLayers(); ++l)
     h = gen.layer(b, zm, l, h, aux[j][i]);
@@ -419,9 +431,7 @@ EventLines PipelineWriter::forward(int64_t s, const Generator::Event &e,
     }
     ceMean[i] = gen.head(b, zm, h, li, mi, count, mb, ce[i]);
   } else {
-    d.sends.push_back("dist.send %" + h + " from " + std::to_string(s) + " to " +
-                      std::to_string((j + 1) % S) + " tag " + tag("act", j + 1, i) + " : " +
-                      ty(act));
+    d.sends.push_back(b.send(h, s, (j + 1) % S, tag("act", j + 1, i)));
   }
   return d;
 }
@@ -439,10 +449,8 @@ EventLines PipelineWriter::backward(int64_t s, const Generator::Event &e) {
     shares.push_back(b.scale(mb + "ce_share", ceMean[i], 1.0 / (double)p.tp));
   } else {
     std::string dy = b.name(mb + "c" + std::to_string(j) + "_dout");
-    b.shape[dy] = act;
-    d.recvs.push_back("%" + dy + " = dist.recv from " + std::to_string((j + 1) % S) + " to " +
-                      std::to_string(s) + " tag " + tag("grad", j + 1, i) + " : " + ty(act));
-    std::string prod = b.binary("mul", mb + "c" + std::to_string(j) + "_vjp", out[j][i], dy);
+    d.recvs.push_back(b.recv(dy, (j + 1) % S, s, tag("grad", j + 1, i), act));
+    std::string prod = b.binary<ref::MulOp>( mb + "c" + std::to_string(j) + "_vjp", out[j][i], dy);
     shares.push_back(b.reduceSum(mb + "c" + std::to_string(j) + "_vjp_sum", prod, {0, 1, 2}));
   }
   // A load-balancing term is complete on every rank of its stage.
@@ -456,36 +464,26 @@ EventLines PipelineWriter::backward(int64_t s, const Generator::Event &e) {
 void PipelineWriter::chunkGradient(int64_t s, int64_t j, int64_t i, const std::string &part,
                                    EventLines &d) {
   std::string mb = mbName(i);
-  std::string gl, wrt, tys;
+  std::vector<std::string> outs, wrt;
   std::vector<const Weight *> ws;
   for (const Weight &w : gen.weights)
     if (w.layer >= 0 ? w.layer / gen.chunkLayers() == j : j == last)
       ws.push_back(&w);
-  std::vector<std::string> outs;
   for (const Weight *w : ws) {
     std::string g = b.name("g_" + mb + w->name);
-    b.shape[g] = gen.localShape(*w);
     grads[w->name][i] = g;
     outs.push_back(g);
-    wrt += (wrt.empty() ? "%" : ", %") + w->name;
-    tys += (tys.empty() ? "" : ", ") + ty(gen.localShape(*w));
+    wrt.push_back(w->name);
   }
   std::string din;
   if (j > 0) {
     din = b.name(mb + "c" + std::to_string(j) + "_din");
-    b.shape[din] = act;
     outs.push_back(din);
-    wrt += ", %" + in[j][i];
-    tys += ", " + ty(act);
+    wrt.push_back(in[j][i]);
   }
-  for (const std::string &o : outs)
-    gl += (gl.empty() ? "%" : ", %") + o;
-  b.lines.push_back(gl + " = ref.grad %" + part + " wrt " + wrt + b.stageAttr());
-  b.lines.push_back("    : tensor<f32>, " + tys + " -> " + tys);
+  b.grad(outs, part, wrt);
   if (j > 0)
-    d.sends.push_back("dist.send %" + din + " from " + std::to_string(s) + " to " +
-                      std::to_string((j - 1) % S) + " tag " + tag("grad", j, i) + " : " +
-                      ty(act));
+    d.sends.push_back(b.send(din, s, (j - 1) % S, tag("grad", j, i)));
 }
 
 void PipelineWriter::writeSteps(int64_t s, std::vector<EventLines> &events) {
@@ -494,7 +492,7 @@ void PipelineWriter::writeSteps(int64_t s, std::vector<EventLines> &events) {
   // send_forward_recv_backward and friends).
   int64_t first = p.schedule == "gpipe" ? 0 : gen.warmup(s);
   int64_t end = p.schedule == "gpipe" ? 0 : first + 2 * (M * v - first);
-  std::vector<std::string> comm;
+  std::vector<mlir::Operation *> comm;
   for (size_t e = 0; e < events.size();) {
     size_t n = ((int64_t)e >= first && (int64_t)e + 1 < end) ? 2 : 1;
     for (size_t k = e; k < e + n; ++k)
@@ -518,14 +516,17 @@ void PipelineWriter::stageGradients(int64_t s) {
       continue;
     std::string g = grads[w.name][0];
     for (int64_t i = 1; i < M; ++i)
-      g = b.binary("add", "acc_" + w.name, g, grads[w.name][i]);
+      g = b.binary<ref::AddOp>("acc_" + w.name, g, grads[w.name][i]);
     std::vector<std::string> sum, scatter;
     auto split = gen.gradSplit(w, sum, scatter);
     if (!scatter.empty())
       g = b.reduceScatter("d_" + w.name + "_rs", g, scatter, 0, gen.groupSize(scatter));
     g = sum.empty() ? b.scale("d_" + w.name, g, 1.0) : b.allReduce("d_" + w.name, g, sum);
-    results.push_back({g, b.t(g) + " {dist.value = \"d_" + w.name + "\", dist.layout = " +
-                              Generator::layoutOf(split) + gen.stageField(s) + "}"});
+    mlir::NamedAttrList attrs;
+    attrs.set(dist::kValueAttr, mlir::StringAttr::get(&gen.ctx, "d_" + w.name));
+    attrs.set(dist::kLayoutAttr, gen.layoutOf(split));
+    gen.stageField(attrs, s);
+    results.push_back({g, attrs});
   }
 }
 
@@ -538,7 +539,7 @@ void PipelineWriter::stageLoss(int64_t s, const std::string &count) {
       std::string c = ce[i];
       if (!tokenAndCp.empty())
         c = b.allReduce("ce_all", c, tokenAndCp);
-      terms.push_back(b.binary("div", "loss_ce", c, count));
+      terms.push_back(b.binary<ref::DivOp>("loss_ce", c, count));
     }
   for (int64_t j = s; j < S * v; j += S)
     for (int64_t i = 0; i < M; ++i)
@@ -547,7 +548,7 @@ void PipelineWriter::stageLoss(int64_t s, const std::string &count) {
     stagePart[s] = gen.sumOf(b, "loss_stage" + std::to_string(s), terms);
 }
 
-std::string PipelineWriter::reportedLoss(std::string &lossAttrs) {
+std::string PipelineWriter::reportedLoss(mlir::NamedAttrList &lossAttrs) {
   // The reported loss. When only the last stage has terms it returns it; otherwise
   // every stage's terms are joined over the pipeline axis.
   b.stage = -1;
@@ -556,45 +557,39 @@ std::string PipelineWriter::reportedLoss(std::string &lossAttrs) {
     spread |= !stagePart[s].empty();
   if (!spread) {
     b.stage = S - 1;
-    lossAttrs += gen.stageField(S - 1);
+    gen.stageField(lossAttrs, S - 1);
     return b.scale("loss", stagePart[S - 1], 1.0);
   }
   b.comment("The reported loss: every stage's load-balancing terms and the last stage's "
             "cross-entropy, joined over the pipeline axis.");
-  std::string sel = "dist.stage_select ", tys;
   for (int64_t s = 0; s < S; ++s) {
     if (stagePart[s].empty()) {
       b.stage = s;
-      stagePart[s] = b.emit("loss_stage" + std::to_string(s),
-                            "ref.constant 0.0 : tensor<f32>", {});
+      stagePart[s] = b.constant("loss_stage" + std::to_string(s), 0.0, {});
     }
-    sel += (s ? ", %" : "%") + stagePart[s];
-    tys += (s ? ", " : "") + std::string("tensor<f32>");
   }
   b.stage = -1;
-  std::string joined = b.emit("loss_stages", sel + " : " + tys + " -> tensor<f32>", {});
+  std::string joined = b.stageSelect("loss_stages", stagePart);
   return b.allReduce("loss", joined, {"pp"});
 }
 
 } // namespace
 
-std::string Generator::pipelinePlan() {
+void Generator::pipelinePlan() {
   PipelineWriter pw(*this);
   for (int64_t s = 0; s < pw.S; ++s)
     pw.writeStage(s);
-  std::string lossAttrs = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>";
+  mlir::NamedAttrList lossAttrs;
+  lossAttrs.set(dist::kValueAttr, mlir::StringAttr::get(&ctx, "loss"));
+  lossAttrs.set(dist::kLayoutAttr, layoutOf({}));
   std::string loss = pw.reportedLoss(lossAttrs);
-  lossAttrs += "}";
   Body &b = pw.b;
-  std::vector<std::string> &body = pw.body;
+  std::vector<Line> &body = pw.body;
   body.insert(body.end(), b.lines.begin(), b.lines.end());
-  std::string rets = "%" + loss, rtys = "tensor<f32>", outs = lossAttrs;
-  for (auto &[g, attrs] : pw.results) {
-    rets += ", %" + g;
-    rtys += ", " + b.t(g);
-    outs += ",\n          " + attrs;
-  }
-  return planFunction(body, outs, rets, rtys, ", dist.pipeline = \"pp\"");
+  std::vector<std::pair<std::string, mlir::NamedAttrList>> results;
+  results.push_back({loss, lossAttrs});
+  results.insert(results.end(), pw.results.begin(), pw.results.end());
+  planFunction(b, body, results, true);
 }
 
 } // namespace planproof::plangen

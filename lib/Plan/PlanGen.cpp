@@ -13,6 +13,11 @@
 #include "Support/Limits.h"
 #include "Support/Input.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/IR/Verifier.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -346,40 +351,33 @@ std::string LayerWriter::attention(const std::string &x) {
     ctx = zigzagContext(q3, k3, v3, scale);
   } else {
     std::string s = b.scale(P + "scaled", b.bmm(P + "scores", q3, k3, 2, 2), scale);
-    std::string pr = b.unary("causal_softmax", P + "probs", s);
+    std::string pr = b.causalSoftmax(P + "probs", s);
     ctx = b.bmm(P + "ctx", pr, v3, 2, 1);
   }
   std::string c4 = b.reshape(P + "ctx_4d", ctx, {Bl, z.nh, Sl, z.hd});
   std::string ct = b.transpose(P + "ctx_t", c4, {0, 2, 1, 3});
   std::string c2 = b.reshape(P + "ctx_2d", ct, {T, z.nh * z.hd});
   std::string attn = toResidual(b.matmul(P + "attn", c2, w("wo")), "attn");
-  return b.binary("add", P + "x_attn", x, attn);
+  return b.binary<ref::AddOp>(P + "x_attn", x, attn);
 }
 
 std::string LayerWriter::zigzagContext(const std::string &q3, const std::string &k3,
                                        const std::string &v3, double scale) {
   // Two chunks per rank (p and 2cp-1-p), masked from their global starts.
   int64_t Cq = Sl / 2;
-  std::string pos = b.name(P + "cp_rank");
-  b.lines.push_back("%" + pos + " = dist.axis_index \"cp\" : index");
-  std::string ch = b.name(P + "chunk"), last = b.name(P + "last");
-  b.lines.push_back("%" + ch + " = arith.constant " + std::to_string(Cq) + " : index");
-  b.lines.push_back("%" + last + " = arith.constant " + std::to_string(2 * z.cp - 1) +
-                    " : index");
-  std::string s0 = b.name(P + "start0"), mir = b.name(P + "mirror"), s1 = b.name(P + "start1");
-  b.lines.push_back("%" + s0 + " = arith.muli %" + pos + ", %" + ch + " : index");
-  b.lines.push_back("%" + mir + " = arith.subi %" + last + ", %" + pos + " : index");
-  b.lines.push_back("%" + s1 + " = arith.muli %" + mir + ", %" + ch + " : index");
+  std::string pos = b.axisIndex(P + "cp_rank", "cp");
+  std::string ch = b.indexConstant(P + "chunk", Cq);
+  std::string last = b.indexConstant(P + "last", 2 * z.cp - 1);
+  std::string s0 = b.muli(P + "start0", pos, ch);
+  std::string mir = b.subi(P + "mirror", last, pos);
+  std::string s1 = b.muli(P + "start1", mir, ch);
   std::string outs[2];
   for (int j = 0; j < 2; ++j) {
     std::string qj = b.slice(P + "q_c" + std::to_string(j), q3, {0, j * Cq, 0},
                              {Bl * z.nh, Cq, z.hd});
     std::string sj = b.scale(P + "s_c" + std::to_string(j),
                              b.bmm(P + "scores_c" + std::to_string(j), qj, k3, 2, 2), scale);
-    std::string pj = b.emit(P + "p_c" + std::to_string(j),
-                            "ref.causal_softmax %" + sj + " offset %" + (j ? s1 : s0) + " : " +
-                                b.t(sj),
-                            b.shape.at(sj));
+    std::string pj = b.causalSoftmax(P + "p_c" + std::to_string(j), sj, j ? s1 : s0);
     outs[j] = b.bmm(P + "o_c" + std::to_string(j), pj, v3, 2, 1);
   }
   return b.concat(P + "ctx", outs[0], outs[1], 1);
@@ -393,11 +391,11 @@ std::string LayerWriter::feedForwardInput(const std::string &x) {
 std::string LayerWriter::mlp(const std::string &x) {
   std::string hm = feedForwardInput(x);
   b.comment("layer " + std::to_string(l) + ": SwiGLU MLP");
-  std::string gt = b.unary("silu", P + "gate_act", b.matmul(P + "gate", hm, w("wg")));
+  std::string gt = b.unary<ref::SiluOp>(P + "gate_act", b.matmul(P + "gate", hm, w("wg")));
   std::string up = b.matmul(P + "up", hm, w("wu"));
-  std::string act = b.binary("mul", P + "act", gt, up);
+  std::string act = b.binary<ref::MulOp>(P + "act", gt, up);
   std::string down = toResidual(b.matmul(P + "down", act, w("wd")), "mlp");
-  return b.binary("add", P + "x_out", x, down);
+  return b.binary<ref::AddOp>(P + "x_out", x, down);
 }
 
 std::string LayerWriter::moe(const std::string &x, std::vector<std::string> &auxTerms) {
@@ -408,18 +406,15 @@ std::string LayerWriter::moe(const std::string &x, std::vector<std::string> &aux
   if (!z.plan && gen.p.cp > 1)
     hm = toGroupOrder(hm);
   std::string logits = b.matmul(P + "router_logits", hm, w("router"));
-  std::string probs = b.unary("softmax", P + "router_probs", logits);
-  std::string chosen = b.unary("topk_mask", P + "chosen", logits, " k " + std::to_string(z.k));
-  std::string picked = b.binary("mul", P + "picked", probs, chosen);
+  std::string probs = b.unary<ref::SoftmaxOp>(P + "router_probs", logits);
+  std::string chosen = b.topk(P + "chosen", logits, z.k);
+  std::string picked = b.binary<ref::MulOp>(P + "picked", probs, chosen);
   std::string psum = b.reduceSum(P + "picked_sum", picked, {1});
-  std::string gates = b.binary("div", P + "gates", picked,
+  std::string gates = b.binary<ref::DivOp>(P + "gates", picked,
                                b.broadcast(P + "picked_sum_b", psum, {0}, {T, z.E}));
   int64_t slots = z.groups * z.C;
-  std::string dispatch = b.emit(P + "dispatch",
-                                "ref.capacity_dispatch %" + chosen + " capacity " +
-                                    std::to_string(z.C) + " groups " + std::to_string(z.groups) +
-                                    " : " + b.t(chosen),
-                                {T, z.E, slots});
+  std::string dispatch = b.capacityDispatch(P + "dispatch", chosen, z.C, z.groups,
+                                           {T, z.E, slots});
   std::string d2 = b.reshape(P + "dispatch_2d", dispatch, {T, z.E * slots});
   std::string sl2 = b.matmul(P + "slots_2d", d2, hm, 0, 0);
   std::string sl = b.reshape(P + "slots", sl2, {z.E, slots, z.H});
@@ -427,14 +422,14 @@ std::string LayerWriter::moe(const std::string &x, std::vector<std::string> &aux
   if (epOn)
     sl = b.allToAll(P + "to_experts", sl, {"ep"}, 0, 1, z.ep);
   std::string h1 = b.bmm(P + "expert_h", sl, w("w1"), 2, 1);
-  std::string a1 = b.unary("gelu", P + "expert_act", h1);
+  std::string a1 = b.unary<ref::GeluOp>(P + "expert_act", h1);
   std::string eo = b.bmm(P + "expert_out", a1, w("w2"), 2, 1);
   if (tpOn)
     eo = b.allReduce(P + "expert_out_ar", eo, {"tp"});
   if (epOn)
     eo = b.allToAll(P + "from_experts", eo, {"ep"}, 1, 0, z.ep);
   std::string gb = b.broadcast(P + "gates_b", gates, {0, 1}, {T, z.E, slots});
-  std::string comb = b.binary("mul", P + "combine", dispatch, gb);
+  std::string comb = b.binary<ref::MulOp>(P + "combine", dispatch, gb);
   std::string comb2 = b.reshape(P + "combine_2d", comb, {T, z.E * slots});
   std::string eo2 = b.reshape(P + "expert_out_2d", eo, {z.E * slots, z.H});
   std::string y = b.matmul(P + "moe_out", comb2, eo2);
@@ -445,12 +440,12 @@ std::string LayerWriter::moe(const std::string &x, std::vector<std::string> &aux
   if (z.plan && z.sp)
     y3 = b.shardSlice(P + "moe_sp", y3, {"tp"}, 1, z.tp);
   if (z.sff) {
-    std::string sh = b.unary("gelu", P + "shared_act", b.matmul(P + "shared_h", hmSeq, w("ws1")));
+    std::string sh = b.unary<ref::GeluOp>(P + "shared_act", b.matmul(P + "shared_h", hmSeq, w("ws1")));
     std::string so = toResidual(b.matmul(P + "shared_out", sh, w("ws2")), "shared");
-    y3 = b.binary("add", P + "ffn_out", y3, so);
+    y3 = b.binary<ref::AddOp>(P + "ffn_out", y3, so);
   }
   auxTerms.push_back(loadBalancing(chosen, probs));
-  return b.binary("add", P + "x_out", x, y3);
+  return b.binary<ref::AddOp>(P + "x_out", x, y3);
 }
 
 std::string LayerWriter::toGroupOrder(const std::string &hm) {
@@ -495,7 +490,7 @@ std::string LayerWriter::loadBalancing(const std::string &chosen, const std::str
     pm = b.allReduce(P + "p_total_all", pm, statAxes);
   }
   int64_t allTokens = gen.B * gen.S / gen.p.microbatches;
-  std::string fp = b.binary("mul", P + "fp", b.scale(P + "f", f, 1.0 / (double)(allTokens * z.k)),
+  std::string fp = b.binary<ref::MulOp>(P + "fp", b.scale(P + "f", f, 1.0 / (double)(allTokens * z.k)),
                             b.scale(P + "p_mean", pm, 1.0 / (double)allTokens));
   return b.scale(P + "aux", b.reduceSum(P + "fp_sum", fp, {0}), 0.01 * z.E);
 }
@@ -531,16 +526,14 @@ std::string Generator::head(Body &b, const Sizes &z, const std::string &h, const
   std::string logits = b.matmul(mb + "logits", b.reshape(mb + "hf_2d", hf, {T, z.H}), "lm_head");
   std::string lab = b.reshape(mb + "labels_2d", labels, {T, z.V});
   std::string msk = b.reshape(mb + "mask_1d", mask, {T});
-  ceOut = b.emit(mb + "ce", "ref.cross_entropy_sum %" + logits + ", %" + lab + ", %" + msk +
-                                " : " + b.t(logits) + ", " + b.t(msk),
-                 {});
-  return b.binary("div", mb + "ce_mean", ceOut, count);
+  ceOut = b.crossEntropySum(mb + "ce", logits, lab, msk);
+  return b.binary<ref::DivOp>(mb + "ce_mean", ceOut, count);
 }
 
 std::string Generator::sumOf(Body &b, const std::string &name, std::vector<std::string> terms) {
   std::string r = terms[0];
   for (size_t i = 1; i < terms.size(); ++i)
-    r = b.binary("add", name, r, terms[i]);
+    r = b.binary<ref::AddOp>(name, r, terms[i]);
   return r;
 }
 
@@ -658,7 +651,14 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
 }
 
 bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string &err) {
-  Generator g(m, p);
+  mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
+  mlir::DialectRegistry registry;
+  registry.insert<ref::RefDialect, dist::DistDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect>();
+  ctx.appendDialectRegistry(registry);
+  ctx.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module(mlir::ModuleOp::create(mlir::UnknownLoc::get(&ctx)));
+  Generator g(m, p, ctx, *module);
   if (!g.setup(err))
     return false;
   g.addWeights();
@@ -683,8 +683,23 @@ bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string 
     h << ", " << g.E << " experts top-" << g.k << " capacity " << g.C << " per group of "
       << g.B * g.S / g.groups / p.microbatches << " tokens";
   h << "\n";
-  mlir = h.str() + "module attributes {planproof.expect = {verdict = \"verified\"}} {\n" +
-         g.reference() + g.plan() + "}\n";
+  mlir::Builder b(&ctx);
+  (*module)->setAttr("planproof.expect",
+                     b.getDictionaryAttr(b.getNamedAttr("verdict", b.getStringAttr("verified"))));
+  g.reference();
+  g.plan();
+  // Built with the ops' own builders; verified before it is written, so a generator
+  // bug is an error here, not a spec that fails to load.
+  std::string problems;
+  {
+    mlir::ScopedDiagnosticHandler collect(&ctx, [&](mlir::Diagnostic &d) {
+      problems += (problems.empty() ? "" : "; ") + d.str();
+      return mlir::success();
+    });
+    if (mlir::failed(mlir::verify(*module)))
+      return (err = "internal error: the generated spec does not verify: " + problems, false);
+  }
+  mlir = h.str() + printModule(*module, g.comments);
   return true;
 }
 

@@ -14,6 +14,10 @@
 // reduced experts. The header of the generated file lists the real and the reduced
 // sizes.
 //
+// The spec is built with MLIR's builders (every op by its ODS builder, lib/Plan/
+// PlanBody.cpp) and verified before it is printed: a configuration the generator
+// writes wrongly is an internal error here, never a spec that fails to load.
+//
 //===----------------------------------------------------------------------===//
 #ifndef PLANPROOF_PLAN_PLANGEN_H
 #define PLANPROOF_PLAN_PLANGEN_H

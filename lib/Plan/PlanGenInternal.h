@@ -12,10 +12,18 @@
 
 #include "Plan/PlanGen.h"
 
+#include "Dist/DistDialect.h"
+#include "Ref/RefDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -26,176 +34,137 @@ namespace planproof::plangen {
 
 using Shape = std::vector<int64_t>;
 
-inline std::string ty(const Shape &s) {
-  std::string t = "tensor<";
-  for (int64_t d : s)
-    t += std::to_string(d) + "x";
-  return t + "f32>";
-}
+/// A line of a function being written: an op (built, not yet in a block), or a
+/// comment, printed before the next op that has results.
+struct Line {
+  std::string comment;
+  mlir::Operation *op = nullptr;
+};
 
-inline std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos)
-    s += ".0";
-  return s;
-}
+/// An argument of a generated function: its name, shape and attributes.
+struct Arg {
+  std::string name;
+  Shape shape;
+  mlir::NamedAttrList attrs;
+};
 
-inline std::string list(const std::vector<int64_t> &v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-inline std::string axesList(const std::vector<std::string> &a) {
-  std::string s = "[";
-  for (size_t i = 0; i < a.size(); ++i)
-    s += (i ? ", \"" : "\"") + a[i] + "\"";
-  return s + "]";
-}
-
-/// One function body: SSA values with their shapes.
+/// One function body, built with MLIR's builders (PlanBody.cpp). Every op is created
+/// unlinked -- its operands are Values, so the use-def chains hold -- and listed in
+/// `lines` in the order the function will hold it; finishFunction places them. Values
+/// are known by names unique in the function, which become their locations (NameLoc)
+/// and so their printed SSA names.
 struct Body {
-  std::vector<std::string> lines;
-  std::map<std::string, Shape> shape;
-  std::map<std::string, int> uses;
+  Body(mlir::MLIRContext &ctx, const std::vector<Arg> &args);
 
+  mlir::MLIRContext *ctx;
+  std::unique_ptr<mlir::Block> entry; // the function's arguments
+  std::vector<Arg> args;
+  std::vector<Line> lines;
+  std::map<std::string, Shape> shape;
+  std::map<std::string, mlir::Value> val;
+  std::map<std::string, int> uses;
   std::set<std::string> taken;
   /// On a pipelined plan, the stage the ops being written run on (-1: every stage).
   int64_t stage = -1;
-  std::string stageAttr() const {
-    return stage < 0 ? "" : " {dist.stage = " + std::to_string(stage) + "}";
-  }
+
   /// A fresh SSA name: `base`, else `base_1`, `base_2`, ... (skipping names already
   /// used, including other bases that end in a number).
-  std::string name(const std::string &base) {
-    int &n = uses[base];
-    std::string r = base;
-    while (taken.count(r))
-      r = base + "_" + std::to_string(++n);
-    taken.insert(r);
-    return r;
-  }
-  std::string t(const std::string &v) const { return ty(shape.at(v)); }
-  std::string emit(const std::string &base, std::string rhs, Shape s) {
+  std::string name(const std::string &base);
+  mlir::Value v(const std::string &name) const;
+  mlir::RankedTensorType type(const Shape &s) const;
+  mlir::Location loc(const std::string &name) const;
+  mlir::IntegerAttr i64(int64_t n) const;
+  mlir::ArrayAttr axes(const std::vector<std::string> &a) const;
+  void comment(const std::string &c) { lines.push_back({c, nullptr}); }
+
+  /// Records `op`'s first result as `r` (a name from name()), marks it with the stage
+  /// and lists it.
+  std::string place(mlir::Operation *op, const std::string &r);
+  /// Builds OpT of result type `s` from `operands` (values and attributes), named
+  /// after `base`.
+  template <typename OpT, typename... A>
+  std::string make(const std::string &base, const Shape &s, A &&...operands) {
     std::string r = name(base);
-    shape[r] = std::move(s);
-    if (stage >= 0) {
-      size_t at = rhs.find(" : ");
-      rhs.insert(at == std::string::npos ? rhs.size() : at, stageAttr());
-    }
-    lines.push_back("%" + r + " = " + rhs);
-    return r;
+    mlir::OpBuilder b(ctx);
+    auto op = OpT::create(b, loc(r), type(s), std::forward<A>(operands)...);
+    return place(op, r);
   }
-  void comment(const std::string &c) { lines.push_back("// " + c); }
 
   std::string matmul(const std::string &r, const std::string &a, const std::string &b,
-                     int ld = 1, int rd = 0) {
-    Shape sa = shape.at(a), sb = shape.at(b);
-    return emit(r, "ref.matmul %" + a + ", %" + b + " contract(" + std::to_string(ld) + ", " +
-                       std::to_string(rd) + ") : " + t(a) + ", " + t(b),
-                {sa[1 - ld], sb[1 - rd]});
-  }
-  std::string bmm(const std::string &r, const std::string &a, const std::string &b, int ld, int rd) {
-    Shape sa = shape.at(a), sb = shape.at(b);
-    return emit(r, "ref.batch_matmul %" + a + ", %" + b + " contract(" + std::to_string(ld) +
-                       ", " + std::to_string(rd) + ") : " + t(a) + ", " + t(b),
-                {sa[0], sa[3 - ld], sb[3 - rd]});
-  }
-  std::string reshape(const std::string &r, const std::string &x, Shape s) {
-    return emit(r, "ref.reshape %" + x + " : " + t(x) + " -> " + ty(s), s);
-  }
-  std::string transpose(const std::string &r, const std::string &x, std::vector<int64_t> perm) {
-    Shape s;
-    for (int64_t p : perm)
-      s.push_back(shape.at(x)[p]);
-    return emit(r, "ref.transpose %" + x + " perm " + list(perm) + " : " + t(x), s);
-  }
+                     int ld = 1, int rd = 0);
+  std::string bmm(const std::string &r, const std::string &a, const std::string &b, int ld, int rd);
+  std::string reshape(const std::string &r, const std::string &x, Shape s);
+  std::string transpose(const std::string &r, const std::string &x, std::vector<int64_t> perm);
   std::string broadcast(const std::string &r, const std::string &x, std::vector<int64_t> dims,
-                        Shape s) {
-    return emit(r, "ref.broadcast %" + x + " dims " + list(dims) + " : " + t(x) + " -> " + ty(s), s);
+                        Shape s);
+  /// An op of one operand and its shape (softmax, silu, gelu, ...).
+  template <typename OpT> std::string unary(const std::string &r, const std::string &x) {
+    return make<OpT>(r, shape.at(x), v(x));
   }
-  std::string unary(const std::string &op, const std::string &r, const std::string &x,
-                    const std::string &attrs = "") {
-    return emit(r, "ref." + op + " %" + x + attrs + " : " + t(x), shape.at(x));
+  /// An elementwise op of two operands of one shape.
+  template <typename OpT>
+  std::string binary(const std::string &r, const std::string &a, const std::string &b) {
+    return make<OpT>(r, shape.at(a), v(a), v(b));
   }
-  std::string binary(const std::string &op, const std::string &r, const std::string &a,
-                     const std::string &b) {
-    return emit(r, "ref." + op + " %" + a + ", %" + b + " : " + t(a), shape.at(a));
-  }
-  std::string scale(const std::string &r, const std::string &x, double f) {
-    return emit(r, "ref.scale %" + x + " by " + num(f) + " : " + t(x), shape.at(x));
-  }
-  std::string norm(const std::string &r, const std::string &x, const std::string &w) {
-    return emit(r, "ref.rms_norm %" + x + ", %" + w + " eps 1.0e-5 : " + t(x) + ", " + t(w),
-                shape.at(x));
-  }
+  std::string topk(const std::string &r, const std::string &x, int64_t k);
+  std::string scale(const std::string &r, const std::string &x, double f);
+  std::string norm(const std::string &r, const std::string &x, const std::string &w);
+  /// `role`: the reference's ref.role attribute ("" for none).
   std::string reduceSum(const std::string &r, const std::string &x, std::vector<int64_t> dims,
-                        const std::string &attrs = "") {
-    Shape s;
-    for (size_t d = 0; d < shape.at(x).size(); ++d)
-      if (std::find(dims.begin(), dims.end(), (int64_t)d) == dims.end())
-        s.push_back(shape.at(x)[d]);
-    return emit(r, "ref.reduce_sum %" + x + " dims " + list(dims) + attrs + " : " + t(x), s);
-  }
+                        const std::string &role = "");
   std::string slice(const std::string &r, const std::string &x, std::vector<int64_t> off,
-                    Shape sizes) {
-    return emit(r, "ref.slice %" + x + " offsets " + list(off) + " sizes " + list(sizes) +
-                       " : " + t(x),
-                sizes);
-  }
-  std::string concat(const std::string &r, const std::string &a, const std::string &b, int dim) {
-    Shape s = shape.at(a);
-    s[dim] += shape.at(b)[dim];
-    return emit(r, "ref.concat %" + a + ", %" + b + " dim " + std::to_string(dim) + " : " + t(a) +
-                       ", " + t(b),
-                s);
-  }
+                    Shape sizes);
+  std::string concat(const std::string &r, const std::string &a, const std::string &b, int dim);
+  /// Causal softmax; `offset`, when given, names the index value of the rows' start.
+  std::string causalSoftmax(const std::string &r, const std::string &x,
+                            const std::string &offset = "");
+  std::string capacityDispatch(const std::string &r, const std::string &chosen, int64_t capacity,
+                               int64_t groups, Shape s);
+  std::string crossEntropySum(const std::string &r, const std::string &logits,
+                              const std::string &labels, const std::string &mask);
+  std::string constant(const std::string &r, double value, Shape s);
+  /// Index arithmetic: the rank's position on `axis`, constants, products, differences.
+  std::string axisIndex(const std::string &r, const std::string &axis);
+  std::string indexConstant(const std::string &r, int64_t n);
+  std::string muli(const std::string &r, const std::string &a, const std::string &b);
+  std::string subi(const std::string &r, const std::string &a, const std::string &b);
+  /// The gradients of `loss` with respect to `wrt`, named `outs` (fresh names whose
+  /// shapes are recorded).
+  void grad(const std::vector<std::string> &outs, const std::string &loss,
+            const std::vector<std::string> &wrt);
   // Collectives.
   std::string allReduce(const std::string &r, const std::string &x,
-                        const std::vector<std::string> &axes, const std::string &kind = "sum") {
-    return emit(r, "dist.all_reduce %" + x + " over " + axesList(axes) + " \"" + kind + "\" : " +
-                       t(x) + " -> " + t(x),
-                shape.at(x));
-  }
+                        const std::vector<std::string> &axes, const std::string &kind = "sum");
   std::string allGather(const std::string &r, const std::string &x,
-                        const std::vector<std::string> &axes, int dim, int64_t n, bool zigzag) {
-    Shape s = shape.at(x);
-    s[dim] *= n;
-    return emit(r, "dist.all_gather %" + x + " over " + axesList(axes) + " dim " +
-                       std::to_string(dim) + (zigzag ? " zigzag" : "") + " : " + t(x) + " -> " +
-                       ty(s),
-                s);
-  }
+                        const std::vector<std::string> &axes, int dim, int64_t n, bool zigzag);
   std::string reduceScatter(const std::string &r, const std::string &x,
-                            const std::vector<std::string> &axes, int dim, int64_t n) {
-    Shape s = shape.at(x);
-    s[dim] /= n;
-    return emit(r, "dist.reduce_scatter %" + x + " over " + axesList(axes) + " dim " +
-                       std::to_string(dim) + " \"sum\" : " + t(x) + " -> " + ty(s),
-                s);
-  }
+                            const std::vector<std::string> &axes, int dim, int64_t n);
   std::string shardSlice(const std::string &r, const std::string &x,
-                         const std::vector<std::string> &axes, int dim, int64_t n) {
-    Shape s = shape.at(x);
-    s[dim] /= n;
-    return emit(r, "dist.shard_slice %" + x + " over " + axesList(axes) + " dim " +
-                       std::to_string(dim) + " : " + t(x) + " -> " + ty(s),
-                s);
-  }
+                         const std::vector<std::string> &axes, int dim, int64_t n);
   std::string allToAll(const std::string &r, const std::string &x,
-                       const std::vector<std::string> &axes, int split, int cat, int64_t n) {
-    Shape s = shape.at(x);
-    s[split] /= n;
-    s[cat] *= n;
-    return emit(r, "dist.all_to_all %" + x + " over " + axesList(axes) + " split_dim " +
-                       std::to_string(split) + " concat_dim " + std::to_string(cat) + " : " +
-                       t(x) + " -> " + ty(s),
-                s);
-  }
+                       const std::vector<std::string> &axes, int split, int cat, int64_t n);
+  std::string stageSelect(const std::string &r, const std::vector<std::string> &values);
+  /// Pipeline messages: built but not listed (the pipeline writer posts them in
+  /// batches). recv names its result `r`.
+  mlir::Operation *recv(const std::string &r, int64_t from, int64_t to, const std::string &tag,
+                        Shape s);
+  mlir::Operation *send(const std::string &x, int64_t from, int64_t to, const std::string &tag);
 };
+
+/// The comments of a module being written, by function and by the name of the first
+/// result of the op each precedes.
+using Comments = std::map<std::pair<std::string, std::string>, std::vector<std::string>>;
+
+/// Finishes function `name` of `module`: body's arguments (with their attributes), its
+/// lines placed in order (their comments recorded in `comments`), and a return of
+/// `results` (values with their result attributes).
+mlir::func::FuncOp finishFunction(
+    mlir::ModuleOp module, const std::string &name, Body &body, const std::vector<Line> &lines,
+    const std::vector<std::pair<std::string, mlir::NamedAttrList>> &results, Comments &comments);
+
+/// The module's text: MLIR's printer (values named after their locations) with the
+/// comments put back before their ops.
+std::string printModule(mlir::ModuleOp module, const Comments &comments);
 
 /// A weight: its reference shape, and per dimension the mesh axes splitting it.
 struct Weight {
@@ -231,7 +200,12 @@ struct Generator {
   std::vector<Weight> weights;
   std::vector<bool> moeLayer;
 
-  Generator(const Model &m, const Parallel &p) : m(m), p(p) {}
+  mlir::MLIRContext &ctx;
+  mlir::ModuleOp module;
+  Comments comments;
+
+  Generator(const Model &m, const Parallel &p, mlir::MLIRContext &ctx, mlir::ModuleOp module)
+      : m(m), p(p), ctx(ctx), module(module) {}
 
   bool setup(std::string &err);
   bool reducedSizes(std::string &err);
@@ -257,26 +231,9 @@ struct Generator {
 
   Shape localShape(const Weight &w) const;
 
-  static std::string layoutOf(const std::vector<std::vector<std::string>> &dims,
-                              const std::vector<bool> &zigzag = {}) {
-    std::string s = "#dist.layout<[";
-    for (size_t d = 0; d < dims.size(); ++d) {
-      s += d ? ", " : "";
-      if (dims[d].empty())
-        s += "_";
-      else if (dims[d].size() == 1)
-        s += dims[d][0];
-      else {
-        s += "(";
-        for (size_t i = 0; i < dims[d].size(); ++i)
-          s += (i ? ", " : "") + dims[d][i];
-        s += ")";
-      }
-      if (d < zigzag.size() && zigzag[d])
-        s += " zigzag";
-    }
-    return s + "]>";
-  }
+  /// #dist.layout<[...]>: per dimension the axes splitting it (zigzag where marked).
+  mlir::Attribute layoutOf(const std::vector<std::vector<std::string>> &dims,
+                           const std::vector<bool> &zigzag = {}) const;
 
   /// The sequence positions the rank holds, and the local sizes.
   Sizes sizes(bool plan) const;
@@ -299,12 +256,12 @@ struct Generator {
 
   std::string sumOf(Body &b, const std::string &name, std::vector<std::string> terms);
 
-  /// `, dist.stage = k` for a value held by one pipeline stage (none without pp).
-  std::string stageField(int64_t stage) const {
-    return p.pp > 1 ? ", dist.stage = " + std::to_string(stage) : "";
-  }
+  /// dist.stage = k for a value held by one pipeline stage (none without pp).
+  void stageField(mlir::NamedAttrList &attrs, int64_t stage) const;
 
-  std::string functionArgs(bool plan);
+  /// The arguments of the reference (global shapes) or of the plan (local shapes,
+  /// layouts, stages).
+  std::vector<Arg> functionArgs(bool plan);
 
   /// Per weight: the gradient output's layout and the reduction producing it.
   std::vector<std::vector<std::string>> gradSplit(const Weight &w, std::vector<std::string> &sum,
@@ -339,17 +296,19 @@ struct Generator {
     return split;
   }
 
-  std::string reference();
+  /// Writes the reference into `module`.
+  void reference();
 
   /// A plan function's body with its arguments (local shapes) declared.
-  Body planBody(const Sizes &z) const;
+  Body planBody();
 
-  /// The mesh and the plan function around `body`.
-  std::string planFunction(const std::vector<std::string> &body, const std::string &outs,
-                           const std::string &rets, const std::string &rtys,
-                           const std::string &attrs);
+  /// Writes the mesh and the plan function of `lines` into `module`.
+  void planFunction(Body &b, const std::vector<Line> &lines,
+                    const std::vector<std::pair<std::string, mlir::NamedAttrList>> &results,
+                    bool pipelined);
 
-  std::string plan();
+  /// Writes the plan into `module`.
+  void plan();
   //===--------------------------------------------------------------------===//
   // Pipeline parallelism
   //===--------------------------------------------------------------------===//
@@ -369,7 +328,8 @@ struct Generator {
 
   /// Marks messages posted together as one batch (batch_isend_irecv) when there are two
   /// or more.
-  void post(std::vector<std::string> &out, std::vector<std::string> msgs, int64_t &batches);
+  void post(std::vector<Line> &out, const std::vector<mlir::Operation *> &msgs,
+            int64_t &batches);
 
   /// The plan on a mesh with a pipeline axis: stage s runs model chunks s, s + pp, ...
   /// (each L / (pp * v) consecutive layers), stage 0 reads the batch, the last stage
@@ -379,7 +339,7 @@ struct Generator {
   /// sum(output * received cotangent) (on the last chunk: the rank's loss share) plus
   /// the chunk's load-balancing shares, with respect to the chunk's weights and input,
   /// whose gradient is sent back. Each stage writes its events in its schedule's order.
-  std::string pipelinePlan();
+  void pipelinePlan();
 
 };
 

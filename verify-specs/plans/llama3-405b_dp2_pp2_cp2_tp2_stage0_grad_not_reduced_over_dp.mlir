@@ -5,33 +5,53 @@
 // reduced:  2 layers, hidden 4, 4 heads (2 KV) of 2, FFN 4, vocabulary 3, batch 2 x sequence 4
 module attributes {planproof.expect = {verdict = "violated", kind = "reduction", at = "%d_l0_wq"}} {
   func.func @reference(%x: tensor<2x4x4xf32> {ref.name = "x"},
-                  %labels: tensor<2x4x3xf32> {ref.name = "labels"},
-                  %mask: tensor<2x4xf32> {ref.name = "mask", ref.bound = 2 : i64},
-                  %l0_norm1: tensor<4xf32> {ref.name = "l0_norm1"},
-                  %l0_wq: tensor<4x8xf32> {ref.name = "l0_wq"},
-                  %l0_wk: tensor<4x4xf32> {ref.name = "l0_wk"},
-                  %l0_wv: tensor<4x4xf32> {ref.name = "l0_wv"},
-                  %l0_wo: tensor<8x4xf32> {ref.name = "l0_wo"},
-                  %l0_norm2: tensor<4xf32> {ref.name = "l0_norm2"},
-                  %l0_wg: tensor<4x4xf32> {ref.name = "l0_wg"},
-                  %l0_wu: tensor<4x4xf32> {ref.name = "l0_wu"},
-                  %l0_wd: tensor<4x4xf32> {ref.name = "l0_wd"},
-                  %l1_norm1: tensor<4xf32> {ref.name = "l1_norm1"},
-                  %l1_wq: tensor<4x8xf32> {ref.name = "l1_wq"},
-                  %l1_wk: tensor<4x4xf32> {ref.name = "l1_wk"},
-                  %l1_wv: tensor<4x4xf32> {ref.name = "l1_wv"},
-                  %l1_wo: tensor<8x4xf32> {ref.name = "l1_wo"},
-                  %l1_norm2: tensor<4xf32> {ref.name = "l1_norm2"},
-                  %l1_wg: tensor<4x4xf32> {ref.name = "l1_wg"},
-                  %l1_wu: tensor<4x4xf32> {ref.name = "l1_wu"},
-                  %l1_wd: tensor<4x4xf32> {ref.name = "l1_wd"},
-                  %normf: tensor<4xf32> {ref.name = "normf"},
-                  %lm_head: tensor<4x3xf32> {ref.name = "lm_head"})
-      -> (tensor<f32> {ref.name = "loss"}, tensor<4xf32> {ref.name = "d_l0_norm1"}, tensor<4x8xf32> {ref.name = "d_l0_wq"}, tensor<4x4xf32> {ref.name = "d_l0_wk"}, tensor<4x4xf32> {ref.name = "d_l0_wv"}, tensor<8x4xf32> {ref.name = "d_l0_wo"}, tensor<4xf32> {ref.name = "d_l0_norm2"}, tensor<4x4xf32> {ref.name = "d_l0_wg"}, tensor<4x4xf32> {ref.name = "d_l0_wu"}, tensor<4x4xf32> {ref.name = "d_l0_wd"}, tensor<4xf32> {ref.name = "d_l1_norm1"}, tensor<4x8xf32> {ref.name = "d_l1_wq"}, tensor<4x4xf32> {ref.name = "d_l1_wk"}, tensor<4x4xf32> {ref.name = "d_l1_wv"}, tensor<8x4xf32> {ref.name = "d_l1_wo"}, tensor<4xf32> {ref.name = "d_l1_norm2"}, tensor<4x4xf32> {ref.name = "d_l1_wg"}, tensor<4x4xf32> {ref.name = "d_l1_wu"}, tensor<4x4xf32> {ref.name = "d_l1_wd"}, tensor<4xf32> {ref.name = "d_normf"}, tensor<4x3xf32> {ref.name = "d_lm_head"})
+      %labels: tensor<2x4x3xf32> {ref.name = "labels"},
+      %mask: tensor<2x4xf32> {ref.bound = 2 : i64, ref.name = "mask"},
+      %l0_norm1: tensor<4xf32> {ref.name = "l0_norm1"},
+      %l0_wq: tensor<4x8xf32> {ref.name = "l0_wq"},
+      %l0_wk: tensor<4x4xf32> {ref.name = "l0_wk"},
+      %l0_wv: tensor<4x4xf32> {ref.name = "l0_wv"},
+      %l0_wo: tensor<8x4xf32> {ref.name = "l0_wo"},
+      %l0_norm2: tensor<4xf32> {ref.name = "l0_norm2"},
+      %l0_wg: tensor<4x4xf32> {ref.name = "l0_wg"},
+      %l0_wu: tensor<4x4xf32> {ref.name = "l0_wu"},
+      %l0_wd: tensor<4x4xf32> {ref.name = "l0_wd"},
+      %l1_norm1: tensor<4xf32> {ref.name = "l1_norm1"},
+      %l1_wq: tensor<4x8xf32> {ref.name = "l1_wq"},
+      %l1_wk: tensor<4x4xf32> {ref.name = "l1_wk"},
+      %l1_wv: tensor<4x4xf32> {ref.name = "l1_wv"},
+      %l1_wo: tensor<8x4xf32> {ref.name = "l1_wo"},
+      %l1_norm2: tensor<4xf32> {ref.name = "l1_norm2"},
+      %l1_wg: tensor<4x4xf32> {ref.name = "l1_wg"},
+      %l1_wu: tensor<4x4xf32> {ref.name = "l1_wu"},
+      %l1_wd: tensor<4x4xf32> {ref.name = "l1_wd"},
+      %normf: tensor<4xf32> {ref.name = "normf"},
+      %lm_head: tensor<4x3xf32> {ref.name = "lm_head"})
+      -> (tensor<f32> {ref.name = "loss"},
+          tensor<4xf32> {ref.name = "d_l0_norm1"},
+          tensor<4x8xf32> {ref.name = "d_l0_wq"},
+          tensor<4x4xf32> {ref.name = "d_l0_wk"},
+          tensor<4x4xf32> {ref.name = "d_l0_wv"},
+          tensor<8x4xf32> {ref.name = "d_l0_wo"},
+          tensor<4xf32> {ref.name = "d_l0_norm2"},
+          tensor<4x4xf32> {ref.name = "d_l0_wg"},
+          tensor<4x4xf32> {ref.name = "d_l0_wu"},
+          tensor<4x4xf32> {ref.name = "d_l0_wd"},
+          tensor<4xf32> {ref.name = "d_l1_norm1"},
+          tensor<4x8xf32> {ref.name = "d_l1_wq"},
+          tensor<4x4xf32> {ref.name = "d_l1_wk"},
+          tensor<4x4xf32> {ref.name = "d_l1_wv"},
+          tensor<8x4xf32> {ref.name = "d_l1_wo"},
+          tensor<4xf32> {ref.name = "d_l1_norm2"},
+          tensor<4x4xf32> {ref.name = "d_l1_wg"},
+          tensor<4x4xf32> {ref.name = "d_l1_wu"},
+          tensor<4x4xf32> {ref.name = "d_l1_wd"},
+          tensor<4xf32> {ref.name = "d_normf"},
+          tensor<4x3xf32> {ref.name = "d_lm_head"})
       attributes {ref.reference} {
     %tokens = ref.reduce_sum %mask dims [0, 1] {ref.role = "loss-normalization"} : tensor<2x4xf32>
     // layer 0: attention
-    %l0_h1 = ref.rms_norm %x, %l0_norm1 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l0_h1 = ref.rms_norm %x, %l0_norm1 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l0_h1_2d = ref.reshape %l0_h1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %l0_q = ref.matmul %l0_h1_2d, %l0_wq contract(1, 0) : tensor<8x4xf32>, tensor<4x8xf32>
     %l0_k = ref.matmul %l0_h1_2d, %l0_wk contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -57,7 +77,7 @@ module attributes {planproof.expect = {verdict = "violated", kind = "reduction",
     %l0_attn = ref.matmul %l0_ctx_2d, %l0_wo contract(1, 0) : tensor<8x8xf32>, tensor<8x4xf32>
     %l0_attn_3d = ref.reshape %l0_attn : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l0_x_attn = ref.add %x, %l0_attn_3d : tensor<2x4x4xf32>
-    %l0_h2 = ref.rms_norm %l0_x_attn, %l0_norm2 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l0_h2 = ref.rms_norm %l0_x_attn, %l0_norm2 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l0_h2_2d = ref.reshape %l0_h2 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     // layer 0: SwiGLU MLP
     %l0_gate = ref.matmul %l0_h2_2d, %l0_wg contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -68,7 +88,7 @@ module attributes {planproof.expect = {verdict = "violated", kind = "reduction",
     %l0_mlp_3d = ref.reshape %l0_down : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l0_x_out = ref.add %l0_x_attn, %l0_mlp_3d : tensor<2x4x4xf32>
     // layer 1: attention
-    %l1_h1 = ref.rms_norm %l0_x_out, %l1_norm1 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l1_h1 = ref.rms_norm %l0_x_out, %l1_norm1 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l1_h1_2d = ref.reshape %l1_h1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %l1_q = ref.matmul %l1_h1_2d, %l1_wq contract(1, 0) : tensor<8x4xf32>, tensor<4x8xf32>
     %l1_k = ref.matmul %l1_h1_2d, %l1_wk contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -94,7 +114,7 @@ module attributes {planproof.expect = {verdict = "violated", kind = "reduction",
     %l1_attn = ref.matmul %l1_ctx_2d, %l1_wo contract(1, 0) : tensor<8x8xf32>, tensor<8x4xf32>
     %l1_attn_3d = ref.reshape %l1_attn : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l1_x_attn = ref.add %l0_x_out, %l1_attn_3d : tensor<2x4x4xf32>
-    %l1_h2 = ref.rms_norm %l1_x_attn, %l1_norm2 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l1_h2 = ref.rms_norm %l1_x_attn, %l1_norm2 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l1_h2_2d = ref.reshape %l1_h2 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     // layer 1: SwiGLU MLP
     %l1_gate = ref.matmul %l1_h2_2d, %l1_wg contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -105,231 +125,226 @@ module attributes {planproof.expect = {verdict = "violated", kind = "reduction",
     %l1_mlp_3d = ref.reshape %l1_down : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l1_x_out = ref.add %l1_x_attn, %l1_mlp_3d : tensor<2x4x4xf32>
     // final norm, LM head, cross-entropy
-    %hf = ref.rms_norm %l1_x_out, %normf eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %hf = ref.rms_norm %l1_x_out, %normf eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %hf_2d = ref.reshape %hf : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %logits = ref.matmul %hf_2d, %lm_head contract(1, 0) : tensor<8x4xf32>, tensor<4x3xf32>
     %labels_2d = ref.reshape %labels : tensor<2x4x3xf32> -> tensor<8x3xf32>
     %mask_1d = ref.reshape %mask : tensor<2x4xf32> -> tensor<8xf32>
     %ce = ref.cross_entropy_sum %logits, %labels_2d, %mask_1d : tensor<8x3xf32>, tensor<8xf32>
     %ce_mean = ref.div %ce, %tokens : tensor<f32>
-    %loss = ref.scale %ce_mean by 1.0 : tensor<f32>
-    %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head = ref.grad %loss wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd, %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head
-        : tensor<f32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32> -> tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32>
+    %loss = ref.scale %ce_mean by 1.000000e+00 : tensor<f32>
+    %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head = ref.grad %loss wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd, %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head : tensor<f32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32> -> tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32>
     return %loss, %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head : tensor<f32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32>
   }
-
   dist.mesh @mesh axes = ["pp", "dp", "cp", "tp"] shape = [2, 2, 2, 2]
-
-  func.func @plan(%x: tensor<1x2x4xf32> {dist.value = "x", dist.layout = #dist.layout<[dp, cp zigzag, _]>, dist.stage = 0},
-                  %labels: tensor<1x2x3xf32> {dist.value = "labels", dist.layout = #dist.layout<[dp, cp zigzag, _]>, dist.stage = 1},
-                  %mask: tensor<1x2xf32> {dist.value = "mask", dist.layout = #dist.layout<[dp, cp zigzag]>, dist.stage = 1},
-                  %l0_norm1: tensor<4xf32> {dist.value = "l0_norm1", dist.layout = #dist.layout<[_]>, dist.stage = 0},
-                  %l0_wq: tensor<4x4xf32> {dist.value = "l0_wq", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wk: tensor<4x2xf32> {dist.value = "l0_wk", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wv: tensor<4x2xf32> {dist.value = "l0_wv", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wo: tensor<4x4xf32> {dist.value = "l0_wo", dist.layout = #dist.layout<[tp, _]>, dist.stage = 0},
-                  %l0_norm2: tensor<4xf32> {dist.value = "l0_norm2", dist.layout = #dist.layout<[_]>, dist.stage = 0},
-                  %l0_wg: tensor<4x2xf32> {dist.value = "l0_wg", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wu: tensor<4x2xf32> {dist.value = "l0_wu", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wd: tensor<2x4xf32> {dist.value = "l0_wd", dist.layout = #dist.layout<[tp, _]>, dist.stage = 0},
-                  %l1_norm1: tensor<4xf32> {dist.value = "l1_norm1", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-                  %l1_wq: tensor<4x4xf32> {dist.value = "l1_wq", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wk: tensor<4x2xf32> {dist.value = "l1_wk", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wv: tensor<4x2xf32> {dist.value = "l1_wv", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wo: tensor<4x4xf32> {dist.value = "l1_wo", dist.layout = #dist.layout<[tp, _]>, dist.stage = 1},
-                  %l1_norm2: tensor<4xf32> {dist.value = "l1_norm2", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-                  %l1_wg: tensor<4x2xf32> {dist.value = "l1_wg", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wu: tensor<4x2xf32> {dist.value = "l1_wu", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wd: tensor<2x4xf32> {dist.value = "l1_wd", dist.layout = #dist.layout<[tp, _]>, dist.stage = 1},
-                  %normf: tensor<4xf32> {dist.value = "normf", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-                  %lm_head: tensor<4x3xf32> {dist.value = "lm_head", dist.layout = #dist.layout<[_, _]>, dist.stage = 1})
-      -> (tensor<f32> {dist.value = "loss", dist.layout = #dist.layout<[]>, dist.stage = 1},
-          tensor<4xf32> {dist.value = "d_l0_norm1", dist.layout = #dist.layout<[_]>, dist.stage = 0},
-          tensor<4x4xf32> {dist.value = "d_l0_wq", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-          tensor<4x2xf32> {dist.value = "d_l0_wk", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-          tensor<4x2xf32> {dist.value = "d_l0_wv", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-          tensor<4x4xf32> {dist.value = "d_l0_wo", dist.layout = #dist.layout<[tp, _]>, dist.stage = 0},
-          tensor<4xf32> {dist.value = "d_l0_norm2", dist.layout = #dist.layout<[_]>, dist.stage = 0},
-          tensor<4x2xf32> {dist.value = "d_l0_wg", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-          tensor<4x2xf32> {dist.value = "d_l0_wu", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-          tensor<2x4xf32> {dist.value = "d_l0_wd", dist.layout = #dist.layout<[tp, _]>, dist.stage = 0},
-          tensor<4xf32> {dist.value = "d_l1_norm1", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-          tensor<4x4xf32> {dist.value = "d_l1_wq", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-          tensor<4x2xf32> {dist.value = "d_l1_wk", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-          tensor<4x2xf32> {dist.value = "d_l1_wv", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-          tensor<4x4xf32> {dist.value = "d_l1_wo", dist.layout = #dist.layout<[tp, _]>, dist.stage = 1},
-          tensor<4xf32> {dist.value = "d_l1_norm2", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-          tensor<4x2xf32> {dist.value = "d_l1_wg", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-          tensor<4x2xf32> {dist.value = "d_l1_wu", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-          tensor<2x4xf32> {dist.value = "d_l1_wd", dist.layout = #dist.layout<[tp, _]>, dist.stage = 1},
-          tensor<4xf32> {dist.value = "d_normf", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-          tensor<4x3xf32> {dist.value = "d_lm_head", dist.layout = #dist.layout<[_, _]>, dist.stage = 1})
+  func.func @plan(%x: tensor<1x2x4xf32> {dist.layout = #dist.layout<[dp, cp zigzag, _]>, dist.stage = 0 : i64, dist.value = "x"},
+      %labels: tensor<1x2x3xf32> {dist.layout = #dist.layout<[dp, cp zigzag, _]>, dist.stage = 1 : i64, dist.value = "labels"},
+      %mask: tensor<1x2xf32> {dist.layout = #dist.layout<[dp, cp zigzag]>, dist.stage = 1 : i64, dist.value = "mask"},
+      %l0_norm1: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 0 : i64, dist.value = "l0_norm1"},
+      %l0_wq: tensor<4x4xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wq"},
+      %l0_wk: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wk"},
+      %l0_wv: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wv"},
+      %l0_wo: tensor<4x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 0 : i64, dist.value = "l0_wo"},
+      %l0_norm2: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 0 : i64, dist.value = "l0_norm2"},
+      %l0_wg: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wg"},
+      %l0_wu: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wu"},
+      %l0_wd: tensor<2x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 0 : i64, dist.value = "l0_wd"},
+      %l1_norm1: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "l1_norm1"},
+      %l1_wq: tensor<4x4xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wq"},
+      %l1_wk: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wk"},
+      %l1_wv: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wv"},
+      %l1_wo: tensor<4x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 1 : i64, dist.value = "l1_wo"},
+      %l1_norm2: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "l1_norm2"},
+      %l1_wg: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wg"},
+      %l1_wu: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wu"},
+      %l1_wd: tensor<2x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 1 : i64, dist.value = "l1_wd"},
+      %normf: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "normf"},
+      %lm_head: tensor<4x3xf32> {dist.layout = #dist.layout<[_, _]>, dist.stage = 1 : i64, dist.value = "lm_head"})
+      -> (tensor<f32> {dist.layout = #dist.layout<[]>, dist.stage = 1 : i64, dist.value = "loss"},
+          tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 0 : i64, dist.value = "d_l0_norm1"},
+          tensor<4x4xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wq"},
+          tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wk"},
+          tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wv"},
+          tensor<4x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 0 : i64, dist.value = "d_l0_wo"},
+          tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 0 : i64, dist.value = "d_l0_norm2"},
+          tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wg"},
+          tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wu"},
+          tensor<2x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 0 : i64, dist.value = "d_l0_wd"},
+          tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "d_l1_norm1"},
+          tensor<4x4xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wq"},
+          tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wk"},
+          tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wv"},
+          tensor<4x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 1 : i64, dist.value = "d_l1_wo"},
+          tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "d_l1_norm2"},
+          tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wg"},
+          tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wu"},
+          tensor<2x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 1 : i64, dist.value = "d_l1_wd"},
+          tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "d_normf"},
+          tensor<4x3xf32> {dist.layout = #dist.layout<[_, _]>, dist.stage = 1 : i64, dist.value = "d_lm_head"})
       attributes {dist.mesh = @mesh, dist.pipeline = "pp"} {
     // Stage 0 (1f1b): F0 B0
     // F: chunk 0, microbatch 0
     // layer 0: attention
-    %l0_h1 = ref.rms_norm %x, %l0_norm1 eps 1.0e-5 {dist.stage = 0} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l0_tp_entry = dist.all_reduce %l0_h1 over ["tp"] "avg" {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-    %l0_h1_2d = ref.reshape %l0_tp_entry {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<2x4xf32>
-    %l0_q = ref.matmul %l0_h1_2d, %l0_wq contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
-    %l0_k = ref.matmul %l0_h1_2d, %l0_wk contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x2xf32>
-    %l0_v = ref.matmul %l0_h1_2d, %l0_wv contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x2xf32>
-    %l0_q_4d = ref.reshape %l0_q {dist.stage = 0} : tensor<2x4xf32> -> tensor<1x2x2x2xf32>
-    %l0_q_h = ref.transpose %l0_q_4d perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x2x2x2xf32>
-    %l0_k_4d = ref.reshape %l0_k {dist.stage = 0} : tensor<2x2xf32> -> tensor<1x2x1x2xf32>
-    %l0_k_h = ref.transpose %l0_k_4d perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x2x1x2xf32>
-    %l0_v_4d = ref.reshape %l0_v {dist.stage = 0} : tensor<2x2xf32> -> tensor<1x2x1x2xf32>
-    %l0_v_h = ref.transpose %l0_v_4d perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x2x1x2xf32>
-    %l0_k_all = dist.all_gather %l0_k_h over ["cp"] dim 2 zigzag {dist.stage = 0} : tensor<1x1x2x2xf32> -> tensor<1x1x4x2xf32>
-    %l0_v_all = dist.all_gather %l0_v_h over ["cp"] dim 2 zigzag {dist.stage = 0} : tensor<1x1x2x2xf32> -> tensor<1x1x4x2xf32>
-    %l0_k_rep = ref.broadcast %l0_k_all dims [0, 1, 3, 4] {dist.stage = 0} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l0_k_3 = ref.reshape %l0_k_rep {dist.stage = 0} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l0_v_rep = ref.broadcast %l0_v_all dims [0, 1, 3, 4] {dist.stage = 0} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l0_v_3 = ref.reshape %l0_v_rep {dist.stage = 0} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l0_q_3 = ref.reshape %l0_q_h {dist.stage = 0} : tensor<1x2x2x2xf32> -> tensor<2x2x2xf32>
-    %l0_cp_rank = dist.axis_index "cp" : index
-    %l0_chunk = arith.constant 1 : index
-    %l0_last = arith.constant 3 : index
-    %l0_start0 = arith.muli %l0_cp_rank, %l0_chunk : index
-    %l0_mirror = arith.subi %l0_last, %l0_cp_rank : index
-    %l0_start1 = arith.muli %l0_mirror, %l0_chunk : index
-    %l0_q_c0 = ref.slice %l0_q_3 offsets [0, 0, 0] sizes [2, 1, 2] {dist.stage = 0} : tensor<2x2x2xf32>
-    %l0_scores_c0 = ref.batch_matmul %l0_q_c0, %l0_k_3 contract(2, 2) {dist.stage = 0} : tensor<2x1x2xf32>, tensor<2x4x2xf32>
-    %l0_s_c0 = ref.scale %l0_scores_c0 by 0.70710678118654746 {dist.stage = 0} : tensor<2x1x4xf32>
-    %l0_p_c0 = ref.causal_softmax %l0_s_c0 offset %l0_start0 {dist.stage = 0} : tensor<2x1x4xf32>
-    %l0_o_c0 = ref.batch_matmul %l0_p_c0, %l0_v_3 contract(2, 1) {dist.stage = 0} : tensor<2x1x4xf32>, tensor<2x4x2xf32>
-    %l0_q_c1 = ref.slice %l0_q_3 offsets [0, 1, 0] sizes [2, 1, 2] {dist.stage = 0} : tensor<2x2x2xf32>
-    %l0_scores_c1 = ref.batch_matmul %l0_q_c1, %l0_k_3 contract(2, 2) {dist.stage = 0} : tensor<2x1x2xf32>, tensor<2x4x2xf32>
-    %l0_s_c1 = ref.scale %l0_scores_c1 by 0.70710678118654746 {dist.stage = 0} : tensor<2x1x4xf32>
-    %l0_p_c1 = ref.causal_softmax %l0_s_c1 offset %l0_start1 {dist.stage = 0} : tensor<2x1x4xf32>
-    %l0_o_c1 = ref.batch_matmul %l0_p_c1, %l0_v_3 contract(2, 1) {dist.stage = 0} : tensor<2x1x4xf32>, tensor<2x4x2xf32>
-    %l0_ctx = ref.concat %l0_o_c0, %l0_o_c1 dim 1 {dist.stage = 0} : tensor<2x1x2xf32>, tensor<2x1x2xf32>
-    %l0_ctx_4d = ref.reshape %l0_ctx {dist.stage = 0} : tensor<2x2x2xf32> -> tensor<1x2x2x2xf32>
-    %l0_ctx_t = ref.transpose %l0_ctx_4d perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x2x2x2xf32>
-    %l0_ctx_2d = ref.reshape %l0_ctx_t {dist.stage = 0} : tensor<1x2x2x2xf32> -> tensor<2x4xf32>
-    %l0_attn = ref.matmul %l0_ctx_2d, %l0_wo contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x4xf32>
-    %l0_attn_3d = ref.reshape %l0_attn {dist.stage = 0} : tensor<2x4xf32> -> tensor<1x2x4xf32>
-    %l0_attn_ar = dist.all_reduce %l0_attn_3d over ["tp"] "sum" {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-    %l0_x_attn = ref.add %x, %l0_attn_ar {dist.stage = 0} : tensor<1x2x4xf32>
-    %l0_h2 = ref.rms_norm %l0_x_attn, %l0_norm2 eps 1.0e-5 {dist.stage = 0} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l0_tp_entry_1 = dist.all_reduce %l0_h2 over ["tp"] "avg" {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-    %l0_h2_2d = ref.reshape %l0_tp_entry_1 {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+    %l0_h1 = ref.rms_norm %x, %l0_norm1 eps 1.000000e-05 {dist.stage = 0 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l0_tp_entry = dist.all_reduce %l0_h1 over ["tp"] "avg" {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+    %l0_h1_2d = ref.reshape %l0_tp_entry {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+    %l0_q = ref.matmul %l0_h1_2d, %l0_wq contract(1, 0) {dist.stage = 0 : i64} : tensor<2x4xf32>, tensor<4x4xf32>
+    %l0_k = ref.matmul %l0_h1_2d, %l0_wk contract(1, 0) {dist.stage = 0 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
+    %l0_v = ref.matmul %l0_h1_2d, %l0_wv contract(1, 0) {dist.stage = 0 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
+    %l0_q_4d = ref.reshape %l0_q {dist.stage = 0 : i64} : tensor<2x4xf32> -> tensor<1x2x2x2xf32>
+    %l0_q_h = ref.transpose %l0_q_4d perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x2x2x2xf32>
+    %l0_k_4d = ref.reshape %l0_k {dist.stage = 0 : i64} : tensor<2x2xf32> -> tensor<1x2x1x2xf32>
+    %l0_k_h = ref.transpose %l0_k_4d perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x2x1x2xf32>
+    %l0_v_4d = ref.reshape %l0_v {dist.stage = 0 : i64} : tensor<2x2xf32> -> tensor<1x2x1x2xf32>
+    %l0_v_h = ref.transpose %l0_v_4d perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x2x1x2xf32>
+    %l0_k_all = dist.all_gather %l0_k_h over ["cp"] dim 2 zigzag {dist.stage = 0 : i64} : tensor<1x1x2x2xf32> -> tensor<1x1x4x2xf32>
+    %l0_v_all = dist.all_gather %l0_v_h over ["cp"] dim 2 zigzag {dist.stage = 0 : i64} : tensor<1x1x2x2xf32> -> tensor<1x1x4x2xf32>
+    %l0_k_rep = ref.broadcast %l0_k_all dims [0, 1, 3, 4] {dist.stage = 0 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l0_k_3 = ref.reshape %l0_k_rep {dist.stage = 0 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l0_v_rep = ref.broadcast %l0_v_all dims [0, 1, 3, 4] {dist.stage = 0 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l0_v_3 = ref.reshape %l0_v_rep {dist.stage = 0 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l0_q_3 = ref.reshape %l0_q_h {dist.stage = 0 : i64} : tensor<1x2x2x2xf32> -> tensor<2x2x2xf32>
+    %l0_cp_rank = dist.axis_index "cp" {dist.stage = 0 : i64} : index
+    %l0_chunk = arith.constant {dist.stage = 0 : i64} 1 : index
+    %l0_last = arith.constant {dist.stage = 0 : i64} 3 : index
+    %l0_start0 = arith.muli %l0_cp_rank, %l0_chunk {dist.stage = 0 : i64} : index
+    %l0_mirror = arith.subi %l0_last, %l0_cp_rank {dist.stage = 0 : i64} : index
+    %l0_start1 = arith.muli %l0_mirror, %l0_chunk {dist.stage = 0 : i64} : index
+    %l0_q_c0 = ref.slice %l0_q_3 offsets [0, 0, 0] sizes [2, 1, 2] {dist.stage = 0 : i64} : tensor<2x2x2xf32>
+    %l0_scores_c0 = ref.batch_matmul %l0_q_c0, %l0_k_3 contract(2, 2) {dist.stage = 0 : i64} : tensor<2x1x2xf32>, tensor<2x4x2xf32>
+    %l0_s_c0 = ref.scale %l0_scores_c0 by 0.70710678118654746 {dist.stage = 0 : i64} : tensor<2x1x4xf32>
+    %l0_p_c0 = ref.causal_softmax %l0_s_c0 offset %l0_start0 {dist.stage = 0 : i64} : tensor<2x1x4xf32>
+    %l0_o_c0 = ref.batch_matmul %l0_p_c0, %l0_v_3 contract(2, 1) {dist.stage = 0 : i64} : tensor<2x1x4xf32>, tensor<2x4x2xf32>
+    %l0_q_c1 = ref.slice %l0_q_3 offsets [0, 1, 0] sizes [2, 1, 2] {dist.stage = 0 : i64} : tensor<2x2x2xf32>
+    %l0_scores_c1 = ref.batch_matmul %l0_q_c1, %l0_k_3 contract(2, 2) {dist.stage = 0 : i64} : tensor<2x1x2xf32>, tensor<2x4x2xf32>
+    %l0_s_c1 = ref.scale %l0_scores_c1 by 0.70710678118654746 {dist.stage = 0 : i64} : tensor<2x1x4xf32>
+    %l0_p_c1 = ref.causal_softmax %l0_s_c1 offset %l0_start1 {dist.stage = 0 : i64} : tensor<2x1x4xf32>
+    %l0_o_c1 = ref.batch_matmul %l0_p_c1, %l0_v_3 contract(2, 1) {dist.stage = 0 : i64} : tensor<2x1x4xf32>, tensor<2x4x2xf32>
+    %l0_ctx = ref.concat %l0_o_c0, %l0_o_c1 dim 1 {dist.stage = 0 : i64} : tensor<2x1x2xf32>, tensor<2x1x2xf32>
+    %l0_ctx_4d = ref.reshape %l0_ctx {dist.stage = 0 : i64} : tensor<2x2x2xf32> -> tensor<1x2x2x2xf32>
+    %l0_ctx_t = ref.transpose %l0_ctx_4d perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x2x2x2xf32>
+    %l0_ctx_2d = ref.reshape %l0_ctx_t {dist.stage = 0 : i64} : tensor<1x2x2x2xf32> -> tensor<2x4xf32>
+    %l0_attn = ref.matmul %l0_ctx_2d, %l0_wo contract(1, 0) {dist.stage = 0 : i64} : tensor<2x4xf32>, tensor<4x4xf32>
+    %l0_attn_3d = ref.reshape %l0_attn {dist.stage = 0 : i64} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %l0_attn_ar = dist.all_reduce %l0_attn_3d over ["tp"] "sum" {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+    %l0_x_attn = ref.add %x, %l0_attn_ar {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %l0_h2 = ref.rms_norm %l0_x_attn, %l0_norm2 eps 1.000000e-05 {dist.stage = 0 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l0_tp_entry_1 = dist.all_reduce %l0_h2 over ["tp"] "avg" {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+    %l0_h2_2d = ref.reshape %l0_tp_entry_1 {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
     // layer 0: SwiGLU MLP
-    %l0_gate = ref.matmul %l0_h2_2d, %l0_wg contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x2xf32>
-    %l0_gate_act = ref.silu %l0_gate {dist.stage = 0} : tensor<2x2xf32>
-    %l0_up = ref.matmul %l0_h2_2d, %l0_wu contract(1, 0) {dist.stage = 0} : tensor<2x4xf32>, tensor<4x2xf32>
-    %l0_act = ref.mul %l0_gate_act, %l0_up {dist.stage = 0} : tensor<2x2xf32>
-    %l0_down = ref.matmul %l0_act, %l0_wd contract(1, 0) {dist.stage = 0} : tensor<2x2xf32>, tensor<2x4xf32>
-    %l0_mlp_3d = ref.reshape %l0_down {dist.stage = 0} : tensor<2x4xf32> -> tensor<1x2x4xf32>
-    %l0_mlp_ar = dist.all_reduce %l0_mlp_3d over ["tp"] "sum" {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-    %l0_x_out = ref.add %l0_x_attn, %l0_mlp_ar {dist.stage = 0} : tensor<1x2x4xf32>
-    dist.send %l0_x_out from 0 to 1 tag "act/c1/mb0" {batch = 1} : tensor<1x2x4xf32>
-    %c0_dout = dist.recv from 1 to 0 tag "grad/c1/mb0" {batch = 1} : tensor<1x2x4xf32>
+    %l0_gate = ref.matmul %l0_h2_2d, %l0_wg contract(1, 0) {dist.stage = 0 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
+    %l0_gate_act = ref.silu %l0_gate {dist.stage = 0 : i64} : tensor<2x2xf32>
+    %l0_up = ref.matmul %l0_h2_2d, %l0_wu contract(1, 0) {dist.stage = 0 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
+    %l0_act = ref.mul %l0_gate_act, %l0_up {dist.stage = 0 : i64} : tensor<2x2xf32>
+    %l0_down = ref.matmul %l0_act, %l0_wd contract(1, 0) {dist.stage = 0 : i64} : tensor<2x2xf32>, tensor<2x4xf32>
+    %l0_mlp_3d = ref.reshape %l0_down {dist.stage = 0 : i64} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %l0_mlp_ar = dist.all_reduce %l0_mlp_3d over ["tp"] "sum" {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+    %l0_x_out = ref.add %l0_x_attn, %l0_mlp_ar {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    dist.send %l0_x_out from 0 to 1 tag "act/c1/mb0" {batch = 1 : i64} : tensor<1x2x4xf32>
+    %c0_dout = dist.recv from 1 to 0 tag "grad/c1/mb0" {batch = 1 : i64} : tensor<1x2x4xf32>
     // B: chunk 0, microbatch 0
-    %c0_vjp = ref.mul %l0_x_out, %c0_dout {dist.stage = 0} : tensor<1x2x4xf32>
-    %c0_vjp_sum = ref.reduce_sum %c0_vjp dims [0, 1, 2] {dist.stage = 0} : tensor<1x2x4xf32>
-    %g_l0_norm1, %g_l0_wq, %g_l0_wk, %g_l0_wv, %g_l0_wo, %g_l0_norm2, %g_l0_wg, %g_l0_wu, %g_l0_wd = ref.grad %c0_vjp_sum wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd {dist.stage = 0}
-        : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>
+    %c0_vjp = ref.mul %l0_x_out, %c0_dout {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %c0_vjp_sum = ref.reduce_sum %c0_vjp dims [0, 1, 2] {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %g_l0_norm1, %g_l0_wq, %g_l0_wk, %g_l0_wv, %g_l0_wo, %g_l0_norm2, %g_l0_wg, %g_l0_wu, %g_l0_wd = ref.grad %c0_vjp_sum wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd {dist.stage = 0 : i64} : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>
     // Stage 0: gradients accumulated over the microbatches (in order), then summed over the axes that replicate each weight.
-    %d_l0_norm1 = dist.all_reduce %g_l0_norm1 over ["dp", "cp", "tp"] "sum" {dist.stage = 0} : tensor<4xf32> -> tensor<4xf32>
-    %d_l0_wq = dist.all_reduce %g_l0_wq over ["cp"] "sum" {dist.stage = 0} : tensor<4x4xf32> -> tensor<4x4xf32>
-    %d_l0_wk = dist.all_reduce %g_l0_wk over ["dp", "cp"] "sum" {dist.stage = 0} : tensor<4x2xf32> -> tensor<4x2xf32>
-    %d_l0_wv = dist.all_reduce %g_l0_wv over ["dp", "cp"] "sum" {dist.stage = 0} : tensor<4x2xf32> -> tensor<4x2xf32>
-    %d_l0_wo = dist.all_reduce %g_l0_wo over ["dp", "cp"] "sum" {dist.stage = 0} : tensor<4x4xf32> -> tensor<4x4xf32>
-    %d_l0_norm2 = dist.all_reduce %g_l0_norm2 over ["dp", "cp", "tp"] "sum" {dist.stage = 0} : tensor<4xf32> -> tensor<4xf32>
-    %d_l0_wg = dist.all_reduce %g_l0_wg over ["dp", "cp"] "sum" {dist.stage = 0} : tensor<4x2xf32> -> tensor<4x2xf32>
-    %d_l0_wu = dist.all_reduce %g_l0_wu over ["dp", "cp"] "sum" {dist.stage = 0} : tensor<4x2xf32> -> tensor<4x2xf32>
-    %d_l0_wd = dist.all_reduce %g_l0_wd over ["dp", "cp"] "sum" {dist.stage = 0} : tensor<2x4xf32> -> tensor<2x4xf32>
+    %d_l0_norm1 = dist.all_reduce %g_l0_norm1 over ["dp", "cp", "tp"] "sum" {dist.stage = 0 : i64} : tensor<4xf32> -> tensor<4xf32>
+    %d_l0_wq = dist.all_reduce %g_l0_wq over ["cp"] "sum" {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<4x4xf32>
+    %d_l0_wk = dist.all_reduce %g_l0_wk over ["dp", "cp"] "sum" {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+    %d_l0_wv = dist.all_reduce %g_l0_wv over ["dp", "cp"] "sum" {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+    %d_l0_wo = dist.all_reduce %g_l0_wo over ["dp", "cp"] "sum" {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<4x4xf32>
+    %d_l0_norm2 = dist.all_reduce %g_l0_norm2 over ["dp", "cp", "tp"] "sum" {dist.stage = 0 : i64} : tensor<4xf32> -> tensor<4xf32>
+    %d_l0_wg = dist.all_reduce %g_l0_wg over ["dp", "cp"] "sum" {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+    %d_l0_wu = dist.all_reduce %g_l0_wu over ["dp", "cp"] "sum" {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+    %d_l0_wd = dist.all_reduce %g_l0_wd over ["dp", "cp"] "sum" {dist.stage = 0 : i64} : tensor<2x4xf32> -> tensor<2x4xf32>
     // Stage 1 (1f1b): F0 B0
     // The global count of labelled tokens.
-    %tokens_local = ref.reduce_sum %mask dims [0, 1] {dist.stage = 1} : tensor<1x2xf32>
-    %tokens = dist.all_reduce %tokens_local over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<f32> -> tensor<f32>
+    %tokens_local = ref.reduce_sum %mask dims [0, 1] {dist.stage = 1 : i64} : tensor<1x2xf32>
+    %tokens = dist.all_reduce %tokens_local over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<f32> -> tensor<f32>
     %c1_in = dist.recv from 0 to 1 tag "act/c1/mb0" : tensor<1x2x4xf32>
     // F: chunk 1, microbatch 0
     // layer 1: attention
-    %l1_h1 = ref.rms_norm %c1_in, %l1_norm1 eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l1_tp_entry = dist.all_reduce %l1_h1 over ["tp"] "avg" {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-    %l1_h1_2d = ref.reshape %l1_tp_entry {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<2x4xf32>
-    %l1_q = ref.matmul %l1_h1_2d, %l1_wq contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    %l1_k = ref.matmul %l1_h1_2d, %l1_wk contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x2xf32>
-    %l1_v = ref.matmul %l1_h1_2d, %l1_wv contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x2xf32>
-    %l1_q_4d = ref.reshape %l1_q {dist.stage = 1} : tensor<2x4xf32> -> tensor<1x2x2x2xf32>
-    %l1_q_h = ref.transpose %l1_q_4d perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x2x2x2xf32>
-    %l1_k_4d = ref.reshape %l1_k {dist.stage = 1} : tensor<2x2xf32> -> tensor<1x2x1x2xf32>
-    %l1_k_h = ref.transpose %l1_k_4d perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x2x1x2xf32>
-    %l1_v_4d = ref.reshape %l1_v {dist.stage = 1} : tensor<2x2xf32> -> tensor<1x2x1x2xf32>
-    %l1_v_h = ref.transpose %l1_v_4d perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x2x1x2xf32>
-    %l1_k_all = dist.all_gather %l1_k_h over ["cp"] dim 2 zigzag {dist.stage = 1} : tensor<1x1x2x2xf32> -> tensor<1x1x4x2xf32>
-    %l1_v_all = dist.all_gather %l1_v_h over ["cp"] dim 2 zigzag {dist.stage = 1} : tensor<1x1x2x2xf32> -> tensor<1x1x4x2xf32>
-    %l1_k_rep = ref.broadcast %l1_k_all dims [0, 1, 3, 4] {dist.stage = 1} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l1_k_3 = ref.reshape %l1_k_rep {dist.stage = 1} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l1_v_rep = ref.broadcast %l1_v_all dims [0, 1, 3, 4] {dist.stage = 1} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l1_v_3 = ref.reshape %l1_v_rep {dist.stage = 1} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l1_q_3 = ref.reshape %l1_q_h {dist.stage = 1} : tensor<1x2x2x2xf32> -> tensor<2x2x2xf32>
-    %l1_cp_rank = dist.axis_index "cp" : index
-    %l1_chunk = arith.constant 1 : index
-    %l1_last = arith.constant 3 : index
-    %l1_start0 = arith.muli %l1_cp_rank, %l1_chunk : index
-    %l1_mirror = arith.subi %l1_last, %l1_cp_rank : index
-    %l1_start1 = arith.muli %l1_mirror, %l1_chunk : index
-    %l1_q_c0 = ref.slice %l1_q_3 offsets [0, 0, 0] sizes [2, 1, 2] {dist.stage = 1} : tensor<2x2x2xf32>
-    %l1_scores_c0 = ref.batch_matmul %l1_q_c0, %l1_k_3 contract(2, 2) {dist.stage = 1} : tensor<2x1x2xf32>, tensor<2x4x2xf32>
-    %l1_s_c0 = ref.scale %l1_scores_c0 by 0.70710678118654746 {dist.stage = 1} : tensor<2x1x4xf32>
-    %l1_p_c0 = ref.causal_softmax %l1_s_c0 offset %l1_start0 {dist.stage = 1} : tensor<2x1x4xf32>
-    %l1_o_c0 = ref.batch_matmul %l1_p_c0, %l1_v_3 contract(2, 1) {dist.stage = 1} : tensor<2x1x4xf32>, tensor<2x4x2xf32>
-    %l1_q_c1 = ref.slice %l1_q_3 offsets [0, 1, 0] sizes [2, 1, 2] {dist.stage = 1} : tensor<2x2x2xf32>
-    %l1_scores_c1 = ref.batch_matmul %l1_q_c1, %l1_k_3 contract(2, 2) {dist.stage = 1} : tensor<2x1x2xf32>, tensor<2x4x2xf32>
-    %l1_s_c1 = ref.scale %l1_scores_c1 by 0.70710678118654746 {dist.stage = 1} : tensor<2x1x4xf32>
-    %l1_p_c1 = ref.causal_softmax %l1_s_c1 offset %l1_start1 {dist.stage = 1} : tensor<2x1x4xf32>
-    %l1_o_c1 = ref.batch_matmul %l1_p_c1, %l1_v_3 contract(2, 1) {dist.stage = 1} : tensor<2x1x4xf32>, tensor<2x4x2xf32>
-    %l1_ctx = ref.concat %l1_o_c0, %l1_o_c1 dim 1 {dist.stage = 1} : tensor<2x1x2xf32>, tensor<2x1x2xf32>
-    %l1_ctx_4d = ref.reshape %l1_ctx {dist.stage = 1} : tensor<2x2x2xf32> -> tensor<1x2x2x2xf32>
-    %l1_ctx_t = ref.transpose %l1_ctx_4d perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x2x2x2xf32>
-    %l1_ctx_2d = ref.reshape %l1_ctx_t {dist.stage = 1} : tensor<1x2x2x2xf32> -> tensor<2x4xf32>
-    %l1_attn = ref.matmul %l1_ctx_2d, %l1_wo contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x4xf32>
-    %l1_attn_3d = ref.reshape %l1_attn {dist.stage = 1} : tensor<2x4xf32> -> tensor<1x2x4xf32>
-    %l1_attn_ar = dist.all_reduce %l1_attn_3d over ["tp"] "sum" {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-    %l1_x_attn = ref.add %c1_in, %l1_attn_ar {dist.stage = 1} : tensor<1x2x4xf32>
-    %l1_h2 = ref.rms_norm %l1_x_attn, %l1_norm2 eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l1_tp_entry_1 = dist.all_reduce %l1_h2 over ["tp"] "avg" {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-    %l1_h2_2d = ref.reshape %l1_tp_entry_1 {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+    %l1_h1 = ref.rms_norm %c1_in, %l1_norm1 eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l1_tp_entry = dist.all_reduce %l1_h1 over ["tp"] "avg" {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+    %l1_h1_2d = ref.reshape %l1_tp_entry {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+    %l1_q = ref.matmul %l1_h1_2d, %l1_wq contract(1, 0) {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<4x4xf32>
+    %l1_k = ref.matmul %l1_h1_2d, %l1_wk contract(1, 0) {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
+    %l1_v = ref.matmul %l1_h1_2d, %l1_wv contract(1, 0) {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
+    %l1_q_4d = ref.reshape %l1_q {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<1x2x2x2xf32>
+    %l1_q_h = ref.transpose %l1_q_4d perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x2x2x2xf32>
+    %l1_k_4d = ref.reshape %l1_k {dist.stage = 1 : i64} : tensor<2x2xf32> -> tensor<1x2x1x2xf32>
+    %l1_k_h = ref.transpose %l1_k_4d perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x2x1x2xf32>
+    %l1_v_4d = ref.reshape %l1_v {dist.stage = 1 : i64} : tensor<2x2xf32> -> tensor<1x2x1x2xf32>
+    %l1_v_h = ref.transpose %l1_v_4d perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x2x1x2xf32>
+    %l1_k_all = dist.all_gather %l1_k_h over ["cp"] dim 2 zigzag {dist.stage = 1 : i64} : tensor<1x1x2x2xf32> -> tensor<1x1x4x2xf32>
+    %l1_v_all = dist.all_gather %l1_v_h over ["cp"] dim 2 zigzag {dist.stage = 1 : i64} : tensor<1x1x2x2xf32> -> tensor<1x1x4x2xf32>
+    %l1_k_rep = ref.broadcast %l1_k_all dims [0, 1, 3, 4] {dist.stage = 1 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l1_k_3 = ref.reshape %l1_k_rep {dist.stage = 1 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l1_v_rep = ref.broadcast %l1_v_all dims [0, 1, 3, 4] {dist.stage = 1 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l1_v_3 = ref.reshape %l1_v_rep {dist.stage = 1 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l1_q_3 = ref.reshape %l1_q_h {dist.stage = 1 : i64} : tensor<1x2x2x2xf32> -> tensor<2x2x2xf32>
+    %l1_cp_rank = dist.axis_index "cp" {dist.stage = 1 : i64} : index
+    %l1_chunk = arith.constant {dist.stage = 1 : i64} 1 : index
+    %l1_last = arith.constant {dist.stage = 1 : i64} 3 : index
+    %l1_start0 = arith.muli %l1_cp_rank, %l1_chunk {dist.stage = 1 : i64} : index
+    %l1_mirror = arith.subi %l1_last, %l1_cp_rank {dist.stage = 1 : i64} : index
+    %l1_start1 = arith.muli %l1_mirror, %l1_chunk {dist.stage = 1 : i64} : index
+    %l1_q_c0 = ref.slice %l1_q_3 offsets [0, 0, 0] sizes [2, 1, 2] {dist.stage = 1 : i64} : tensor<2x2x2xf32>
+    %l1_scores_c0 = ref.batch_matmul %l1_q_c0, %l1_k_3 contract(2, 2) {dist.stage = 1 : i64} : tensor<2x1x2xf32>, tensor<2x4x2xf32>
+    %l1_s_c0 = ref.scale %l1_scores_c0 by 0.70710678118654746 {dist.stage = 1 : i64} : tensor<2x1x4xf32>
+    %l1_p_c0 = ref.causal_softmax %l1_s_c0 offset %l1_start0 {dist.stage = 1 : i64} : tensor<2x1x4xf32>
+    %l1_o_c0 = ref.batch_matmul %l1_p_c0, %l1_v_3 contract(2, 1) {dist.stage = 1 : i64} : tensor<2x1x4xf32>, tensor<2x4x2xf32>
+    %l1_q_c1 = ref.slice %l1_q_3 offsets [0, 1, 0] sizes [2, 1, 2] {dist.stage = 1 : i64} : tensor<2x2x2xf32>
+    %l1_scores_c1 = ref.batch_matmul %l1_q_c1, %l1_k_3 contract(2, 2) {dist.stage = 1 : i64} : tensor<2x1x2xf32>, tensor<2x4x2xf32>
+    %l1_s_c1 = ref.scale %l1_scores_c1 by 0.70710678118654746 {dist.stage = 1 : i64} : tensor<2x1x4xf32>
+    %l1_p_c1 = ref.causal_softmax %l1_s_c1 offset %l1_start1 {dist.stage = 1 : i64} : tensor<2x1x4xf32>
+    %l1_o_c1 = ref.batch_matmul %l1_p_c1, %l1_v_3 contract(2, 1) {dist.stage = 1 : i64} : tensor<2x1x4xf32>, tensor<2x4x2xf32>
+    %l1_ctx = ref.concat %l1_o_c0, %l1_o_c1 dim 1 {dist.stage = 1 : i64} : tensor<2x1x2xf32>, tensor<2x1x2xf32>
+    %l1_ctx_4d = ref.reshape %l1_ctx {dist.stage = 1 : i64} : tensor<2x2x2xf32> -> tensor<1x2x2x2xf32>
+    %l1_ctx_t = ref.transpose %l1_ctx_4d perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x2x2x2xf32>
+    %l1_ctx_2d = ref.reshape %l1_ctx_t {dist.stage = 1 : i64} : tensor<1x2x2x2xf32> -> tensor<2x4xf32>
+    %l1_attn = ref.matmul %l1_ctx_2d, %l1_wo contract(1, 0) {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<4x4xf32>
+    %l1_attn_3d = ref.reshape %l1_attn {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %l1_attn_ar = dist.all_reduce %l1_attn_3d over ["tp"] "sum" {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+    %l1_x_attn = ref.add %c1_in, %l1_attn_ar {dist.stage = 1 : i64} : tensor<1x2x4xf32>
+    %l1_h2 = ref.rms_norm %l1_x_attn, %l1_norm2 eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l1_tp_entry_1 = dist.all_reduce %l1_h2 over ["tp"] "avg" {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+    %l1_h2_2d = ref.reshape %l1_tp_entry_1 {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
     // layer 1: SwiGLU MLP
-    %l1_gate = ref.matmul %l1_h2_2d, %l1_wg contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x2xf32>
-    %l1_gate_act = ref.silu %l1_gate {dist.stage = 1} : tensor<2x2xf32>
-    %l1_up = ref.matmul %l1_h2_2d, %l1_wu contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x2xf32>
-    %l1_act = ref.mul %l1_gate_act, %l1_up {dist.stage = 1} : tensor<2x2xf32>
-    %l1_down = ref.matmul %l1_act, %l1_wd contract(1, 0) {dist.stage = 1} : tensor<2x2xf32>, tensor<2x4xf32>
-    %l1_mlp_3d = ref.reshape %l1_down {dist.stage = 1} : tensor<2x4xf32> -> tensor<1x2x4xf32>
-    %l1_mlp_ar = dist.all_reduce %l1_mlp_3d over ["tp"] "sum" {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-    %l1_x_out = ref.add %l1_x_attn, %l1_mlp_ar {dist.stage = 1} : tensor<1x2x4xf32>
+    %l1_gate = ref.matmul %l1_h2_2d, %l1_wg contract(1, 0) {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
+    %l1_gate_act = ref.silu %l1_gate {dist.stage = 1 : i64} : tensor<2x2xf32>
+    %l1_up = ref.matmul %l1_h2_2d, %l1_wu contract(1, 0) {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
+    %l1_act = ref.mul %l1_gate_act, %l1_up {dist.stage = 1 : i64} : tensor<2x2xf32>
+    %l1_down = ref.matmul %l1_act, %l1_wd contract(1, 0) {dist.stage = 1 : i64} : tensor<2x2xf32>, tensor<2x4xf32>
+    %l1_mlp_3d = ref.reshape %l1_down {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %l1_mlp_ar = dist.all_reduce %l1_mlp_3d over ["tp"] "sum" {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+    %l1_x_out = ref.add %l1_x_attn, %l1_mlp_ar {dist.stage = 1 : i64} : tensor<1x2x4xf32>
     // final norm, LM head, cross-entropy
-    %hf = ref.rms_norm %l1_x_out, %normf eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %hf_2d = ref.reshape %hf {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<2x4xf32>
-    %logits = ref.matmul %hf_2d, %lm_head contract(1, 0) {dist.stage = 1} : tensor<2x4xf32>, tensor<4x3xf32>
-    %labels_2d = ref.reshape %labels {dist.stage = 1} : tensor<1x2x3xf32> -> tensor<2x3xf32>
-    %mask_1d = ref.reshape %mask {dist.stage = 1} : tensor<1x2xf32> -> tensor<2xf32>
-    %ce = ref.cross_entropy_sum %logits, %labels_2d, %mask_1d {dist.stage = 1} : tensor<2x3xf32>, tensor<2xf32>
-    %ce_mean = ref.div %ce, %tokens {dist.stage = 1} : tensor<f32>
+    %hf = ref.rms_norm %l1_x_out, %normf eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %hf_2d = ref.reshape %hf {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+    %logits = ref.matmul %hf_2d, %lm_head contract(1, 0) {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<4x3xf32>
+    %labels_2d = ref.reshape %labels {dist.stage = 1 : i64} : tensor<1x2x3xf32> -> tensor<2x3xf32>
+    %mask_1d = ref.reshape %mask {dist.stage = 1 : i64} : tensor<1x2xf32> -> tensor<2xf32>
+    %ce = ref.cross_entropy_sum %logits, %labels_2d, %mask_1d {dist.stage = 1 : i64} : tensor<2x3xf32>, tensor<2xf32>
+    %ce_mean = ref.div %ce, %tokens {dist.stage = 1 : i64} : tensor<f32>
     // B: chunk 1, microbatch 0
-    %ce_share = ref.scale %ce_mean by 0.5 {dist.stage = 1} : tensor<f32>
-    %g_l1_norm1, %g_l1_wq, %g_l1_wk, %g_l1_wv, %g_l1_wo, %g_l1_norm2, %g_l1_wg, %g_l1_wu, %g_l1_wd, %g_normf, %g_lm_head, %c1_din = ref.grad %ce_share wrt %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head, %c1_in {dist.stage = 1}
-        : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32>
+    %ce_share = ref.scale %ce_mean by 5.000000e-01 {dist.stage = 1 : i64} : tensor<f32>
+    %g_l1_norm1, %g_l1_wq, %g_l1_wk, %g_l1_wv, %g_l1_wo, %g_l1_norm2, %g_l1_wg, %g_l1_wu, %g_l1_wd, %g_normf, %g_lm_head, %c1_din = ref.grad %ce_share wrt %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head, %c1_in {dist.stage = 1 : i64} : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32>
     dist.send %c1_din from 1 to 0 tag "grad/c1/mb0" : tensor<1x2x4xf32>
     // Stage 1: gradients accumulated over the microbatches (in order), then summed over the axes that replicate each weight.
-    %d_l1_norm1 = dist.all_reduce %g_l1_norm1 over ["dp", "cp", "tp"] "sum" {dist.stage = 1} : tensor<4xf32> -> tensor<4xf32>
-    %d_l1_wq = dist.all_reduce %g_l1_wq over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<4x4xf32> -> tensor<4x4xf32>
-    %d_l1_wk = dist.all_reduce %g_l1_wk over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<4x2xf32> -> tensor<4x2xf32>
-    %d_l1_wv = dist.all_reduce %g_l1_wv over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<4x2xf32> -> tensor<4x2xf32>
-    %d_l1_wo = dist.all_reduce %g_l1_wo over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<4x4xf32> -> tensor<4x4xf32>
-    %d_l1_norm2 = dist.all_reduce %g_l1_norm2 over ["dp", "cp", "tp"] "sum" {dist.stage = 1} : tensor<4xf32> -> tensor<4xf32>
-    %d_l1_wg = dist.all_reduce %g_l1_wg over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<4x2xf32> -> tensor<4x2xf32>
-    %d_l1_wu = dist.all_reduce %g_l1_wu over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<4x2xf32> -> tensor<4x2xf32>
-    %d_l1_wd = dist.all_reduce %g_l1_wd over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<2x4xf32> -> tensor<2x4xf32>
-    %d_normf = dist.all_reduce %g_normf over ["dp", "cp", "tp"] "sum" {dist.stage = 1} : tensor<4xf32> -> tensor<4xf32>
-    %d_lm_head = dist.all_reduce %g_lm_head over ["dp", "cp", "tp"] "sum" {dist.stage = 1} : tensor<4x3xf32> -> tensor<4x3xf32>
-    %ce_all = dist.all_reduce %ce over ["dp", "cp"] "sum" {dist.stage = 1} : tensor<f32> -> tensor<f32>
-    %loss_ce = ref.div %ce_all, %tokens {dist.stage = 1} : tensor<f32>
-    %loss = ref.scale %loss_ce by 1.0 {dist.stage = 1} : tensor<f32>
+    %d_l1_norm1 = dist.all_reduce %g_l1_norm1 over ["dp", "cp", "tp"] "sum" {dist.stage = 1 : i64} : tensor<4xf32> -> tensor<4xf32>
+    %d_l1_wq = dist.all_reduce %g_l1_wq over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<4x4xf32>
+    %d_l1_wk = dist.all_reduce %g_l1_wk over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+    %d_l1_wv = dist.all_reduce %g_l1_wv over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+    %d_l1_wo = dist.all_reduce %g_l1_wo over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<4x4xf32>
+    %d_l1_norm2 = dist.all_reduce %g_l1_norm2 over ["dp", "cp", "tp"] "sum" {dist.stage = 1 : i64} : tensor<4xf32> -> tensor<4xf32>
+    %d_l1_wg = dist.all_reduce %g_l1_wg over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+    %d_l1_wu = dist.all_reduce %g_l1_wu over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+    %d_l1_wd = dist.all_reduce %g_l1_wd over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<2x4xf32>
+    %d_normf = dist.all_reduce %g_normf over ["dp", "cp", "tp"] "sum" {dist.stage = 1 : i64} : tensor<4xf32> -> tensor<4xf32>
+    %d_lm_head = dist.all_reduce %g_lm_head over ["dp", "cp", "tp"] "sum" {dist.stage = 1 : i64} : tensor<4x3xf32> -> tensor<4x3xf32>
+    %ce_all = dist.all_reduce %ce over ["dp", "cp"] "sum" {dist.stage = 1 : i64} : tensor<f32> -> tensor<f32>
+    %loss_ce = ref.div %ce_all, %tokens {dist.stage = 1 : i64} : tensor<f32>
+    %loss = ref.scale %loss_ce by 1.000000e+00 {dist.stage = 1 : i64} : tensor<f32>
     return %loss, %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>
   }
 }

@@ -4,29 +4,49 @@
 // reduced:  2 layers, hidden 4, 4 heads (2 KV) of 2, FFN 4, vocabulary 3, batch 4 x sequence 4
 module attributes {planproof.expect = {verdict = "verified"}} {
   func.func @reference(%x: tensor<4x4x4xf32> {ref.name = "x"},
-                  %labels: tensor<4x4x3xf32> {ref.name = "labels"},
-                  %mask: tensor<4x4xf32> {ref.name = "mask", ref.bound = 2 : i64},
-                  %l0_norm1: tensor<4xf32> {ref.name = "l0_norm1"},
-                  %l0_wq: tensor<4x8xf32> {ref.name = "l0_wq"},
-                  %l0_wk: tensor<4x4xf32> {ref.name = "l0_wk"},
-                  %l0_wv: tensor<4x4xf32> {ref.name = "l0_wv"},
-                  %l0_wo: tensor<8x4xf32> {ref.name = "l0_wo"},
-                  %l0_norm2: tensor<4xf32> {ref.name = "l0_norm2"},
-                  %l0_wg: tensor<4x4xf32> {ref.name = "l0_wg"},
-                  %l0_wu: tensor<4x4xf32> {ref.name = "l0_wu"},
-                  %l0_wd: tensor<4x4xf32> {ref.name = "l0_wd"},
-                  %l1_norm1: tensor<4xf32> {ref.name = "l1_norm1"},
-                  %l1_wq: tensor<4x8xf32> {ref.name = "l1_wq"},
-                  %l1_wk: tensor<4x4xf32> {ref.name = "l1_wk"},
-                  %l1_wv: tensor<4x4xf32> {ref.name = "l1_wv"},
-                  %l1_wo: tensor<8x4xf32> {ref.name = "l1_wo"},
-                  %l1_norm2: tensor<4xf32> {ref.name = "l1_norm2"},
-                  %l1_wg: tensor<4x4xf32> {ref.name = "l1_wg"},
-                  %l1_wu: tensor<4x4xf32> {ref.name = "l1_wu"},
-                  %l1_wd: tensor<4x4xf32> {ref.name = "l1_wd"},
-                  %normf: tensor<4xf32> {ref.name = "normf"},
-                  %lm_head: tensor<4x3xf32> {ref.name = "lm_head"})
-      -> (tensor<f32> {ref.name = "loss"}, tensor<4xf32> {ref.name = "d_l0_norm1"}, tensor<4x8xf32> {ref.name = "d_l0_wq"}, tensor<4x4xf32> {ref.name = "d_l0_wk"}, tensor<4x4xf32> {ref.name = "d_l0_wv"}, tensor<8x4xf32> {ref.name = "d_l0_wo"}, tensor<4xf32> {ref.name = "d_l0_norm2"}, tensor<4x4xf32> {ref.name = "d_l0_wg"}, tensor<4x4xf32> {ref.name = "d_l0_wu"}, tensor<4x4xf32> {ref.name = "d_l0_wd"}, tensor<4xf32> {ref.name = "d_l1_norm1"}, tensor<4x8xf32> {ref.name = "d_l1_wq"}, tensor<4x4xf32> {ref.name = "d_l1_wk"}, tensor<4x4xf32> {ref.name = "d_l1_wv"}, tensor<8x4xf32> {ref.name = "d_l1_wo"}, tensor<4xf32> {ref.name = "d_l1_norm2"}, tensor<4x4xf32> {ref.name = "d_l1_wg"}, tensor<4x4xf32> {ref.name = "d_l1_wu"}, tensor<4x4xf32> {ref.name = "d_l1_wd"}, tensor<4xf32> {ref.name = "d_normf"}, tensor<4x3xf32> {ref.name = "d_lm_head"})
+      %labels: tensor<4x4x3xf32> {ref.name = "labels"},
+      %mask: tensor<4x4xf32> {ref.bound = 2 : i64, ref.name = "mask"},
+      %l0_norm1: tensor<4xf32> {ref.name = "l0_norm1"},
+      %l0_wq: tensor<4x8xf32> {ref.name = "l0_wq"},
+      %l0_wk: tensor<4x4xf32> {ref.name = "l0_wk"},
+      %l0_wv: tensor<4x4xf32> {ref.name = "l0_wv"},
+      %l0_wo: tensor<8x4xf32> {ref.name = "l0_wo"},
+      %l0_norm2: tensor<4xf32> {ref.name = "l0_norm2"},
+      %l0_wg: tensor<4x4xf32> {ref.name = "l0_wg"},
+      %l0_wu: tensor<4x4xf32> {ref.name = "l0_wu"},
+      %l0_wd: tensor<4x4xf32> {ref.name = "l0_wd"},
+      %l1_norm1: tensor<4xf32> {ref.name = "l1_norm1"},
+      %l1_wq: tensor<4x8xf32> {ref.name = "l1_wq"},
+      %l1_wk: tensor<4x4xf32> {ref.name = "l1_wk"},
+      %l1_wv: tensor<4x4xf32> {ref.name = "l1_wv"},
+      %l1_wo: tensor<8x4xf32> {ref.name = "l1_wo"},
+      %l1_norm2: tensor<4xf32> {ref.name = "l1_norm2"},
+      %l1_wg: tensor<4x4xf32> {ref.name = "l1_wg"},
+      %l1_wu: tensor<4x4xf32> {ref.name = "l1_wu"},
+      %l1_wd: tensor<4x4xf32> {ref.name = "l1_wd"},
+      %normf: tensor<4xf32> {ref.name = "normf"},
+      %lm_head: tensor<4x3xf32> {ref.name = "lm_head"})
+      -> (tensor<f32> {ref.name = "loss"},
+          tensor<4xf32> {ref.name = "d_l0_norm1"},
+          tensor<4x8xf32> {ref.name = "d_l0_wq"},
+          tensor<4x4xf32> {ref.name = "d_l0_wk"},
+          tensor<4x4xf32> {ref.name = "d_l0_wv"},
+          tensor<8x4xf32> {ref.name = "d_l0_wo"},
+          tensor<4xf32> {ref.name = "d_l0_norm2"},
+          tensor<4x4xf32> {ref.name = "d_l0_wg"},
+          tensor<4x4xf32> {ref.name = "d_l0_wu"},
+          tensor<4x4xf32> {ref.name = "d_l0_wd"},
+          tensor<4xf32> {ref.name = "d_l1_norm1"},
+          tensor<4x8xf32> {ref.name = "d_l1_wq"},
+          tensor<4x4xf32> {ref.name = "d_l1_wk"},
+          tensor<4x4xf32> {ref.name = "d_l1_wv"},
+          tensor<8x4xf32> {ref.name = "d_l1_wo"},
+          tensor<4xf32> {ref.name = "d_l1_norm2"},
+          tensor<4x4xf32> {ref.name = "d_l1_wg"},
+          tensor<4x4xf32> {ref.name = "d_l1_wu"},
+          tensor<4x4xf32> {ref.name = "d_l1_wd"},
+          tensor<4xf32> {ref.name = "d_normf"},
+          tensor<4x3xf32> {ref.name = "d_lm_head"})
       attributes {ref.reference} {
     %tokens = ref.reduce_sum %mask dims [0, 1] {ref.role = "loss-normalization"} : tensor<4x4xf32>
     %mb0_x_r0 = ref.slice %x offsets [0, 0, 0] sizes [1, 4, 4] : tensor<4x4x4xf32>
@@ -39,7 +59,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %mb0_labels = ref.concat %mb0_labels_r0, %mb0_labels_r1 dim 0 : tensor<1x4x3xf32>, tensor<1x4x3xf32>
     %mb0_mask = ref.concat %mb0_mask_r0, %mb0_mask_r1 dim 0 : tensor<1x4xf32>, tensor<1x4xf32>
     // layer 0: attention
-    %l0_h1 = ref.rms_norm %mb0_x, %l0_norm1 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l0_h1 = ref.rms_norm %mb0_x, %l0_norm1 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l0_h1_2d = ref.reshape %l0_h1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %l0_q = ref.matmul %l0_h1_2d, %l0_wq contract(1, 0) : tensor<8x4xf32>, tensor<4x8xf32>
     %l0_k = ref.matmul %l0_h1_2d, %l0_wk contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -65,7 +85,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l0_attn = ref.matmul %l0_ctx_2d, %l0_wo contract(1, 0) : tensor<8x8xf32>, tensor<8x4xf32>
     %l0_attn_3d = ref.reshape %l0_attn : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l0_x_attn = ref.add %mb0_x, %l0_attn_3d : tensor<2x4x4xf32>
-    %l0_h2 = ref.rms_norm %l0_x_attn, %l0_norm2 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l0_h2 = ref.rms_norm %l0_x_attn, %l0_norm2 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l0_h2_2d = ref.reshape %l0_h2 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     // layer 0: SwiGLU MLP
     %l0_gate = ref.matmul %l0_h2_2d, %l0_wg contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -76,7 +96,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l0_mlp_3d = ref.reshape %l0_down : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l0_x_out = ref.add %l0_x_attn, %l0_mlp_3d : tensor<2x4x4xf32>
     // layer 1: attention
-    %l1_h1 = ref.rms_norm %l0_x_out, %l1_norm1 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l1_h1 = ref.rms_norm %l0_x_out, %l1_norm1 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l1_h1_2d = ref.reshape %l1_h1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %l1_q = ref.matmul %l1_h1_2d, %l1_wq contract(1, 0) : tensor<8x4xf32>, tensor<4x8xf32>
     %l1_k = ref.matmul %l1_h1_2d, %l1_wk contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -102,7 +122,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l1_attn = ref.matmul %l1_ctx_2d, %l1_wo contract(1, 0) : tensor<8x8xf32>, tensor<8x4xf32>
     %l1_attn_3d = ref.reshape %l1_attn : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l1_x_attn = ref.add %l0_x_out, %l1_attn_3d : tensor<2x4x4xf32>
-    %l1_h2 = ref.rms_norm %l1_x_attn, %l1_norm2 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l1_h2 = ref.rms_norm %l1_x_attn, %l1_norm2 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l1_h2_2d = ref.reshape %l1_h2 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     // layer 1: SwiGLU MLP
     %l1_gate = ref.matmul %l1_h2_2d, %l1_wg contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -113,7 +133,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l1_mlp_3d = ref.reshape %l1_down : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l1_x_out = ref.add %l1_x_attn, %l1_mlp_3d : tensor<2x4x4xf32>
     // final norm, LM head, cross-entropy
-    %mb0_hf = ref.rms_norm %l1_x_out, %normf eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %mb0_hf = ref.rms_norm %l1_x_out, %normf eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %mb0_hf_2d = ref.reshape %mb0_hf : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %mb0_logits = ref.matmul %mb0_hf_2d, %lm_head contract(1, 0) : tensor<8x4xf32>, tensor<4x3xf32>
     %mb0_labels_2d = ref.reshape %mb0_labels : tensor<2x4x3xf32> -> tensor<8x3xf32>
@@ -130,7 +150,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %mb1_labels = ref.concat %mb1_labels_r0, %mb1_labels_r1 dim 0 : tensor<1x4x3xf32>, tensor<1x4x3xf32>
     %mb1_mask = ref.concat %mb1_mask_r0, %mb1_mask_r1 dim 0 : tensor<1x4xf32>, tensor<1x4xf32>
     // layer 0: attention
-    %l0_h1_1 = ref.rms_norm %mb1_x, %l0_norm1 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l0_h1_1 = ref.rms_norm %mb1_x, %l0_norm1 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l0_h1_2d_1 = ref.reshape %l0_h1_1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %l0_q_1 = ref.matmul %l0_h1_2d_1, %l0_wq contract(1, 0) : tensor<8x4xf32>, tensor<4x8xf32>
     %l0_k_1 = ref.matmul %l0_h1_2d_1, %l0_wk contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -156,7 +176,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l0_attn_1 = ref.matmul %l0_ctx_2d_1, %l0_wo contract(1, 0) : tensor<8x8xf32>, tensor<8x4xf32>
     %l0_attn_3d_1 = ref.reshape %l0_attn_1 : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l0_x_attn_1 = ref.add %mb1_x, %l0_attn_3d_1 : tensor<2x4x4xf32>
-    %l0_h2_1 = ref.rms_norm %l0_x_attn_1, %l0_norm2 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l0_h2_1 = ref.rms_norm %l0_x_attn_1, %l0_norm2 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l0_h2_2d_1 = ref.reshape %l0_h2_1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     // layer 0: SwiGLU MLP
     %l0_gate_1 = ref.matmul %l0_h2_2d_1, %l0_wg contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -167,7 +187,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l0_mlp_3d_1 = ref.reshape %l0_down_1 : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l0_x_out_1 = ref.add %l0_x_attn_1, %l0_mlp_3d_1 : tensor<2x4x4xf32>
     // layer 1: attention
-    %l1_h1_1 = ref.rms_norm %l0_x_out_1, %l1_norm1 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l1_h1_1 = ref.rms_norm %l0_x_out_1, %l1_norm1 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l1_h1_2d_1 = ref.reshape %l1_h1_1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %l1_q_1 = ref.matmul %l1_h1_2d_1, %l1_wq contract(1, 0) : tensor<8x4xf32>, tensor<4x8xf32>
     %l1_k_1 = ref.matmul %l1_h1_2d_1, %l1_wk contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -193,7 +213,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l1_attn_1 = ref.matmul %l1_ctx_2d_1, %l1_wo contract(1, 0) : tensor<8x8xf32>, tensor<8x4xf32>
     %l1_attn_3d_1 = ref.reshape %l1_attn_1 : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l1_x_attn_1 = ref.add %l0_x_out_1, %l1_attn_3d_1 : tensor<2x4x4xf32>
-    %l1_h2_1 = ref.rms_norm %l1_x_attn_1, %l1_norm2 eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %l1_h2_1 = ref.rms_norm %l1_x_attn_1, %l1_norm2 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %l1_h2_2d_1 = ref.reshape %l1_h2_1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     // layer 1: SwiGLU MLP
     %l1_gate_1 = ref.matmul %l1_h2_2d_1, %l1_wg contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -204,7 +224,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l1_mlp_3d_1 = ref.reshape %l1_down_1 : tensor<8x4xf32> -> tensor<2x4x4xf32>
     %l1_x_out_1 = ref.add %l1_x_attn_1, %l1_mlp_3d_1 : tensor<2x4x4xf32>
     // final norm, LM head, cross-entropy
-    %mb1_hf = ref.rms_norm %l1_x_out_1, %normf eps 1.0e-5 : tensor<2x4x4xf32>, tensor<4xf32>
+    %mb1_hf = ref.rms_norm %l1_x_out_1, %normf eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %mb1_hf_2d = ref.reshape %mb1_hf : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %mb1_logits = ref.matmul %mb1_hf_2d, %lm_head contract(1, 0) : tensor<8x4xf32>, tensor<4x3xf32>
     %mb1_labels_2d = ref.reshape %mb1_labels : tensor<2x4x3xf32> -> tensor<8x3xf32>
@@ -212,350 +232,343 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %mb1_ce = ref.cross_entropy_sum %mb1_logits, %mb1_labels_2d, %mb1_mask_1d : tensor<8x3xf32>, tensor<8xf32>
     %mb1_ce_mean = ref.div %mb1_ce, %tokens : tensor<f32>
     %loss_sum = ref.add %mb0_ce_mean, %mb1_ce_mean : tensor<f32>
-    %loss = ref.scale %loss_sum by 1.0 : tensor<f32>
-    %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head = ref.grad %loss wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd, %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head
-        : tensor<f32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32> -> tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32>
+    %loss = ref.scale %loss_sum by 1.000000e+00 : tensor<f32>
+    %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head = ref.grad %loss wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd, %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head : tensor<f32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32> -> tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32>
     return %loss, %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head : tensor<f32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32>
   }
-
   dist.mesh @mesh axes = ["pp", "dp", "tp"] shape = [2, 2, 2]
-
-  func.func @plan(%x: tensor<2x2x4xf32> {dist.value = "x", dist.layout = #dist.layout<[dp, tp, _]>, dist.stage = 0},
-                  %labels: tensor<2x4x3xf32> {dist.value = "labels", dist.layout = #dist.layout<[dp, _, _]>, dist.stage = 1},
-                  %mask: tensor<2x4xf32> {dist.value = "mask", dist.layout = #dist.layout<[dp, _]>, dist.stage = 1},
-                  %l0_norm1: tensor<4xf32> {dist.value = "l0_norm1", dist.layout = #dist.layout<[_]>, dist.stage = 0},
-                  %l0_wq: tensor<4x4xf32> {dist.value = "l0_wq", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wk: tensor<4x2xf32> {dist.value = "l0_wk", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wv: tensor<4x2xf32> {dist.value = "l0_wv", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wo: tensor<4x4xf32> {dist.value = "l0_wo", dist.layout = #dist.layout<[tp, _]>, dist.stage = 0},
-                  %l0_norm2: tensor<4xf32> {dist.value = "l0_norm2", dist.layout = #dist.layout<[_]>, dist.stage = 0},
-                  %l0_wg: tensor<4x2xf32> {dist.value = "l0_wg", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wu: tensor<4x2xf32> {dist.value = "l0_wu", dist.layout = #dist.layout<[_, tp]>, dist.stage = 0},
-                  %l0_wd: tensor<2x4xf32> {dist.value = "l0_wd", dist.layout = #dist.layout<[tp, _]>, dist.stage = 0},
-                  %l1_norm1: tensor<4xf32> {dist.value = "l1_norm1", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-                  %l1_wq: tensor<4x4xf32> {dist.value = "l1_wq", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wk: tensor<4x2xf32> {dist.value = "l1_wk", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wv: tensor<4x2xf32> {dist.value = "l1_wv", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wo: tensor<4x4xf32> {dist.value = "l1_wo", dist.layout = #dist.layout<[tp, _]>, dist.stage = 1},
-                  %l1_norm2: tensor<4xf32> {dist.value = "l1_norm2", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-                  %l1_wg: tensor<4x2xf32> {dist.value = "l1_wg", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wu: tensor<4x2xf32> {dist.value = "l1_wu", dist.layout = #dist.layout<[_, tp]>, dist.stage = 1},
-                  %l1_wd: tensor<2x4xf32> {dist.value = "l1_wd", dist.layout = #dist.layout<[tp, _]>, dist.stage = 1},
-                  %normf: tensor<4xf32> {dist.value = "normf", dist.layout = #dist.layout<[_]>, dist.stage = 1},
-                  %lm_head: tensor<4x3xf32> {dist.value = "lm_head", dist.layout = #dist.layout<[_, _]>, dist.stage = 1})
-      -> (tensor<f32> {dist.value = "loss", dist.layout = #dist.layout<[]>, dist.stage = 1},
-          tensor<2xf32> {dist.value = "d_l0_norm1", dist.layout = #dist.layout<[dp]>, dist.stage = 0},
-          tensor<2x4xf32> {dist.value = "d_l0_wq", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0},
-          tensor<2x2xf32> {dist.value = "d_l0_wk", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0},
-          tensor<2x2xf32> {dist.value = "d_l0_wv", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0},
-          tensor<2x4xf32> {dist.value = "d_l0_wo", dist.layout = #dist.layout<[(tp, dp), _]>, dist.stage = 0},
-          tensor<2xf32> {dist.value = "d_l0_norm2", dist.layout = #dist.layout<[dp]>, dist.stage = 0},
-          tensor<2x2xf32> {dist.value = "d_l0_wg", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0},
-          tensor<2x2xf32> {dist.value = "d_l0_wu", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0},
-          tensor<1x4xf32> {dist.value = "d_l0_wd", dist.layout = #dist.layout<[(tp, dp), _]>, dist.stage = 0},
-          tensor<2xf32> {dist.value = "d_l1_norm1", dist.layout = #dist.layout<[dp]>, dist.stage = 1},
-          tensor<2x4xf32> {dist.value = "d_l1_wq", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1},
-          tensor<2x2xf32> {dist.value = "d_l1_wk", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1},
-          tensor<2x2xf32> {dist.value = "d_l1_wv", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1},
-          tensor<2x4xf32> {dist.value = "d_l1_wo", dist.layout = #dist.layout<[(tp, dp), _]>, dist.stage = 1},
-          tensor<2xf32> {dist.value = "d_l1_norm2", dist.layout = #dist.layout<[dp]>, dist.stage = 1},
-          tensor<2x2xf32> {dist.value = "d_l1_wg", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1},
-          tensor<2x2xf32> {dist.value = "d_l1_wu", dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1},
-          tensor<1x4xf32> {dist.value = "d_l1_wd", dist.layout = #dist.layout<[(tp, dp), _]>, dist.stage = 1},
-          tensor<2xf32> {dist.value = "d_normf", dist.layout = #dist.layout<[dp]>, dist.stage = 1},
-          tensor<2x3xf32> {dist.value = "d_lm_head", dist.layout = #dist.layout<[dp, _]>, dist.stage = 1})
+  func.func @plan(%x: tensor<2x2x4xf32> {dist.layout = #dist.layout<[dp, tp, _]>, dist.stage = 0 : i64, dist.value = "x"},
+      %labels: tensor<2x4x3xf32> {dist.layout = #dist.layout<[dp, _, _]>, dist.stage = 1 : i64, dist.value = "labels"},
+      %mask: tensor<2x4xf32> {dist.layout = #dist.layout<[dp, _]>, dist.stage = 1 : i64, dist.value = "mask"},
+      %l0_norm1: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 0 : i64, dist.value = "l0_norm1"},
+      %l0_wq: tensor<4x4xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wq"},
+      %l0_wk: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wk"},
+      %l0_wv: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wv"},
+      %l0_wo: tensor<4x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 0 : i64, dist.value = "l0_wo"},
+      %l0_norm2: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 0 : i64, dist.value = "l0_norm2"},
+      %l0_wg: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wg"},
+      %l0_wu: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 0 : i64, dist.value = "l0_wu"},
+      %l0_wd: tensor<2x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 0 : i64, dist.value = "l0_wd"},
+      %l1_norm1: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "l1_norm1"},
+      %l1_wq: tensor<4x4xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wq"},
+      %l1_wk: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wk"},
+      %l1_wv: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wv"},
+      %l1_wo: tensor<4x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 1 : i64, dist.value = "l1_wo"},
+      %l1_norm2: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "l1_norm2"},
+      %l1_wg: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wg"},
+      %l1_wu: tensor<4x2xf32> {dist.layout = #dist.layout<[_, tp]>, dist.stage = 1 : i64, dist.value = "l1_wu"},
+      %l1_wd: tensor<2x4xf32> {dist.layout = #dist.layout<[tp, _]>, dist.stage = 1 : i64, dist.value = "l1_wd"},
+      %normf: tensor<4xf32> {dist.layout = #dist.layout<[_]>, dist.stage = 1 : i64, dist.value = "normf"},
+      %lm_head: tensor<4x3xf32> {dist.layout = #dist.layout<[_, _]>, dist.stage = 1 : i64, dist.value = "lm_head"})
+      -> (tensor<f32> {dist.layout = #dist.layout<[]>, dist.stage = 1 : i64, dist.value = "loss"},
+          tensor<2xf32> {dist.layout = #dist.layout<[dp]>, dist.stage = 0 : i64, dist.value = "d_l0_norm1"},
+          tensor<2x4xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wq"},
+          tensor<2x2xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wk"},
+          tensor<2x2xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wv"},
+          tensor<2x4xf32> {dist.layout = #dist.layout<[(tp, dp), _]>, dist.stage = 0 : i64, dist.value = "d_l0_wo"},
+          tensor<2xf32> {dist.layout = #dist.layout<[dp]>, dist.stage = 0 : i64, dist.value = "d_l0_norm2"},
+          tensor<2x2xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wg"},
+          tensor<2x2xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 0 : i64, dist.value = "d_l0_wu"},
+          tensor<1x4xf32> {dist.layout = #dist.layout<[(tp, dp), _]>, dist.stage = 0 : i64, dist.value = "d_l0_wd"},
+          tensor<2xf32> {dist.layout = #dist.layout<[dp]>, dist.stage = 1 : i64, dist.value = "d_l1_norm1"},
+          tensor<2x4xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wq"},
+          tensor<2x2xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wk"},
+          tensor<2x2xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wv"},
+          tensor<2x4xf32> {dist.layout = #dist.layout<[(tp, dp), _]>, dist.stage = 1 : i64, dist.value = "d_l1_wo"},
+          tensor<2xf32> {dist.layout = #dist.layout<[dp]>, dist.stage = 1 : i64, dist.value = "d_l1_norm2"},
+          tensor<2x2xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wg"},
+          tensor<2x2xf32> {dist.layout = #dist.layout<[dp, tp]>, dist.stage = 1 : i64, dist.value = "d_l1_wu"},
+          tensor<1x4xf32> {dist.layout = #dist.layout<[(tp, dp), _]>, dist.stage = 1 : i64, dist.value = "d_l1_wd"},
+          tensor<2xf32> {dist.layout = #dist.layout<[dp]>, dist.stage = 1 : i64, dist.value = "d_normf"},
+          tensor<2x3xf32> {dist.layout = #dist.layout<[dp, _]>, dist.stage = 1 : i64, dist.value = "d_lm_head"})
       attributes {dist.mesh = @mesh, dist.pipeline = "pp"} {
     // Stage 0 (gpipe): F0 F1 B0 B1
     // F: chunk 0, microbatch 0
-    %mb0_x = ref.slice %x offsets [0, 0, 0] sizes [1, 2, 4] {dist.stage = 0} : tensor<2x2x4xf32>
+    %mb0_x = ref.slice %x offsets [0, 0, 0] sizes [1, 2, 4] {dist.stage = 0 : i64} : tensor<2x2x4xf32>
     // layer 0: attention
-    %l0_h1 = ref.rms_norm %mb0_x, %l0_norm1 eps 1.0e-5 {dist.stage = 0} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l0_sp_gather = dist.all_gather %l0_h1 over ["tp"] dim 1 {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %l0_h1_2d = ref.reshape %l0_sp_gather {dist.stage = 0} : tensor<1x4x4xf32> -> tensor<4x4xf32>
-    %l0_q = ref.matmul %l0_h1_2d, %l0_wq contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x4xf32>
-    %l0_k = ref.matmul %l0_h1_2d, %l0_wk contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l0_v = ref.matmul %l0_h1_2d, %l0_wv contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l0_q_4d = ref.reshape %l0_q {dist.stage = 0} : tensor<4x4xf32> -> tensor<1x4x2x2xf32>
-    %l0_q_h = ref.transpose %l0_q_4d perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x4x2x2xf32>
-    %l0_k_4d = ref.reshape %l0_k {dist.stage = 0} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
-    %l0_k_h = ref.transpose %l0_k_4d perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x4x1x2xf32>
-    %l0_v_4d = ref.reshape %l0_v {dist.stage = 0} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
-    %l0_v_h = ref.transpose %l0_v_4d perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x4x1x2xf32>
-    %l0_k_rep = ref.broadcast %l0_k_h dims [0, 1, 3, 4] {dist.stage = 0} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l0_k_3 = ref.reshape %l0_k_rep {dist.stage = 0} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l0_v_rep = ref.broadcast %l0_v_h dims [0, 1, 3, 4] {dist.stage = 0} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l0_v_3 = ref.reshape %l0_v_rep {dist.stage = 0} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l0_q_3 = ref.reshape %l0_q_h {dist.stage = 0} : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l0_scores = ref.batch_matmul %l0_q_3, %l0_k_3 contract(2, 2) {dist.stage = 0} : tensor<2x4x2xf32>, tensor<2x4x2xf32>
-    %l0_scaled = ref.scale %l0_scores by 0.70710678118654746 {dist.stage = 0} : tensor<2x4x4xf32>
-    %l0_probs = ref.causal_softmax %l0_scaled {dist.stage = 0} : tensor<2x4x4xf32>
-    %l0_ctx = ref.batch_matmul %l0_probs, %l0_v_3 contract(2, 1) {dist.stage = 0} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
-    %l0_ctx_4d = ref.reshape %l0_ctx {dist.stage = 0} : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
-    %l0_ctx_t = ref.transpose %l0_ctx_4d perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x2x4x2xf32>
-    %l0_ctx_2d = ref.reshape %l0_ctx_t {dist.stage = 0} : tensor<1x4x2x2xf32> -> tensor<4x4xf32>
-    %l0_attn = ref.matmul %l0_ctx_2d, %l0_wo contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x4xf32>
-    %l0_attn_3d = ref.reshape %l0_attn {dist.stage = 0} : tensor<4x4xf32> -> tensor<1x4x4xf32>
-    %l0_attn_rs = dist.reduce_scatter %l0_attn_3d over ["tp"] dim 1 "sum" {dist.stage = 0} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
-    %l0_x_attn = ref.add %mb0_x, %l0_attn_rs {dist.stage = 0} : tensor<1x2x4xf32>
-    %l0_h2 = ref.rms_norm %l0_x_attn, %l0_norm2 eps 1.0e-5 {dist.stage = 0} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l0_sp_gather_1 = dist.all_gather %l0_h2 over ["tp"] dim 1 {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %l0_h2_2d = ref.reshape %l0_sp_gather_1 {dist.stage = 0} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %l0_h1 = ref.rms_norm %mb0_x, %l0_norm1 eps 1.000000e-05 {dist.stage = 0 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l0_sp_gather = dist.all_gather %l0_h1 over ["tp"] dim 1 {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %l0_h1_2d = ref.reshape %l0_sp_gather {dist.stage = 0 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %l0_q = ref.matmul %l0_h1_2d, %l0_wq contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+    %l0_k = ref.matmul %l0_h1_2d, %l0_wk contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l0_v = ref.matmul %l0_h1_2d, %l0_wv contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l0_q_4d = ref.reshape %l0_q {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<1x4x2x2xf32>
+    %l0_q_h = ref.transpose %l0_q_4d perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x4x2x2xf32>
+    %l0_k_4d = ref.reshape %l0_k {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
+    %l0_k_h = ref.transpose %l0_k_4d perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x4x1x2xf32>
+    %l0_v_4d = ref.reshape %l0_v {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
+    %l0_v_h = ref.transpose %l0_v_4d perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x4x1x2xf32>
+    %l0_k_rep = ref.broadcast %l0_k_h dims [0, 1, 3, 4] {dist.stage = 0 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l0_k_3 = ref.reshape %l0_k_rep {dist.stage = 0 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l0_v_rep = ref.broadcast %l0_v_h dims [0, 1, 3, 4] {dist.stage = 0 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l0_v_3 = ref.reshape %l0_v_rep {dist.stage = 0 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l0_q_3 = ref.reshape %l0_q_h {dist.stage = 0 : i64} : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l0_scores = ref.batch_matmul %l0_q_3, %l0_k_3 contract(2, 2) {dist.stage = 0 : i64} : tensor<2x4x2xf32>, tensor<2x4x2xf32>
+    %l0_scaled = ref.scale %l0_scores by 0.70710678118654746 {dist.stage = 0 : i64} : tensor<2x4x4xf32>
+    %l0_probs = ref.causal_softmax %l0_scaled {dist.stage = 0 : i64} : tensor<2x4x4xf32>
+    %l0_ctx = ref.batch_matmul %l0_probs, %l0_v_3 contract(2, 1) {dist.stage = 0 : i64} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
+    %l0_ctx_4d = ref.reshape %l0_ctx {dist.stage = 0 : i64} : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
+    %l0_ctx_t = ref.transpose %l0_ctx_4d perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x2x4x2xf32>
+    %l0_ctx_2d = ref.reshape %l0_ctx_t {dist.stage = 0 : i64} : tensor<1x4x2x2xf32> -> tensor<4x4xf32>
+    %l0_attn = ref.matmul %l0_ctx_2d, %l0_wo contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+    %l0_attn_3d = ref.reshape %l0_attn {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<1x4x4xf32>
+    %l0_attn_rs = dist.reduce_scatter %l0_attn_3d over ["tp"] dim 1 "sum" {dist.stage = 0 : i64} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+    %l0_x_attn = ref.add %mb0_x, %l0_attn_rs {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %l0_h2 = ref.rms_norm %l0_x_attn, %l0_norm2 eps 1.000000e-05 {dist.stage = 0 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l0_sp_gather_1 = dist.all_gather %l0_h2 over ["tp"] dim 1 {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %l0_h2_2d = ref.reshape %l0_sp_gather_1 {dist.stage = 0 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
     // layer 0: SwiGLU MLP
-    %l0_gate = ref.matmul %l0_h2_2d, %l0_wg contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l0_gate_act = ref.silu %l0_gate {dist.stage = 0} : tensor<4x2xf32>
-    %l0_up = ref.matmul %l0_h2_2d, %l0_wu contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l0_act = ref.mul %l0_gate_act, %l0_up {dist.stage = 0} : tensor<4x2xf32>
-    %l0_down = ref.matmul %l0_act, %l0_wd contract(1, 0) {dist.stage = 0} : tensor<4x2xf32>, tensor<2x4xf32>
-    %l0_mlp_3d = ref.reshape %l0_down {dist.stage = 0} : tensor<4x4xf32> -> tensor<1x4x4xf32>
-    %l0_mlp_rs = dist.reduce_scatter %l0_mlp_3d over ["tp"] dim 1 "sum" {dist.stage = 0} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
-    %l0_x_out = ref.add %l0_x_attn, %l0_mlp_rs {dist.stage = 0} : tensor<1x2x4xf32>
+    %l0_gate = ref.matmul %l0_h2_2d, %l0_wg contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l0_gate_act = ref.silu %l0_gate {dist.stage = 0 : i64} : tensor<4x2xf32>
+    %l0_up = ref.matmul %l0_h2_2d, %l0_wu contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l0_act = ref.mul %l0_gate_act, %l0_up {dist.stage = 0 : i64} : tensor<4x2xf32>
+    %l0_down = ref.matmul %l0_act, %l0_wd contract(1, 0) {dist.stage = 0 : i64} : tensor<4x2xf32>, tensor<2x4xf32>
+    %l0_mlp_3d = ref.reshape %l0_down {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<1x4x4xf32>
+    %l0_mlp_rs = dist.reduce_scatter %l0_mlp_3d over ["tp"] dim 1 "sum" {dist.stage = 0 : i64} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+    %l0_x_out = ref.add %l0_x_attn, %l0_mlp_rs {dist.stage = 0 : i64} : tensor<1x2x4xf32>
     dist.send %l0_x_out from 0 to 1 tag "act/c1/mb0" : tensor<1x2x4xf32>
     // F: chunk 0, microbatch 1
-    %mb1_x = ref.slice %x offsets [1, 0, 0] sizes [1, 2, 4] {dist.stage = 0} : tensor<2x2x4xf32>
+    %mb1_x = ref.slice %x offsets [1, 0, 0] sizes [1, 2, 4] {dist.stage = 0 : i64} : tensor<2x2x4xf32>
     // layer 0: attention
-    %l0_h1_1 = ref.rms_norm %mb1_x, %l0_norm1 eps 1.0e-5 {dist.stage = 0} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l0_sp_gather_2 = dist.all_gather %l0_h1_1 over ["tp"] dim 1 {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %l0_h1_2d_1 = ref.reshape %l0_sp_gather_2 {dist.stage = 0} : tensor<1x4x4xf32> -> tensor<4x4xf32>
-    %l0_q_1 = ref.matmul %l0_h1_2d_1, %l0_wq contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x4xf32>
-    %l0_k_1 = ref.matmul %l0_h1_2d_1, %l0_wk contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l0_v_1 = ref.matmul %l0_h1_2d_1, %l0_wv contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l0_q_4d_1 = ref.reshape %l0_q_1 {dist.stage = 0} : tensor<4x4xf32> -> tensor<1x4x2x2xf32>
-    %l0_q_h_1 = ref.transpose %l0_q_4d_1 perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x4x2x2xf32>
-    %l0_k_4d_1 = ref.reshape %l0_k_1 {dist.stage = 0} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
-    %l0_k_h_1 = ref.transpose %l0_k_4d_1 perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x4x1x2xf32>
-    %l0_v_4d_1 = ref.reshape %l0_v_1 {dist.stage = 0} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
-    %l0_v_h_1 = ref.transpose %l0_v_4d_1 perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x4x1x2xf32>
-    %l0_k_rep_1 = ref.broadcast %l0_k_h_1 dims [0, 1, 3, 4] {dist.stage = 0} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l0_k_3_1 = ref.reshape %l0_k_rep_1 {dist.stage = 0} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l0_v_rep_1 = ref.broadcast %l0_v_h_1 dims [0, 1, 3, 4] {dist.stage = 0} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l0_v_3_1 = ref.reshape %l0_v_rep_1 {dist.stage = 0} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l0_q_3_1 = ref.reshape %l0_q_h_1 {dist.stage = 0} : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l0_scores_1 = ref.batch_matmul %l0_q_3_1, %l0_k_3_1 contract(2, 2) {dist.stage = 0} : tensor<2x4x2xf32>, tensor<2x4x2xf32>
-    %l0_scaled_1 = ref.scale %l0_scores_1 by 0.70710678118654746 {dist.stage = 0} : tensor<2x4x4xf32>
-    %l0_probs_1 = ref.causal_softmax %l0_scaled_1 {dist.stage = 0} : tensor<2x4x4xf32>
-    %l0_ctx_1 = ref.batch_matmul %l0_probs_1, %l0_v_3_1 contract(2, 1) {dist.stage = 0} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
-    %l0_ctx_4d_1 = ref.reshape %l0_ctx_1 {dist.stage = 0} : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
-    %l0_ctx_t_1 = ref.transpose %l0_ctx_4d_1 perm [0, 2, 1, 3] {dist.stage = 0} : tensor<1x2x4x2xf32>
-    %l0_ctx_2d_1 = ref.reshape %l0_ctx_t_1 {dist.stage = 0} : tensor<1x4x2x2xf32> -> tensor<4x4xf32>
-    %l0_attn_1 = ref.matmul %l0_ctx_2d_1, %l0_wo contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x4xf32>
-    %l0_attn_3d_1 = ref.reshape %l0_attn_1 {dist.stage = 0} : tensor<4x4xf32> -> tensor<1x4x4xf32>
-    %l0_attn_rs_1 = dist.reduce_scatter %l0_attn_3d_1 over ["tp"] dim 1 "sum" {dist.stage = 0} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
-    %l0_x_attn_1 = ref.add %mb1_x, %l0_attn_rs_1 {dist.stage = 0} : tensor<1x2x4xf32>
-    %l0_h2_1 = ref.rms_norm %l0_x_attn_1, %l0_norm2 eps 1.0e-5 {dist.stage = 0} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l0_sp_gather_3 = dist.all_gather %l0_h2_1 over ["tp"] dim 1 {dist.stage = 0} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %l0_h2_2d_1 = ref.reshape %l0_sp_gather_3 {dist.stage = 0} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %l0_h1_1 = ref.rms_norm %mb1_x, %l0_norm1 eps 1.000000e-05 {dist.stage = 0 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l0_sp_gather_2 = dist.all_gather %l0_h1_1 over ["tp"] dim 1 {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %l0_h1_2d_1 = ref.reshape %l0_sp_gather_2 {dist.stage = 0 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %l0_q_1 = ref.matmul %l0_h1_2d_1, %l0_wq contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+    %l0_k_1 = ref.matmul %l0_h1_2d_1, %l0_wk contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l0_v_1 = ref.matmul %l0_h1_2d_1, %l0_wv contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l0_q_4d_1 = ref.reshape %l0_q_1 {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<1x4x2x2xf32>
+    %l0_q_h_1 = ref.transpose %l0_q_4d_1 perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x4x2x2xf32>
+    %l0_k_4d_1 = ref.reshape %l0_k_1 {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
+    %l0_k_h_1 = ref.transpose %l0_k_4d_1 perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x4x1x2xf32>
+    %l0_v_4d_1 = ref.reshape %l0_v_1 {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
+    %l0_v_h_1 = ref.transpose %l0_v_4d_1 perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x4x1x2xf32>
+    %l0_k_rep_1 = ref.broadcast %l0_k_h_1 dims [0, 1, 3, 4] {dist.stage = 0 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l0_k_3_1 = ref.reshape %l0_k_rep_1 {dist.stage = 0 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l0_v_rep_1 = ref.broadcast %l0_v_h_1 dims [0, 1, 3, 4] {dist.stage = 0 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l0_v_3_1 = ref.reshape %l0_v_rep_1 {dist.stage = 0 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l0_q_3_1 = ref.reshape %l0_q_h_1 {dist.stage = 0 : i64} : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l0_scores_1 = ref.batch_matmul %l0_q_3_1, %l0_k_3_1 contract(2, 2) {dist.stage = 0 : i64} : tensor<2x4x2xf32>, tensor<2x4x2xf32>
+    %l0_scaled_1 = ref.scale %l0_scores_1 by 0.70710678118654746 {dist.stage = 0 : i64} : tensor<2x4x4xf32>
+    %l0_probs_1 = ref.causal_softmax %l0_scaled_1 {dist.stage = 0 : i64} : tensor<2x4x4xf32>
+    %l0_ctx_1 = ref.batch_matmul %l0_probs_1, %l0_v_3_1 contract(2, 1) {dist.stage = 0 : i64} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
+    %l0_ctx_4d_1 = ref.reshape %l0_ctx_1 {dist.stage = 0 : i64} : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
+    %l0_ctx_t_1 = ref.transpose %l0_ctx_4d_1 perm [0, 2, 1, 3] {dist.stage = 0 : i64} : tensor<1x2x4x2xf32>
+    %l0_ctx_2d_1 = ref.reshape %l0_ctx_t_1 {dist.stage = 0 : i64} : tensor<1x4x2x2xf32> -> tensor<4x4xf32>
+    %l0_attn_1 = ref.matmul %l0_ctx_2d_1, %l0_wo contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+    %l0_attn_3d_1 = ref.reshape %l0_attn_1 {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<1x4x4xf32>
+    %l0_attn_rs_1 = dist.reduce_scatter %l0_attn_3d_1 over ["tp"] dim 1 "sum" {dist.stage = 0 : i64} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+    %l0_x_attn_1 = ref.add %mb1_x, %l0_attn_rs_1 {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %l0_h2_1 = ref.rms_norm %l0_x_attn_1, %l0_norm2 eps 1.000000e-05 {dist.stage = 0 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l0_sp_gather_3 = dist.all_gather %l0_h2_1 over ["tp"] dim 1 {dist.stage = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %l0_h2_2d_1 = ref.reshape %l0_sp_gather_3 {dist.stage = 0 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
     // layer 0: SwiGLU MLP
-    %l0_gate_1 = ref.matmul %l0_h2_2d_1, %l0_wg contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l0_gate_act_1 = ref.silu %l0_gate_1 {dist.stage = 0} : tensor<4x2xf32>
-    %l0_up_1 = ref.matmul %l0_h2_2d_1, %l0_wu contract(1, 0) {dist.stage = 0} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l0_act_1 = ref.mul %l0_gate_act_1, %l0_up_1 {dist.stage = 0} : tensor<4x2xf32>
-    %l0_down_1 = ref.matmul %l0_act_1, %l0_wd contract(1, 0) {dist.stage = 0} : tensor<4x2xf32>, tensor<2x4xf32>
-    %l0_mlp_3d_1 = ref.reshape %l0_down_1 {dist.stage = 0} : tensor<4x4xf32> -> tensor<1x4x4xf32>
-    %l0_mlp_rs_1 = dist.reduce_scatter %l0_mlp_3d_1 over ["tp"] dim 1 "sum" {dist.stage = 0} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
-    %l0_x_out_1 = ref.add %l0_x_attn_1, %l0_mlp_rs_1 {dist.stage = 0} : tensor<1x2x4xf32>
-    dist.send %l0_x_out_1 from 0 to 1 tag "act/c1/mb1" {batch = 1} : tensor<1x2x4xf32>
-    %mb0_c0_dout = dist.recv from 1 to 0 tag "grad/c1/mb0" {batch = 1} : tensor<1x2x4xf32>
+    %l0_gate_1 = ref.matmul %l0_h2_2d_1, %l0_wg contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l0_gate_act_1 = ref.silu %l0_gate_1 {dist.stage = 0 : i64} : tensor<4x2xf32>
+    %l0_up_1 = ref.matmul %l0_h2_2d_1, %l0_wu contract(1, 0) {dist.stage = 0 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l0_act_1 = ref.mul %l0_gate_act_1, %l0_up_1 {dist.stage = 0 : i64} : tensor<4x2xf32>
+    %l0_down_1 = ref.matmul %l0_act_1, %l0_wd contract(1, 0) {dist.stage = 0 : i64} : tensor<4x2xf32>, tensor<2x4xf32>
+    %l0_mlp_3d_1 = ref.reshape %l0_down_1 {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<1x4x4xf32>
+    %l0_mlp_rs_1 = dist.reduce_scatter %l0_mlp_3d_1 over ["tp"] dim 1 "sum" {dist.stage = 0 : i64} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+    %l0_x_out_1 = ref.add %l0_x_attn_1, %l0_mlp_rs_1 {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    dist.send %l0_x_out_1 from 0 to 1 tag "act/c1/mb1" {batch = 1 : i64} : tensor<1x2x4xf32>
+    %mb0_c0_dout = dist.recv from 1 to 0 tag "grad/c1/mb0" {batch = 1 : i64} : tensor<1x2x4xf32>
     // B: chunk 0, microbatch 0
-    %mb0_c0_vjp = ref.mul %l0_x_out, %mb0_c0_dout {dist.stage = 0} : tensor<1x2x4xf32>
-    %mb0_c0_vjp_sum = ref.reduce_sum %mb0_c0_vjp dims [0, 1, 2] {dist.stage = 0} : tensor<1x2x4xf32>
-    %g_mb0_l0_norm1, %g_mb0_l0_wq, %g_mb0_l0_wk, %g_mb0_l0_wv, %g_mb0_l0_wo, %g_mb0_l0_norm2, %g_mb0_l0_wg, %g_mb0_l0_wu, %g_mb0_l0_wd = ref.grad %mb0_c0_vjp_sum wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd {dist.stage = 0}
-        : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>
+    %mb0_c0_vjp = ref.mul %l0_x_out, %mb0_c0_dout {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %mb0_c0_vjp_sum = ref.reduce_sum %mb0_c0_vjp dims [0, 1, 2] {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %g_mb0_l0_norm1, %g_mb0_l0_wq, %g_mb0_l0_wk, %g_mb0_l0_wv, %g_mb0_l0_wo, %g_mb0_l0_norm2, %g_mb0_l0_wg, %g_mb0_l0_wu, %g_mb0_l0_wd = ref.grad %mb0_c0_vjp_sum wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd {dist.stage = 0 : i64} : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>
     %mb1_c0_dout = dist.recv from 1 to 0 tag "grad/c1/mb1" : tensor<1x2x4xf32>
     // B: chunk 0, microbatch 1
-    %mb1_c0_vjp = ref.mul %l0_x_out_1, %mb1_c0_dout {dist.stage = 0} : tensor<1x2x4xf32>
-    %mb1_c0_vjp_sum = ref.reduce_sum %mb1_c0_vjp dims [0, 1, 2] {dist.stage = 0} : tensor<1x2x4xf32>
-    %g_mb1_l0_norm1, %g_mb1_l0_wq, %g_mb1_l0_wk, %g_mb1_l0_wv, %g_mb1_l0_wo, %g_mb1_l0_norm2, %g_mb1_l0_wg, %g_mb1_l0_wu, %g_mb1_l0_wd = ref.grad %mb1_c0_vjp_sum wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd {dist.stage = 0}
-        : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>
+    %mb1_c0_vjp = ref.mul %l0_x_out_1, %mb1_c0_dout {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %mb1_c0_vjp_sum = ref.reduce_sum %mb1_c0_vjp dims [0, 1, 2] {dist.stage = 0 : i64} : tensor<1x2x4xf32>
+    %g_mb1_l0_norm1, %g_mb1_l0_wq, %g_mb1_l0_wk, %g_mb1_l0_wv, %g_mb1_l0_wo, %g_mb1_l0_norm2, %g_mb1_l0_wg, %g_mb1_l0_wu, %g_mb1_l0_wd = ref.grad %mb1_c0_vjp_sum wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd {dist.stage = 0 : i64} : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>
     // Stage 0: gradients accumulated over the microbatches (in order), then summed over the axes that replicate each weight.
-    %acc_l0_norm1 = ref.add %g_mb0_l0_norm1, %g_mb1_l0_norm1 {dist.stage = 0} : tensor<4xf32>
-    %d_l0_norm1_rs = dist.reduce_scatter %acc_l0_norm1 over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<4xf32> -> tensor<2xf32>
-    %d_l0_norm1 = dist.all_reduce %d_l0_norm1_rs over ["tp"] "sum" {dist.stage = 0} : tensor<2xf32> -> tensor<2xf32>
-    %acc_l0_wq = ref.add %g_mb0_l0_wq, %g_mb1_l0_wq {dist.stage = 0} : tensor<4x4xf32>
-    %d_l0_wq_rs = dist.reduce_scatter %acc_l0_wq over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<4x4xf32> -> tensor<2x4xf32>
-    %d_l0_wq = ref.scale %d_l0_wq_rs by 1.0 {dist.stage = 0} : tensor<2x4xf32>
-    %acc_l0_wk = ref.add %g_mb0_l0_wk, %g_mb1_l0_wk {dist.stage = 0} : tensor<4x2xf32>
-    %d_l0_wk_rs = dist.reduce_scatter %acc_l0_wk over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<4x2xf32> -> tensor<2x2xf32>
-    %d_l0_wk = ref.scale %d_l0_wk_rs by 1.0 {dist.stage = 0} : tensor<2x2xf32>
-    %acc_l0_wv = ref.add %g_mb0_l0_wv, %g_mb1_l0_wv {dist.stage = 0} : tensor<4x2xf32>
-    %d_l0_wv_rs = dist.reduce_scatter %acc_l0_wv over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<4x2xf32> -> tensor<2x2xf32>
-    %d_l0_wv = ref.scale %d_l0_wv_rs by 1.0 {dist.stage = 0} : tensor<2x2xf32>
-    %acc_l0_wo = ref.add %g_mb0_l0_wo, %g_mb1_l0_wo {dist.stage = 0} : tensor<4x4xf32>
-    %d_l0_wo_rs = dist.reduce_scatter %acc_l0_wo over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<4x4xf32> -> tensor<2x4xf32>
-    %d_l0_wo = ref.scale %d_l0_wo_rs by 1.0 {dist.stage = 0} : tensor<2x4xf32>
-    %acc_l0_norm2 = ref.add %g_mb0_l0_norm2, %g_mb1_l0_norm2 {dist.stage = 0} : tensor<4xf32>
-    %d_l0_norm2_rs = dist.reduce_scatter %acc_l0_norm2 over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<4xf32> -> tensor<2xf32>
-    %d_l0_norm2 = dist.all_reduce %d_l0_norm2_rs over ["tp"] "sum" {dist.stage = 0} : tensor<2xf32> -> tensor<2xf32>
-    %acc_l0_wg = ref.add %g_mb0_l0_wg, %g_mb1_l0_wg {dist.stage = 0} : tensor<4x2xf32>
-    %d_l0_wg_rs = dist.reduce_scatter %acc_l0_wg over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<4x2xf32> -> tensor<2x2xf32>
-    %d_l0_wg = ref.scale %d_l0_wg_rs by 1.0 {dist.stage = 0} : tensor<2x2xf32>
-    %acc_l0_wu = ref.add %g_mb0_l0_wu, %g_mb1_l0_wu {dist.stage = 0} : tensor<4x2xf32>
-    %d_l0_wu_rs = dist.reduce_scatter %acc_l0_wu over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<4x2xf32> -> tensor<2x2xf32>
-    %d_l0_wu = ref.scale %d_l0_wu_rs by 1.0 {dist.stage = 0} : tensor<2x2xf32>
-    %acc_l0_wd = ref.add %g_mb0_l0_wd, %g_mb1_l0_wd {dist.stage = 0} : tensor<2x4xf32>
-    %d_l0_wd_rs = dist.reduce_scatter %acc_l0_wd over ["dp"] dim 0 "sum" {dist.stage = 0} : tensor<2x4xf32> -> tensor<1x4xf32>
-    %d_l0_wd = ref.scale %d_l0_wd_rs by 1.0 {dist.stage = 0} : tensor<1x4xf32>
+    %acc_l0_norm1 = ref.add %g_mb0_l0_norm1, %g_mb1_l0_norm1 {dist.stage = 0 : i64} : tensor<4xf32>
+    %d_l0_norm1_rs = dist.reduce_scatter %acc_l0_norm1 over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<4xf32> -> tensor<2xf32>
+    %d_l0_norm1 = dist.all_reduce %d_l0_norm1_rs over ["tp"] "sum" {dist.stage = 0 : i64} : tensor<2xf32> -> tensor<2xf32>
+    %acc_l0_wq = ref.add %g_mb0_l0_wq, %g_mb1_l0_wq {dist.stage = 0 : i64} : tensor<4x4xf32>
+    %d_l0_wq_rs = dist.reduce_scatter %acc_l0_wq over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<2x4xf32>
+    %d_l0_wq = ref.scale %d_l0_wq_rs by 1.000000e+00 {dist.stage = 0 : i64} : tensor<2x4xf32>
+    %acc_l0_wk = ref.add %g_mb0_l0_wk, %g_mb1_l0_wk {dist.stage = 0 : i64} : tensor<4x2xf32>
+    %d_l0_wk_rs = dist.reduce_scatter %acc_l0_wk over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<2x2xf32>
+    %d_l0_wk = ref.scale %d_l0_wk_rs by 1.000000e+00 {dist.stage = 0 : i64} : tensor<2x2xf32>
+    %acc_l0_wv = ref.add %g_mb0_l0_wv, %g_mb1_l0_wv {dist.stage = 0 : i64} : tensor<4x2xf32>
+    %d_l0_wv_rs = dist.reduce_scatter %acc_l0_wv over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<2x2xf32>
+    %d_l0_wv = ref.scale %d_l0_wv_rs by 1.000000e+00 {dist.stage = 0 : i64} : tensor<2x2xf32>
+    %acc_l0_wo = ref.add %g_mb0_l0_wo, %g_mb1_l0_wo {dist.stage = 0 : i64} : tensor<4x4xf32>
+    %d_l0_wo_rs = dist.reduce_scatter %acc_l0_wo over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<4x4xf32> -> tensor<2x4xf32>
+    %d_l0_wo = ref.scale %d_l0_wo_rs by 1.000000e+00 {dist.stage = 0 : i64} : tensor<2x4xf32>
+    %acc_l0_norm2 = ref.add %g_mb0_l0_norm2, %g_mb1_l0_norm2 {dist.stage = 0 : i64} : tensor<4xf32>
+    %d_l0_norm2_rs = dist.reduce_scatter %acc_l0_norm2 over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<4xf32> -> tensor<2xf32>
+    %d_l0_norm2 = dist.all_reduce %d_l0_norm2_rs over ["tp"] "sum" {dist.stage = 0 : i64} : tensor<2xf32> -> tensor<2xf32>
+    %acc_l0_wg = ref.add %g_mb0_l0_wg, %g_mb1_l0_wg {dist.stage = 0 : i64} : tensor<4x2xf32>
+    %d_l0_wg_rs = dist.reduce_scatter %acc_l0_wg over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<2x2xf32>
+    %d_l0_wg = ref.scale %d_l0_wg_rs by 1.000000e+00 {dist.stage = 0 : i64} : tensor<2x2xf32>
+    %acc_l0_wu = ref.add %g_mb0_l0_wu, %g_mb1_l0_wu {dist.stage = 0 : i64} : tensor<4x2xf32>
+    %d_l0_wu_rs = dist.reduce_scatter %acc_l0_wu over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<4x2xf32> -> tensor<2x2xf32>
+    %d_l0_wu = ref.scale %d_l0_wu_rs by 1.000000e+00 {dist.stage = 0 : i64} : tensor<2x2xf32>
+    %acc_l0_wd = ref.add %g_mb0_l0_wd, %g_mb1_l0_wd {dist.stage = 0 : i64} : tensor<2x4xf32>
+    %d_l0_wd_rs = dist.reduce_scatter %acc_l0_wd over ["dp"] dim 0 "sum" {dist.stage = 0 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
+    %d_l0_wd = ref.scale %d_l0_wd_rs by 1.000000e+00 {dist.stage = 0 : i64} : tensor<1x4xf32>
     // Stage 1 (gpipe): F0 F1 B0 B1
     // The global count of labelled tokens.
-    %tokens_local = ref.reduce_sum %mask dims [0, 1] {dist.stage = 1} : tensor<2x4xf32>
-    %tokens = dist.all_reduce %tokens_local over ["dp"] "sum" {dist.stage = 1} : tensor<f32> -> tensor<f32>
+    %tokens_local = ref.reduce_sum %mask dims [0, 1] {dist.stage = 1 : i64} : tensor<2x4xf32>
+    %tokens = dist.all_reduce %tokens_local over ["dp"] "sum" {dist.stage = 1 : i64} : tensor<f32> -> tensor<f32>
     %mb0_c1_in = dist.recv from 0 to 1 tag "act/c1/mb0" : tensor<1x2x4xf32>
     // F: chunk 1, microbatch 0
     // layer 1: attention
-    %l1_h1 = ref.rms_norm %mb0_c1_in, %l1_norm1 eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l1_sp_gather = dist.all_gather %l1_h1 over ["tp"] dim 1 {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %l1_h1_2d = ref.reshape %l1_sp_gather {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<4x4xf32>
-    %l1_q = ref.matmul %l1_h1_2d, %l1_wq contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x4xf32>
-    %l1_k = ref.matmul %l1_h1_2d, %l1_wk contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l1_v = ref.matmul %l1_h1_2d, %l1_wv contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l1_q_4d = ref.reshape %l1_q {dist.stage = 1} : tensor<4x4xf32> -> tensor<1x4x2x2xf32>
-    %l1_q_h = ref.transpose %l1_q_4d perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x4x2x2xf32>
-    %l1_k_4d = ref.reshape %l1_k {dist.stage = 1} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
-    %l1_k_h = ref.transpose %l1_k_4d perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x4x1x2xf32>
-    %l1_v_4d = ref.reshape %l1_v {dist.stage = 1} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
-    %l1_v_h = ref.transpose %l1_v_4d perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x4x1x2xf32>
-    %l1_k_rep = ref.broadcast %l1_k_h dims [0, 1, 3, 4] {dist.stage = 1} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l1_k_3 = ref.reshape %l1_k_rep {dist.stage = 1} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l1_v_rep = ref.broadcast %l1_v_h dims [0, 1, 3, 4] {dist.stage = 1} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l1_v_3 = ref.reshape %l1_v_rep {dist.stage = 1} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l1_q_3 = ref.reshape %l1_q_h {dist.stage = 1} : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l1_scores = ref.batch_matmul %l1_q_3, %l1_k_3 contract(2, 2) {dist.stage = 1} : tensor<2x4x2xf32>, tensor<2x4x2xf32>
-    %l1_scaled = ref.scale %l1_scores by 0.70710678118654746 {dist.stage = 1} : tensor<2x4x4xf32>
-    %l1_probs = ref.causal_softmax %l1_scaled {dist.stage = 1} : tensor<2x4x4xf32>
-    %l1_ctx = ref.batch_matmul %l1_probs, %l1_v_3 contract(2, 1) {dist.stage = 1} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
-    %l1_ctx_4d = ref.reshape %l1_ctx {dist.stage = 1} : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
-    %l1_ctx_t = ref.transpose %l1_ctx_4d perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x2x4x2xf32>
-    %l1_ctx_2d = ref.reshape %l1_ctx_t {dist.stage = 1} : tensor<1x4x2x2xf32> -> tensor<4x4xf32>
-    %l1_attn = ref.matmul %l1_ctx_2d, %l1_wo contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x4xf32>
-    %l1_attn_3d = ref.reshape %l1_attn {dist.stage = 1} : tensor<4x4xf32> -> tensor<1x4x4xf32>
-    %l1_attn_rs = dist.reduce_scatter %l1_attn_3d over ["tp"] dim 1 "sum" {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
-    %l1_x_attn = ref.add %mb0_c1_in, %l1_attn_rs {dist.stage = 1} : tensor<1x2x4xf32>
-    %l1_h2 = ref.rms_norm %l1_x_attn, %l1_norm2 eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l1_sp_gather_1 = dist.all_gather %l1_h2 over ["tp"] dim 1 {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %l1_h2_2d = ref.reshape %l1_sp_gather_1 {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %l1_h1 = ref.rms_norm %mb0_c1_in, %l1_norm1 eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l1_sp_gather = dist.all_gather %l1_h1 over ["tp"] dim 1 {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %l1_h1_2d = ref.reshape %l1_sp_gather {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %l1_q = ref.matmul %l1_h1_2d, %l1_wq contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+    %l1_k = ref.matmul %l1_h1_2d, %l1_wk contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l1_v = ref.matmul %l1_h1_2d, %l1_wv contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l1_q_4d = ref.reshape %l1_q {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<1x4x2x2xf32>
+    %l1_q_h = ref.transpose %l1_q_4d perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x4x2x2xf32>
+    %l1_k_4d = ref.reshape %l1_k {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
+    %l1_k_h = ref.transpose %l1_k_4d perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x4x1x2xf32>
+    %l1_v_4d = ref.reshape %l1_v {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
+    %l1_v_h = ref.transpose %l1_v_4d perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x4x1x2xf32>
+    %l1_k_rep = ref.broadcast %l1_k_h dims [0, 1, 3, 4] {dist.stage = 1 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l1_k_3 = ref.reshape %l1_k_rep {dist.stage = 1 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l1_v_rep = ref.broadcast %l1_v_h dims [0, 1, 3, 4] {dist.stage = 1 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l1_v_3 = ref.reshape %l1_v_rep {dist.stage = 1 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l1_q_3 = ref.reshape %l1_q_h {dist.stage = 1 : i64} : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l1_scores = ref.batch_matmul %l1_q_3, %l1_k_3 contract(2, 2) {dist.stage = 1 : i64} : tensor<2x4x2xf32>, tensor<2x4x2xf32>
+    %l1_scaled = ref.scale %l1_scores by 0.70710678118654746 {dist.stage = 1 : i64} : tensor<2x4x4xf32>
+    %l1_probs = ref.causal_softmax %l1_scaled {dist.stage = 1 : i64} : tensor<2x4x4xf32>
+    %l1_ctx = ref.batch_matmul %l1_probs, %l1_v_3 contract(2, 1) {dist.stage = 1 : i64} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
+    %l1_ctx_4d = ref.reshape %l1_ctx {dist.stage = 1 : i64} : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
+    %l1_ctx_t = ref.transpose %l1_ctx_4d perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x2x4x2xf32>
+    %l1_ctx_2d = ref.reshape %l1_ctx_t {dist.stage = 1 : i64} : tensor<1x4x2x2xf32> -> tensor<4x4xf32>
+    %l1_attn = ref.matmul %l1_ctx_2d, %l1_wo contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+    %l1_attn_3d = ref.reshape %l1_attn {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<1x4x4xf32>
+    %l1_attn_rs = dist.reduce_scatter %l1_attn_3d over ["tp"] dim 1 "sum" {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+    %l1_x_attn = ref.add %mb0_c1_in, %l1_attn_rs {dist.stage = 1 : i64} : tensor<1x2x4xf32>
+    %l1_h2 = ref.rms_norm %l1_x_attn, %l1_norm2 eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l1_sp_gather_1 = dist.all_gather %l1_h2 over ["tp"] dim 1 {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %l1_h2_2d = ref.reshape %l1_sp_gather_1 {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
     // layer 1: SwiGLU MLP
-    %l1_gate = ref.matmul %l1_h2_2d, %l1_wg contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l1_gate_act = ref.silu %l1_gate {dist.stage = 1} : tensor<4x2xf32>
-    %l1_up = ref.matmul %l1_h2_2d, %l1_wu contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l1_act = ref.mul %l1_gate_act, %l1_up {dist.stage = 1} : tensor<4x2xf32>
-    %l1_down = ref.matmul %l1_act, %l1_wd contract(1, 0) {dist.stage = 1} : tensor<4x2xf32>, tensor<2x4xf32>
-    %l1_mlp_3d = ref.reshape %l1_down {dist.stage = 1} : tensor<4x4xf32> -> tensor<1x4x4xf32>
-    %l1_mlp_rs = dist.reduce_scatter %l1_mlp_3d over ["tp"] dim 1 "sum" {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
-    %l1_x_out = ref.add %l1_x_attn, %l1_mlp_rs {dist.stage = 1} : tensor<1x2x4xf32>
-    %mb0_labels = ref.slice %labels offsets [0, 0, 0] sizes [1, 4, 3] {dist.stage = 1} : tensor<2x4x3xf32>
-    %mb0_mask = ref.slice %mask offsets [0, 0] sizes [1, 4] {dist.stage = 1} : tensor<2x4xf32>
+    %l1_gate = ref.matmul %l1_h2_2d, %l1_wg contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l1_gate_act = ref.silu %l1_gate {dist.stage = 1 : i64} : tensor<4x2xf32>
+    %l1_up = ref.matmul %l1_h2_2d, %l1_wu contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l1_act = ref.mul %l1_gate_act, %l1_up {dist.stage = 1 : i64} : tensor<4x2xf32>
+    %l1_down = ref.matmul %l1_act, %l1_wd contract(1, 0) {dist.stage = 1 : i64} : tensor<4x2xf32>, tensor<2x4xf32>
+    %l1_mlp_3d = ref.reshape %l1_down {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<1x4x4xf32>
+    %l1_mlp_rs = dist.reduce_scatter %l1_mlp_3d over ["tp"] dim 1 "sum" {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+    %l1_x_out = ref.add %l1_x_attn, %l1_mlp_rs {dist.stage = 1 : i64} : tensor<1x2x4xf32>
+    %mb0_labels = ref.slice %labels offsets [0, 0, 0] sizes [1, 4, 3] {dist.stage = 1 : i64} : tensor<2x4x3xf32>
+    %mb0_mask = ref.slice %mask offsets [0, 0] sizes [1, 4] {dist.stage = 1 : i64} : tensor<2x4xf32>
     // final norm, LM head, cross-entropy
-    %mb0_hf = ref.rms_norm %l1_x_out, %normf eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %mb0_hf_gather = dist.all_gather %mb0_hf over ["tp"] dim 1 {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %mb0_hf_2d = ref.reshape %mb0_hf_gather {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<4x4xf32>
-    %mb0_logits = ref.matmul %mb0_hf_2d, %lm_head contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x3xf32>
-    %mb0_labels_2d = ref.reshape %mb0_labels {dist.stage = 1} : tensor<1x4x3xf32> -> tensor<4x3xf32>
-    %mb0_mask_1d = ref.reshape %mb0_mask {dist.stage = 1} : tensor<1x4xf32> -> tensor<4xf32>
-    %mb0_ce = ref.cross_entropy_sum %mb0_logits, %mb0_labels_2d, %mb0_mask_1d {dist.stage = 1} : tensor<4x3xf32>, tensor<4xf32>
-    %mb0_ce_mean = ref.div %mb0_ce, %tokens {dist.stage = 1} : tensor<f32>
+    %mb0_hf = ref.rms_norm %l1_x_out, %normf eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %mb0_hf_gather = dist.all_gather %mb0_hf over ["tp"] dim 1 {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %mb0_hf_2d = ref.reshape %mb0_hf_gather {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %mb0_logits = ref.matmul %mb0_hf_2d, %lm_head contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x3xf32>
+    %mb0_labels_2d = ref.reshape %mb0_labels {dist.stage = 1 : i64} : tensor<1x4x3xf32> -> tensor<4x3xf32>
+    %mb0_mask_1d = ref.reshape %mb0_mask {dist.stage = 1 : i64} : tensor<1x4xf32> -> tensor<4xf32>
+    %mb0_ce = ref.cross_entropy_sum %mb0_logits, %mb0_labels_2d, %mb0_mask_1d {dist.stage = 1 : i64} : tensor<4x3xf32>, tensor<4xf32>
+    %mb0_ce_mean = ref.div %mb0_ce, %tokens {dist.stage = 1 : i64} : tensor<f32>
     %mb1_c1_in = dist.recv from 0 to 1 tag "act/c1/mb1" : tensor<1x2x4xf32>
     // F: chunk 1, microbatch 1
     // layer 1: attention
-    %l1_h1_1 = ref.rms_norm %mb1_c1_in, %l1_norm1 eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l1_sp_gather_2 = dist.all_gather %l1_h1_1 over ["tp"] dim 1 {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %l1_h1_2d_1 = ref.reshape %l1_sp_gather_2 {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<4x4xf32>
-    %l1_q_1 = ref.matmul %l1_h1_2d_1, %l1_wq contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x4xf32>
-    %l1_k_1 = ref.matmul %l1_h1_2d_1, %l1_wk contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l1_v_1 = ref.matmul %l1_h1_2d_1, %l1_wv contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l1_q_4d_1 = ref.reshape %l1_q_1 {dist.stage = 1} : tensor<4x4xf32> -> tensor<1x4x2x2xf32>
-    %l1_q_h_1 = ref.transpose %l1_q_4d_1 perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x4x2x2xf32>
-    %l1_k_4d_1 = ref.reshape %l1_k_1 {dist.stage = 1} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
-    %l1_k_h_1 = ref.transpose %l1_k_4d_1 perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x4x1x2xf32>
-    %l1_v_4d_1 = ref.reshape %l1_v_1 {dist.stage = 1} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
-    %l1_v_h_1 = ref.transpose %l1_v_4d_1 perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x4x1x2xf32>
-    %l1_k_rep_1 = ref.broadcast %l1_k_h_1 dims [0, 1, 3, 4] {dist.stage = 1} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l1_k_3_1 = ref.reshape %l1_k_rep_1 {dist.stage = 1} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l1_v_rep_1 = ref.broadcast %l1_v_h_1 dims [0, 1, 3, 4] {dist.stage = 1} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
-    %l1_v_3_1 = ref.reshape %l1_v_rep_1 {dist.stage = 1} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l1_q_3_1 = ref.reshape %l1_q_h_1 {dist.stage = 1} : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
-    %l1_scores_1 = ref.batch_matmul %l1_q_3_1, %l1_k_3_1 contract(2, 2) {dist.stage = 1} : tensor<2x4x2xf32>, tensor<2x4x2xf32>
-    %l1_scaled_1 = ref.scale %l1_scores_1 by 0.70710678118654746 {dist.stage = 1} : tensor<2x4x4xf32>
-    %l1_probs_1 = ref.causal_softmax %l1_scaled_1 {dist.stage = 1} : tensor<2x4x4xf32>
-    %l1_ctx_1 = ref.batch_matmul %l1_probs_1, %l1_v_3_1 contract(2, 1) {dist.stage = 1} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
-    %l1_ctx_4d_1 = ref.reshape %l1_ctx_1 {dist.stage = 1} : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
-    %l1_ctx_t_1 = ref.transpose %l1_ctx_4d_1 perm [0, 2, 1, 3] {dist.stage = 1} : tensor<1x2x4x2xf32>
-    %l1_ctx_2d_1 = ref.reshape %l1_ctx_t_1 {dist.stage = 1} : tensor<1x4x2x2xf32> -> tensor<4x4xf32>
-    %l1_attn_1 = ref.matmul %l1_ctx_2d_1, %l1_wo contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x4xf32>
-    %l1_attn_3d_1 = ref.reshape %l1_attn_1 {dist.stage = 1} : tensor<4x4xf32> -> tensor<1x4x4xf32>
-    %l1_attn_rs_1 = dist.reduce_scatter %l1_attn_3d_1 over ["tp"] dim 1 "sum" {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
-    %l1_x_attn_1 = ref.add %mb1_c1_in, %l1_attn_rs_1 {dist.stage = 1} : tensor<1x2x4xf32>
-    %l1_h2_1 = ref.rms_norm %l1_x_attn_1, %l1_norm2 eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %l1_sp_gather_3 = dist.all_gather %l1_h2_1 over ["tp"] dim 1 {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %l1_h2_2d_1 = ref.reshape %l1_sp_gather_3 {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %l1_h1_1 = ref.rms_norm %mb1_c1_in, %l1_norm1 eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l1_sp_gather_2 = dist.all_gather %l1_h1_1 over ["tp"] dim 1 {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %l1_h1_2d_1 = ref.reshape %l1_sp_gather_2 {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %l1_q_1 = ref.matmul %l1_h1_2d_1, %l1_wq contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+    %l1_k_1 = ref.matmul %l1_h1_2d_1, %l1_wk contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l1_v_1 = ref.matmul %l1_h1_2d_1, %l1_wv contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l1_q_4d_1 = ref.reshape %l1_q_1 {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<1x4x2x2xf32>
+    %l1_q_h_1 = ref.transpose %l1_q_4d_1 perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x4x2x2xf32>
+    %l1_k_4d_1 = ref.reshape %l1_k_1 {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
+    %l1_k_h_1 = ref.transpose %l1_k_4d_1 perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x4x1x2xf32>
+    %l1_v_4d_1 = ref.reshape %l1_v_1 {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<1x4x1x2xf32>
+    %l1_v_h_1 = ref.transpose %l1_v_4d_1 perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x4x1x2xf32>
+    %l1_k_rep_1 = ref.broadcast %l1_k_h_1 dims [0, 1, 3, 4] {dist.stage = 1 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l1_k_3_1 = ref.reshape %l1_k_rep_1 {dist.stage = 1 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l1_v_rep_1 = ref.broadcast %l1_v_h_1 dims [0, 1, 3, 4] {dist.stage = 1 : i64} : tensor<1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+    %l1_v_3_1 = ref.reshape %l1_v_rep_1 {dist.stage = 1 : i64} : tensor<1x1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l1_q_3_1 = ref.reshape %l1_q_h_1 {dist.stage = 1 : i64} : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
+    %l1_scores_1 = ref.batch_matmul %l1_q_3_1, %l1_k_3_1 contract(2, 2) {dist.stage = 1 : i64} : tensor<2x4x2xf32>, tensor<2x4x2xf32>
+    %l1_scaled_1 = ref.scale %l1_scores_1 by 0.70710678118654746 {dist.stage = 1 : i64} : tensor<2x4x4xf32>
+    %l1_probs_1 = ref.causal_softmax %l1_scaled_1 {dist.stage = 1 : i64} : tensor<2x4x4xf32>
+    %l1_ctx_1 = ref.batch_matmul %l1_probs_1, %l1_v_3_1 contract(2, 1) {dist.stage = 1 : i64} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
+    %l1_ctx_4d_1 = ref.reshape %l1_ctx_1 {dist.stage = 1 : i64} : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
+    %l1_ctx_t_1 = ref.transpose %l1_ctx_4d_1 perm [0, 2, 1, 3] {dist.stage = 1 : i64} : tensor<1x2x4x2xf32>
+    %l1_ctx_2d_1 = ref.reshape %l1_ctx_t_1 {dist.stage = 1 : i64} : tensor<1x4x2x2xf32> -> tensor<4x4xf32>
+    %l1_attn_1 = ref.matmul %l1_ctx_2d_1, %l1_wo contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+    %l1_attn_3d_1 = ref.reshape %l1_attn_1 {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<1x4x4xf32>
+    %l1_attn_rs_1 = dist.reduce_scatter %l1_attn_3d_1 over ["tp"] dim 1 "sum" {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+    %l1_x_attn_1 = ref.add %mb1_c1_in, %l1_attn_rs_1 {dist.stage = 1 : i64} : tensor<1x2x4xf32>
+    %l1_h2_1 = ref.rms_norm %l1_x_attn_1, %l1_norm2 eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %l1_sp_gather_3 = dist.all_gather %l1_h2_1 over ["tp"] dim 1 {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %l1_h2_2d_1 = ref.reshape %l1_sp_gather_3 {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
     // layer 1: SwiGLU MLP
-    %l1_gate_1 = ref.matmul %l1_h2_2d_1, %l1_wg contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l1_gate_act_1 = ref.silu %l1_gate_1 {dist.stage = 1} : tensor<4x2xf32>
-    %l1_up_1 = ref.matmul %l1_h2_2d_1, %l1_wu contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x2xf32>
-    %l1_act_1 = ref.mul %l1_gate_act_1, %l1_up_1 {dist.stage = 1} : tensor<4x2xf32>
-    %l1_down_1 = ref.matmul %l1_act_1, %l1_wd contract(1, 0) {dist.stage = 1} : tensor<4x2xf32>, tensor<2x4xf32>
-    %l1_mlp_3d_1 = ref.reshape %l1_down_1 {dist.stage = 1} : tensor<4x4xf32> -> tensor<1x4x4xf32>
-    %l1_mlp_rs_1 = dist.reduce_scatter %l1_mlp_3d_1 over ["tp"] dim 1 "sum" {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
-    %l1_x_out_1 = ref.add %l1_x_attn_1, %l1_mlp_rs_1 {dist.stage = 1} : tensor<1x2x4xf32>
-    %mb1_labels = ref.slice %labels offsets [1, 0, 0] sizes [1, 4, 3] {dist.stage = 1} : tensor<2x4x3xf32>
-    %mb1_mask = ref.slice %mask offsets [1, 0] sizes [1, 4] {dist.stage = 1} : tensor<2x4xf32>
+    %l1_gate_1 = ref.matmul %l1_h2_2d_1, %l1_wg contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l1_gate_act_1 = ref.silu %l1_gate_1 {dist.stage = 1 : i64} : tensor<4x2xf32>
+    %l1_up_1 = ref.matmul %l1_h2_2d_1, %l1_wu contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x2xf32>
+    %l1_act_1 = ref.mul %l1_gate_act_1, %l1_up_1 {dist.stage = 1 : i64} : tensor<4x2xf32>
+    %l1_down_1 = ref.matmul %l1_act_1, %l1_wd contract(1, 0) {dist.stage = 1 : i64} : tensor<4x2xf32>, tensor<2x4xf32>
+    %l1_mlp_3d_1 = ref.reshape %l1_down_1 {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<1x4x4xf32>
+    %l1_mlp_rs_1 = dist.reduce_scatter %l1_mlp_3d_1 over ["tp"] dim 1 "sum" {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+    %l1_x_out_1 = ref.add %l1_x_attn_1, %l1_mlp_rs_1 {dist.stage = 1 : i64} : tensor<1x2x4xf32>
+    %mb1_labels = ref.slice %labels offsets [1, 0, 0] sizes [1, 4, 3] {dist.stage = 1 : i64} : tensor<2x4x3xf32>
+    %mb1_mask = ref.slice %mask offsets [1, 0] sizes [1, 4] {dist.stage = 1 : i64} : tensor<2x4xf32>
     // final norm, LM head, cross-entropy
-    %mb1_hf = ref.rms_norm %l1_x_out_1, %normf eps 1.0e-5 {dist.stage = 1} : tensor<1x2x4xf32>, tensor<4xf32>
-    %mb1_hf_gather = dist.all_gather %mb1_hf over ["tp"] dim 1 {dist.stage = 1} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
-    %mb1_hf_2d = ref.reshape %mb1_hf_gather {dist.stage = 1} : tensor<1x4x4xf32> -> tensor<4x4xf32>
-    %mb1_logits = ref.matmul %mb1_hf_2d, %lm_head contract(1, 0) {dist.stage = 1} : tensor<4x4xf32>, tensor<4x3xf32>
-    %mb1_labels_2d = ref.reshape %mb1_labels {dist.stage = 1} : tensor<1x4x3xf32> -> tensor<4x3xf32>
-    %mb1_mask_1d = ref.reshape %mb1_mask {dist.stage = 1} : tensor<1x4xf32> -> tensor<4xf32>
-    %mb1_ce = ref.cross_entropy_sum %mb1_logits, %mb1_labels_2d, %mb1_mask_1d {dist.stage = 1} : tensor<4x3xf32>, tensor<4xf32>
-    %mb1_ce_mean = ref.div %mb1_ce, %tokens {dist.stage = 1} : tensor<f32>
+    %mb1_hf = ref.rms_norm %l1_x_out_1, %normf eps 1.000000e-05 {dist.stage = 1 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+    %mb1_hf_gather = dist.all_gather %mb1_hf over ["tp"] dim 1 {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+    %mb1_hf_2d = ref.reshape %mb1_hf_gather {dist.stage = 1 : i64} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    %mb1_logits = ref.matmul %mb1_hf_2d, %lm_head contract(1, 0) {dist.stage = 1 : i64} : tensor<4x4xf32>, tensor<4x3xf32>
+    %mb1_labels_2d = ref.reshape %mb1_labels {dist.stage = 1 : i64} : tensor<1x4x3xf32> -> tensor<4x3xf32>
+    %mb1_mask_1d = ref.reshape %mb1_mask {dist.stage = 1 : i64} : tensor<1x4xf32> -> tensor<4xf32>
+    %mb1_ce = ref.cross_entropy_sum %mb1_logits, %mb1_labels_2d, %mb1_mask_1d {dist.stage = 1 : i64} : tensor<4x3xf32>, tensor<4xf32>
+    %mb1_ce_mean = ref.div %mb1_ce, %tokens {dist.stage = 1 : i64} : tensor<f32>
     // B: chunk 1, microbatch 0
-    %mb0_ce_share = ref.scale %mb0_ce_mean by 0.5 {dist.stage = 1} : tensor<f32>
-    %g_mb0_l1_norm1, %g_mb0_l1_wq, %g_mb0_l1_wk, %g_mb0_l1_wv, %g_mb0_l1_wo, %g_mb0_l1_norm2, %g_mb0_l1_wg, %g_mb0_l1_wu, %g_mb0_l1_wd, %g_mb0_normf, %g_mb0_lm_head, %mb0_c1_din = ref.grad %mb0_ce_share wrt %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head, %mb0_c1_in {dist.stage = 1}
-        : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32>
+    %mb0_ce_share = ref.scale %mb0_ce_mean by 5.000000e-01 {dist.stage = 1 : i64} : tensor<f32>
+    %g_mb0_l1_norm1, %g_mb0_l1_wq, %g_mb0_l1_wk, %g_mb0_l1_wv, %g_mb0_l1_wo, %g_mb0_l1_norm2, %g_mb0_l1_wg, %g_mb0_l1_wu, %g_mb0_l1_wd, %g_mb0_normf, %g_mb0_lm_head, %mb0_c1_din = ref.grad %mb0_ce_share wrt %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head, %mb0_c1_in {dist.stage = 1 : i64} : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32>
     dist.send %mb0_c1_din from 1 to 0 tag "grad/c1/mb0" : tensor<1x2x4xf32>
     // B: chunk 1, microbatch 1
-    %mb1_ce_share = ref.scale %mb1_ce_mean by 0.5 {dist.stage = 1} : tensor<f32>
-    %g_mb1_l1_norm1, %g_mb1_l1_wq, %g_mb1_l1_wk, %g_mb1_l1_wv, %g_mb1_l1_wo, %g_mb1_l1_norm2, %g_mb1_l1_wg, %g_mb1_l1_wu, %g_mb1_l1_wd, %g_mb1_normf, %g_mb1_lm_head, %mb1_c1_din = ref.grad %mb1_ce_share wrt %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head, %mb1_c1_in {dist.stage = 1}
-        : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32>
+    %mb1_ce_share = ref.scale %mb1_ce_mean by 5.000000e-01 {dist.stage = 1 : i64} : tensor<f32>
+    %g_mb1_l1_norm1, %g_mb1_l1_wq, %g_mb1_l1_wk, %g_mb1_l1_wv, %g_mb1_l1_wo, %g_mb1_l1_norm2, %g_mb1_l1_wg, %g_mb1_l1_wu, %g_mb1_l1_wd, %g_mb1_normf, %g_mb1_lm_head, %mb1_c1_din = ref.grad %mb1_ce_share wrt %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head, %mb1_c1_in {dist.stage = 1 : i64} : tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32> -> tensor<4xf32>, tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1x2x4xf32>
     dist.send %mb1_c1_din from 1 to 0 tag "grad/c1/mb1" : tensor<1x2x4xf32>
     // Stage 1: gradients accumulated over the microbatches (in order), then summed over the axes that replicate each weight.
-    %acc_l1_norm1 = ref.add %g_mb0_l1_norm1, %g_mb1_l1_norm1 {dist.stage = 1} : tensor<4xf32>
-    %d_l1_norm1_rs = dist.reduce_scatter %acc_l1_norm1 over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4xf32> -> tensor<2xf32>
-    %d_l1_norm1 = dist.all_reduce %d_l1_norm1_rs over ["tp"] "sum" {dist.stage = 1} : tensor<2xf32> -> tensor<2xf32>
-    %acc_l1_wq = ref.add %g_mb0_l1_wq, %g_mb1_l1_wq {dist.stage = 1} : tensor<4x4xf32>
-    %d_l1_wq_rs = dist.reduce_scatter %acc_l1_wq over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4x4xf32> -> tensor<2x4xf32>
-    %d_l1_wq = ref.scale %d_l1_wq_rs by 1.0 {dist.stage = 1} : tensor<2x4xf32>
-    %acc_l1_wk = ref.add %g_mb0_l1_wk, %g_mb1_l1_wk {dist.stage = 1} : tensor<4x2xf32>
-    %d_l1_wk_rs = dist.reduce_scatter %acc_l1_wk over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4x2xf32> -> tensor<2x2xf32>
-    %d_l1_wk = ref.scale %d_l1_wk_rs by 1.0 {dist.stage = 1} : tensor<2x2xf32>
-    %acc_l1_wv = ref.add %g_mb0_l1_wv, %g_mb1_l1_wv {dist.stage = 1} : tensor<4x2xf32>
-    %d_l1_wv_rs = dist.reduce_scatter %acc_l1_wv over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4x2xf32> -> tensor<2x2xf32>
-    %d_l1_wv = ref.scale %d_l1_wv_rs by 1.0 {dist.stage = 1} : tensor<2x2xf32>
-    %acc_l1_wo = ref.add %g_mb0_l1_wo, %g_mb1_l1_wo {dist.stage = 1} : tensor<4x4xf32>
-    %d_l1_wo_rs = dist.reduce_scatter %acc_l1_wo over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4x4xf32> -> tensor<2x4xf32>
-    %d_l1_wo = ref.scale %d_l1_wo_rs by 1.0 {dist.stage = 1} : tensor<2x4xf32>
-    %acc_l1_norm2 = ref.add %g_mb0_l1_norm2, %g_mb1_l1_norm2 {dist.stage = 1} : tensor<4xf32>
-    %d_l1_norm2_rs = dist.reduce_scatter %acc_l1_norm2 over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4xf32> -> tensor<2xf32>
-    %d_l1_norm2 = dist.all_reduce %d_l1_norm2_rs over ["tp"] "sum" {dist.stage = 1} : tensor<2xf32> -> tensor<2xf32>
-    %acc_l1_wg = ref.add %g_mb0_l1_wg, %g_mb1_l1_wg {dist.stage = 1} : tensor<4x2xf32>
-    %d_l1_wg_rs = dist.reduce_scatter %acc_l1_wg over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4x2xf32> -> tensor<2x2xf32>
-    %d_l1_wg = ref.scale %d_l1_wg_rs by 1.0 {dist.stage = 1} : tensor<2x2xf32>
-    %acc_l1_wu = ref.add %g_mb0_l1_wu, %g_mb1_l1_wu {dist.stage = 1} : tensor<4x2xf32>
-    %d_l1_wu_rs = dist.reduce_scatter %acc_l1_wu over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4x2xf32> -> tensor<2x2xf32>
-    %d_l1_wu = ref.scale %d_l1_wu_rs by 1.0 {dist.stage = 1} : tensor<2x2xf32>
-    %acc_l1_wd = ref.add %g_mb0_l1_wd, %g_mb1_l1_wd {dist.stage = 1} : tensor<2x4xf32>
-    %d_l1_wd_rs = dist.reduce_scatter %acc_l1_wd over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<2x4xf32> -> tensor<1x4xf32>
-    %d_l1_wd = ref.scale %d_l1_wd_rs by 1.0 {dist.stage = 1} : tensor<1x4xf32>
-    %acc_normf = ref.add %g_mb0_normf, %g_mb1_normf {dist.stage = 1} : tensor<4xf32>
-    %d_normf_rs = dist.reduce_scatter %acc_normf over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4xf32> -> tensor<2xf32>
-    %d_normf = dist.all_reduce %d_normf_rs over ["tp"] "sum" {dist.stage = 1} : tensor<2xf32> -> tensor<2xf32>
-    %acc_lm_head = ref.add %g_mb0_lm_head, %g_mb1_lm_head {dist.stage = 1} : tensor<4x3xf32>
-    %d_lm_head_rs = dist.reduce_scatter %acc_lm_head over ["dp"] dim 0 "sum" {dist.stage = 1} : tensor<4x3xf32> -> tensor<2x3xf32>
-    %d_lm_head = dist.all_reduce %d_lm_head_rs over ["tp"] "sum" {dist.stage = 1} : tensor<2x3xf32> -> tensor<2x3xf32>
-    %ce_all = dist.all_reduce %mb0_ce over ["dp"] "sum" {dist.stage = 1} : tensor<f32> -> tensor<f32>
-    %loss_ce = ref.div %ce_all, %tokens {dist.stage = 1} : tensor<f32>
-    %ce_all_1 = dist.all_reduce %mb1_ce over ["dp"] "sum" {dist.stage = 1} : tensor<f32> -> tensor<f32>
-    %loss_ce_1 = ref.div %ce_all_1, %tokens {dist.stage = 1} : tensor<f32>
-    %loss_stage1 = ref.add %loss_ce, %loss_ce_1 {dist.stage = 1} : tensor<f32>
-    %loss = ref.scale %loss_stage1 by 1.0 {dist.stage = 1} : tensor<f32>
+    %acc_l1_norm1 = ref.add %g_mb0_l1_norm1, %g_mb1_l1_norm1 {dist.stage = 1 : i64} : tensor<4xf32>
+    %d_l1_norm1_rs = dist.reduce_scatter %acc_l1_norm1 over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4xf32> -> tensor<2xf32>
+    %d_l1_norm1 = dist.all_reduce %d_l1_norm1_rs over ["tp"] "sum" {dist.stage = 1 : i64} : tensor<2xf32> -> tensor<2xf32>
+    %acc_l1_wq = ref.add %g_mb0_l1_wq, %g_mb1_l1_wq {dist.stage = 1 : i64} : tensor<4x4xf32>
+    %d_l1_wq_rs = dist.reduce_scatter %acc_l1_wq over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<2x4xf32>
+    %d_l1_wq = ref.scale %d_l1_wq_rs by 1.000000e+00 {dist.stage = 1 : i64} : tensor<2x4xf32>
+    %acc_l1_wk = ref.add %g_mb0_l1_wk, %g_mb1_l1_wk {dist.stage = 1 : i64} : tensor<4x2xf32>
+    %d_l1_wk_rs = dist.reduce_scatter %acc_l1_wk over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<2x2xf32>
+    %d_l1_wk = ref.scale %d_l1_wk_rs by 1.000000e+00 {dist.stage = 1 : i64} : tensor<2x2xf32>
+    %acc_l1_wv = ref.add %g_mb0_l1_wv, %g_mb1_l1_wv {dist.stage = 1 : i64} : tensor<4x2xf32>
+    %d_l1_wv_rs = dist.reduce_scatter %acc_l1_wv over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<2x2xf32>
+    %d_l1_wv = ref.scale %d_l1_wv_rs by 1.000000e+00 {dist.stage = 1 : i64} : tensor<2x2xf32>
+    %acc_l1_wo = ref.add %g_mb0_l1_wo, %g_mb1_l1_wo {dist.stage = 1 : i64} : tensor<4x4xf32>
+    %d_l1_wo_rs = dist.reduce_scatter %acc_l1_wo over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4x4xf32> -> tensor<2x4xf32>
+    %d_l1_wo = ref.scale %d_l1_wo_rs by 1.000000e+00 {dist.stage = 1 : i64} : tensor<2x4xf32>
+    %acc_l1_norm2 = ref.add %g_mb0_l1_norm2, %g_mb1_l1_norm2 {dist.stage = 1 : i64} : tensor<4xf32>
+    %d_l1_norm2_rs = dist.reduce_scatter %acc_l1_norm2 over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4xf32> -> tensor<2xf32>
+    %d_l1_norm2 = dist.all_reduce %d_l1_norm2_rs over ["tp"] "sum" {dist.stage = 1 : i64} : tensor<2xf32> -> tensor<2xf32>
+    %acc_l1_wg = ref.add %g_mb0_l1_wg, %g_mb1_l1_wg {dist.stage = 1 : i64} : tensor<4x2xf32>
+    %d_l1_wg_rs = dist.reduce_scatter %acc_l1_wg over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<2x2xf32>
+    %d_l1_wg = ref.scale %d_l1_wg_rs by 1.000000e+00 {dist.stage = 1 : i64} : tensor<2x2xf32>
+    %acc_l1_wu = ref.add %g_mb0_l1_wu, %g_mb1_l1_wu {dist.stage = 1 : i64} : tensor<4x2xf32>
+    %d_l1_wu_rs = dist.reduce_scatter %acc_l1_wu over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4x2xf32> -> tensor<2x2xf32>
+    %d_l1_wu = ref.scale %d_l1_wu_rs by 1.000000e+00 {dist.stage = 1 : i64} : tensor<2x2xf32>
+    %acc_l1_wd = ref.add %g_mb0_l1_wd, %g_mb1_l1_wd {dist.stage = 1 : i64} : tensor<2x4xf32>
+    %d_l1_wd_rs = dist.reduce_scatter %acc_l1_wd over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
+    %d_l1_wd = ref.scale %d_l1_wd_rs by 1.000000e+00 {dist.stage = 1 : i64} : tensor<1x4xf32>
+    %acc_normf = ref.add %g_mb0_normf, %g_mb1_normf {dist.stage = 1 : i64} : tensor<4xf32>
+    %d_normf_rs = dist.reduce_scatter %acc_normf over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4xf32> -> tensor<2xf32>
+    %d_normf = dist.all_reduce %d_normf_rs over ["tp"] "sum" {dist.stage = 1 : i64} : tensor<2xf32> -> tensor<2xf32>
+    %acc_lm_head = ref.add %g_mb0_lm_head, %g_mb1_lm_head {dist.stage = 1 : i64} : tensor<4x3xf32>
+    %d_lm_head_rs = dist.reduce_scatter %acc_lm_head over ["dp"] dim 0 "sum" {dist.stage = 1 : i64} : tensor<4x3xf32> -> tensor<2x3xf32>
+    %d_lm_head = dist.all_reduce %d_lm_head_rs over ["tp"] "sum" {dist.stage = 1 : i64} : tensor<2x3xf32> -> tensor<2x3xf32>
+    %ce_all = dist.all_reduce %mb0_ce over ["dp"] "sum" {dist.stage = 1 : i64} : tensor<f32> -> tensor<f32>
+    %loss_ce = ref.div %ce_all, %tokens {dist.stage = 1 : i64} : tensor<f32>
+    %ce_all_1 = dist.all_reduce %mb1_ce over ["dp"] "sum" {dist.stage = 1 : i64} : tensor<f32> -> tensor<f32>
+    %loss_ce_1 = ref.div %ce_all_1, %tokens {dist.stage = 1 : i64} : tensor<f32>
+    %loss_stage1 = ref.add %loss_ce, %loss_ce_1 {dist.stage = 1 : i64} : tensor<f32>
+    %loss = ref.scale %loss_stage1 by 1.000000e+00 {dist.stage = 1 : i64} : tensor<f32>
     return %loss, %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head : tensor<f32>, tensor<2xf32>, tensor<2x4xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x4xf32>, tensor<2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<1x4xf32>, tensor<2xf32>, tensor<2x4xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x4xf32>, tensor<2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<1x4xf32>, tensor<2xf32>, tensor<2x3xf32>
   }
 }
