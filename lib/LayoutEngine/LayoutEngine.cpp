@@ -70,6 +70,14 @@ private:
            ctx.show(s);
   }
 
+  /// "; they first differ at ..." when the terms differ.
+  std::string termDifference(const State &got, const State &want) const {
+    std::string d = terms.difference(got.term, want.term);
+    if (d.size() > 400)
+      d = d.substr(0, 400) + "...";
+    return d.empty() ? "" : "; the terms first differ at " + d;
+  }
+
   const Spec &spec;
   const VerifyOptions &options;
   TermPool terms;
@@ -251,7 +259,8 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       all = false;
       reasons.push_back({toSourceLoc(b.loc), out + "the layout engine finds " + describe(got) +
                                                  " where the reference's is " +
-                                                 describe(expected) + " (not shown equal)"});
+                                                 describe(expected) + " (not shown equal" +
+                                                 termDifference(got, expected) + ")"});
     }
   }
   return all;

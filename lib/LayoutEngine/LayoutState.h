@@ -10,6 +10,7 @@
 #include "Semantics/Layout.h"
 #include "Support/Rational.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
 
 #include <map>
@@ -30,6 +31,14 @@ class TermPool {
 public:
   TermId leaf(const std::string &input, const std::string &type);
   TermId node(const std::string &head, const std::vector<TermId> &operands);
+  /// A sum (`head`: ref.add's, with its type) of `operands`, flattened through nested
+  /// sums of the same head and sorted: addition is associative and commutative, so
+  /// sums of the same summands in any grouping and order are one term.
+  TermId sum(const std::string &head, const std::vector<TermId> &operands);
+  /// A concatenation (`head`: ref.concat's, with its dimension and type) of
+  /// `operands`, flattened through nested concatenations along the same dimension
+  /// (whatever their types), in order: concat(concat(a, b), c) = concat(a, b, c).
+  TermId concat(const std::string &head, const std::vector<TermId> &operands);
   /// `t` times `c` (c != 1 gives a scale node; the engine keeps factors outside terms
   /// where linearity allows, see Rules.cpp, combine).
   TermId scaled(TermId t, const Rational &c);
@@ -42,6 +51,10 @@ public:
   /// characters.
   std::string str(TermId t, size_t budget = 120) const;
   size_t size() const { return keys.size(); }
+  /// Where two terms first differ: the outermost pair of subterms, reached through
+  /// equal heads, whose heads (with their attributes and types) or arities differ;
+  /// "" when the terms are equal.
+  std::string difference(TermId a, TermId b) const;
 
 private:
   TermId intern(std::string key, std::string shortHead, std::vector<TermId> operands);
@@ -122,6 +135,12 @@ bool resultShape(mlir::Operation &op, Shape &local);
 /// Whether `local` is the block of `s.global` under `s.split` (each dimension's global
 /// size is its local size times the number of its blocks), and no axis is used twice.
 bool consistent(RuleContext &c, const State &s, const Shape &local, std::string &why);
+/// The head of terms of op `name` with inherent attributes `attrs` (dialect
+/// attributes, whose names hold a '.', say where or how the op runs, not what it
+/// computes, and are left out) and the result's global shape `global`.
+std::string headFrom(llvm::StringRef name, mlir::DictionaryAttr attrs, const Shape &global);
+/// ref.slice of a split operand (Slices.cpp).
+State sliceRule(RuleContext &c, mlir::Operation &op, const State &in);
 /// all_reduce, reduce_scatter, all_gather, shard_slice (Collectives.cpp).
 State collectiveRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 

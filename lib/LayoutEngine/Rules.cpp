@@ -51,23 +51,8 @@ bool linearIn(Operation &op, unsigned i) {
   return false;
 }
 
-/// The head of `op`'s terms: its name, its inherent attributes (dialect attributes,
-/// whose names hold a '.', say where or how the op runs, not what it computes) and
-/// its result's global shape.
 std::string headOf(Operation &op, const Shape &global) {
-  std::string h = opName(op) + "{";
-  for (NamedAttribute a : op.getAttrDictionary()) {
-    if (a.getName().strref().contains('.'))
-      continue;
-    std::string v;
-    llvm::raw_string_ostream os(v);
-    a.getValue().print(os);
-    h += a.getName().str() + "=" + os.str() + ";";
-  }
-  h += "}:";
-  for (int64_t d : global)
-    h += std::to_string(d) + "x";
-  return h;
+  return headFrom(opName(op), op.getAttrDictionary(), global);
 }
 
 struct Combined {
@@ -144,7 +129,12 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
       }
     }
   }
-  out = {terms.node(head, ts), factor};
+  if (isa<ref::AddOp>(op))
+    out = {terms.sum(head, ts), factor};
+  else if (isa<ref::ConcatOp>(op))
+    out = {terms.concat(head, ts), factor};
+  else
+    out = {terms.node(head, ts), factor};
   return true;
 }
 
@@ -717,6 +707,8 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
   State bad;
   if (!operandStates(op, in, bad))
     return bad;
+  if (auto slice = dyn_cast<ref::SliceOp>(op); slice && in[0]->isSplit())
+    return sliceRule(c, op, *in[0]);
   return refOpRule(c, op, in);
 }
 

@@ -9,6 +9,7 @@
 #include "Support/Limits.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 
@@ -44,6 +45,32 @@ TermId TermPool::node(const std::string &head, const std::vector<TermId> &operan
   return intern(key + ")", shortHead, operands);
 }
 
+TermId TermPool::sum(const std::string &head, const std::vector<TermId> &operands) {
+  std::string prefix = head + "(";
+  std::vector<TermId> flat;
+  for (TermId t : operands) {
+    if (keys[t].compare(0, prefix.size(), prefix) == 0)
+      flat.insert(flat.end(), args[t].begin(), args[t].end());
+    else
+      flat.push_back(t);
+  }
+  std::sort(flat.begin(), flat.end());
+  return node(head, flat);
+}
+
+TermId TermPool::concat(const std::string &head, const std::vector<TermId> &operands) {
+  // The family: the head up to its type ("ref.concat{dim=0 : i64;}:").
+  std::string family = head.substr(0, head.rfind("}:") + 2);
+  std::vector<TermId> flat;
+  for (TermId t : operands) {
+    if (keys[t].compare(0, family.size(), family) == 0)
+      flat.insert(flat.end(), args[t].begin(), args[t].end());
+    else
+      flat.push_back(t);
+  }
+  return node(head, flat);
+}
+
 TermId TermPool::broadcast(const Shape &shape, const std::vector<int64_t> &dims, TermId source) {
   std::string head = "bcast{";
   for (int64_t d : dims)
@@ -69,6 +96,39 @@ std::string TermPool::str(TermId t, size_t budget) const {
     out += (i ? ", " : "") + str(args[t][i], budget - std::min(budget, out.size()));
   }
   return out + ")";
+}
+
+std::string TermPool::difference(TermId a, TermId b) const {
+  auto head = [&](TermId t) {
+    const std::string &k = keys[t];
+    return args[t].empty() ? k : k.substr(0, k.rfind('('));
+  };
+  while (a != b) {
+    if (head(a) != head(b) || args[a].size() != args[b].size())
+      return head(a) + " where the reference has " + head(b);
+    size_t i = 0;
+    while (args[a][i] == args[b][i])
+      ++i; // some operand differs, since a != b and heads are equal
+    a = args[a][i];
+    b = args[b][i];
+  }
+  return "";
+}
+
+std::string headFrom(llvm::StringRef name, DictionaryAttr attrs, const Shape &global) {
+  std::string h = name.str() + "{";
+  for (NamedAttribute a : attrs) {
+    if (a.getName().strref().contains('.'))
+      continue;
+    std::string v;
+    llvm::raw_string_ostream os(v);
+    a.getValue().print(os);
+    h += a.getName().str() + "=" + os.str() + ";";
+  }
+  h += "}:";
+  for (int64_t d : global)
+    h += std::to_string(d) + "x";
+  return h;
 }
 
 std::vector<int> State::splitAxes() const {

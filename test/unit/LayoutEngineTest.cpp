@@ -382,3 +382,83 @@ TEST_CASE("pipeline stages: a message carries its value's state; a broken schedu
   CHECK(bad.element == Verdict::Violated);
   CHECK(bad.layout == Verdict::Inconclusive);
 }
+
+namespace {
+/// Microbatches of a data-split batch: x [K * 2n, 2] is split over a (each rank 2n
+/// rows); microbatch i is each rank's rows [i * n, (i + 1) * n). The reference writes
+/// microbatch i as the concatenation of every rank's piece (`perRank`) or, the near
+/// miss, as the batch's i-th contiguous half; the plan takes its window with local
+/// offsets `planOffsets`. Each microbatch's output is the square of its sum, so which
+/// rows it holds matters; the loss adds them in the reverse order of the plan.
+std::string microbatchSpec(int64_t K, int64_t J, int64_t n, bool perRank,
+                           std::vector<int64_t> planOffsets) {
+  std::string rows = std::to_string(K * 2 * n), kn = std::to_string(K * n), N = std::to_string(n);
+  std::string ref, plan;
+  std::string tx = "tensor<" + rows + "x2xf32>", tm = "tensor<" + kn + "x2xf32>";
+  for (int i = 0; i < 2; ++i) {
+    std::string m = "%m" + std::to_string(i), I = std::to_string(i);
+    if (perRank) {
+      std::string cat;
+      for (int64_t r = 0; r < K; ++r) {
+        std::string piece = "%p" + I + "_" + std::to_string(r);
+        ref += "    " + piece + " = ref.slice %x offsets [" + std::to_string(r * 2 * n + i * n) +
+               ", 0] sizes [" + N + ", 2] : " + tx + "\n";
+        if (r == 0) {
+          cat = piece;
+          continue;
+        }
+        std::string next = "%c" + I + "_" + std::to_string(r);
+        ref += "    " + next + " = ref.concat " + cat + ", " + piece + " dim 0 : tensor<" +
+               std::to_string(r * n) + "x2xf32>, tensor<" + N + "x2xf32>\n";
+        cat = next;
+      }
+      ref += "    " + m + " = ref.scale " + cat + " by 1.0 : " + tm + "\n";
+    } else {
+      ref += "    " + m + " = ref.slice %x offsets [" + std::to_string(i * K * n) + ", 0] sizes [" +
+             kn + ", 2] : " + tx + "\n";
+    }
+    ref += "    %h" + I + " = ref.matmul " + m + ", %w contract(1, 0) : " + tm +
+           ", tensor<2x2xf32>\n    %s" + I + " = ref.reduce_sum %h" + I + " dims [0, 1] : " + tm +
+           "\n    %t" + I + " = ref.mul %s" + I + ", %s" + I + " : tensor<f32>\n";
+    std::string tl = "tensor<" + N + "x2xf32>";
+    plan += "    %m" + I + " = ref.slice %x offsets [" + std::to_string(planOffsets[i]) +
+            ", 0] sizes [" + N + ", 2] : tensor<" + std::to_string(2 * n) + "x2xf32>\n    %h" + I +
+            " = ref.matmul %m" + I + ", %w contract(1, 0) : " + tl + ", tensor<2x2xf32>\n    %q" +
+            I + " = ref.reduce_sum %h" + I + " dims [0, 1] : " + tl + "\n    %s" + I +
+            " = dist.all_reduce %q" + I + " over [\"a\"] \"sum\" : tensor<f32> -> tensor<f32>\n    %t" +
+            I + " = ref.mul %s" + I + ", %s" + I + " : tensor<f32>\n";
+  }
+  ref += "    %loss = ref.add %t1, %t0 : tensor<f32>\n    return %loss, %t0 : tensor<f32>, tensor<f32>\n";
+  plan += "    %loss = ref.add %t0, %t1 : tensor<f32>\n    return %loss, %t0 : tensor<f32>, tensor<f32>\n";
+  std::string refArgs = "%x: " + tx + " {ref.name = \"x\"}, %w: tensor<2x2xf32> {ref.name = \"w\"}";
+  std::string planArgs = "%x: tensor<" + std::to_string(2 * n) +
+                         "x2xf32> {dist.value = \"x\", dist.layout = #dist.layout<[a, _]>}, %w: "
+                         "tensor<2x2xf32> {dist.value = \"w\", dist.layout = #dist.layout<[_, _]>}";
+  std::string out = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>}, "
+                    "tensor<f32> {dist.value = \"t0\", dist.layout = #dist.layout<[]>}";
+  std::map<std::string, int64_t> sizes = {{"K", K}, {"J", J}};
+  return fill(spec(refArgs, "tensor<f32> {ref.name = \"loss\"}, tensor<f32> {ref.name = \"t0\"}",
+                   ref, planArgs, out, plan),
+              sizes);
+}
+} // namespace
+
+TEST_CASE("microbatch slices of a split batch are the reference's per-rank pieces",
+          "[layouts]") {
+  for (int64_t K : {2, 3})
+    for (int64_t J : {1, 2})
+      for (int64_t n : {1, 2}) {
+        INFO("K=" << K << " J=" << J << " n=" << n);
+        Verdicts right = run(microbatchSpec(K, J, n, true, {0, n}));
+        CHECK(right.element == Verdict::Verified);
+        CHECK(right.layout == Verdict::Verified);
+        // Near misses: the microbatches swapped (the loss agrees, microbatch 0 does
+        // not), and a reference whose microbatches are the batch's contiguous halves.
+        Verdicts swapped = run(microbatchSpec(K, J, n, true, {n, 0}));
+        CHECK(swapped.element == Verdict::Violated);
+        CHECK(swapped.layout != Verdict::Verified);
+        Verdicts halves = run(microbatchSpec(K, J, n, false, {0, n}));
+        CHECK(halves.element == Verdict::Violated);
+        CHECK(halves.layout != Verdict::Verified);
+      }
+}
