@@ -15,11 +15,13 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <cmath>
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace planproof;
@@ -29,10 +31,14 @@ namespace {
 
 class Differentiator {
 public:
+  /// `positions`: the ops' places in their blocks before any grad was expanded (ops
+  /// created since have none), to order a loss's backward slice without renumbering
+  /// the block; null to use the block's own order.
   Differentiator(GradOp grad, std::function<std::string(Value)> nameOf,
-                 std::function<void(Value, Value, Value)> replaced = nullptr)
+                 std::function<void(Value, Value, Value)> replaced = nullptr,
+                 const llvm::DenseMap<Operation *, size_t> *positions = nullptr)
       : grad(grad), b(grad), loc(grad.getLoc()), gradLoc(grad.getLoc()), nameOf(nameOf),
-        replaced(replaced) {}
+        replaced(replaced), positions(positions) {}
 
   LogicalResult run(std::string &why, Location &where);
 
@@ -97,6 +103,7 @@ private:
   Location gradLoc;
   std::function<std::string(Value)> nameOf;
   std::function<void(Value, Value, Value)> replaced;
+  const llvm::DenseMap<Operation *, size_t> *positions = nullptr;
   std::map<std::string, unsigned> counters;
   llvm::DenseSet<Value> active;
   llvm::DenseMap<Value, Value> adjoint;
@@ -486,15 +493,17 @@ LogicalResult Differentiator::backprop(Operation *op, Value g) {
 void Differentiator::contribute(Operation *op, unsigned i, llvm::function_ref<Value()> make) {
   if (!active.contains(op->getOperand(i)))
     return;
-  Operation *before = grad->getPrevNode();
+  // The backward pass is built at the end of a scratch block (run).
+  Block *into = b.getInsertionBlock();
+  Operation *before = into->empty() ? nullptr : &into->back();
   accumulate(op->getOperand(i), make());
   if (!nameOf)
     return;
   // Each op computed for this contribution is named after what it differentiates,
   // uniquely: d(%x).0, d(%x).1, ...
   std::string base = "d(" + nameOf(op->getOperand(i)) + ")";
-  for (Operation *o = before ? before->getNextNode() : &grad->getBlock()->front();
-       o && o != grad.getOperation(); o = o->getNextNode())
+  for (Operation *o = before ? before->getNextNode() : (into->empty() ? nullptr : &into->front());
+       o; o = o->getNextNode())
     o->setLoc(NameLoc::get(b.getStringAttr(base + "." + std::to_string(counters[base]++)),
                            gradLoc));
 }
@@ -503,21 +512,46 @@ void Differentiator::contribute(Operation *op, unsigned i, llvm::function_ref<Va
 LogicalResult Differentiator::run(std::string &why, Location &where) {
   Block *block = grad->getBlock();
   Operation *before = grad->getPrevNode();
+  // Only the ops the loss depends on can receive an adjoint: its backward slice in
+  // this block (all before the grad op, which uses the loss), in block order. Walking
+  // the slice rather than the block keeps a plan with one grad per microbatch and
+  // stage linear: each grad visits its own microbatch's ops.
+  Value loss = grad.getLoss();
+  SmallVector<Operation *> ops, stack;
+  llvm::DenseSet<Operation *> inSlice;
+  auto visit = [&](Value v) {
+    Operation *d = v.getDefiningOp();
+    if (d && d->getBlock() == block && inSlice.insert(d).second)
+      stack.push_back(d);
+  };
+  visit(loss);
+  while (!stack.empty()) {
+    Operation *op = stack.pop_back_val();
+    ops.push_back(op);
+    for (Value v : op->getOperands())
+      visit(v);
+  }
+  bool allPlaced = positions && llvm::all_of(ops, [&](Operation *o) { return positions->count(o); });
+  if (allPlaced)
+    llvm::sort(ops, [&](Operation *x, Operation *y) { return positions->lookup(x) < positions->lookup(y); });
+  else
+    llvm::sort(ops, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  // Forward: what is computed from a `wrt` value is active.
   for (Value w : grad.getWrt())
     active.insert(w);
-  // Forward: everything computed from a `wrt` value before the grad op is active.
-  SmallVector<Operation *> ops;
-  for (Operation &op : *block) {
-    if (&op == grad.getOperation())
-      break;
-    ops.push_back(&op);
+  for (Operation *op : ops) {
     if (isa<DetachOp>(op))
       continue; // stop-gradient: its result never depends on a wrt value
-    if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
-      for (Value r : op.getResults())
+    if (llvm::any_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
+      for (Value r : op->getResults())
         active.insert(r);
   }
-  Value loss = grad.getLoss();
+  // The backward pass is built in a scratch block and moved before the grad op in one
+  // splice: inserting op by op before it would renumber the block's op order again and
+  // again (isBeforeInBlock, above, needs it).
+  Block scratch;
+  b.setInsertionPointToEnd(&scratch);
+  auto place = [&] { block->getOperations().splice(grad->getIterator(), scratch.getOperations()); };
   if (active.contains(loss)) {
     adjoint[loss] = constant(typeOf(loss), 1.0);
     // The seed is named after the loss it differentiates (`d(%loss).seed`), so the
@@ -543,6 +577,7 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
         failed(backprop(op, it->second))) {
       why = "autodiff: no derivative rule for '" + op->getName().getStringRef().str() + "'";
       where = op->getLoc();
+      place();
       return failure();
     }
   }
@@ -551,6 +586,7 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     auto it = adjoint.find(w);
     results.push_back(it != adjoint.end() ? it->second : constant(typeOf(w), 0.0));
   }
+  place();
   // The derived backward pass runs where the grad op runs: on a pipelined plan's
   // stage, its ops carry the grad op's `dist.stage`.
   if (Attribute stage = grad->getAttr("dist.stage"))
@@ -588,8 +624,16 @@ LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Locati
                                       std::function<void(Value, Value, Value)> replaced) {
   SmallVector<GradOp> grads;
   root->walk([&](GradOp g) { grads.push_back(g); });
+  llvm::DenseMap<Operation *, size_t> positions;
+  std::set<Block *> blocks;
   for (GradOp g : grads)
-    if (failed(Differentiator(g, nameOf, replaced).run(why, where)))
+    if (blocks.insert(g->getBlock()).second) {
+      size_t i = 0;
+      for (Operation &op : *g->getBlock())
+        positions[&op] = i++;
+    }
+  for (GradOp g : grads)
+    if (failed(Differentiator(g, nameOf, replaced, &positions).run(why, where)))
       return failure();
   return success();
 }
