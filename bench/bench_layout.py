@@ -37,8 +37,7 @@ TRAINVERIFY = [
     ("llama3-405b", "dp=64,tp=8,pp=16,microbatches=16,layers=128,seq=2048", "64 x 8 x 16, 16 mb",
      "8.0 h"),
 ]
-# Configurations at the same degrees without the pipeline, which the layout engine
-# decides today.
+# The same models and data/tensor degrees without the pipeline, for comparison.
 WITHOUT_PP = [
     ("llama3-70b", "dp=16,tp=8", "16 x 8 (no pp, 1 mb)"),
     ("llama3-70b", "dp=16,tp=8,sp", "16 x 8 + SP"),
@@ -116,6 +115,19 @@ def main():
         ok, msg = plan("llama3-405b", par + ",size=full", path)
         r = verify(path, "layout", a.runs) if ok else {"verdict": msg[0], "wall": 0, "mib": 0}
         out.append(f"| {par} | {r['verdict']} | {r['wall']:.2f} | {r['mib']:.0f} |")
+
+    out += ["", "## Cost at full size against pipeline stages and microbatches (Llama3-70B sizes, "
+            "16 layers, dp 8 x tp 8, 1F1B)", "",
+            "| parallel | verdict | wall s | peak MiB | plan ops | plan text MiB |",
+            "|---|---|---|---|---|---|"]
+    curve = ["pp=%d,microbatches=8" % n for n in (1, 2, 4, 8)]
+    curve += ["pp=4,microbatches=%d" % n for n in (1, 2, 4, 16, 32)]
+    for par in curve:
+        full = "dp=8,tp=8,layers=16," + par + ",size=full"
+        ok, msg = plan("llama3-70b", full, path)
+        r = verify(path, "layout", a.runs) if ok else {"verdict": msg[0], "wall": 0, "mib": 0, "ops": ""}
+        size = os.path.getsize(path) / 2**20 if ok else 0
+        out.append(f"| {par} | {r['verdict']} | {r['wall']:.2f} | {r['mib']:.0f} | {r['ops']} | {size:.1f} |")
 
     out += ["", "## Both engines on reduced plans (Llama3-8B, `planproof plan` default sizes)", "",
             "| parallel | element verdict | element wall s | layout verdict | layout wall s | ratio |",
