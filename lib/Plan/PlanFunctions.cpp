@@ -420,7 +420,7 @@ EventLines PipelineWriter::forward(int64_t s, const Generator::Event &e,
     in[j][i] = h;
     d.recvs.push_back(b.recv(h, (j - 1) % S, s, tag("act", j, i), act));
   }
-  for (int64_t l = j * gen.chunkLayers(); l < (j + 1) * gen.chunkLayers(); ++l)
+  for (int64_t l = gen.chunkStart[j]; l < gen.chunkStart[j + 1]; ++l)
     h = gen.layer(b, zm, l, h, aux[j][i]);
   out[j][i] = h;
   if (j == last) {
@@ -467,7 +467,7 @@ void PipelineWriter::chunkGradient(int64_t s, int64_t j, int64_t i, const std::s
   std::vector<std::string> outs, wrt;
   std::vector<const Weight *> ws;
   for (const Weight &w : gen.weights)
-    if (w.layer >= 0 ? w.layer / gen.chunkLayers() == j : j == last)
+    if (w.layer >= 0 ? gen.chunkOfLayer(w.layer) == j : j == last)
       ws.push_back(&w);
   for (const Weight *w : ws) {
     std::string g = b.name("g_" + mb + w->name);

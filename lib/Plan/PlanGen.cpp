@@ -96,6 +96,29 @@ bool Generator::setup(std::string &err) {
   return true;
 }
 
+bool Generator::partitionLayers(std::string &err) {
+  int64_t n = p.pp * v;
+  chunkStart.assign(1, 0);
+  if (L % n == 0) {
+    for (int64_t j = 1; j <= n; ++j)
+      chunkStart.push_back(j * (L / n));
+    return true;
+  }
+  // Megatron's uneven split that counts the embedding and the loss as a layer each:
+  // the first and the last chunk take one transformer layer fewer.
+  if (n > 1 && (L + 2) % n == 0 && (L + 2) / n >= 2) {
+    int64_t per = (L + 2) / n;
+    for (int64_t j = 0; j < n; ++j)
+      chunkStart.push_back(chunkStart.back() + per - (j == 0 || j == n - 1));
+    return true;
+  }
+  err = "layers = " + std::to_string(L) + " must be a multiple of the " + std::to_string(n) +
+        " model chunks (pp" + (v > 1 ? " x chunks" : "") + "), or " + std::to_string(L) +
+        " + 2 one (the first and last chunks one layer short, as when the embedding and the "
+        "loss count as layers); choose layers=N";
+  return false;
+}
+
 /// Reduced sizes: each keeps the divisibility its splits need.
 bool Generator::reducedSizes(std::string &err) {
   auto fail = [&](const std::string &e) { return (err = e, false); };
@@ -110,10 +133,8 @@ bool Generator::reducedSizes(std::string &err) {
   L = p.layers > 0 ? p.layers : p.pp > 1 ? p.pp * v : std::min<int64_t>(m.layers, 2);
   if (L > 16)
     return fail("layers must be at most 16 for the element engine");
-  if (L % (p.pp * v) != 0)
-    return fail("layers = " + std::to_string(L) + " must be a multiple of the " +
-                std::to_string(p.pp * v) + " model chunks (pp" +
-                (v > 1 ? " x chunks" : "") + ")");
+  if (!partitionLayers(err))
+    return false;
   E = m.experts > 0 ? std::max<int64_t>(2 * p.ep, 2) : 0;
   k = m.experts > 0 ? std::max<int64_t>(1, std::min<int64_t>(m.topK, E / 2)) : 0;
   eff = 2 * p.tp;
@@ -151,10 +172,8 @@ bool Generator::fullSizes(std::string &err) {
   if (S % seqParts != 0)
     return fail("seq = " + std::to_string(S) + " is not a multiple of " +
                 std::to_string(seqParts) + " (cp zigzag chunks and sequence parallelism)");
-  if (L % (p.pp * v) != 0)
-    return fail("layers = " + std::to_string(L) + " must be a multiple of the " +
-                std::to_string(p.pp * v) + " model chunks (pp" + (v > 1 ? " x chunks" : "") +
-                "); choose layers=N");
+  if (!partitionLayers(err))
+    return false;
   groups = p.dp * p.ep * p.cp;
   int64_t perGroup = B * S / groups / p.microbatches;
   C = perGroup;
@@ -676,7 +695,7 @@ bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string 
     h << " pp=" << p.pp << " schedule=" << p.schedule
       << (g.v > 1 ? " chunks=" + std::to_string(g.v) : "");
   h << "\n";
-  h << "// reduced:  " << g.L << " layers, hidden " << g.H << ", " << g.nh << " heads (" << g.nkv
+  h << (p.fullSize ? "// sizes:    " : "// reduced:  ") << g.L << " layers, hidden " << g.H << ", " << g.nh << " heads (" << g.nkv
     << " KV) of " << g.hd << ", FFN " << g.ffn << ", vocabulary " << g.V << ", batch " << g.B
     << " x sequence " << g.S;
   if (m.experts)

@@ -211,9 +211,16 @@ struct Generator {
   bool reducedSizes(std::string &err);
   bool fullSizes(std::string &err);
 
-  /// Pipeline: model chunk j (L / (pp * v) consecutive layers) runs on stage j mod pp.
-  int64_t chunkLayers() const { return L / (p.pp * v); }
-  int64_t stageOfLayer(int64_t l) const { return (l / chunkLayers()) % p.pp; }
+  /// Pipeline: model chunk j (consecutive layers) runs on stage j mod pp.
+  /// Model chunk j holds layers [chunkStart[j], chunkStart[j + 1]).
+  std::vector<int64_t> chunkStart;
+  /// Cuts the L layers into pp x v chunks: equal, or (when L + 2 divides) the first
+  /// and last one layer short. False with the reason otherwise.
+  bool partitionLayers(std::string &err);
+  int64_t chunkOfLayer(int64_t l) const {
+    return std::upper_bound(chunkStart.begin(), chunkStart.end(), l) - chunkStart.begin() - 1;
+  }
+  int64_t stageOfLayer(int64_t l) const { return chunkOfLayer(l) % p.pp; }
 
   std::vector<std::string> tp() const { return p.tp > 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{}; }
   std::vector<std::string> ep() const { return p.ep > 1 ? std::vector<std::string>{"ep"} : std::vector<std::string>{}; }

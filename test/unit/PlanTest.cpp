@@ -143,6 +143,32 @@ TEST_CASE("configurations the generator cannot write are refused with the reason
   CHECK(mlir.empty());
 }
 
+TEST_CASE("layers that pp does not divide: the first and last chunks one layer short",
+          "[plan]") {
+  std::string err, mlir;
+  // 6 layers over 4 stages: 1, 2, 2, 1 (6 + 2 = 8 divides).
+  REQUIRE(generateFor("llama3-8b.json", "pp=4,microbatches=2,layers=6", mlir, err));
+  auto stageOf = [&](const std::string &w) {
+    size_t at = mlir.find("dist.value = \"" + w + "\"");
+    REQUIRE(at != std::string::npos);
+    size_t st = mlir.rfind("dist.stage = ", at);
+    return mlir.substr(st + 13, 1);
+  };
+  CHECK(stageOf("l0_wq") == "0");
+  CHECK(stageOf("l1_wq") == "1");
+  CHECK(stageOf("l2_wq") == "1");
+  CHECK(stageOf("l3_wq") == "2");
+  CHECK(stageOf("l4_wq") == "2");
+  CHECK(stageOf("l5_wq") == "3");
+  mlir::MLIRContext ctx;
+  Spec spec;
+  REQUIRE(loadGenerated(ctx, mlir, spec));
+  CHECK(verifyByLayouts(spec).verdict == Verdict::Verified);
+  // 5 layers over 4 stages: neither 5 nor 7 divides.
+  CHECK_FALSE(generateFor("llama3-8b.json", "pp=4,layers=5", mlir, err));
+  CHECK_THAT(err, Contains("layers = 5 must be a multiple of the 4 model chunks"));
+}
+
 TEST_CASE("size=full writes the model's own sizes, which the layout engine proves", "[plan]") {
   std::string err, mlir;
   REQUIRE(generateFor("llama3-8b.json", "dp=2,tp=4,layers=1,size=full,seq=64", mlir, err));
