@@ -148,7 +148,7 @@ Result Session::verify(const Spec &spec, const Options &options) {
   if (options.engine != Options::Engine::Element)
     r = verifyByLayouts(spec.impl->spec, vo);
   if (options.engine == Options::Engine::Element ||
-      (options.engine == Options::Engine::Auto && r.verdict != planproof::Verdict::Verified))
+      (options.engine == Options::Engine::Auto && r.verdict == planproof::Verdict::Inconclusive))
     r = verifySpec(spec.impl->spec, vo);
   Result out;
   out.verdict = r.verdict == planproof::Verdict::Verified   ? Verdict::Verified

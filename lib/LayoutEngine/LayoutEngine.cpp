@@ -288,14 +288,12 @@ VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &o
   }
   try {
     // A pipelined plan's structure and schedule first: the states below assume every
-    // message matched and no deadlock (Engine/Schedule.h decides both exactly).
-    VerifyResult schedule;
-    checkSchedule(spec, schedule);
-    if (!schedule.violations.empty()) {
-      const Violation &v = schedule.violations.front();
-      r.inconclusiveReasons.push_back(
-          {v.location, "the pipeline schedule is wrong (" + v.message +
-                           "); the element engine reports it with --engine element or auto"});
+    // message matched and no deadlock. Engine/Schedule.h decides both exactly, at the
+    // plan's own degrees, without values: what it finds is a violation here as in the
+    // element engine (the same check, the same report).
+    checkSchedule(spec, r);
+    if (!r.violations.empty()) {
+      r.verdict = Verdict::Violated;
       return finish();
     }
     Run run(spec, options);

@@ -8,11 +8,12 @@
 // and every op moves those states by a transfer rule (Rules.cpp) that states its side
 // conditions. A plan is verified when every output holds its reference output's term
 // with factor 1 under the output's declared layout. Where no rule applies, the run is
-// *inconclusive* at that op, with the rule's reason; the layout engine never reports a
-// violation (the element engine finds and explains those).
+// *inconclusive* at that op, with the rule's reason. Its only violations are a
+// pipelined plan's schedule's, from the exact check it shares with the element engine
+// (Engine/Schedule.h); the element engine finds and explains the others.
 //
 // Its cost is linear in the number of ops and independent of tensor sizes and of the
-// number of ranks.
+// number of ranks (but for a slice of a split value: one term piece per block).
 //
 //===----------------------------------------------------------------------===//
 #ifndef PLANPROOF_LAYOUTENGINE_LAYOUTENGINE_H

@@ -214,7 +214,9 @@ VerifyResult runEngines(const Spec &spec, const Options &o) {
   if (o.engine == "element")
     return verifySpec(spec, o.verify);
   VerifyResult r = verifyByLayouts(spec, o.verify);
-  if (o.engine == "layout" || r.verdict == Verdict::Verified)
+  // Auto: the element engine where the layout engine decided nothing (it proves, or
+  // finds a pipeline schedule wrong, exactly).
+  if (o.engine == "layout" || r.verdict != Verdict::Inconclusive)
     return r;
   return verifySpec(spec, o.verify);
 }
