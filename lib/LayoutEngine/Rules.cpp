@@ -117,6 +117,17 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
   Rational factor(1);
   if (linearTogether(op) && !in.empty() && !in[0]->factor.isZero()) {
     factor = in[0]->factor;
+    if (isa<ref::AddOp>(op)) {
+      // A sum's terms are sorted (TermPool::sum): take the factor out of the operand
+      // that sorts first, so that the operands' order does not change the result.
+      const State *first = nullptr;
+      for (const State *s : in)
+        if (!s->factor.isZero() &&
+            (!first || s->term < first->term ||
+             (s->term == first->term && s->factor.str() < first->factor.str())))
+          first = s;
+      factor = first->factor;
+    }
     for (const State *s : in)
       ts.push_back(terms.scaled(s->term, s->factor / factor));
   } else {
