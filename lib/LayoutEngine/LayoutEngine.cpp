@@ -70,6 +70,30 @@ private:
            ctx.show(s);
   }
 
+  /// What an output holding the reference's term differs in: a partial sum never
+  /// completed, a sum where none belongs, another split ("" when the terms differ too).
+  std::string layoutHint(const State &got, const State &want) const {
+    if (got.term != want.term || got.factor != want.factor || !got.partialMax.empty())
+      return "";
+    std::vector<int> missing, extra;
+    for (int a : got.partial)
+      if (std::find(want.partial.begin(), want.partial.end(), a) == want.partial.end())
+        missing.push_back(a);
+    for (int a : want.partial)
+      if (std::find(got.partial.begin(), got.partial.end(), a) == got.partial.end())
+        extra.push_back(a);
+    if (!missing.empty())
+      return ": it holds the reference's value but is still a partial sum over " +
+             axesText(spec.mesh, missing) + " -- a reduction over " +
+             axesText(spec.mesh, missing) + " is missing on its way";
+    if (!extra.empty())
+      return ": it holds the reference's value complete where the output declares a partial "
+             "sum over " + axesText(spec.mesh, extra);
+    if (got.split != want.split)
+      return ": it holds the reference's value under another split than the output declares";
+    return "";
+  }
+
   /// "; they first differ at ..." when the terms differ.
   std::string termDifference(const State &got, const State &want) const {
     std::string d = terms.difference(got.term, want.term);
@@ -257,10 +281,13 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       same &= kind == ReduceKind::Sum;
     if (!same) {
       all = false;
-      reasons.push_back({toSourceLoc(b.loc), out + "the layout engine finds " + describe(got) +
-                                                 " where the reference's is " +
-                                                 describe(expected) + " (not shown equal" +
-                                                 termDifference(got, expected) + ")"});
+      // At the op computing the output, where there is one.
+      Operation *def = ret->getOperand(b.index).getDefiningOp();
+      SourceLoc at = def ? toSourceLoc(def->getLoc()) : toSourceLoc(b.loc);
+      reasons.push_back({at, out + "the layout engine finds " + describe(got) +
+                                 " where the reference's is " + describe(expected) +
+                                 " (not shown equal" + termDifference(got, expected) + ")" +
+                                 layoutHint(got, expected)});
     }
   }
   return all;
