@@ -58,6 +58,9 @@ public:
 
 private:
   TermId intern(std::string key, std::string shortHead, std::vector<TermId> operands);
+  /// `operands` with each one whose key starts with `prefix` replaced by its operands.
+  std::vector<TermId> flatten(const std::string &prefix,
+                              const std::vector<TermId> &operands) const;
   std::unordered_map<std::string, TermId> ids;
   std::vector<std::string> keys, shortHeads;
   std::vector<std::vector<TermId>> args;

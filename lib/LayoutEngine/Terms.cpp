@@ -45,8 +45,8 @@ TermId TermPool::node(const std::string &head, const std::vector<TermId> &operan
   return intern(key + ")", shortHead, operands);
 }
 
-TermId TermPool::sum(const std::string &head, const std::vector<TermId> &operands) {
-  std::string prefix = head + "(";
+std::vector<TermId> TermPool::flatten(const std::string &prefix,
+                                      const std::vector<TermId> &operands) const {
   std::vector<TermId> flat;
   for (TermId t : operands) {
     if (keys[t].compare(0, prefix.size(), prefix) == 0)
@@ -54,21 +54,18 @@ TermId TermPool::sum(const std::string &head, const std::vector<TermId> &operand
     else
       flat.push_back(t);
   }
+  return flat;
+}
+
+TermId TermPool::sum(const std::string &head, const std::vector<TermId> &operands) {
+  std::vector<TermId> flat = flatten(head + "(", operands);
   std::sort(flat.begin(), flat.end());
   return node(head, flat);
 }
 
 TermId TermPool::concat(const std::string &head, const std::vector<TermId> &operands) {
   // The family: the head up to its type ("ref.concat{dim=0 : i64;}:").
-  std::string family = head.substr(0, head.rfind("}:") + 2);
-  std::vector<TermId> flat;
-  for (TermId t : operands) {
-    if (keys[t].compare(0, family.size(), family) == 0)
-      flat.insert(flat.end(), args[t].begin(), args[t].end());
-    else
-      flat.push_back(t);
-  }
-  return node(head, flat);
+  return node(head, flatten(head.substr(0, head.rfind("}:") + 2), operands));
 }
 
 TermId TermPool::broadcast(const Shape &shape, const std::vector<int64_t> &dims, TermId source) {

@@ -154,28 +154,19 @@ std::string Body::constant(const std::string &r, double value, Shape s) {
 }
 
 std::string Body::axisIndex(const std::string &r, const std::string &axis) {
-  std::string n = name(r);
-  OpBuilder b(ctx);
-  return place(dist::AxisIndexOp::create(b, loc(n), b.getIndexType(), StringAttr::get(ctx, axis)),
-               n);
+  return build<dist::AxisIndexOp>(r, IndexType::get(ctx), StringAttr::get(ctx, axis));
 }
 
 std::string Body::indexConstant(const std::string &r, int64_t value) {
-  std::string n = name(r);
-  OpBuilder b(ctx);
-  return place(arith::ConstantIndexOp::create(b, loc(n), value), n);
+  return build<arith::ConstantIndexOp>(r, value);
 }
 
 std::string Body::muli(const std::string &r, const std::string &a, const std::string &c) {
-  std::string n = name(r);
-  OpBuilder b(ctx);
-  return place(arith::MulIOp::create(b, loc(n), v(a), v(c)), n);
+  return build<arith::MulIOp>(r, v(a), v(c));
 }
 
 std::string Body::subi(const std::string &r, const std::string &a, const std::string &c) {
-  std::string n = name(r);
-  OpBuilder b(ctx);
-  return place(arith::SubIOp::create(b, loc(n), v(a), v(c)), n);
+  return build<arith::SubIOp>(r, v(a), v(c));
 }
 
 void Body::grad(const std::vector<std::string> &outs, const std::string &loss,

@@ -84,10 +84,14 @@ struct Body {
   /// after `base`.
   template <typename OpT, typename... A>
   std::string make(const std::string &base, const Shape &s, A &&...operands) {
+    return build<OpT>(base, type(s), std::forward<A>(operands)...);
+  }
+  /// Builds OpT from its builder's arguments `a` (after the location), named after
+  /// `base`.
+  template <typename OpT, typename... A> std::string build(const std::string &base, A &&...a) {
     std::string r = name(base);
     mlir::OpBuilder b(ctx);
-    auto op = OpT::create(b, loc(r), type(s), std::forward<A>(operands)...);
-    return place(op, r);
+    return place(OpT::create(b, loc(r), std::forward<A>(a)...), r);
   }
 
   std::string matmul(const std::string &r, const std::string &a, const std::string &b,
