@@ -496,14 +496,20 @@ LogicalResult CapacityDispatchOp::inferReturnTypes(MLIRContext *ctx, std::option
                                                    SmallVectorImpl<Type> &out) {
   Adaptor adaptor(operands, attrs, props);
   auto in = asTensor(operands[0]);
-  if (!in || in.getRank() != 2)
-    return fail(loc, "ref.capacity_dispatch: the routing mask must be [tokens, experts]");
+  if (!in || in.getRank() < 2)
+    return fail(loc, "ref.capacity_dispatch: the routing mask must be [batch..., tokens, "
+                     "experts]");
+  int64_t r = in.getRank(), T = in.getDimSize(r - 2);
   int64_t c = adaptor.getCapacity(), g = adaptor.getGroups(), slots;
-  if (c < 1 || g < 1 || c > (1 << 20) || in.getDimSize(0) % g != 0 ||
-      !planproof::checkedMul(g, c, slots) || slots > planproof::kMaxDimSize)
+  if (c < 1 || g < 1 || c > (1 << 20) || T % g != 0 || !planproof::checkedMul(g, c, slots) ||
+      slots > planproof::kMaxDimSize)
     return fail(loc, "ref.capacity_dispatch: capacity and groups must be positive, and the " +
-                         Twine(in.getDimSize(0)) + " tokens must divide into " + Twine(g) +
-                         " groups");
-  out.push_back(f32Tensor(ctx, {in.getDimSize(0), in.getDimSize(1), slots}));
+                         Twine(T) + " tokens must divide into " + Twine(g) + " groups");
+  SmallVector<int64_t> shape(in.getShape());
+  shape.push_back(slots);
+  if (planproof::checkedProduct(shape) < 0)
+    return fail(loc, "ref.capacity_dispatch: the dispatch mask would hold more than 2^40 "
+                     "elements");
+  out.push_back(f32Tensor(ctx, shape));
   return success();
 }

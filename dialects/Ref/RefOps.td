@@ -298,8 +298,14 @@ def Ref_CapacityDispatchOp : Ref_Op<"capacity_dispatch", [Ref_NonlinearOpInterfa
     else `0`. Dispatching is `matmul` of the mask with the tokens; combining is `matmul`
     of the gate-weighted mask with the experts' outputs.
 
+    Leading dimensions are batch dimensions: a mask `[N..., T, E]` gives
+    `[N..., T, E, G * C]`, each batch index dispatched on its own. With a leading
+    dimension of groups (`[G, T / G, E]`, `groups 1`) the mask holds each group's slots
+    only (`[G, T / G, E, C]`, GShard's grouped einsums) instead of every group's.
+
     ```mlir
     %dispatch = ref.capacity_dispatch %chosen capacity 3 groups 2 : tensor<8x4xf32>
+    %grouped = ref.capacity_dispatch %chosen_g capacity 3 groups 1 : tensor<2x4x4xf32>
     ```
   }];
   let arguments = (ins PP_F32RankedTensor:$input, I64Attr:$capacity, I64Attr:$groups);

@@ -438,15 +438,19 @@ bool Engine::explainCapacityDispatch(const ExplainSite &site, Violation &viol) {
   if (auto cd = dyn_cast<ref::CapacityDispatchOp>(op)) {
     // Compare with the reference's capacity: slots per expert in each token group.
     Relation in = relationOf(cd.getInput());
+    auto tokens = [](Value mask) { // [batch..., tokens, experts]
+      auto t = cast<RankedTensorType>(mask.getType());
+      return t.getDimSize(t.getRank() - 2);
+    };
     std::string ref;
     spec.reference.walk([&](ref::CapacityDispatchOp rd) {
-      int64_t T = cast<RankedTensorType>(rd.getInput().getType()).getDimSize(0);
+      int64_t T = tokens(rd.getInput());
       ref = std::to_string(rd.getCapacity()) + " per expert in each of " +
             std::to_string(rd.getGroups()) + " groups of " +
             std::to_string(T / rd.getGroups()) + " tokens";
     });
     if (in.exact() && !ref.empty()) {
-      int64_t Tl = cast<RankedTensorType>(cd.getInput().getType()).getDimSize(0);
+      int64_t Tl = tokens(cd.getInput());
       viol.kind = "routing";
       viol.message = head + "it keeps " + std::to_string(cd.getCapacity()) +
                      " slots per expert for this rank's " + std::to_string(Tl) + " tokens (in " +

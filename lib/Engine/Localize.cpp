@@ -106,8 +106,8 @@ bool Engine::constantDerived(Value v) {
 /// rank's mask equals that block of a reference dispatch mask.
 bool Engine::dispatchMatchesReference(Value v) {
   auto cd = v.getDefiningOp<ref::CapacityDispatchOp>();
-  if (!cd)
-    return false;
+  if (!cd || cast<RankedTensorType>(cd.getInput().getType()).getRank() != 2)
+    return false; // a batched mask's blocks are ordinary layouts
   Relation in = exactRelationOf(cd.getInput());
   if (!in.exact() || !in.block.empty() || in.layout.isPartial())
     return false;

@@ -1,6 +1,6 @@
 //===- Collectives.cpp - the layout engine's rules for collectives -------===//
 //
-// all_reduce, reduce_scatter, all_gather and shard_slice on states
+// all_reduce, reduce_scatter, all_gather, all_to_all and shard_slice on states
 // (docs/layout-engine.md). Each rule states its side conditions; a rule that cannot
 // show them gives an unknown state saying which one fails.
 //
@@ -105,6 +105,24 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
                                  "over (" + c.show(s) + ")");
     auto &d = s.split[sl.getDim()];
     d.insert(d.end(), axes.begin(), axes.end());
+  } else if (auto a = dyn_cast<dist::AllToAllOp>(op)) {
+    // Rank i of a group sends block j of dim s to rank j, which concatenates what it
+    // receives along dim c in group order. Where the group's axes are the minor axes
+    // splitting dim c, rank j then holds the group's blocks of c side by side -- dim c
+    // without those axes -- and block j of its former range of s: dim s gains them.
+    int64_t sd = a.getSplitDim(), cd = a.getConcatDim();
+    if (!dimOf(sd) || !dimOf(cd) || sd == cd)
+      return State::unknown(&op, "no layout rule for an all_to_all that splits and "
+                                 "concatenates one dimension");
+    auto &cs = s.split[cd];
+    if (intersects(axes, s.partial) || cs.size() < axes.size() ||
+        !std::equal(axes.begin(), axes.end(), cs.end() - axes.size()))
+      return State::unknown(&op, "it exchanges over " + axesText(c.mesh, axes) +
+                                     ", which are not the minor axes splitting its concatenated "
+                                     "dim " + std::to_string(cd) + " (" + c.show(s) + ")");
+    cs.resize(cs.size() - axes.size());
+    auto &ss = s.split[sd];
+    ss.insert(ss.end(), axes.begin(), axes.end());
   } else {
     return State::unknown(&op, "no layout rule for `" + opName(op) + "` yet");
   }

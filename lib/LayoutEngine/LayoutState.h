@@ -31,10 +31,14 @@ class TermPool {
 public:
   TermId leaf(const std::string &input, const std::string &type);
   TermId node(const std::string &head, const std::vector<TermId> &operands);
-  /// A sum (`head`: ref.add's, with its type) of `operands`, flattened through nested
-  /// sums of the same head and sorted: addition is associative and commutative, so
-  /// sums of the same summands in any grouping and order are one term.
-  TermId sum(const std::string &head, const std::vector<TermId> &operands);
+  /// The sum (`head`: ref.add's, with its type) of factor x term `operands`, as a
+  /// term and a factor, in a normal form: scales and nested sums of the same head are
+  /// distributed into summands, equal summands merged (a + 2a = 3a), zeros dropped,
+  /// the rest ordered by term, and the first one's factor taken out. Addition is
+  /// associative and commutative and multiplication distributes over it, so sums of
+  /// the same weighted summands in any grouping, order or scaling are one term.
+  std::pair<TermId, Rational> sum(const std::string &head,
+                                  const std::vector<std::pair<TermId, Rational>> &operands);
   /// A concatenation (`head`: ref.concat's, with its dimension and type) of
   /// `operands`, flattened through nested concatenations along the same dimension
   /// (whatever their types), in order: concat(concat(a, b), c) = concat(a, b, c).
@@ -61,7 +65,11 @@ private:
   /// `operands` with each one whose key starts with `prefix` replaced by its operands.
   std::vector<TermId> flatten(const std::string &prefix,
                               const std::vector<TermId> &operands) const;
+  /// The weighted summands of factor `f` x term `t` into `out` (sum's normal form).
+  void summands(const std::string &prefix, TermId t, const Rational &f,
+                std::map<TermId, Rational> &out) const;
   std::unordered_map<std::string, TermId> ids;
+  std::unordered_map<TermId, Rational> scales; // scale{c}(u) nodes: their c
   std::vector<std::string> keys, shortHeads;
   std::vector<std::vector<TermId>> args;
 };
@@ -144,7 +152,7 @@ bool consistent(RuleContext &c, const State &s, const Shape &local, std::string 
 std::string headFrom(llvm::StringRef name, mlir::DictionaryAttr attrs, const Shape &global);
 /// ref.slice of a split operand (Slices.cpp).
 State sliceRule(RuleContext &c, mlir::Operation &op, const State &in);
-/// all_reduce, reduce_scatter, all_gather, shard_slice (Collectives.cpp).
+/// all_reduce, reduce_scatter, all_gather, all_to_all, shard_slice (Collectives.cpp).
 State collectiveRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 
 /// The state of reference op `op`'s result from its operands' states (all unsplit,

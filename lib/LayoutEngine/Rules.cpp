@@ -113,21 +113,18 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
         return true;
       }
   std::string head = headOf(op, global);
+  if (isa<ref::AddOp>(op)) { // the normal form of sums (TermPool::sum)
+    std::vector<std::pair<TermId, Rational>> weighted;
+    for (const State *s : in)
+      weighted.push_back({s->term, s->factor});
+    auto [t, f] = terms.sum(head, weighted);
+    out = {t, f};
+    return true;
+  }
   std::vector<TermId> ts;
   Rational factor(1);
   if (linearTogether(op) && !in.empty() && !in[0]->factor.isZero()) {
     factor = in[0]->factor;
-    if (isa<ref::AddOp>(op)) {
-      // A sum's terms are sorted (TermPool::sum): take the factor out of the operand
-      // that sorts first, so that the operands' order does not change the result.
-      const State *first = nullptr;
-      for (const State *s : in)
-        if (!s->factor.isZero() &&
-            (!first || s->term < first->term ||
-             (s->term == first->term && s->factor.str() < first->factor.str())))
-          first = s;
-      factor = first->factor;
-    }
     for (const State *s : in)
       ts.push_back(terms.scaled(s->term, s->factor / factor));
   } else {
@@ -140,9 +137,7 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
       }
     }
   }
-  if (isa<ref::AddOp>(op))
-    out = {terms.sum(head, ts), factor};
-  else if (isa<ref::ConcatOp>(op))
+  if (isa<ref::ConcatOp>(op))
     out = {terms.concat(head, ts), factor};
   else
     out = {terms.node(head, ts), factor};
@@ -352,10 +347,79 @@ SplitResult rowWiseSplit(RuleContext &c, Operation &op, const std::vector<const 
 /// both sides; a group's leading input dimension may be split (its blocks are then
 /// consecutive ranges of the group, which are the blocks of the group's leading output
 /// dimension), its other dimensions not.
+/// The reshape's split when its global result has shape `outGlobal` (a shape the
+/// reference reshapes x's global shape to): the dimensions fall into groups by their
+/// *global* sizes, so dimensions of local size 1 cannot join the wrong group. In each
+/// group the split input dimensions must leave each rank one consecutive range of the
+/// group (every dimension before the last split one of local size 1), and the output
+/// dimensions take the axes, major to minor, in order: each output dimension's number
+/// of blocks (global over local size) is the product of the axes it takes, and every
+/// one before the last that takes any has local size 1. False where that fails.
+bool reshapeByGlobal(RuleContext &c, const State &x, const Shape &inLocal, const Shape &outLocal,
+                     const Shape &outGlobal, SplitResult &r) {
+  size_t nIn = inLocal.size(), nOut = outLocal.size();
+  if (outGlobal.size() != nOut || x.global.size() != nIn)
+    return false;
+  r = SplitResult();
+  r.split.assign(nOut, {});
+  r.global = outGlobal;
+  size_t i = 0, j = 0;
+  while (i < nIn || j < nOut) {
+    size_t i0 = i, j0 = j;
+    int64_t a = 1, b = 1;
+    if (i < nIn)
+      a *= x.global[i++];
+    if (j < nOut)
+      b *= outGlobal[j++];
+    while (a != b) {
+      if (a < b && i < nIn)
+        a *= x.global[i++];
+      else if (b < a && j < nOut)
+        b *= outGlobal[j++];
+      else
+        return false;
+    }
+    std::vector<int> axes;
+    size_t lastSplit = i;
+    for (size_t k = i0; k < i; ++k)
+      if (!x.split[k].empty()) {
+        axes.insert(axes.end(), x.split[k].begin(), x.split[k].end());
+        lastSplit = k;
+      }
+    for (size_t k = i0; lastSplit < i && k < lastSplit; ++k)
+      if (inLocal[k] != 1)
+        return false;
+    size_t next = 0, lastOut = j0;
+    for (size_t to = j0; to < j; ++to) {
+      if (outLocal[to] <= 0 || outGlobal[to] % outLocal[to] != 0)
+        return false;
+      int64_t blocks = outGlobal[to] / outLocal[to], got = 1;
+      while (got < blocks && next < axes.size())
+        got *= c.mesh.shape[axes[next]], r.split[to].push_back(axes[next++]);
+      if (got != blocks)
+        return false;
+      if (blocks > 1)
+        lastOut = to;
+    }
+    if (next != axes.size())
+      return false;
+    // The output block is the same consecutive range: one index per rank in every
+    // dimension before the last split one.
+    for (size_t k = j0; k < lastOut; ++k)
+      if (outLocal[k] != 1)
+        return false;
+  }
+  return true;
+}
+
 SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Shape &outLocal) {
   auto inType = cast<RankedTensorType>(op.getOperand(0).getType());
   Shape inLocal(inType.getShape().begin(), inType.getShape().end());
   SplitResult r;
+  if (auto it = c.referenceReshapes.find(x.global); it != c.referenceReshapes.end())
+    for (const Shape &target : it->second)
+      if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
+        return r;
   r.split.assign(outLocal.size(), {});
   // Per split group, the ways its axes may be placed on the group's output dimensions.
   using Placement = std::vector<std::pair<size_t, std::vector<int>>>;
@@ -540,6 +604,30 @@ SplitResult crossEntropySumSplit(RuleContext &c, Operation &op,
   return r;
 }
 
+/// An op that maps each index of its operand's leading (batch) dimensions on its own,
+/// reading the last `inner` dimensions whole (capacity_dispatch: each batch index's
+/// [tokens, experts] mask): a split of the batch dimensions is the split of the
+/// result's; the inner and any new trailing dimensions stay whole.
+SplitResult batchDimsSplit(RuleContext &c, Operation &op, const State &x, const Shape &local,
+                           size_t inner) {
+  size_t n = x.split.size();
+  if (n < inner)
+    return fail("`" + opName(op) + "` needs " + std::to_string(inner) + " dimensions");
+  for (size_t d = n - inner; d < n; ++d)
+    if (!x.split[d].empty())
+      return fail("`" + opName(op) + "` reads its operand's last " + std::to_string(inner) +
+                  " dimensions whole, and dimension " + std::to_string(d) + " is split (" +
+                  c.show(x) + "); only its batch dimensions may be");
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  for (size_t d = n; d < local.size(); ++d) {
+    r.split.push_back({});
+    r.global.push_back(local[d]);
+  }
+  return r;
+}
+
 SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const State *> &in,
                       const Shape &local) {
   bool anySplit = false;
@@ -590,6 +678,8 @@ SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const Sta
     return rotarySplit(c, in);
   if (isa<ref::CrossEntropySumOp>(op))
     return crossEntropySumSplit(c, op, in);
+  if (isa<ref::CapacityDispatchOp>(op))
+    return batchDimsSplit(c, op, *in[0], local, 2);
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i]->isSplit())
       return fail("no layout rule for `" + opName(op) + "` on a split operand (operand #" +
@@ -639,7 +729,7 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   // alike and its copied ones whole.
   std::vector<const State *> in = operands;
   std::vector<State> adopted;
-  adopted.reserve(in.size());
+  adopted.reserve(2 * in.size()); // pointers into it stay valid: at most two per operand
   if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
     const State *lead = nullptr;
     for (const State *s : in)
@@ -662,6 +752,29 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
       u.split = lead->split;
       u.global = lead->global;
       u.term = c.terms.broadcast(u.global, u.sourceDims, u.source);
+      adopted.push_back(u);
+      in[i] = &adopted.back();
+    }
+  }
+  // An op linear in all its operands together, some of them partial sums over axes
+  // the others are replicated on: the rank-wise results sum, over those axes, to the
+  // op of the sums, in which a replicated operand counts once per rank of the group
+  // -- it is a partial sum whose value is the group's size times its own.
+  if (linearTogether(op)) {
+    std::vector<int> all;
+    for (const State *s : in)
+      all = sortedUnion(all, s->partial);
+    for (size_t i = 0; i < in.size() && !all.empty(); ++i) {
+      std::vector<int> missing;
+      for (int a : all)
+        if (std::find(in[i]->partial.begin(), in[i]->partial.end(), a) == in[i]->partial.end())
+          missing.push_back(a);
+      if (missing.empty() || intersects(missing, in[i]->splitAxes()) ||
+          !in[i]->partialMax.empty())
+        continue; // as they are: operandPartials says why they do not combine
+      State u = *in[i];
+      u.partial = all;
+      u.factor = u.factor * Rational(c.size(missing));
       adopted.push_back(u);
       in[i] = &adopted.back();
     }

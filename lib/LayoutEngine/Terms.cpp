@@ -57,10 +57,38 @@ std::vector<TermId> TermPool::flatten(const std::string &prefix,
   return flat;
 }
 
-TermId TermPool::sum(const std::string &head, const std::vector<TermId> &operands) {
-  std::vector<TermId> flat = flatten(head + "(", operands);
-  std::sort(flat.begin(), flat.end());
-  return node(head, flat);
+void TermPool::summands(const std::string &prefix, TermId t, const Rational &f,
+                        std::map<TermId, Rational> &out) const {
+  if (auto s = scales.find(t); s != scales.end()) // scale{c}(u)
+    return summands(prefix, args[t][0], f * s->second, out);
+  if (keys[t].compare(0, prefix.size(), prefix) == 0) {
+    for (TermId u : args[t])
+      summands(prefix, u, f, out);
+    return;
+  }
+  auto [it, fresh] = out.emplace(t, f);
+  if (!fresh)
+    it->second = it->second + f;
+}
+
+std::pair<TermId, Rational>
+TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Rational>> &operands) {
+  std::map<TermId, Rational> merged; // ordered by term: the normal form's order
+  for (auto &[t, f] : operands)
+    summands(head + "(", t, f, merged);
+  std::vector<std::pair<TermId, Rational>> kept;
+  for (auto &[t, f] : merged)
+    if (!f.isZero())
+      kept.push_back({t, f});
+  if (kept.empty()) // every summand cancels: zero times any of them
+    return {merged.begin()->first, Rational(0)};
+  if (kept.size() == 1)
+    return kept[0];
+  Rational factor = kept[0].second;
+  std::vector<TermId> ts;
+  for (auto &[t, f] : kept)
+    ts.push_back(scaled(t, f / factor));
+  return {node(head, ts), factor};
 }
 
 TermId TermPool::concat(const std::string &head, const std::vector<TermId> &operands) {
@@ -79,7 +107,11 @@ TermId TermPool::broadcast(const Shape &shape, const std::vector<int64_t> &dims,
 }
 
 TermId TermPool::scaled(TermId t, const Rational &c) {
-  return c.isOne() ? t : node("scale{" + c.str() + "}", {t});
+  if (c.isOne())
+    return t;
+  TermId s = node("scale{" + c.str() + "}", {t});
+  scales.emplace(s, c);
+  return s;
 }
 
 std::string TermPool::str(TermId t, size_t budget) const {

@@ -99,23 +99,23 @@ bool Generator::setup(std::string &err) {
 bool Generator::partitionLayers(std::string &err) {
   int64_t n = p.pp * v;
   chunkStart.assign(1, 0);
-  if (L % n == 0) {
-    for (int64_t j = 1; j <= n; ++j)
-      chunkStart.push_back(j * (L / n));
+  // Every chunk but the first and the last takes m = ceil(L / n) layers; those two
+  // share the rest, the first taking the larger half: an even split when n divides L,
+  // and otherwise Megatron's uneven one, whose first and last stages hold fewer
+  // transformer layers beside the embedding and the loss (126 on 16: 7, 8 x 14, 7;
+  // DeepSeek-V3's 61 on 8: 7, 8 x 6, 6).
+  int64_t m = (L + n - 1) / n, rest = L - (n - 2) * m;
+  if (n == 1 || rest >= 2) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t size = j == 0 ? (n == 1 ? L : (rest + 1) / 2) : j == n - 1 ? rest / 2 : m;
+      chunkStart.push_back(chunkStart.back() + size);
+    }
     return true;
   }
-  // Megatron's uneven split that counts the embedding and the loss as a layer each:
-  // the first and the last chunk take one transformer layer fewer.
-  if (n > 1 && (L + 2) % n == 0 && (L + 2) / n >= 2) {
-    int64_t per = (L + 2) / n;
-    for (int64_t j = 0; j < n; ++j)
-      chunkStart.push_back(chunkStart.back() + per - (j == 0 || j == n - 1));
-    return true;
-  }
-  err = "layers = " + std::to_string(L) + " must be a multiple of the " + std::to_string(n) +
-        " model chunks (pp" + (v > 1 ? " x chunks" : "") + "), or " + std::to_string(L) +
-        " + 2 one (the first and last chunks one layer short, as when the embedding and the "
-        "loss count as layers); choose layers=N";
+  err = "layers = " + std::to_string(L) + " are too few for the " + std::to_string(n) +
+        " model chunks (pp" + (v > 1 ? " x chunks" : "") + "): with " + std::to_string(m) +
+        " layers in each chunk but the first and the last, those two would get " +
+        std::to_string(rest) + "; choose layers=N";
   return false;
 }
 
@@ -180,15 +180,15 @@ bool Generator::fullSizes(std::string &err) {
   if (p.capacityFactor > 0 && E > 0)
     C = std::max<int64_t>(1, (int64_t)std::ceil(p.capacityFactor * perGroup * k / E));
   // The largest tensors of the reference: the logits [T, V], the attention scores
-  // [B * heads, S, S] and an MoE layer's dispatch mask [T, E, G * C].
+  // [B * heads, S, S] and an MoE layer's grouped dispatch mask [G, T / G, E, C].
   int64_t T = B * S, logits, scores, mask = 0;
   if (!checkedMul(T, V, logits) || !checkedMul(B * nh, S, scores) ||
       !checkedMul(scores, S, scores) ||
-      (E > 0 && !(checkedMul(T, E, mask) && checkedMul(mask, groups * C, mask))) ||
+      (E > 0 && !(checkedMul(T, E, mask) && checkedMul(mask, C, mask))) ||
       logits > kMaxElements || scores > kMaxElements || mask > kMaxElements)
     return fail("at full size a tensor of this configuration would hold more than 2^40 "
                 "elements (the logits, the attention scores, or an MoE dispatch mask of "
-                "tokens x experts x slots)");
+                "tokens x experts x capacity)");
   return true;
 }
 
@@ -431,12 +431,17 @@ std::string LayerWriter::moe(const std::string &x, std::vector<std::string> &aux
   std::string psum = b.reduceSum(P + "picked_sum", picked, {1});
   std::string gates = b.binary<ref::DivOp>(P + "gates", picked,
                                b.broadcast(P + "picked_sum_b", psum, {0}, {T, z.E}));
-  int64_t slots = z.groups * z.C;
-  std::string dispatch = b.capacityDispatch(P + "dispatch", chosen, z.C, z.groups,
-                                           {T, z.E, slots});
-  std::string d2 = b.reshape(P + "dispatch_2d", dispatch, {T, z.E * slots});
-  std::string sl2 = b.matmul(P + "slots_2d", d2, hm, 0, 0);
-  std::string sl = b.reshape(P + "slots", sl2, {z.E, slots, z.H});
+  // GShard's grouped dispatch: the tokens in G groups (a plan rank holds its own one),
+  // each group's [Tg, E, C] mask, slots [E, G * C] after a transpose.
+  int64_t G = z.groups, Tg = T / G, slots = G * z.C;
+  std::string chosenG = b.reshape(P + "chosen_g", chosen, {G, Tg, z.E});
+  std::string dispatch = b.capacityDispatch(P + "dispatch", chosenG, z.C, 1, {G, Tg, z.E, z.C});
+  std::string dg = b.reshape(P + "dispatch_g", dispatch, {G, Tg, z.E * z.C});
+  std::string xg = b.reshape(P + "tokens_g", hm, {G, Tg, z.H});
+  std::string slg = b.bmm(P + "slots_g", dg, xg, 1, 1);
+  std::string sl4 = b.reshape(P + "slots_4d", slg, {G, z.E, z.C, z.H});
+  std::string slt = b.transpose(P + "slots_t", sl4, {1, 0, 2, 3});
+  std::string sl = b.reshape(P + "slots", slt, {z.E, slots, z.H});
   bool epOn = z.plan && z.ep > 1;
   if (epOn)
     sl = b.allToAll(P + "to_experts", sl, {"ep"}, 0, 1, z.ep);
@@ -447,11 +452,14 @@ std::string LayerWriter::moe(const std::string &x, std::vector<std::string> &aux
     eo = b.allReduce(P + "expert_out_ar", eo, {"tp"});
   if (epOn)
     eo = b.allToAll(P + "from_experts", eo, {"ep"}, 1, 0, z.ep);
-  std::string gb = b.broadcast(P + "gates_b", gates, {0, 1}, {T, z.E, slots});
+  std::string gatesG = b.reshape(P + "gates_g", gates, {G, Tg, z.E});
+  std::string gb = b.broadcast(P + "gates_b", gatesG, {0, 1, 2}, {G, Tg, z.E, z.C});
   std::string comb = b.binary<ref::MulOp>(P + "combine", dispatch, gb);
-  std::string comb2 = b.reshape(P + "combine_2d", comb, {T, z.E * slots});
-  std::string eo2 = b.reshape(P + "expert_out_2d", eo, {z.E * slots, z.H});
-  std::string y = b.matmul(P + "moe_out", comb2, eo2);
+  std::string combG = b.reshape(P + "combine_g", comb, {G, Tg, z.E * z.C});
+  std::string eo4 = b.reshape(P + "expert_out_4d", eo, {z.E, G, z.C, z.H});
+  std::string eot = b.transpose(P + "expert_out_t", eo4, {1, 0, 2, 3});
+  std::string eoG = b.reshape(P + "expert_out_g", eot, {G, z.E * z.C, z.H});
+  std::string y = b.reshape(P + "moe_out", b.bmm(P + "moe_out_g", combG, eoG, 2, 1), {T, z.H});
   if (!order.empty())
     y = toSequenceOrder(y);
   // The routed output is complete on every tp rank; back to the residual stream.

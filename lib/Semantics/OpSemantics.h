@@ -248,21 +248,29 @@ template <class D> struct Evaluator {
         }
     } else if (auto cd = dyn_cast<CapacityDispatchOp>(op)) {
       // Token t of group g routed to e takes slot g*C + (earlier tokens of g routed to e).
+      // Leading dimensions are batches, each dispatched on its own.
       const Tensor<V> &m = *in[0];
-      int64_t T = m.shape[0], E = m.shape[1], C = cd.getCapacity(), G = cd.getGroups();
-      int64_t per = T / G;
-      out = Tensor<V>({T, E, G * C}, d.constant(Rational(0)));
-      for (int64_t e = 0; e < E; ++e)
-        for (int64_t g = 0; g < G; ++g) {
-          std::vector<V> earlier;
-          for (int64_t t = g * per; t < (g + 1) * per; ++t) {
-            V pos = d.sum(earlier);
-            for (int64_t c = 0; c < C; ++c)
-              out.data[(t * E + e) * G * C + g * C + c] =
-                  d.mul(m.data[t * E + e], d.apply(Fn::Eq, {pos, d.constant(Rational(c))}));
-            earlier.push_back(m.data[t * E + e]);
+      size_t rank = m.shape.size();
+      int64_t T = m.shape[rank - 2], E = m.shape[rank - 1], C = cd.getCapacity(),
+              G = cd.getGroups();
+      int64_t per = T / G, batches = (int64_t)m.data.size() / std::max<int64_t>(T * E, 1);
+      Shape shape = m.shape;
+      shape.push_back(G * C);
+      out = Tensor<V>(shape, d.constant(Rational(0)));
+      for (int64_t n = 0; n < batches; ++n) {
+        const int64_t inBase = n * T * E, outBase = n * T * E * G * C;
+        for (int64_t e = 0; e < E; ++e)
+          for (int64_t g = 0; g < G; ++g) {
+            std::vector<V> earlier;
+            for (int64_t t = g * per; t < (g + 1) * per; ++t) {
+              V pos = d.sum(earlier);
+              for (int64_t c = 0; c < C; ++c)
+                out.data[outBase + (t * E + e) * G * C + g * C + c] = d.mul(
+                    m.data[inBase + t * E + e], d.apply(Fn::Eq, {pos, d.constant(Rational(c))}));
+              earlier.push_back(m.data[inBase + t * E + e]);
+            }
           }
-        }
+      }
     } else if (isa<DetachOp>(op)) {
       out = *in[0];
     } else if (auto c = dyn_cast<ConstantOp>(op)) {

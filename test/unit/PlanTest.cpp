@@ -143,7 +143,7 @@ TEST_CASE("configurations the generator cannot write are refused with the reason
   CHECK(mlir.empty());
 }
 
-TEST_CASE("layers that pp does not divide: the first and last chunks one layer short",
+TEST_CASE("layers that pp does not divide: the first and last chunks take fewer",
           "[plan]") {
   std::string err, mlir;
   // 6 layers over 4 stages: 1, 2, 2, 1 (6 + 2 = 8 divides).
@@ -164,9 +164,20 @@ TEST_CASE("layers that pp does not divide: the first and last chunks one layer s
   Spec spec;
   REQUIRE(loadGenerated(ctx, mlir, spec));
   CHECK(verifyByLayouts(spec).verdict == Verdict::Verified);
-  // 5 layers over 4 stages: neither 5 nor 7 divides.
+  // 7 layers over 4 stages: 2 in each middle chunk, the rest 3 split 2, 1.
+  REQUIRE(generateFor("llama3-8b.json", "pp=4,microbatches=2,layers=7", mlir, err));
+  CHECK(stageOf("l0_wq") == "0");
+  CHECK(stageOf("l1_wq") == "0");
+  CHECK(stageOf("l2_wq") == "1");
+  CHECK(stageOf("l4_wq") == "2");
+  CHECK(stageOf("l5_wq") == "2");
+  CHECK(stageOf("l6_wq") == "3");
+  Spec spec7;
+  REQUIRE(loadGenerated(ctx, mlir, spec7));
+  CHECK(verifyByLayouts(spec7).verdict == Verdict::Verified);
+  // 5 layers over 4 stages: 2 in each middle chunk leaves 1 for the first and last.
   CHECK_FALSE(generateFor("llama3-8b.json", "pp=4,layers=5", mlir, err));
-  CHECK_THAT(err, Contains("layers = 5 must be a multiple of the 4 model chunks"));
+  CHECK_THAT(err, Contains("layers = 5 are too few for the 4 model chunks"));
 }
 
 TEST_CASE("size=full writes the model's own sizes, which the layout engine proves", "[plan]") {

@@ -142,18 +142,26 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l1_picked_sum = ref.reduce_sum %l1_picked dims [1] : tensor<8x4xf32>
     %l1_picked_sum_b = ref.broadcast %l1_picked_sum dims [0] : tensor<8xf32> -> tensor<8x4xf32>
     %l1_gates = ref.div %l1_picked, %l1_picked_sum_b : tensor<8x4xf32>
-    %l1_dispatch = ref.capacity_dispatch %l1_chosen capacity 2 groups 4 : tensor<8x4xf32>
-    %l1_dispatch_2d = ref.reshape %l1_dispatch : tensor<8x4x8xf32> -> tensor<8x32xf32>
-    %l1_slots_2d = ref.matmul %l1_dispatch_2d, %l1_grp_tokens_6 contract(0, 0) : tensor<8x32xf32>, tensor<8x4xf32>
-    %l1_slots = ref.reshape %l1_slots_2d : tensor<32x4xf32> -> tensor<4x8x4xf32>
+    %l1_chosen_g = ref.reshape %l1_chosen : tensor<8x4xf32> -> tensor<4x2x4xf32>
+    %l1_dispatch = ref.capacity_dispatch %l1_chosen_g capacity 2 groups 1 : tensor<4x2x4xf32>
+    %l1_dispatch_g = ref.reshape %l1_dispatch : tensor<4x2x4x2xf32> -> tensor<4x2x8xf32>
+    %l1_tokens_g = ref.reshape %l1_grp_tokens_6 : tensor<8x4xf32> -> tensor<4x2x4xf32>
+    %l1_slots_g = ref.batch_matmul %l1_dispatch_g, %l1_tokens_g contract(1, 1) : tensor<4x2x8xf32>, tensor<4x2x4xf32>
+    %l1_slots_4d = ref.reshape %l1_slots_g : tensor<4x8x4xf32> -> tensor<4x4x2x4xf32>
+    %l1_slots_t = ref.transpose %l1_slots_4d perm [1, 0, 2, 3] : tensor<4x4x2x4xf32>
+    %l1_slots = ref.reshape %l1_slots_t : tensor<4x4x2x4xf32> -> tensor<4x8x4xf32>
     %l1_expert_h = ref.batch_matmul %l1_slots, %l1_w1 contract(2, 1) : tensor<4x8x4xf32>, tensor<4x4x4xf32>
     %l1_expert_act = ref.gelu %l1_expert_h : tensor<4x8x4xf32>
     %l1_expert_out = ref.batch_matmul %l1_expert_act, %l1_w2 contract(2, 1) : tensor<4x8x4xf32>, tensor<4x4x4xf32>
-    %l1_gates_b = ref.broadcast %l1_gates dims [0, 1] : tensor<8x4xf32> -> tensor<8x4x8xf32>
-    %l1_combine = ref.mul %l1_dispatch, %l1_gates_b : tensor<8x4x8xf32>
-    %l1_combine_2d = ref.reshape %l1_combine : tensor<8x4x8xf32> -> tensor<8x32xf32>
-    %l1_expert_out_2d = ref.reshape %l1_expert_out : tensor<4x8x4xf32> -> tensor<32x4xf32>
-    %l1_moe_out = ref.matmul %l1_combine_2d, %l1_expert_out_2d contract(1, 0) : tensor<8x32xf32>, tensor<32x4xf32>
+    %l1_gates_g = ref.reshape %l1_gates : tensor<8x4xf32> -> tensor<4x2x4xf32>
+    %l1_gates_b = ref.broadcast %l1_gates_g dims [0, 1, 2] : tensor<4x2x4xf32> -> tensor<4x2x4x2xf32>
+    %l1_combine = ref.mul %l1_dispatch, %l1_gates_b : tensor<4x2x4x2xf32>
+    %l1_combine_g = ref.reshape %l1_combine : tensor<4x2x4x2xf32> -> tensor<4x2x8xf32>
+    %l1_expert_out_4d = ref.reshape %l1_expert_out : tensor<4x8x4xf32> -> tensor<4x4x2x4xf32>
+    %l1_expert_out_t = ref.transpose %l1_expert_out_4d perm [1, 0, 2, 3] : tensor<4x4x2x4xf32>
+    %l1_expert_out_g = ref.reshape %l1_expert_out_t : tensor<4x4x2x4xf32> -> tensor<4x8x4xf32>
+    %l1_moe_out_g = ref.batch_matmul %l1_combine_g, %l1_expert_out_g contract(2, 1) : tensor<4x2x8xf32>, tensor<4x8x4xf32>
+    %l1_moe_out = ref.reshape %l1_moe_out_g : tensor<4x2x4xf32> -> tensor<8x4xf32>
     %l1_seq_seg = ref.slice %l1_moe_out offsets [0, 0] sizes [1, 4] : tensor<8x4xf32>
     %l1_seq_seg_1 = ref.slice %l1_moe_out offsets [2, 0] sizes [1, 4] : tensor<8x4xf32>
     %l1_moe_seq = ref.concat %l1_seq_seg, %l1_seq_seg_1 dim 0 : tensor<1x4xf32>, tensor<1x4xf32>
@@ -381,21 +389,29 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %l1_picked_sum = ref.reduce_sum %l1_picked dims [1] {dist.stage = 1 : i64} : tensor<2x4xf32>
     %l1_picked_sum_b = ref.broadcast %l1_picked_sum dims [0] {dist.stage = 1 : i64} : tensor<2xf32> -> tensor<2x4xf32>
     %l1_gates = ref.div %l1_picked, %l1_picked_sum_b {dist.stage = 1 : i64} : tensor<2x4xf32>
-    %l1_dispatch = ref.capacity_dispatch %l1_chosen capacity 2 groups 1 {dist.stage = 1 : i64} : tensor<2x4xf32>
-    %l1_dispatch_2d = ref.reshape %l1_dispatch {dist.stage = 1 : i64} : tensor<2x4x2xf32> -> tensor<2x8xf32>
-    %l1_slots_2d = ref.matmul %l1_dispatch_2d, %l1_h2_2d contract(0, 0) {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<2x4xf32>
-    %l1_slots = ref.reshape %l1_slots_2d {dist.stage = 1 : i64} : tensor<8x4xf32> -> tensor<4x2x4xf32>
+    %l1_chosen_g = ref.reshape %l1_chosen {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %l1_dispatch = ref.capacity_dispatch %l1_chosen_g capacity 2 groups 1 {dist.stage = 1 : i64} : tensor<1x2x4xf32>
+    %l1_dispatch_g = ref.reshape %l1_dispatch {dist.stage = 1 : i64} : tensor<1x2x4x2xf32> -> tensor<1x2x8xf32>
+    %l1_tokens_g = ref.reshape %l1_h2_2d {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %l1_slots_g = ref.batch_matmul %l1_dispatch_g, %l1_tokens_g contract(1, 1) {dist.stage = 1 : i64} : tensor<1x2x8xf32>, tensor<1x2x4xf32>
+    %l1_slots_4d = ref.reshape %l1_slots_g {dist.stage = 1 : i64} : tensor<1x8x4xf32> -> tensor<1x4x2x4xf32>
+    %l1_slots_t = ref.transpose %l1_slots_4d perm [1, 0, 2, 3] {dist.stage = 1 : i64} : tensor<1x4x2x4xf32>
+    %l1_slots = ref.reshape %l1_slots_t {dist.stage = 1 : i64} : tensor<4x1x2x4xf32> -> tensor<4x2x4xf32>
     %l1_to_experts = dist.all_to_all %l1_slots over ["ep"] split_dim 0 concat_dim 1 {dist.stage = 1 : i64} : tensor<4x2x4xf32> -> tensor<2x4x4xf32>
     %l1_expert_h = ref.batch_matmul %l1_to_experts, %l1_w1 contract(2, 1) {dist.stage = 1 : i64} : tensor<2x4x4xf32>, tensor<2x4x2xf32>
     %l1_expert_act = ref.gelu %l1_expert_h {dist.stage = 1 : i64} : tensor<2x4x2xf32>
     %l1_expert_out = ref.batch_matmul %l1_expert_act, %l1_w2 contract(2, 1) {dist.stage = 1 : i64} : tensor<2x4x2xf32>, tensor<2x2x4xf32>
     %l1_expert_out_ar = dist.all_reduce %l1_expert_out over ["tp"] "sum" {dist.stage = 1 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
     %l1_from_experts = dist.all_to_all %l1_expert_out_ar over ["ep"] split_dim 1 concat_dim 0 {dist.stage = 1 : i64} : tensor<2x4x4xf32> -> tensor<4x2x4xf32>
-    %l1_gates_b = ref.broadcast %l1_gates dims [0, 1] {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<2x4x2xf32>
-    %l1_combine = ref.mul %l1_dispatch, %l1_gates_b {dist.stage = 1 : i64} : tensor<2x4x2xf32>
-    %l1_combine_2d = ref.reshape %l1_combine {dist.stage = 1 : i64} : tensor<2x4x2xf32> -> tensor<2x8xf32>
-    %l1_expert_out_2d = ref.reshape %l1_from_experts {dist.stage = 1 : i64} : tensor<4x2x4xf32> -> tensor<8x4xf32>
-    %l1_moe_out = ref.matmul %l1_combine_2d, %l1_expert_out_2d contract(1, 0) {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<8x4xf32>
+    %l1_gates_g = ref.reshape %l1_gates {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %l1_gates_b = ref.broadcast %l1_gates_g dims [0, 1, 2] {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4x2xf32>
+    %l1_combine = ref.mul %l1_dispatch, %l1_gates_b {dist.stage = 1 : i64} : tensor<1x2x4x2xf32>
+    %l1_combine_g = ref.reshape %l1_combine {dist.stage = 1 : i64} : tensor<1x2x4x2xf32> -> tensor<1x2x8xf32>
+    %l1_expert_out_4d = ref.reshape %l1_from_experts {dist.stage = 1 : i64} : tensor<4x2x4xf32> -> tensor<4x1x2x4xf32>
+    %l1_expert_out_t = ref.transpose %l1_expert_out_4d perm [1, 0, 2, 3] {dist.stage = 1 : i64} : tensor<4x1x2x4xf32>
+    %l1_expert_out_g = ref.reshape %l1_expert_out_t {dist.stage = 1 : i64} : tensor<1x4x2x4xf32> -> tensor<1x8x4xf32>
+    %l1_moe_out_g = ref.batch_matmul %l1_combine_g, %l1_expert_out_g contract(2, 1) {dist.stage = 1 : i64} : tensor<1x2x8xf32>, tensor<1x8x4xf32>
+    %l1_moe_out = ref.reshape %l1_moe_out_g {dist.stage = 1 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
     %l1_moe_3d = ref.reshape %l1_moe_out {dist.stage = 1 : i64} : tensor<2x4xf32> -> tensor<1x2x4xf32>
     %l1_shared_h = ref.matmul %l1_h2_2d, %l1_ws1 contract(1, 0) {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<4x2xf32>
     %l1_shared_act = ref.gelu %l1_shared_h {dist.stage = 1 : i64} : tensor<2x2xf32>
