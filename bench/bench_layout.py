@@ -3,9 +3,11 @@
 
 Plans written by `planproof plan --parallel ...,size=full` (the models' own hidden
 sizes, heads, FFN widths, vocabularies and layer counts; sequence 4096, one sample per
-data rank and microbatch; 2048 for Llama3-405B's pipelined configuration), verified by `planproof verify --engine layout`: wall time,
+data rank and microbatch; 2048 for Llama3-405B's pipelined configuration; capacity
+factor 1 for DeepSeek-V3), verified by `planproof verify --engine layout`: wall time,
 peak memory and verdict, medians over runs, with TrainVerify's published time where the
-configuration is one of its six. Then cost against layers, dp and tp at full size, and
+configuration is one of its six. Then cost against layers, dp, tp, ep, pp and
+microbatches at full size, and
 the two engines side by side on the reduced plans both can decide.
 
     python3 bench/bench_layout.py --runs 3 --out bench/results-layout.md
@@ -32,7 +34,9 @@ TRAINVERIFY = [
     ("llama3-70b", "dp=16,tp=8,pp=4,microbatches=32,layers=80", "16 x 8 x 4, 32 mb", "2.37 h"),
     ("deepseek-moe-16b", "dp=16,tp=4,pp=2,ep=16", "16 x 4 x 2 x 16", "22.5 min"),
     ("deepseek-v2-236b", "dp=16,tp=8,pp=4,ep=16", "16 x 8 x 4 x 16", "2.36 h"),
-    ("deepseek-v3-671b", "dp=32,tp=8,pp=8,ep=16", "32 x 8 x 8 x 16", "8.99 h"),
+    # Capacity factor 1: without drops each expert's slots would hold all its group's
+    # tokens, [256 experts, 2^21 slots, 7168] = 2^41.8 elements.
+    ("deepseek-v3-671b", "dp=32,tp=8,pp=8,ep=16,cf=1", "32 x 8 x 8 x 16, cf 1", "8.99 h"),
     # Sequence 2048: at 4096, 1024 samples' attention scores pass 2^40 elements.
     ("llama3-405b", "dp=64,tp=8,pp=16,microbatches=16,seq=2048", "64 x 8 x 16, 16 mb",
      "8.0 h"),
@@ -115,6 +119,15 @@ def main():
         ok, msg = plan("llama3-405b", par + ",size=full", path)
         r = verify(path, "layout", a.runs) if ok else {"verdict": msg[0], "wall": 0, "mib": 0}
         out.append(f"| {par} | {r['verdict']} | {r['wall']:.2f} | {r['mib']:.0f} |")
+
+    out += ["", "## Cost at full size against expert parallelism (DeepSeek-V2 sizes, 160 "
+            "experts, 8 layers, dp 16 x tp 8)", "",
+            "| parallel | verdict | wall s | peak MiB | plan ops |", "|---|---|---|---|---|"]
+    for ep in (1, 2, 4, 8, 16):
+        par = "dp=16,tp=8,ep=%d,layers=8" % ep
+        ok, msg = plan("deepseek-v2-236b", par + ",size=full", path)
+        r = verify(path, "layout", a.runs) if ok else {"verdict": msg[0], "wall": 0, "mib": 0, "ops": ""}
+        out.append(f"| {par} | {r['verdict']} | {r['wall']:.2f} | {r['mib']:.0f} | {r['ops']} |")
 
     out += ["", "## Cost at full size against pipeline stages and microbatches (Llama3-70B sizes, "
             "16 layers, dp 8 x tp 8, 1F1B)", "",

@@ -196,8 +196,9 @@ void Run::plan(VerifyStats &stats) {
     State s = isa<dist::RecvOp, dist::StageSelectOp>(op) ? route(*op) : planRule(ctx, *op, in);
     // On a pipelined plan, the ranks of other stages hold copies of what a stage's
     // ranks computed (with their other coordinates): a state that varies along the
-    // pipeline axis would not describe them.
-    if (spec.pipelineAxis >= 0 && s.known && overPipeline(s))
+    // pipeline axis would not describe them. (A stage_select of different values is
+    // the one exception: a partial sum over the pipeline axis, see route.)
+    if (spec.pipelineAxis >= 0 && s.known && overPipeline(s) && !isa<dist::StageSelectOp>(op))
       s = State::unknown(op, "the value is split or summed over the pipeline axis");
     for (Value r : op->getResults())
       planStates[r] = s;
@@ -219,18 +220,34 @@ State Run::route(Operation &op) {
   // carries its operand's state -- unless that state is split or summed over the
   // pipeline axis, whose coordinate the message changes.
   if (auto sel = dyn_cast<dist::StageSelectOp>(op)) {
-    // Each stage takes its own value: one state when they all hold the same.
+    // Each stage takes its own value: one state when they all hold the same; else,
+    // where they are laid out alike, a partial sum over the pipeline axis (the ranks
+    // of stage s hold value s, so a sum over the axis is the sum of the values), which
+    // only a reduction over that axis completes -- any other use leaves a state over
+    // the pipeline axis, which the run refuses.
     const State &first = planStates[sel.getValues()[0]];
+    bool same = true;
+    std::vector<std::pair<TermId, Rational>> summands;
     for (Value v : sel.getValues()) {
       const State &s = planStates[v];
       if (!s.known)
         return s;
-      if (overPipeline(s) || s.term != first.term || !(s.factor == first.factor) ||
-          s.split != first.split || s.partial != first.partial)
+      if (overPipeline(s) || s.split != first.split || s.global != first.global ||
+          s.partial != first.partial || !s.partialMax.empty())
         return State::unknown(&op, "the stages select values the layout engine does not show "
-                                   "equal");
+                                   "equal, nor laid out alike (" + ctx.show(s) + " and " +
+                                   ctx.show(first) + ")");
+      same &= s.term == first.term && s.factor == first.factor;
+      summands.push_back({s.term, s.factor});
     }
-    return first;
+    if (same)
+      return first;
+    State sum = first;
+    std::tie(sum.term, sum.factor) = terms.sum(
+        headFrom("ref.add", DictionaryAttr::get(op.getContext()), first.global), summands);
+    sum.broadcast = false;
+    sum.partial = sortedUnion(first.partial, {spec.pipelineAxis});
+    return sum;
   }
   auto match = spec.recvFrom.find(&op);
   if (match == spec.recvFrom.end())

@@ -180,15 +180,20 @@ bool Generator::fullSizes(std::string &err) {
   if (p.capacityFactor > 0 && E > 0)
     C = std::max<int64_t>(1, (int64_t)std::ceil(p.capacityFactor * perGroup * k / E));
   // The largest tensors of the reference: the logits [T, V], the attention scores
-  // [B * heads, S, S] and an MoE layer's grouped dispatch mask [G, T / G, E, C].
-  int64_t T = B * S, logits, scores, mask = 0;
-  if (!checkedMul(T, V, logits) || !checkedMul(B * nh, S, scores) ||
+  // [B * heads, S, S], an MoE layer's grouped dispatch mask [G, T / G, E, C] and its
+  // experts' slots [E, G * C, max(H, expert FFN)].
+  int64_t T = 0, bh = 0, gc = 0, logits, scores, mask = 0, slots = 0;
+  if (!checkedMul(B, S, T) || !checkedMul(groups, C, gc) || !checkedMul(B, nh, bh) ||
+      !checkedMul(T, V, logits) || !checkedMul(bh, S, scores) ||
       !checkedMul(scores, S, scores) ||
-      (E > 0 && !(checkedMul(T, E, mask) && checkedMul(mask, C, mask))) ||
-      logits > kMaxElements || scores > kMaxElements || mask > kMaxElements)
+      (E > 0 && !(checkedMul(T, E, mask) && checkedMul(mask, C, mask) &&
+                  checkedMul(E, gc, slots) &&
+                  checkedMul(slots, std::max(H, eff), slots))) ||
+      logits > kMaxElements || scores > kMaxElements || mask > kMaxElements ||
+      slots > kMaxElements)
     return fail("at full size a tensor of this configuration would hold more than 2^40 "
-                "elements (the logits, the attention scores, or an MoE dispatch mask of "
-                "tokens x experts x capacity)");
+                "elements (the logits, the attention scores, or an MoE layer's dispatch "
+                "mask or expert slots: a capacity factor, cf=X, bounds the slots)");
   return true;
 }
 

@@ -203,3 +203,29 @@ TEST_CASE("size=full writes the model's own sizes, which the layout engine prove
   CHECK_FALSE(generateFor("llama3-405b.json", "dp=1024,size=full", mlir, err));
   CHECK_THAT(err, Contains("more than 2^40 elements"));
 }
+
+TEST_CASE("MoE layers on two pipeline stages: the loss's stage terms are summed over pp",
+          "[plan]") {
+  // DeepSeek-MoE's layers 1-3 are MoE layers: stage 0's load-balancing term and stage
+  // 1's joined by stage_select, then all_reduce over pp (a partial sum over the
+  // pipeline axis in the layout engine). Both engines prove it; an avg there is
+  // refuted by the element engine and not proved by the layout engine.
+  std::string err, mlir;
+  REQUIRE(generateFor("deepseek-moe-16b.json", "pp=2,layers=4", mlir, err));
+  std::string sum = "%loss = dist.all_reduce %loss_stages over [\"pp\"] \"sum\"";
+  size_t at = mlir.find(sum);
+  REQUIRE(at != std::string::npos);
+  std::string avg = mlir;
+  avg.replace(avg.find("\"sum\"", at), 5, "\"avg\"");
+  VerifyOptions options;
+  options.checkFixes = false;
+  for (bool right : {true, false}) {
+    mlir::MLIRContext ctx;
+    Spec spec;
+    REQUIRE(loadGenerated(ctx, right ? mlir : avg, spec));
+    Verdict byLayouts = verifyByLayouts(spec, options).verdict;
+    Verdict byElements = verifySpec(spec, options).verdict;
+    CHECK(byElements == (right ? Verdict::Verified : Verdict::Violated));
+    CHECK((byLayouts == Verdict::Verified) == right);
+  }
+}
