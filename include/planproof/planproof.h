@@ -95,6 +95,11 @@ struct Stats {
   int64_t obligations = 0, decidedCanonical = 0, solverQueries = 0;
   int64_t ranks = 0, referenceOps = 0, planOps = 0;
   double milliseconds = 0;
+  /// The layout engine's reuse within a Session: plan ops whose states came from an
+  /// earlier verification (the same op on the same operand states), and whether the
+  /// reference's run did.
+  int64_t reusedStates = 0;
+  bool reusedReference = false;
 };
 
 struct Result {
@@ -186,7 +191,17 @@ public:
   /// '{', else MLIR. `name` is what diagnostics call it; nothing is read from disk.
   Expected<Spec> loadText(const std::string &name, const std::string &text,
                           const Options &options = {});
-  /// Decides the spec. Never throws.
+  /// Loads a candidate plan against the reference of `base` (a spec this session
+  /// loaded): `planText` is MLIR holding the mesh and the plan function only. The
+  /// reference is not parsed nor derived again, and verify() with the layout engine
+  /// reuses the reference's run and every plan state whose op and operand states it
+  /// has seen: a planner's loop pays for what its candidate changes
+  /// (docs/layout-engine.md, "Reuse").
+  Expected<Spec> loadPlan(const Spec &base, const std::string &name, const std::string &planText,
+                          const Options &options = {});
+  /// Decides the spec. Never throws. With the layout engine (Options::engine Layout or
+  /// Auto), what it derived is kept for later specs of this session that share the
+  /// reference; the verdict is the same as without it.
   Result verify(const Spec &spec, const Options &options = {});
   /// Runs reference and plan on numbers (the CPU backend) and compares them.
   Expected<ReplayResult> replay(const Spec &spec, const ReplayOptions &options = {});

@@ -55,6 +55,9 @@ int64_t Spec::ranks() const { return impl->spec.mesh.numRanks(); }
 
 struct Session::Impl {
   mlir::MLIRContext ctx;
+  /// The layout engine's reference states and plan states, kept between verifications
+  /// of specs sharing a reference (a planner's candidates).
+  LayoutCache layouts;
   Impl() { registerDialects(ctx); }
 };
 
@@ -138,6 +141,14 @@ Expected<Spec> Session::loadText(const std::string &name, const std::string &tex
   });
 }
 
+Expected<Spec> Session::loadPlan(const Spec &base, const std::string &name,
+                                 const std::string &planText, const Options &options) {
+  return loadWith(name, name, options, [&](planproof::Spec &spec, Diagnostics &errors) {
+    spec.reduceShapes = base.impl->spec.reduceShapes;
+    return loadPlanWithReference(impl->ctx, base.impl->spec, name, planText, spec, errors);
+  });
+}
+
 Result Session::verify(const Spec &spec, const Options &options) {
   VerifyOptions vo;
   vo.deadline = Deadline(options.timeLimitSeconds);
@@ -146,7 +157,7 @@ Result Session::verify(const Spec &spec, const Options &options) {
   vo.checkFixes = options.checkFixes;
   VerifyResult r;
   if (options.engine != Options::Engine::Element)
-    r = verifyByLayouts(spec.impl->spec, vo);
+    r = verifyByLayouts(spec.impl->spec, vo, impl->layouts);
   if (options.engine == Options::Engine::Element ||
       (options.engine == Options::Engine::Auto && r.verdict == planproof::Verdict::Inconclusive))
     r = verifySpec(spec.impl->spec, vo);
@@ -162,7 +173,8 @@ Result Session::verify(const Spec &spec, const Options &options) {
     out.inconclusive.push_back({location(loc), why});
   const VerifyStats &s = r.stats;
   out.stats = {s.obligations, s.decidedCanonical, s.solverQueries, s.ranks,
-               s.referenceOps, s.planOps,     s.milliseconds};
+               s.referenceOps, s.planOps,     s.milliseconds, s.reusedStates,
+               s.reusedReference};
   out.text = renderText(spec.impl->spec, r);
   out.json = renderJson(spec.impl->spec, r);
   return out;

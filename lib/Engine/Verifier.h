@@ -85,6 +85,10 @@ struct VerifyStats {
   int64_t ranks = 0;
   int64_t referenceOps = 0, planOps = 0;
   int64_t expressions = 0, expressionTerms = 0; // hash-consed polynomials and their terms
+  /// Layout engine with a cache (LayoutCache): plan states reused from earlier runs,
+  /// and whether the reference's run was.
+  int64_t reusedStates = 0;
+  bool reusedReference = false;
   double milliseconds = 0;
 };
 

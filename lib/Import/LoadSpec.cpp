@@ -13,6 +13,9 @@
 #include "Support/Input.h"
 #include "Support/Limits.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringRef.h"
 
 using namespace mlir;
@@ -54,3 +57,29 @@ bool planproof::loadSpecPair(MLIRContext &ctx, const std::string &refPath,
          analyzeSpec(spec, diags);
 }
 
+
+bool planproof::loadPlanWithReference(MLIRContext &ctx, const Spec &base, const std::string &name,
+                                      const std::string &text, Spec &spec, Diagnostics &diags) {
+  spec.path = name;
+  if (!base.reference)
+    return diags.error({name}, "the base spec has no reference function");
+  if (base.reference.getContext() != &ctx)
+    return diags.error({name}, "the base spec belongs to another context");
+  if ((int64_t)text.size() > kMaxInputBytes)
+    return diags.error({name}, "the input is larger than " +
+                                   std::to_string(kMaxInputBytes >> 20) + " MiB");
+  if (StringRef(name).ends_with(".json"))
+    return diags.error({name}, "a candidate plan is MLIR text (the mesh and the plan function)");
+  // The derived reference, copied with the names and source lines its messages use.
+  OwningOpRef<ModuleOp> refModule(ModuleOp::create(base.reference.getLoc()));
+  IRMapping map;
+  OpBuilder b(&ctx);
+  b.setInsertionPointToEnd(refModule->getBody());
+  b.clone(*base.reference.getOperation(), map);
+  for (const auto &[v, n] : base.names)
+    if (Value copy = map.lookupOrNull(v))
+      spec.names[copy] = n;
+  spec.sources = base.sources;
+  spec.modules.push_back(std::move(refModule));
+  return parseMlirSpecText(ctx, name, text, spec, diags) && analyzeSpec(spec, diags);
+}

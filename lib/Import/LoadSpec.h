@@ -19,6 +19,13 @@ bool loadSpecText(mlir::MLIRContext &ctx, const std::string &name, const std::st
 bool loadSpecPair(mlir::MLIRContext &ctx, const std::string &refPath,
                   const std::string &planPath, Spec &spec, Diagnostics &diags);
 
+/// Loads a candidate plan against the reference of `base` (a loaded spec of the same
+/// context): `text` is MLIR holding the mesh and the plan function only; the
+/// reference, already derived, is copied from `base` rather than parsed and derived
+/// again (a planner's loop, include/planproof/planproof.h: Session::loadPlan).
+bool loadPlanWithReference(mlir::MLIRContext &ctx, const Spec &base, const std::string &name,
+                           const std::string &text, Spec &spec, Diagnostics &diags);
+
 } // namespace planproof
 
 #endif

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <unordered_map>
 
 using namespace mlir;
 using namespace planproof;
@@ -41,12 +42,109 @@ std::string uncovered(const Spec &spec) {
   return "";
 }
 
+} // namespace
+
+struct planproof::LayoutCache::Impl {
+  /// The reference these hold states of (referenceKey); empty: nothing yet.
+  std::vector<uintptr_t> key;
+  std::vector<std::string> inputs, outputs;
+  TermPool terms;
+  std::vector<State> argStates, outputStates;
+  std::map<Shape, std::set<Shape>> referenceReshapes;
+  int64_t referenceOps = 0;
+  /// Plan op results by memoKey.
+  std::unordered_map<std::string, State> plan;
+  static constexpr size_t kMaxPlanStates = 1 << 20; // then start afresh
+};
+
+planproof::LayoutCache::LayoutCache() : impl(std::make_unique<Impl>()) {}
+planproof::LayoutCache::~LayoutCache() = default;
+
+namespace {
+
+/// The reference's structure, exactly: its context, and per op its name, attributes
+/// and result types (uniqued in the context, so equal exactly when their pointers are)
+/// and its operands by position; the arguments' types. Two references with the same
+/// key run to the same states.
+std::vector<uintptr_t> referenceKey(const Spec &spec) {
+  std::vector<uintptr_t> key{reinterpret_cast<uintptr_t>(spec.reference.getContext())};
+  llvm::DenseMap<Value, uintptr_t> number;
+  Block &body = spec.reference.getBody().front();
+  for (BlockArgument a : body.getArguments()) {
+    number[a] = number.size();
+    key.push_back(reinterpret_cast<uintptr_t>(a.getType().getAsOpaquePointer()));
+  }
+  for (Operation &op : body) {
+    key.push_back(reinterpret_cast<uintptr_t>(op.getName().getAsOpaquePointer()));
+    key.push_back(reinterpret_cast<uintptr_t>(op.getAttrDictionary().getAsOpaquePointer()));
+    key.push_back(op.getNumOperands());
+    for (Value v : op.getOperands()) {
+      auto it = number.find(v);
+      key.push_back(it == number.end() ? ~uintptr_t(0) : it->second);
+    }
+    key.push_back(op.getNumResults());
+    for (Value r : op.getResults()) {
+      key.push_back(reinterpret_cast<uintptr_t>(r.getType().getAsOpaquePointer()));
+      number[r] = number.size();
+    }
+  }
+  return key;
+}
+
+/// A known state, exactly, as text (for memoKey).
+void stateKey(const State &s, std::string &out) {
+  auto list = [&](const std::vector<int> &axes) {
+    for (int a : axes)
+      out += std::to_string(a) + ",";
+    out += ";";
+  };
+  out += std::to_string(s.term) + "|" + s.factor.str() + "|";
+  for (int64_t d : s.global)
+    out += std::to_string(d) + "x";
+  out += "|";
+  for (const auto &d : s.split)
+    list(d);
+  out += "|";
+  list(s.partial);
+  list(s.partialMax);
+  if (s.broadcast) {
+    out += "b" + std::to_string(s.source) + ":";
+    for (int64_t d : s.sourceDims)
+      out += std::to_string(d) + ",";
+  }
+  out += "#";
+}
+
+/// A plan op's rule input, exactly: the mesh, the op's name, attributes and types
+/// (by identity) and its operands' states; "" when an operand's state is unknown.
+std::string memoKey(const std::string &mesh, Operation &op,
+                    const std::vector<const State *> &in) {
+  std::string key = mesh;
+  auto ptr = [&](const void *p) { key += std::to_string(reinterpret_cast<uintptr_t>(p)) + ","; };
+  ptr(op.getName().getAsOpaquePointer());
+  ptr(op.getAttrDictionary().getAsOpaquePointer());
+  for (Value r : op.getResults())
+    ptr(r.getType().getAsOpaquePointer());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!in[i]->known)
+      return "";
+    ptr(op.getOperand(i).getType().getAsOpaquePointer());
+    stateKey(*in[i], key);
+  }
+  return key;
+}
+
 class Run {
 public:
-  Run(const Spec &spec, const VerifyOptions &options)
-      : spec(spec), options(options), ctx{spec.mesh, terms} {}
+  Run(const Spec &spec, const VerifyOptions &options, TermPool &terms)
+      : spec(spec), options(options), terms(terms), ctx{spec.mesh, terms} {}
 
   void reference(VerifyStats &stats);
+  /// The reference's states from `cache`, if it holds this reference's; else runs it
+  /// and fills the cache.
+  void reference(VerifyStats &stats, LayoutCache::Impl &cache);
+  /// The plan, reusing and filling `cache->plan` where given.
+  void plan(VerifyStats &stats, LayoutCache::Impl *cache);
   void plan(VerifyStats &stats);
   /// Compares every output; false with the reasons where one is not shown equal.
   bool outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked);
@@ -104,7 +202,7 @@ private:
 
   const Spec &spec;
   const VerifyOptions &options;
-  TermPool terms;
+  TermPool &terms;
   RuleContext ctx;
   llvm::DenseMap<Value, State> ref, planStates;
   std::vector<State> refOutputs;
@@ -146,6 +244,35 @@ void Run::reference(VerifyStats &stats) {
   }
 }
 
+void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
+  std::vector<uintptr_t> key = referenceKey(spec);
+  Block &body = spec.reference.getBody().front();
+  if (key == cache.key && spec.refInputs == cache.inputs && spec.refOutputs == cache.outputs) {
+    for (unsigned i = 0; i < body.getNumArguments(); ++i)
+      ref[body.getArgument(i)] = cache.argStates[i];
+    refOutputs = cache.outputStates;
+    ctx.referenceReshapes = cache.referenceReshapes;
+    stats.referenceOps = cache.referenceOps;
+    stats.reusedReference = true;
+    return;
+  }
+  // Another reference: what the cache held no longer applies (the term pool is the
+  // cache's, so it is emptied too, before this run fills it).
+  cache.key.clear();
+  cache.plan.clear();
+  cache.terms = TermPool();
+  reference(stats);
+  cache.argStates.clear();
+  for (unsigned i = 0; i < body.getNumArguments(); ++i)
+    cache.argStates.push_back(ref[body.getArgument(i)]);
+  cache.outputStates = refOutputs;
+  cache.referenceReshapes = ctx.referenceReshapes;
+  cache.referenceOps = stats.referenceOps;
+  cache.inputs = spec.refInputs;
+  cache.outputs = spec.refOutputs;
+  cache.key = std::move(key);
+}
+
 State Run::bindingState(const Binding &b) {
   const Layout &l = b.layout;
   for (size_t d = 0; d < l.dims.size(); ++d)
@@ -176,8 +303,16 @@ State Run::bindingState(const Binding &b) {
   return s;
 }
 
-void Run::plan(VerifyStats &stats) {
+void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
   Block &body = spec.plan.getBody().front();
+  std::string mesh;
+  if (cache) {
+    if (cache->plan.size() > LayoutCache::Impl::kMaxPlanStates)
+      cache->plan.clear();
+    for (size_t a = 0; a < spec.mesh.shape.size(); ++a)
+      mesh += spec.mesh.axes[a] + "=" + std::to_string(spec.mesh.shape[a]) + ",";
+    mesh += "@" + std::to_string(spec.pipelineAxis) + "|";
+  }
   for (const Binding &b : spec.planInputs) {
     State s = bindingState(b);
     if (spec.pipelineAxis >= 0 && s.known && overPipeline(s))
@@ -193,7 +328,22 @@ void Run::plan(VerifyStats &stats) {
     std::vector<const State *> in;
     for (Value v : op->getOperands())
       in.push_back(&planStates[v]);
-    State s = isa<dist::RecvOp, dist::StageSelectOp>(op) ? route(*op) : planRule(ctx, *op, in);
+    State s;
+    if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
+      s = route(*op);
+    } else if (std::string key = cache ? memoKey(mesh, *op, in) : ""; !key.empty()) {
+      auto it = cache->plan.find(key);
+      if (it != cache->plan.end()) {
+        s = it->second;
+        ++stats.reusedStates;
+      } else {
+        s = planRule(ctx, *op, in);
+        if (s.known)
+          cache->plan.emplace(std::move(key), s);
+      }
+    } else {
+      s = planRule(ctx, *op, in);
+    }
     // On a pipelined plan, the ranks of other stages hold copies of what a stage's
     // ranks computed (with their other coordinates): a state that varies along the
     // pipeline axis would not describe them. (A stage_select of different values is
@@ -312,7 +462,8 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
 
 } // namespace
 
-VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &options) {
+static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
+                               LayoutCache::Impl *cache) {
   auto start = std::chrono::steady_clock::now();
   VerifyResult r;
   r.verdict = Verdict::Inconclusive;
@@ -340,9 +491,13 @@ VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &o
       r.verdict = Verdict::Violated;
       return finish();
     }
-    Run run(spec, options);
-    run.reference(r.stats);
-    run.plan(r.stats);
+    TermPool own;
+    Run run(spec, options, cache ? cache->terms : own);
+    if (cache)
+      run.reference(r.stats, *cache);
+    else
+      run.reference(r.stats);
+    run.plan(r.stats, cache);
     if (run.outputs(r.inconclusiveReasons, r.stats.obligations))
       r.verdict = Verdict::Verified;
     r.stats.decidedCanonical = r.verdict == Verdict::Verified ? r.stats.obligations : 0;
@@ -353,4 +508,13 @@ VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &o
                                      std::string("the layout engine stopped: ") + e.what()});
   }
   return finish();
+}
+
+VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &options) {
+  return verifyWith(spec, options, nullptr);
+}
+
+VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &options,
+                                        LayoutCache &cache) {
+  return verifyWith(spec, options, cache.impl.get());
 }

@@ -22,11 +22,34 @@
 #include "Engine/Verifier.h"
 #include "Spec/Spec.h"
 
+#include <memory>
+
 namespace planproof {
 
 /// Decides `spec` by layouts: Verified, or Inconclusive with located reasons (never
 /// Violated). Never throws; honours options.deadline.
 VerifyResult verifyByLayouts(const Spec &spec, const VerifyOptions &options = {});
+
+/// What the layout engine keeps between runs on specs that share their reference (a
+/// planner's candidate plans): the reference's terms and states, and each plan op's
+/// result state keyed by the op (name, attributes, operand and result types), the
+/// mesh and its operands' states -- a rule's whole input -- so that a candidate
+/// re-derives only the states its changes reach (docs/layout-engine.md, "Reuse").
+/// Attributes and types are compared by identity: one cache serves specs of one
+/// MLIRContext only, and a spec of another reference or context replaces what it holds.
+class LayoutCache {
+public:
+  LayoutCache();
+  ~LayoutCache();
+  LayoutCache(const LayoutCache &) = delete;
+  LayoutCache &operator=(const LayoutCache &) = delete;
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+/// verifyByLayouts, reusing and filling `cache`; the same verdict and reasons as
+/// without it. stats.reusedStates counts the plan states taken from the cache.
+VerifyResult verifyByLayouts(const Spec &spec, const VerifyOptions &options, LayoutCache &cache);
 
 } // namespace planproof
 

@@ -99,3 +99,65 @@ TEST_CASE("bad input is an Error value with its place", "[api]") {
   CHECK(ok->ran);
   CHECK(!ok->diverged);
 }
+
+TEST_CASE("a planner's loop: candidate plans against one reference reuse what they share",
+          "[api]") {
+  // The catalogue's Llama block under tp = 2, split into its reference and its plan.
+  std::string whole = readFile(kSpecs + "transformer/llama_tp2.mlir");
+  size_t mesh = whole.find("  dist.mesh");
+  REQUIRE(mesh != std::string::npos);
+  std::string planText = "module {\n" + whole.substr(mesh);
+  std::string mlpAvg = planText;
+  std::string sum = "%mlp_out_p over [\"tp\"] \"sum\"";
+  REQUIRE(mlpAvg.find(sum) != std::string::npos);
+  mlpAvg.replace(mlpAvg.find(sum), sum.size(), "%mlp_out_p over [\"tp\"] \"avg\"");
+
+  Options layout;
+  layout.engine = Options::Engine::Layout;
+  Session session;
+  auto base = session.load(kSpecs + "transformer/llama_tp2.mlir", layout);
+  REQUIRE(base);
+  Result first = session.verify(*base, layout);
+  CHECK(first.verdict == Verdict::Verified);
+  CHECK_FALSE(first.stats.reusedReference);
+  CHECK(first.stats.reusedStates == 0);
+
+  // The same plan again: the reference's run and every plan state are reused.
+  auto same = session.loadPlan(*base, "same.mlir", planText, layout);
+  REQUIRE(same);
+  Result again = session.verify(*same, layout);
+  CHECK(again.verdict == Verdict::Verified);
+  CHECK(again.stats.reusedReference);
+  CHECK(again.stats.reusedStates > 0);
+  CHECK(again.stats.reusedStates == first.stats.planOps);
+
+  // One collective changed: the ops before it are reused, the ones it reaches are not,
+  // and the verdict is what a fresh session finds for the whole file.
+  auto changed = session.loadPlan(*base, "avg.mlir", mlpAvg, layout);
+  REQUIRE(changed);
+  Result cand = session.verify(*changed, layout);
+  CHECK(cand.verdict == Verdict::Inconclusive);
+  CHECK(cand.stats.reusedStates > 0);
+  CHECK(cand.stats.reusedStates < cand.stats.planOps);
+  Session fresh;
+  auto alone = fresh.loadText("avg.mlir", whole.substr(0, mesh) + mlpAvg.substr(9));
+  REQUIRE(alone);
+  Result byItself = fresh.verify(*alone, layout);
+  CHECK(byItself.verdict == cand.verdict);
+  REQUIRE(byItself.inconclusive.size() == cand.inconclusive.size());
+  for (size_t i = 0; i < cand.inconclusive.size(); ++i)
+    CHECK(byItself.inconclusive[i].second == cand.inconclusive[i].second);
+  // The element engine decides the candidate too (its reference copied from base).
+  CHECK(session.verify(*changed).verdict == Verdict::Violated);
+
+  // Bad candidates are errors with their place.
+  auto noPlan = session.loadPlan(*base, "empty.mlir", "module {\n}\n", layout);
+  REQUIRE_FALSE(noPlan);
+  CHECK(noPlan.error().at.file == "empty.mlir");
+  auto broken = session.loadPlan(*base, "broken.mlir", "module {\n  func.func @plan(\n", layout);
+  REQUIRE_FALSE(broken);
+  CHECK(broken.error().at.file == "broken.mlir");
+  CHECK(broken.error().at.line >= 2);
+  auto json = session.loadPlan(*base, "plan.json", "{}", layout);
+  REQUIRE_FALSE(json);
+}
