@@ -60,7 +60,24 @@ public:
   /// "" when the terms are equal.
   std::string difference(TermId a, TermId b) const;
 
+  /// headFrom(name, attrs, global), memoized by the identity of the op's name and
+  /// attribute dictionary (MLIR uniques both, so within one context equal identities
+  /// are equal values) and the shape: printing attributes was a fifth of a run.
+  const std::string &head(mlir::OperationName name, mlir::DictionaryAttr attrs,
+                          const Shape &global);
+
 private:
+  struct HeadKey {
+    const void *name, *attrs;
+    Shape global;
+    bool operator==(const HeadKey &o) const {
+      return name == o.name && attrs == o.attrs && global == o.global;
+    }
+  };
+  struct HeadHash {
+    size_t operator()(const HeadKey &k) const;
+  };
+  std::unordered_map<HeadKey, std::string, HeadHash> heads;
   TermId intern(std::string key, std::string shortHead, std::vector<TermId> operands);
   /// `operands` with each one whose key starts with `prefix` replaced by its operands.
   std::vector<TermId> flatten(const std::string &prefix,

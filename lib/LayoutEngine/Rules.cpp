@@ -51,9 +51,6 @@ bool linearIn(Operation &op, unsigned i) {
   return false;
 }
 
-std::string headOf(Operation &op, const Shape &global) {
-  return headFrom(opName(op), op.getAttrDictionary(), global);
-}
 
 struct Combined {
   TermId term;
@@ -112,7 +109,7 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
         out = {in[1 - i]->term, in[0]->factor * in[1]->factor};
         return true;
       }
-  std::string head = headOf(op, global);
+  const std::string &head = terms.head(op.getName(), op.getAttrDictionary(), global);
   if (isa<ref::AddOp>(op)) { // the normal form of sums (TermPool::sum)
     std::vector<std::pair<TermId, Rational>> weighted;
     for (const State *s : in)

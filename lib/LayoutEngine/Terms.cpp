@@ -160,6 +160,22 @@ std::string headFrom(llvm::StringRef name, DictionaryAttr attrs, const Shape &gl
   return h;
 }
 
+size_t TermPool::HeadHash::operator()(const HeadKey &k) const {
+  size_t h = std::hash<const void *>()(k.name) * 31 + std::hash<const void *>()(k.attrs);
+  for (int64_t d : k.global)
+    h = h * 1000003 + std::hash<int64_t>()(d);
+  return h;
+}
+
+const std::string &TermPool::head(mlir::OperationName name, DictionaryAttr attrs,
+                                  const Shape &global) {
+  HeadKey key{name.getAsOpaquePointer(), attrs.getAsOpaquePointer(), global};
+  auto it = heads.find(key);
+  if (it == heads.end())
+    it = heads.emplace(std::move(key), headFrom(name.getStringRef(), attrs, global)).first;
+  return it->second;
+}
+
 std::vector<int> State::splitAxes() const {
   std::vector<int> out;
   for (const auto &d : split)
