@@ -9,11 +9,13 @@
 
 #include "Semantics/Layout.h"
 #include "Support/Rational.h"
+#include "Support/Deadline.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -60,6 +62,23 @@ public:
   /// "" when the terms are equal.
   std::string difference(TermId a, TermId b) const;
 
+  // What Pieces.cpp reads of a term.
+  const std::vector<TermId> &operands(TermId t) const { return args[t]; }
+  const std::string &key(TermId t) const { return keys[t]; }
+  bool isLeaf(TermId t) const { return keys[t].compare(0, 6, "input ") == 0; }
+  /// Whether the term's head starts with `prefix` ("ref.concat{", "ref.add{", ...).
+  bool headIs(TermId t, llvm::StringRef prefix) const {
+    return llvm::StringRef(keys[t]).starts_with(prefix);
+  }
+  /// The global shape of t, read from its head (a scale node's is its operand's).
+  Shape shapeOf(TermId t) const;
+  /// t = scale{c}(u): true, with c and u.
+  bool scaleOf(TermId t, Rational &c, TermId &u) const;
+  /// The op a node applies (its name and attribute dictionary, uniqued by MLIR), as
+  /// the rules record it (setOp); false where none was recorded.
+  void setOp(TermId t, mlir::OperationName name, mlir::DictionaryAttr attrs);
+  bool opOf(TermId t, mlir::OperationName &name, mlir::DictionaryAttr &attrs) const;
+
   /// headFrom(name, attrs, global), memoized by the identity of the op's name and
   /// attribute dictionary (MLIR uniques both, so within one context equal identities
   /// are equal values) and the shape: printing attributes was a fifth of a run.
@@ -87,6 +106,7 @@ private:
                 std::map<TermId, Rational> &out) const;
   std::unordered_map<std::string, TermId> ids;
   std::unordered_map<TermId, Rational> scales; // scale{c}(u) nodes: their c
+  std::unordered_map<TermId, std::pair<const void *, const void *>> ops; // setOp
   std::vector<std::string> keys, shortHeads;
   std::vector<std::vector<TermId>> args;
 };
@@ -171,6 +191,25 @@ std::string headFrom(llvm::StringRef name, mlir::DictionaryAttr attrs, const Sha
 State sliceRule(RuleContext &c, mlir::Operation &op, const State &in);
 /// all_reduce, reduce_scatter, all_gather, all_to_all, shard_slice (Collectives.cpp).
 State collectiveRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+
+/// Terms compared by the row pieces that the slices of inputs cut (Pieces.cpp): both
+/// rewritten by distributing ops over concatenations, with exact identities only. One
+/// per run: terms added first (their slices give the cuts), then compared; the
+/// rewriting is shared by every comparison and bounded (nodes, deadline).
+class PieceComparison {
+public:
+  PieceComparison(TermPool &terms, mlir::MLIRContext *ctx, const Deadline &deadline);
+  ~PieceComparison();
+  void add(TermId t);
+  /// Whether fa x a = fb x b after the rewriting; false when not shown equal, no input
+  /// is cut, or past the budget.
+  bool equal(TermId a, const Rational &fa, TermId b, const Rational &fb);
+
+private:
+  class Normalizer;
+  std::unique_ptr<Normalizer> n;
+  bool settled = false, any = false;
+};
 
 /// The state of reference op `op`'s result from its operands' states (all unsplit,
 /// never partial): the term of the op applied to theirs.

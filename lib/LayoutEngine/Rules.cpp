@@ -134,10 +134,12 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
       }
     }
   }
-  if (isa<ref::ConcatOp>(op))
+  if (isa<ref::ConcatOp>(op)) {
     out = {terms.concat(head, ts), factor};
-  else
+  } else {
     out = {terms.node(head, ts), factor};
+    terms.setOp(out.term, op.getName(), op.getAttrDictionary());
+  }
   return true;
 }
 

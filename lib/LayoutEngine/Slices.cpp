@@ -32,7 +32,9 @@ TermId sliceTerm(RuleContext &c, MLIRContext *ctx, TermId term, const Shape &who
   Builder b(ctx);
   auto attrs = b.getDictionaryAttr({b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offsets)),
                                     b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(sizes))});
-  return c.terms.node(headFrom("ref.slice", attrs, sizes), {term});
+  TermId t = c.terms.node(headFrom("ref.slice", attrs, sizes), {term});
+  c.terms.setOp(t, OperationName(ref::SliceOp::getOperationName(), ctx), attrs);
+  return t;
 }
 } // namespace
 

@@ -160,6 +160,56 @@ std::string headFrom(llvm::StringRef name, DictionaryAttr attrs, const Shape &gl
   return h;
 }
 
+Shape TermPool::shapeOf(TermId t) const {
+  Rational c;
+  TermId u;
+  if (scaleOf(t, c, u))
+    return shapeOf(u);
+  llvm::StringRef k = keys[t], dims;
+  if (isLeaf(t)) { // "input NAME : 4x4xf32"
+    dims = k.substr(k.rfind(" : ") + 3);
+  } else {
+    size_t open = k.find('(');
+    llvm::StringRef head = k.substr(0, open);
+    size_t colon = head.rfind("}:");
+    if (colon == llvm::StringRef::npos)
+      return {};
+    dims = head.substr(colon + 2);
+  }
+  Shape out;
+  while (!dims.empty() && isdigit((unsigned char)dims.front())) {
+    auto [num, rest] = dims.split('x');
+    int64_t v = 0;
+    if (num.getAsInteger(10, v))
+      break;
+    out.push_back(v);
+    dims = rest;
+  }
+  return out;
+}
+
+bool TermPool::scaleOf(TermId t, Rational &c, TermId &u) const {
+  auto it = scales.find(t);
+  if (it == scales.end())
+    return false;
+  c = it->second;
+  u = args[t][0];
+  return true;
+}
+
+void TermPool::setOp(TermId t, mlir::OperationName name, DictionaryAttr attrs) {
+  ops.emplace(t, std::make_pair(name.getAsOpaquePointer(), attrs.getAsOpaquePointer()));
+}
+
+bool TermPool::opOf(TermId t, mlir::OperationName &name, DictionaryAttr &attrs) const {
+  auto it = ops.find(t);
+  if (it == ops.end())
+    return false;
+  name = mlir::OperationName::getFromOpaquePointer(it->second.first);
+  attrs = cast<DictionaryAttr>(Attribute::getFromOpaquePointer(it->second.second));
+  return true;
+}
+
 size_t TermPool::HeadHash::operator()(const HeadKey &k) const {
   size_t h = std::hash<const void *>()(k.name) * 31 + std::hash<const void *>()(k.attrs);
   for (int64_t d : k.global)

@@ -616,3 +616,87 @@ TEST_CASE("a reshape groups dimensions by their global sizes (local size-1 dimen
   decides(spec(refArgs, refRes, refBody, planArgs, planRes("(b, a)"), planBody),
           Verdict::Violated, /*onlyJ2=*/true);
 }
+
+namespace {
+/// A whole-batch reference (a two-layer MLP's mean squared error over N rows and the
+/// second weight's gradient) against a plan that computes it by microbatches: rows[i]
+/// rows from x's offset xOff[i] and t's offset tOff[i], weighted weights[i].
+std::string wholeBatchSpec(const std::vector<int64_t> &rows, const std::vector<int64_t> &xOff,
+                           const std::vector<int64_t> &tOff,
+                           const std::vector<std::string> &weights) {
+  int64_t N = 0;
+  for (int64_t r : rows)
+    N += r;
+  auto T = [](int64_t r) { return "tensor<" + std::to_string(r) + "x2xf32>"; };
+  std::string ref =
+      "    %z0 = ref.matmul %x, %w0 contract(1, 0) : " + T(N) + ", tensor<2x2xf32>\n"
+      "    %h = ref.gelu %z0 : " + T(N) + "\n"
+      "    %z1 = ref.matmul %h, %w1 contract(1, 0) : " + T(N) + ", tensor<2x2xf32>\n"
+      "    %loss = ref.mse_loss %z1, %t : " + T(N) + "\n"
+      "    %g = ref.mse_loss_grad %z1, %t : " + T(N) + "\n"
+      "    %dw1 = ref.matmul %h, %g contract(0, 0) : " + T(N) + ", " + T(N) + "\n"
+      "    return %loss, %dw1 : tensor<f32>, tensor<2x2xf32>\n";
+  std::string plan, loss, dw;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::string k = std::to_string(i), r = T(rows[i]);
+    plan += "    %x" + k + " = ref.slice %x offsets [" + std::to_string(xOff[i]) + ", 0] sizes [" +
+            std::to_string(rows[i]) + ", 2] : " + T(N) + "\n" +
+            "    %t" + k + " = ref.slice %t offsets [" + std::to_string(tOff[i]) + ", 0] sizes [" +
+            std::to_string(rows[i]) + ", 2] : " + T(N) + "\n" +
+            "    %za" + k + " = ref.matmul %x" + k + ", %w0 contract(1, 0) : " + r + ", tensor<2x2xf32>\n" +
+            "    %h" + k + " = ref.gelu %za" + k + " : " + r + "\n" +
+            "    %zb" + k + " = ref.matmul %h" + k + ", %w1 contract(1, 0) : " + r + ", tensor<2x2xf32>\n" +
+            "    %l" + k + " = ref.mse_loss %zb" + k + ", %t" + k + " : " + r + "\n" +
+            "    %lw" + k + " = ref.scale %l" + k + " by " + weights[i] + " : tensor<f32>\n" +
+            "    %g" + k + " = ref.mse_loss_grad %zb" + k + ", %t" + k + " : " + r + "\n" +
+            "    %gw" + k + " = ref.scale %g" + k + " by " + weights[i] + " : " + r + "\n" +
+            "    %d" + k + " = ref.matmul %h" + k + ", %gw" + k + " contract(0, 0) : " + r + ", " + r + "\n";
+    if (i == 0) {
+      loss = "%lw0", dw = "%d0";
+    } else {
+      plan += "    %ls" + k + " = ref.add " + loss + ", %lw" + k + " : tensor<f32>\n" +
+              "    %ds" + k + " = ref.add " + dw + ", %d" + k + " : tensor<2x2xf32>\n";
+      loss = "%ls" + k, dw = "%ds" + k;
+    }
+  }
+  plan += "    return " + loss + ", " + dw + " : tensor<f32>, tensor<2x2xf32>\n";
+  std::string n = std::to_string(N);
+  std::string refArgs = "%x: tensor<" + n + "x2xf32> {ref.name = \"x\"}, %w0: tensor<2x2xf32> {ref.name = \"w0\"}, "
+                        "%w1: tensor<2x2xf32> {ref.name = \"w1\"}, %t: tensor<" + n + "x2xf32> {ref.name = \"t\"}";
+  std::string planArgs;
+  for (const char *v : {"x", "w0", "w1", "t"}) {
+    std::string type = (v[0] == 'w') ? "tensor<2x2xf32>" : "tensor<" + n + "x2xf32>";
+    planArgs += std::string(planArgs.empty() ? "" : ", ") + "%" + v + ": " + type +
+                " {dist.value = \"" + v + "\", dist.layout = #dist.layout<[_, _]>}";
+  }
+  std::string refRes = "tensor<f32> {ref.name = \"loss\"}, tensor<2x2xf32> {ref.name = \"dw1\"}";
+  std::string planRes = "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>}, "
+                        "tensor<2x2xf32> {dist.value = \"dw1\", dist.layout = #dist.layout<[_, _]>}";
+  return fill(spec(refArgs, refRes, ref, planArgs, planRes, plan), {{"K", 2}, {"J", 1}});
+}
+} // namespace
+
+TEST_CASE("a whole-batch reference meets microbatches piece by piece", "[layouts]") {
+  struct Case {
+    std::vector<int64_t> rows, xOff, tOff;
+    std::vector<std::string> weights;
+    bool right;
+    const char *what;
+  } cases[] = {
+      {{2, 2}, {0, 2}, {0, 2}, {"0.5", "0.5"}, true, "two even microbatches"},
+      {{1, 3}, {0, 1}, {0, 1}, {"0.25", "0.75"}, true, "uneven: each weighs its rows' share"},
+      {{1, 1, 2}, {0, 1, 2}, {0, 1, 2}, {"0.25", "0.25", "0.5"}, true, "three microbatches"},
+      {{2, 2}, {2, 0}, {2, 0}, {"0.5", "0.5"}, true, "microbatches in another order"},
+      // Near misses: each rule's side condition broken in the way plans break it.
+      {{2, 2}, {0, 2}, {0, 2}, {"1.0", "1.0"}, false, "summed, not averaged"},
+      {{1, 3}, {0, 1}, {0, 1}, {"0.5", "0.5"}, false, "uneven microbatches weighed evenly"},
+      {{2, 2}, {0, 0}, {0, 0}, {"0.5", "0.5"}, false, "the first microbatch twice"},
+      {{2, 2}, {0, 2}, {2, 0}, {"0.5", "0.5"}, false, "targets of the other microbatch"},
+  };
+  for (const Case &c : cases) {
+    INFO(c.what);
+    Verdicts got = run(wholeBatchSpec(c.rows, c.xOff, c.tOff, c.weights));
+    CHECK(got.element == (c.right ? Verdict::Verified : Verdict::Violated));
+    CHECK((got.layout == Verdict::Verified) == c.right);
+  }
+}

@@ -1,0 +1,487 @@
+//===- Pieces.cpp - terms compared piece by piece over their rows ---------===//
+//
+// A reference that computes the whole batch and a plan that computes it microbatch by
+// microbatch build different terms for one value: mse(f(x)) against
+// 1/2 mse(f(slice_0 x)) + 1/2 mse(f(slice_1 x)). Where an output's terms differ, the
+// engine normalizes both by the *row pieces* the slices of inputs in either term cut
+// (docs/layout-engine.md, "Whole-batch references"): an input with cuts is the
+// concatenation of its elementary slices, a slice of it the concatenation of those in
+// its window, and ops distribute over concatenations by exact identities:
+//
+//   elementwise f(concat(a_i), concat(b_i))     = concat(f(a_i, b_i))
+//   matmul(concat(a_i) on lhs's free dim, w)    = concat(matmul(a_i, w))   (rhs alike)
+//   matmul over concatenated contracted dims    = sum_i matmul(a_i, b_i)
+//   mse_loss(concat(p_i), concat(t_i))          = sum_i (n_i / n) mse_loss(p_i, t_i)
+//   mse_loss_grad(concat(p_i), concat(t_i))     = concat((n_i / n) mse_loss_grad(p_i, t_i))
+//   reduce_sum over the concatenated dim        = sum_i reduce_sum(a_i)
+//   reduce_sum over other dims, transpose       = concat of the pieces' (dims renumbered)
+//   sum_k concat(a_ik)                          = concat(sum_k a_ik)
+//
+// where the pieces of all concatenated operands have the same extents (n_i: a piece's
+// element count, n the whole's). Terms normalized by these rules are equal only if
+// the values are: each rule is an identity of the ops' definitions
+// (Semantics/OpSemantics.h), and everything else is rebuilt as it was.
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+
+#include "Ref/RefDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <map>
+#include <set>
+#include <unordered_map>
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+using Weighted = std::pair<TermId, Rational>;
+
+class PieceComparison::Normalizer {
+public:
+  Normalizer(TermPool &terms, MLIRContext *ctx, const Deadline &deadline)
+      : terms(terms), ctx(ctx), deadline(deadline) {}
+
+  /// Records the cuts of every slice of an input reachable from t.
+  void collect(TermId t);
+  /// Keeps the inputs cut along exactly one dimension; false when none is.
+  bool settle();
+  Weighted norm(TermId t);
+  bool exhausted() const { return made > kMaxNodes; }
+
+private:
+  static constexpr size_t kMaxNodes = 1 << 20;
+  struct Cut {
+    int dim = -1;
+    bool bad = false; // cut along two dimensions
+    std::set<int64_t> at;
+  };
+
+  /// The one dimension `offsets`/`sizes` cut of `whole`, or -1 (none or several).
+  static int cutDim(const Shape &whole, ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
+    int dim = -1;
+    for (size_t d = 0; d < whole.size() && d < sizes.size(); ++d)
+      if (offsets[d] != 0 || sizes[d] != whole[d]) {
+        if (dim >= 0)
+          return -2;
+        dim = (int)d;
+      }
+    return dim;
+  }
+  bool sliceOf(TermId t, TermId &input, std::vector<int64_t> &offsets,
+               std::vector<int64_t> &sizes) const;
+  TermId slice(TermId input, const Shape &whole, int dim, int64_t from, int64_t to);
+  TermId concat(int dim, const Shape &shape, const std::vector<Weighted> &pieces, Rational &f);
+  /// The pieces of a concatenation (its dim, each piece's term and factor); false if t
+  /// is none.
+  bool piecesOf(TermId t, int &dim, std::vector<Weighted> &pieces) const;
+  Weighted rebuild(OperationName name, DictionaryAttr attrs, const Shape &shape,
+                   const std::vector<Weighted> &in);
+  bool distribute(OperationName name, DictionaryAttr attrs, const Shape &shape,
+                  const std::vector<Weighted> &in, Weighted &out);
+  Weighted sumOf(const Shape &shape, const std::vector<Weighted> &summands);
+
+  TermPool &terms;
+  MLIRContext *ctx;
+  const Deadline &deadline;
+  std::map<TermId, Cut> cuts;
+  std::unordered_map<TermId, Weighted> memo;
+  std::set<TermId> seen;
+  size_t made = 0;
+};
+
+bool PieceComparison::Normalizer::sliceOf(TermId t, TermId &input, std::vector<int64_t> &offsets,
+                         std::vector<int64_t> &sizes) const {
+  OperationName name("ref.slice", ctx);
+  DictionaryAttr attrs;
+  OperationName actual = name;
+  if (!terms.headIs(t, "ref.slice{") || !terms.opOf(t, actual, attrs) || actual != name)
+    return false;
+  auto o = attrs.getAs<DenseI64ArrayAttr>("offsets");
+  auto s = attrs.getAs<DenseI64ArrayAttr>("sizes");
+  if (!o || !s || terms.operands(t).size() != 1)
+    return false;
+  input = terms.operands(t)[0];
+  offsets.assign(o.asArrayRef().begin(), o.asArrayRef().end());
+  sizes.assign(s.asArrayRef().begin(), s.asArrayRef().end());
+  return true;
+}
+
+void PieceComparison::Normalizer::collect(TermId t) {
+  if (!seen.insert(t).second)
+    return;
+  TermId input;
+  std::vector<int64_t> offsets, sizes;
+  if (sliceOf(t, input, offsets, sizes) && terms.isLeaf(input)) {
+    Shape whole = terms.shapeOf(input);
+    int d = cutDim(whole, offsets, sizes);
+    Cut &c = cuts[input];
+    if (d == -2 || (d >= 0 && c.dim >= 0 && c.dim != d)) {
+      c.bad = true;
+    } else if (d >= 0) {
+      c.dim = d;
+      c.at.insert({0, offsets[d], offsets[d] + sizes[d], whole[d]});
+    }
+  }
+  for (TermId u : terms.operands(t))
+    collect(u);
+}
+
+bool PieceComparison::Normalizer::settle() {
+  for (auto it = cuts.begin(); it != cuts.end();)
+    it = it->second.bad || it->second.dim < 0 ? cuts.erase(it) : std::next(it);
+  return !cuts.empty();
+}
+
+TermId PieceComparison::Normalizer::slice(TermId input, const Shape &whole, int dim, int64_t from, int64_t to) {
+  std::vector<int64_t> offsets(whole.size(), 0), sizes(whole.begin(), whole.end());
+  offsets[dim] = from;
+  sizes[dim] = to - from;
+  Builder b(ctx);
+  auto attrs = b.getDictionaryAttr({b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offsets)),
+                                    b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(sizes))});
+  TermId t = terms.node(headFrom("ref.slice", attrs, sizes), {input});
+  terms.setOp(t, OperationName("ref.slice", ctx), attrs);
+  return t;
+}
+
+TermId PieceComparison::Normalizer::concat(int dim, const Shape &shape, const std::vector<Weighted> &pieces,
+                          Rational &f) {
+  if (pieces.size() == 1) {
+    f = pieces[0].second;
+    return pieces[0].first;
+  }
+  f = pieces[0].second;
+  bool same = true;
+  for (auto &p : pieces)
+    same &= p.second == f;
+  if (!same)
+    f = Rational(1);
+  std::vector<TermId> ts;
+  for (auto &[t, g] : pieces)
+    ts.push_back(terms.scaled(t, g / f));
+  Builder b(ctx);
+  auto attrs = b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim))});
+  ++made;
+  return terms.concat(headFrom("ref.concat", attrs, shape), ts);
+}
+
+bool PieceComparison::Normalizer::piecesOf(TermId t, int &dim, std::vector<Weighted> &pieces) const {
+  llvm::StringRef key = terms.key(t);
+  if (!key.consume_front("ref.concat{dim="))
+    return false;
+  if (key.consumeInteger(10, dim))
+    return false;
+  pieces.clear();
+  for (TermId u : terms.operands(t)) {
+    Rational c(1);
+    TermId v = u;
+    if (!terms.scaleOf(u, c, v))
+      v = u;
+    pieces.push_back({v, c});
+  }
+  return true;
+}
+
+Weighted PieceComparison::Normalizer::sumOf(const Shape &shape, const std::vector<Weighted> &summands) {
+  ++made;
+  return terms.sum(terms.head(OperationName("ref.add", ctx), DictionaryAttr::get(ctx), shape),
+                   summands);
+}
+
+/// The node of op `name` over `in` (normalized operands with factors), with factors
+/// taken out as the rules do: a product of them for a multilinear op, the operand's
+/// for a linear op of one operand, else inside as scale nodes.
+Weighted PieceComparison::Normalizer::rebuild(OperationName name, DictionaryAttr attrs, const Shape &shape,
+                             const std::vector<Weighted> &in) {
+  ++made;
+  std::vector<TermId> ts;
+  Rational f(1);
+  bool multilinear = name.hasTrait<ref::OpTrait::Multilinear>();
+  bool linear1 = name.hasTrait<ref::OpTrait::Linear>() && in.size() == 1;
+  // An op linear in an operand with the others fixed (NonlinearOp's clear bits) takes
+  // that operand's factor out, as Rules.cpp's combine does.
+  unsigned nonlinear = ~0u;
+  if (auto *c = name.getInterface<ref::NonlinearOp>())
+    nonlinear = c->getNonlinearOperands();
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto &[t, g] = in[i];
+    if (multilinear || linear1 || (i < 32 && !((nonlinear >> i) & 1))) {
+      f = f * g;
+      ts.push_back(t);
+    } else {
+      ts.push_back(terms.scaled(t, g));
+    }
+  }
+  TermId t = terms.node(terms.head(name, attrs, shape), ts);
+  terms.setOp(t, name, attrs);
+  return {t, f};
+}
+
+/// One of the identities of the file comment, where it applies to `in`.
+bool PieceComparison::Normalizer::distribute(OperationName name, DictionaryAttr attrs, const Shape &shape,
+                            const std::vector<Weighted> &in, Weighted &out) {
+  // Each operand as pieces (a concatenation), or whole.
+  std::vector<int> dims(in.size(), -1);
+  std::vector<std::vector<Weighted>> parts(in.size());
+  bool any = false;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (piecesOf(in[i].first, dims[i], parts[i])) {
+      for (auto &p : parts[i])
+        p.second = p.second * in[i].second;
+      any = true;
+    }
+  if (!any)
+    return false;
+  // A splat (a broadcast of a scalar, every element one value) is pieced like any
+  // pieced operand: each piece is the splat at the piece's shape.
+  size_t lead = 0;
+  while (dims[lead] < 0)
+    ++lead;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (dims[i] >= 0 || !terms.headIs(in[i].first, "bcast{}:"))
+      continue;
+    dims[i] = dims[lead];
+    for (auto &p : parts[lead]) {
+      Shape s = terms.shapeOf(in[i].first);
+      if (s.size() != terms.shapeOf(p.first).size())
+        return false;
+      s[dims[i]] = terms.shapeOf(p.first)[dims[lead]];
+      parts[i].push_back({terms.broadcast(s, {}, terms.operands(in[i].first)[0]), in[i].second});
+    }
+  }
+  // Operands i and j pieced alike: the same dimension, the same pieces' extents.
+  auto alike = [&](size_t i, size_t j) {
+    if (dims[i] < 0 || dims[j] < 0 || parts[i].size() != parts[j].size())
+      return false;
+    for (size_t k = 0; k < parts[i].size(); ++k)
+      if (terms.shapeOf(parts[i][k].first)[dims[i]] != terms.shapeOf(parts[j][k].first)[dims[j]])
+        return false;
+    return true;
+  };
+  auto count = [](const Shape &s) {
+    int64_t n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  auto pieceShape = [&](size_t k, size_t from, int resultDim) {
+    Shape s = shape;
+    s[resultDim] = terms.shapeOf(parts[from][k].first)[dims[from]];
+    return s;
+  };
+  llvm::StringRef op = name.getStringRef();
+  if (name.hasTrait<OpTrait::Elementwise>()) {
+    for (size_t i = 1; i < in.size(); ++i)
+      if (!alike(0, i) || dims[i] != dims[0])
+        return false;
+    std::vector<Weighted> pieces;
+    for (size_t k = 0; k < parts[0].size(); ++k) {
+      std::vector<Weighted> args;
+      for (size_t i = 0; i < in.size(); ++i)
+        args.push_back(parts[i][k]);
+      pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, dims[0]), args));
+    }
+    out.first = concat(dims[0], shape, pieces, out.second);
+    return true;
+  }
+  if (op == "ref.matmul") {
+    auto ld = attrs.getAs<IntegerAttr>("lhs_dim"), rd = attrs.getAs<IntegerAttr>("rhs_dim");
+    if (!ld || !rd || in.size() != 2)
+      return false;
+    int l = (int)ld.getInt(), r = (int)rd.getInt();
+    std::vector<Weighted> pieces;
+    if (dims[0] == l && dims[1] == r && alike(0, 1)) { // over the contraction: a sum
+      for (size_t k = 0; k < parts[0].size(); ++k)
+        pieces.push_back(rebuild(name, attrs, shape, {parts[0][k], parts[1][k]}));
+      out = sumOf(shape, pieces);
+      return true;
+    }
+    if (dims[0] == 1 - l && dims[1] < 0) { // the lhs's free dimension: result rows
+      for (size_t k = 0; k < parts[0].size(); ++k)
+        pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, 0), {parts[0][k], in[1]}));
+      out.first = concat(0, shape, pieces, out.second);
+      return true;
+    }
+    if (dims[1] == 1 - r && dims[0] < 0) { // the rhs's free dimension: result columns
+      for (size_t k = 0; k < parts[1].size(); ++k)
+        pieces.push_back(rebuild(name, attrs, pieceShape(k, 1, 1), {in[0], parts[1][k]}));
+      out.first = concat(1, shape, pieces, out.second);
+      return true;
+    }
+    return false;
+  }
+  if ((op == "ref.mse_loss" || op == "ref.mse_loss_grad") && in.size() == 2 && alike(0, 1) &&
+      dims[0] == dims[1]) {
+    int64_t n = count(terms.shapeOf(in[0].first));
+    std::vector<Weighted> pieces;
+    for (size_t k = 0; k < parts[0].size(); ++k) {
+      Shape s = op == "ref.mse_loss" ? shape : pieceShape(k, 0, dims[0]);
+      Weighted w = rebuild(name, attrs, s, {parts[0][k], parts[1][k]});
+      // Both are means over their elements: a piece weighs its share of them.
+      w.second = w.second * Rational(count(terms.shapeOf(parts[0][k].first))) / Rational(n);
+      pieces.push_back(w);
+    }
+    if (op == "ref.mse_loss")
+      out = sumOf(shape, pieces);
+    else
+      out.first = concat(dims[0], shape, pieces, out.second);
+    return true;
+  }
+  if (op == "ref.reduce_sum" && in.size() == 1 && dims[0] >= 0) {
+    auto red = attrs.getAs<DenseI64ArrayAttr>("dims");
+    if (!red)
+      return false;
+    ArrayRef<int64_t> rd = red.asArrayRef();
+    std::vector<Weighted> pieces;
+    if (llvm::is_contained(rd, dims[0])) {
+      for (auto &p : parts[0])
+        pieces.push_back(rebuild(name, attrs, shape, {p}));
+      out = sumOf(shape, pieces);
+      return true;
+    }
+    int at = dims[0];
+    for (int64_t d : rd)
+      at -= d < dims[0];
+    for (size_t k = 0; k < parts[0].size(); ++k)
+      pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, at), {parts[0][k]}));
+    out.first = concat(at, shape, pieces, out.second);
+    return true;
+  }
+  if (op == "ref.transpose" && in.size() == 1 && dims[0] >= 0) {
+    auto perm = attrs.getAs<DenseI64ArrayAttr>("perm");
+    if (!perm)
+      return false;
+    int at = -1;
+    for (size_t j = 0; j < perm.size(); ++j)
+      if (perm[j] == dims[0])
+        at = (int)j;
+    if (at < 0)
+      return false;
+    std::vector<Weighted> pieces;
+    for (size_t k = 0; k < parts[0].size(); ++k)
+      pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, at), {parts[0][k]}));
+    out.first = concat(at, shape, pieces, out.second);
+    return true;
+  }
+  return false;
+}
+
+Weighted PieceComparison::Normalizer::norm(TermId t) {
+  if (auto it = memo.find(t); it != memo.end())
+    return it->second;
+  deadline.check("comparing terms by pieces");
+  if (exhausted())
+    return {t, Rational(1)};
+  Weighted out{t, Rational(1)};
+  Rational c;
+  TermId u;
+  TermId input;
+  std::vector<int64_t> offsets, sizes;
+  if (terms.scaleOf(t, c, u)) {
+    out = norm(u);
+    out.second = out.second * c;
+  } else if (terms.isLeaf(t) && cuts.count(t)) {
+    const Cut &cut = cuts[t];
+    Shape whole = terms.shapeOf(t);
+    std::vector<Weighted> pieces;
+    for (auto it = cut.at.begin(); std::next(it) != cut.at.end(); ++it)
+      pieces.push_back({slice(t, whole, cut.dim, *it, *std::next(it)), Rational(1)});
+    out.first = concat(cut.dim, whole, pieces, out.second);
+  } else if (sliceOf(t, input, offsets, sizes) && cuts.count(input) &&
+             cutDim(terms.shapeOf(input), offsets, sizes) == cuts[input].dim) {
+    const Cut &cut = cuts[input];
+    Shape whole = terms.shapeOf(input);
+    int d = cut.dim;
+    std::vector<Weighted> pieces;
+    for (auto it = cut.at.begin(); std::next(it) != cut.at.end(); ++it)
+      if (*it >= offsets[d] && *std::next(it) <= offsets[d] + sizes[d])
+        pieces.push_back({slice(input, whole, d, *it, *std::next(it)), Rational(1)});
+    Shape shape(sizes.begin(), sizes.end());
+    out.first = concat(d, shape, pieces, out.second);
+  } else if (terms.headIs(t, "ref.add{")) {
+    Shape shape = terms.shapeOf(t);
+    std::vector<Weighted> summands;
+    for (TermId s : terms.operands(t))
+      summands.push_back(norm(s));
+    // Concatenations alike: the concatenation of the pieces' sums.
+    std::vector<std::vector<Weighted>> parts(summands.size());
+    std::vector<int> dims(summands.size(), -1);
+    bool pieced = true;
+    for (size_t i = 0; i < summands.size() && pieced; ++i) {
+      pieced &= piecesOf(summands[i].first, dims[i], parts[i]) && dims[i] == dims[0] &&
+                parts[i].size() == parts[0].size();
+      for (size_t k = 0; pieced && k < parts[i].size(); ++k)
+        pieced &= terms.shapeOf(parts[i][k].first) == terms.shapeOf(parts[0][k].first);
+    }
+    if (pieced && !summands.empty()) {
+      std::vector<Weighted> pieces;
+      for (size_t k = 0; k < parts[0].size(); ++k) {
+        std::vector<Weighted> each;
+        for (size_t i = 0; i < summands.size(); ++i)
+          each.push_back({parts[i][k].first, parts[i][k].second * summands[i].second});
+        pieces.push_back(sumOf(terms.shapeOf(parts[0][k].first), each));
+      }
+      out.first = concat(dims[0], shape, pieces, out.second);
+    } else {
+      out = sumOf(shape, summands);
+    }
+  } else if (terms.headIs(t, "bcast{")) { // "bcast{d,d,}:shape": linear in its source
+    llvm::StringRef list = llvm::StringRef(terms.key(t)).drop_front(6);
+    list = list.take_until([](char ch) { return ch == '}'; });
+    std::vector<int64_t> dims;
+    while (!list.empty()) {
+      auto [num, rest] = list.split(',');
+      int64_t d = 0;
+      if (!num.getAsInteger(10, d))
+        dims.push_back(d);
+      list = rest;
+    }
+    Weighted src = norm(terms.operands(t)[0]);
+    out = {terms.broadcast(terms.shapeOf(t), dims, src.first), src.second};
+  } else if (terms.headIs(t, "ref.concat{")) {
+    int dim = -1;
+    std::vector<Weighted> pieces;
+    piecesOf(t, dim, pieces);
+    for (auto &p : pieces) {
+      Weighted w = norm(p.first);
+      p = {w.first, w.second * p.second};
+    }
+    out.first = concat(dim, terms.shapeOf(t), pieces, out.second);
+  } else {
+    OperationName name("ref.add", ctx);
+    DictionaryAttr attrs;
+    if (!terms.operands(t).empty() && terms.opOf(t, name, attrs)) {
+      std::vector<Weighted> in;
+      for (TermId v : terms.operands(t))
+        in.push_back(norm(v));
+      Shape shape = terms.shapeOf(t);
+      if (!distribute(name, attrs, shape, in, out))
+        out = rebuild(name, attrs, shape, in);
+    }
+  }
+  memo[t] = out;
+  return out;
+}
+
+PieceComparison::PieceComparison(TermPool &terms, MLIRContext *ctx, const Deadline &deadline)
+    : n(std::make_unique<Normalizer>(terms, ctx, deadline)) {}
+PieceComparison::~PieceComparison() = default;
+
+void PieceComparison::add(TermId t) { n->collect(t); }
+
+bool PieceComparison::equal(TermId a, const Rational &fa, TermId b, const Rational &fb) {
+  if (!settled) {
+    any = n->settle();
+    settled = true;
+  }
+  if (!any || n->exhausted())
+    return false;
+  Weighted x = n->norm(a), y = n->norm(b);
+  return !n->exhausted() && x.first == y.first && x.second * fa == y.second * fb;
+}
+
+} // namespace planproof::layouts
