@@ -211,9 +211,13 @@ private:
 void Run::reference(VerifyStats &stats) {
   Block &body = spec.reference.getBody().front();
   for (unsigned i = 0; i < body.getNumArguments(); ++i) {
-    auto t = dyn_cast<RankedTensorType>(body.getArgument(i).getType());
+    Type type = body.getArgument(i).getType();
+    auto t = dyn_cast<RankedTensorType>(type);
     State s;
-    if (!t || i >= spec.refInputs.size()) {
+    if (type.isIndex() && i < spec.refInputs.size()) { // a step counter, a seed: a scalar
+      s.known = true;
+      s.term = terms.leaf(spec.refInputs[i], "index");
+    } else if (!t || i >= spec.refInputs.size()) {
       s = State::unknown(nullptr, "reference input #" + std::to_string(i) +
                                       " is an index value, which the layout engine does "
                                       "not follow yet");

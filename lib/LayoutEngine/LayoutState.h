@@ -211,6 +211,10 @@ private:
   bool settled = false, any = false;
 };
 
+/// An index value's state (arith constants, +, -, * of index values every rank holds
+/// alike): a scalar term.
+State indexRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+
 /// The state of reference op `op`'s result from its operands' states (all unsplit,
 /// never partial): the term of the op applied to theirs.
 State referenceRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);

@@ -15,6 +15,7 @@
 #include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -172,9 +173,10 @@ void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State
 /// one for an operand that is not a tensor).
 bool operandStates(Operation &op, const std::vector<const State *> &in, State &unknown) {
   for (unsigned i = 0; i < op.getNumOperands(); ++i) {
-    if (!isa<RankedTensorType>(op.getOperand(i).getType())) {
-      unknown = State::unknown(&op, "`" + opName(op) + "` takes an index operand, and the "
-                                    "layout engine does not follow index values yet");
+    if (!isa<RankedTensorType>(op.getOperand(i).getType()) &&
+        !op.getOperand(i).getType().isIndex()) {
+      unknown = State::unknown(&op, "`" + opName(op) + "` takes an operand of a type the "
+                                    "layout engine does not follow");
       return false;
     }
     if (!in[i]->known) {
@@ -191,7 +193,31 @@ bool operandStates(Operation &op, const std::vector<const State *> &in, State &u
 // The reference
 //===----------------------------------------------------------------------===//
 
+State indexRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  // An index value is a scalar every rank holds alike: the ops that make one from
+  // others (constants, +, -, *) apply to their terms. dist.axis_index, which differs
+  // from rank to rank, has no rule: its value and everything computed from it stay
+  // unknown.
+  if (!isa<arith::ConstantOp, arith::AddIOp, arith::SubIOp, arith::MulIOp>(op) ||
+      op.getNumResults() != 1 || !op.getResult(0).getType().isIndex())
+    return State::unknown(&op, "no layout rule for `" + opName(op) + "`");
+  std::vector<TermId> ts;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!in[i]->known)
+      return *in[i];
+    if (!op.getOperand(i).getType().isIndex())
+      return State::unknown(&op, "no layout rule for `" + opName(op) + "`");
+    ts.push_back(in[i]->term);
+  }
+  State out;
+  out.known = true;
+  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), {}), ts);
+  return out;
+}
+
 State referenceRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  if (isa<arith::ArithDialect>(op.getDialect()))
+    return indexRule(c, op, in);
   State bad;
   if (!operandStates(op, in, bad))
     return bad;
@@ -825,6 +851,8 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
         return *s;
     return collectiveRule(c, op, in);
   }
+  if (isa<arith::ArithDialect>(op.getDialect()))
+    return indexRule(c, op, in);
   if (!isa<ref::RefDialect>(op.getDialect()))
     return State::unknown(&op, "no layout rule for `" + opName(op) + "`");
   State bad;

@@ -700,3 +700,47 @@ TEST_CASE("a whole-batch reference meets microbatches piece by piece", "[layouts
     CHECK((got.layout == Verdict::Verified) == c.right);
   }
 }
+
+TEST_CASE("index values every rank holds alike: a step counter's terms", "[layouts]") {
+  // Adam's bias correction: the gradient (split over a) scaled by 1 / (1 - 0.9^(t+1)),
+  // and the counter itself returned.
+  std::string refArgs = R"(%g: tensor<{B}x{Kn}xf32> {ref.name = "g"}, %step: index {ref.name = "step"})";
+  std::string refRes = R"(tensor<{B}x{Kn}xf32> {ref.name = "y"}, index {ref.name = "step_next"})";
+  std::string refBody = R"(    %c1 = arith.constant 1 : index
+    %t = arith.addi %step, %c1 : index
+    %p = ref.power %t base 0.9 : tensor<f32>
+    %pb = ref.broadcast %p dims [] : tensor<f32> -> tensor<{B}x{Kn}xf32>
+    %y = ref.mul %g, %pb : tensor<{B}x{Kn}xf32>
+    return %y, %t : tensor<{B}x{Kn}xf32>, index
+)";
+  std::string planArgs = R"(%g: tensor<{B}x{n}xf32> {dist.value = "g", dist.layout = #dist.layout<[_, a]>}, %step: index {dist.value = "step"})";
+  std::string planRes = R"(tensor<{B}x{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, a]>}, index {dist.value = "step_next"})";
+  auto planBody = [](const char *by) {
+    return std::string(R"(    %c = arith.constant )") + by + R"( : index
+    %t = arith.addi %step, %c : index
+    %p = ref.power %t base 0.9 : tensor<f32>
+    %pb = ref.broadcast %p dims [] : tensor<f32> -> tensor<{B}x{n}xf32>
+    %y = ref.mul %g, %pb : tensor<{B}x{n}xf32>
+    return %y, %t : tensor<{B}x{n}xf32>, index
+)";
+  };
+  decides(spec(refArgs, refRes, refBody, planArgs, planRes, planBody("1")), Verdict::Verified);
+  // Near miss: the counter advanced by two.
+  decides(spec(refArgs, refRes, refBody, planArgs, planRes, planBody("2")), Verdict::Violated);
+  // A value that differs from rank to rank (axis_index) is not followed: not verified.
+  std::string rankDependent = R"(    %r = dist.axis_index "a" : index
+    %z = arith.muli %r, %r : index
+    %t = arith.addi %step, %z : index
+    %c = arith.constant 1 : index
+    %t1 = arith.addi %t, %c : index
+    %p = ref.power %t1 base 0.9 : tensor<f32>
+    %pb = ref.broadcast %p dims [] : tensor<f32> -> tensor<{B}x{n}xf32>
+    %y = ref.mul %g, %pb : tensor<{B}x{n}xf32>
+    return %y, %t1 : tensor<{B}x{n}xf32>, index
+)";
+  for (auto &v : instances()) {
+    Verdicts got = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, rankDependent), v));
+    CHECK(got.element == Verdict::Violated);
+    CHECK(got.layout != Verdict::Verified);
+  }
+}
