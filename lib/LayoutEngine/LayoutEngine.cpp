@@ -13,6 +13,7 @@
 #include "Ref/RefDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <algorithm>
@@ -151,6 +152,9 @@ public:
 
 private:
   State bindingState(const Binding &b);
+  int paddedDim(const Layout &l, const Shape &global) const;
+  int64_t paddedSize(const Layout &l, const Shape &global, size_t d) const;
+  DictionaryAttr concatAttrs(int64_t d) const;
   /// recv and stage_select (pipelines).
   State route(Operation &op);
   /// Whether `s` is split or summed over the pipeline axis.
@@ -277,14 +281,35 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   cache.key = std::move(key);
 }
 
+/// The one split dimension of `global` that layout `l` pads (its axes do not divide it),
+/// -1 for none, -2 for several.
+int Run::paddedDim(const Layout &l, const Shape &global) const {
+  int dim = -1;
+  for (size_t d = 0; d < l.dims.size() && d < global.size(); ++d)
+    if (paddedSize(l, global, d) != global[d]) {
+      if (dim >= 0)
+        return -2;
+      dim = (int)d;
+    }
+  return dim;
+}
+
+int64_t Run::paddedSize(const Layout &l, const Shape &global, size_t d) const {
+  int64_t k = spec.mesh.groupSize(l.dims[d]);
+  return (global[d] + k - 1) / k * k;
+}
+
+DictionaryAttr Run::concatAttrs(int64_t d) const {
+  Builder b(spec.plan.getContext());
+  return b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(d))});
+}
+
 State Run::bindingState(const Binding &b) {
   const Layout &l = b.layout;
   for (size_t d = 0; d < l.dims.size(); ++d)
     if (l.segmentsOf(d) != 1 || l.zigzagAt(d))
       return State::unknown(nullptr, "interleaved and zigzag layouts are not modelled by "
                                      "the layout engine yet");
-  if (l.padded)
-    return State::unknown(nullptr, "padded layouts are not modelled by the layout engine yet");
   auto it = std::find(spec.refInputs.begin(), spec.refInputs.end(), b.refName);
   if (it == spec.refInputs.end())
     return State::unknown(nullptr, "plan input `" + b.refName + "` is not a reference input");
@@ -292,6 +317,25 @@ State Run::bindingState(const Binding &b) {
   if (!whole.known)
     return whole;
   State s = whole;
+  if (l.padded) {
+    // A padded flat buffer (ZeRO/FSDP): the value, then padding of arbitrary content
+    // (a leaf of its own) up to the split's multiple.
+    int d = paddedDim(l, whole.global);
+    if (d == -2)
+      return State::unknown(nullptr, "padding in more than one dimension is not modelled");
+    if (d >= 0) {
+      Shape pad = whole.global;
+      pad[d] = paddedSize(l, whole.global, d) - whole.global[d];
+      TermId padding = terms.leaf("padding of " + b.refName, shapeText(pad));
+      Shape global = whole.global;
+      global[d] += pad[d];
+      s.term = terms.concat(headFrom("ref.concat", concatAttrs(d), global),
+                            {terms.scaled(whole.term, whole.factor), padding});
+      s.factor = Rational(1);
+      s.global = global;
+      s.broadcast = false;
+    }
+  }
   s.split.clear();
   for (const auto &d : l.dims)
     s.split.push_back(withoutUnit(d));
@@ -449,6 +493,14 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
     expected.split.clear();
     for (const auto &d : b.layout.dims)
       expected.split.push_back(withoutUnit(d));
+    // A padded output: the reference's value, then padding whose content does not
+    // matter -- the plan's value must begin with the reference's (compared by pieces).
+    int padDim = b.layout.padded ? paddedDim(b.layout, want.global) : -1;
+    bool padOk = padDim != -2; // padding in several dimensions: not modelled
+    if (!padOk)
+      padDim = -1;
+    if (padDim >= 0)
+      expected.global[padDim] = paddedSize(b.layout, want.global, padDim);
     expected.partial.clear();
     bool sums = true;
     for (auto [axis, kind] : b.layout.partial) {
@@ -457,9 +509,10 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
         expected.partial.push_back(axis);
     }
     std::sort(expected.partial.begin(), expected.partial.end());
-    bool layoutSame = sums && got.partialMax.empty() && got.split == expected.split &&
+    bool layoutSame = sums && padOk && got.partialMax.empty() && got.split == expected.split &&
                       got.partial == expected.partial && got.global == expected.global;
-    bool same = layoutSame && got.term == expected.term && got.factor == expected.factor;
+    bool same = layoutSame && padDim < 0 && got.term == expected.term &&
+                got.factor == expected.factor;
     // The same layout, other terms: perhaps the same value computed by other row
     // pieces (a whole-batch reference against microbatches).
     if (pass == 0) {
@@ -470,7 +523,10 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       }
       continue;
     }
-    if (layoutSame && !same && anyPieces)
+    if (layoutSame && !same && padDim >= 0)
+      same = pieces.equalPrefix(got.term, got.factor, expected.term, expected.factor, padDim,
+                                want.global[padDim]);
+    else if (layoutSame && !same && anyPieces)
       same = pieces.equal(got.term, got.factor, expected.term, expected.factor);
     if (!same) {
       all = false;

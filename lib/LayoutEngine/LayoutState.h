@@ -204,6 +204,10 @@ public:
   /// Whether fa x a = fb x b after the rewriting; false when not shown equal, no input
   /// is cut, or past the budget.
   bool equal(TermId a, const Rational &fa, TermId b, const Rational &fb);
+  /// Whether fa x a, cut to its first n elements along `dim`, equals fb x b (a padded
+  /// buffer against the value it holds: what follows is padding).
+  bool equalPrefix(TermId a, const Rational &fa, TermId b, const Rational &fb, int dim,
+                   int64_t n);
 
 private:
   class Normalizer;

@@ -51,6 +51,16 @@ public:
   bool settle();
   Weighted norm(TermId t);
   bool exhausted() const { return made > kMaxNodes; }
+  /// The first `count` elements along `dim` of normalized x: its leading pieces when x
+  /// is a concatenation along dim whose pieces end exactly there; false otherwise.
+  bool prefix(const Weighted &x, int dim, int64_t count, Weighted &out);
+  bool sliceOfConcat(TermId input, const std::vector<int64_t> &offsets,
+                     const std::vector<int64_t> &sizes, Weighted &out);
+  /// The given operands' pieces (concatenations along `dim`) cut at the union of their
+  /// boundaries, so that they line up: a piece spanning several boundaries must be a
+  /// splat (the same value anywhere, cut as needed); false when one is not, or the
+  /// extents differ.
+  bool align(std::vector<std::vector<Weighted>*> parts, int dim);
 
 private:
   static constexpr size_t kMaxNodes = 1 << 20;
@@ -133,6 +143,21 @@ void PieceComparison::Normalizer::collect(TermId t) {
 bool PieceComparison::Normalizer::settle() {
   for (auto it = cuts.begin(); it != cuts.end();)
     it = it->second.bad || it->second.dim < 0 ? cuts.erase(it) : std::next(it);
+  // Flat buffers of one length (a parameter and its optimizer moments, ZeRO's flat
+  // shards) are cut alike, so that their pieces line up in elementwise updates: any
+  // cut of an input is exact (an input is the concatenation of its slices anywhere).
+  std::map<int64_t, std::set<int64_t>> flat;
+  for (auto &[leaf, c] : cuts)
+    if (terms.shapeOf(leaf).size() == 1)
+      flat[terms.shapeOf(leaf)[0]].insert(c.at.begin(), c.at.end());
+  for (TermId leaf : seen) {
+    Shape s = terms.isLeaf(leaf) ? terms.shapeOf(leaf) : Shape{};
+    if (s.size() != 1 || !flat.count(s[0]))
+      continue;
+    Cut &c = cuts[leaf];
+    c.dim = 0;
+    c.at.insert(flat[s[0]].begin(), flat[s[0]].end());
+  }
   return !cuts.empty();
 }
 
@@ -275,8 +300,16 @@ bool PieceComparison::Normalizer::distribute(OperationName name, DictionaryAttr 
   };
   llvm::StringRef op = name.getStringRef();
   if (name.hasTrait<OpTrait::Elementwise>()) {
+    std::vector<std::vector<Weighted> *> all;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (dims[i] != dims[0])
+        return false;
+      all.push_back(&parts[i]);
+    }
+    if (!align(all, dims[0]))
+      return false;
     for (size_t i = 1; i < in.size(); ++i)
-      if (!alike(0, i) || dims[i] != dims[0])
+      if (!alike(0, i))
         return false;
     std::vector<Weighted> pieces;
     for (size_t k = 0; k < parts[0].size(); ++k) {
@@ -370,6 +403,105 @@ bool PieceComparison::Normalizer::distribute(OperationName name, DictionaryAttr 
   return false;
 }
 
+bool PieceComparison::Normalizer::sliceOfConcat(TermId input, const std::vector<int64_t> &offsets,
+                                               const std::vector<int64_t> &sizes,
+                                               Weighted &out) {
+  Weighted x = norm(input);
+  int d = -1;
+  std::vector<Weighted> parts;
+  if (!piecesOf(x.first, d, parts))
+    return false;
+  Shape whole = terms.shapeOf(x.first);
+  for (size_t k = 0; k < whole.size(); ++k)
+    if ((int)k != d && (offsets[k] != 0 || sizes[k] != whole[k]))
+      return false;
+  std::vector<Weighted> taken;
+  int64_t at = 0;
+  for (auto &p : parts) {
+    int64_t len = terms.shapeOf(p.first)[d];
+    if (at >= offsets[d] && at + len <= offsets[d] + sizes[d])
+      taken.push_back({p.first, p.second * x.second});
+    else if (at < offsets[d] + sizes[d] && at + len > offsets[d])
+      return false; // the window cuts a piece
+    at += len;
+  }
+  if (taken.empty())
+    return false;
+  Shape shape(sizes.begin(), sizes.end());
+  out.first = concat(d, shape, taken, out.second);
+  return true;
+}
+
+bool PieceComparison::Normalizer::align(std::vector<std::vector<Weighted> *> parts, int dim) {
+  std::set<int64_t> cutsAt;
+  int64_t total = -1;
+  for (auto *ps : parts) {
+    int64_t at = 0;
+    for (auto &p : *ps) {
+      Shape sh = terms.shapeOf(p.first);
+      if ((int)sh.size() <= dim)
+        return false;
+      at += sh[dim];
+      cutsAt.insert(at);
+    }
+    if (total >= 0 && at != total)
+      return false;
+    total = at;
+  }
+  for (auto *ps : parts) {
+    std::vector<Weighted> out;
+    int64_t at = 0;
+    for (auto &p : *ps) {
+      Shape sh = terms.shapeOf(p.first);
+      int64_t end = at + sh[dim];
+      auto first = cutsAt.upper_bound(at);
+      if (*first >= end) { // no boundary inside
+        out.push_back(p);
+        at = end;
+        continue;
+      }
+      if (!terms.headIs(p.first, "bcast{}:"))
+        return false;
+      TermId source = terms.operands(p.first)[0];
+      for (int64_t from = at; from < end;) {
+        int64_t to = *cutsAt.upper_bound(from);
+        Shape piece = sh;
+        piece[dim] = to - from;
+        out.push_back({terms.broadcast(piece, {}, source), p.second});
+        from = to;
+      }
+      at = end;
+    }
+    *ps = std::move(out);
+  }
+  return true;
+}
+
+bool PieceComparison::Normalizer::prefix(const Weighted &x, int dim, int64_t count,
+                                        Weighted &out) {
+  int d = -1;
+  std::vector<Weighted> parts;
+  if (!piecesOf(x.first, d, parts) || d != dim)
+    return false;
+  std::vector<Weighted> head;
+  int64_t at = 0;
+  for (auto &p : parts) {
+    if (at == count)
+      break;
+    Shape s = terms.shapeOf(p.first);
+    if ((int)s.size() <= dim)
+      return false;
+    at += s[dim];
+    head.push_back({p.first, p.second * x.second});
+  }
+  if (at != count)
+    return false;
+  Shape shape = terms.shapeOf(x.first);
+  shape[dim] = count;
+  out.first = concat(dim, shape, head, out.second);
+  return true;
+}
+
 Weighted PieceComparison::Normalizer::norm(TermId t) {
   if (auto it = memo.find(t); it != memo.end())
     return it->second;
@@ -402,6 +534,8 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
         pieces.push_back({slice(input, whole, d, *it, *std::next(it)), Rational(1)});
     Shape shape(sizes.begin(), sizes.end());
     out.first = concat(d, shape, pieces, out.second);
+  } else if (sliceOf(t, input, offsets, sizes) && sliceOfConcat(input, offsets, sizes, out)) {
+    // A slice that takes whole pieces of a concatenation: those pieces.
   } else if (terms.headIs(t, "ref.add{")) {
     Shape shape = terms.shapeOf(t);
     std::vector<Weighted> summands;
@@ -411,9 +545,14 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
     std::vector<std::vector<Weighted>> parts(summands.size());
     std::vector<int> dims(summands.size(), -1);
     bool pieced = true;
+    std::vector<std::vector<Weighted> *> all;
     for (size_t i = 0; i < summands.size() && pieced; ++i) {
-      pieced &= piecesOf(summands[i].first, dims[i], parts[i]) && dims[i] == dims[0] &&
-                parts[i].size() == parts[0].size();
+      pieced &= piecesOf(summands[i].first, dims[i], parts[i]) && dims[i] == dims[0];
+      all.push_back(&parts[i]);
+    }
+    pieced = pieced && !summands.empty() && align(all, dims[0]);
+    for (size_t i = 0; i < summands.size() && pieced; ++i) {
+      pieced &= parts[i].size() == parts[0].size();
       for (size_t k = 0; pieced && k < parts[i].size(); ++k)
         pieced &= terms.shapeOf(parts[i][k].first) == terms.shapeOf(parts[0][k].first);
     }
@@ -478,10 +617,25 @@ bool PieceComparison::equal(TermId a, const Rational &fa, TermId b, const Ration
     any = n->settle();
     settled = true;
   }
-  if (!any || n->exhausted())
+  if (n->exhausted())
     return false;
   Weighted x = n->norm(a), y = n->norm(b);
   return !n->exhausted() && x.first == y.first && x.second * fa == y.second * fb;
+}
+
+bool PieceComparison::equalPrefix(TermId a, const Rational &fa, TermId b, const Rational &fb,
+                                  int dim, int64_t count) {
+  if (!settled) {
+    any = n->settle();
+    settled = true;
+  }
+  if (n->exhausted())
+    return false;
+  Weighted x = n->norm(a), y = n->norm(b);
+  Weighted head;
+  if (n->exhausted() || !n->prefix(x, dim, count, head))
+    return false;
+  return head.first == y.first && head.second * fa == y.second * fb;
 }
 
 } // namespace planproof::layouts

@@ -744,3 +744,33 @@ TEST_CASE("index values every rank holds alike: a step counter's terms", "[layou
     CHECK(got.layout != Verdict::Verified);
   }
 }
+
+TEST_CASE("a padded flat buffer holds its value, then padding of any content", "[layouts]") {
+  // ZeRO's flat shards: p (2K - 1 elements) padded to 2K and split over a; the
+  // replicated gradient padded with a zero and sliced to each rank's block.
+  std::string refArgs = R"(%p: tensor<{n}xf32> {ref.name = "p"}, %g: tensor<{n}xf32> {ref.name = "g"})";
+  std::string refRes = R"(tensor<{n}xf32> {ref.name = "p_next"})";
+  std::string refBody = R"(    %y = ref.sgd_update %p, %g lr 0.1 : tensor<{n}xf32>
+    return %y : tensor<{n}xf32>
+)";
+  std::string planArgs = R"(%p: tensor<2xf32> {dist.value = "p", dist.layout = #dist.layout<[a]>, dist.padded}, %g: tensor<{n}xf32> {dist.value = "g", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<2xf32> {dist.value = "p_next", dist.layout = #dist.layout<[a]>, dist.padded})";
+  auto planBody = [](bool padAtEnd) {
+    return std::string("    %z = ref.constant 0.0 : tensor<1xf32>\n") +
+           (padAtEnd ? "    %gp = ref.concat %g, %z dim 0 : tensor<{n}xf32>, tensor<1xf32>\n"
+                     : "    %gp = ref.concat %z, %g dim 0 : tensor<1xf32>, tensor<{n}xf32>\n") +
+           R"(    %gs = dist.shard_slice %gp over ["a"] dim 0 : tensor<{KK}xf32> -> tensor<2xf32>
+    %y = ref.sgd_update %p, %gs lr 0.1 : tensor<2xf32>
+    return %y : tensor<2xf32>
+)";
+  };
+  for (bool right : {true, false})
+    for (int64_t K : {2, 3})
+      for (int64_t J : {1, 2}) {
+        std::map<std::string, int64_t> v{{"K", K}, {"J", J}, {"n", 2 * K - 1}, {"KK", 2 * K}};
+        Verdicts got = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody(right)), v));
+        INFO("K=" << K << " J=" << J << (right ? "" : " (padding first)"));
+        CHECK(got.element == (right ? Verdict::Verified : Verdict::Violated));
+        CHECK((got.layout == Verdict::Verified) == right);
+      }
+}
