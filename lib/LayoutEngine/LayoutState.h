@@ -201,18 +201,18 @@ public:
   PieceComparison(TermPool &terms, mlir::MLIRContext *ctx, const Deadline &deadline);
   ~PieceComparison();
   void add(TermId t);
-  /// Whether fa x a = fb x b after the rewriting; false when not shown equal, no input
-  /// is cut, or past the budget.
+  /// Whether fa x a = fb x b after the rewriting; false when not shown equal or past
+  /// the budget.
   bool equal(TermId a, const Rational &fa, TermId b, const Rational &fb);
   /// Whether fa x a, cut to its first n elements along `dim`, equals fb x b (a padded
-  /// buffer against the value it holds: what follows is padding).
+  /// buffer against the value it holds: what follows is padding); dim < 0: equal().
   bool equalPrefix(TermId a, const Rational &fa, TermId b, const Rational &fb, int dim,
                    int64_t n);
 
 private:
   class Normalizer;
   std::unique_ptr<Normalizer> n;
-  bool settled = false, any = false;
+  bool settled = false;
 };
 
 /// An index value's state (arith constants, +, -, * of index values every rank holds

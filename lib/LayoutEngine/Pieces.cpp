@@ -613,29 +613,24 @@ PieceComparison::~PieceComparison() = default;
 void PieceComparison::add(TermId t) { n->collect(t); }
 
 bool PieceComparison::equal(TermId a, const Rational &fa, TermId b, const Rational &fb) {
-  if (!settled) {
-    any = n->settle();
-    settled = true;
-  }
-  if (n->exhausted())
-    return false;
-  Weighted x = n->norm(a), y = n->norm(b);
-  return !n->exhausted() && x.first == y.first && x.second * fa == y.second * fb;
+  return equalPrefix(a, fa, b, fb, -1, 0);
 }
 
 bool PieceComparison::equalPrefix(TermId a, const Rational &fa, TermId b, const Rational &fb,
                                   int dim, int64_t count) {
   if (!settled) {
-    any = n->settle();
+    n->settle();
     settled = true;
   }
   if (n->exhausted())
     return false;
   Weighted x = n->norm(a), y = n->norm(b);
   Weighted head;
-  if (n->exhausted() || !n->prefix(x, dim, count, head))
+  if (dim >= 0 && !n->exhausted() && !n->prefix(x, dim, count, head))
     return false;
-  return head.first == y.first && head.second * fa == y.second * fb;
+  if (dim >= 0)
+    x = head;
+  return !n->exhausted() && x.first == y.first && x.second * fa == y.second * fb;
 }
 
 } // namespace planproof::layouts
