@@ -113,6 +113,10 @@ void stateKey(const State &s, std::string &out) {
     for (int64_t d : s.sourceDims)
       out += std::to_string(d) + ",";
   }
+  for (auto [a, k] : s.rankCoeff)
+    out += "r" + std::to_string(a) + "*" + std::to_string(k);
+  if (s.isConst)
+    out += "c" + std::to_string(s.constValue);
   out += "#";
 }
 
@@ -407,6 +411,8 @@ bool Run::overPipeline(const State &s) const {
   std::vector<int> axes = s.splitAxes();
   axes.insert(axes.end(), s.partial.begin(), s.partial.end());
   axes.insert(axes.end(), s.partialMax.begin(), s.partialMax.end());
+  for (auto [a, k] : s.rankCoeff)
+    axes.push_back(a);
   return std::find(axes.begin(), axes.end(), spec.pipelineAxis) != axes.end();
 }
 
@@ -509,7 +515,7 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
         expected.partial.push_back(axis);
     }
     std::sort(expected.partial.begin(), expected.partial.end());
-    bool layoutSame = sums && padOk && got.partialMax.empty() && got.split == expected.split &&
+    bool layoutSame = sums && padOk && got.partialMax.empty() && got.rankCoeff.empty() && got.split == expected.split &&
                       got.partial == expected.partial && got.global == expected.global;
     bool same = layoutSame && padDim < 0 && got.term == expected.term &&
                 got.factor == expected.factor;

@@ -139,6 +139,14 @@ struct State {
   TermId source = 0;
   std::vector<int64_t> sourceDims;
   bool uniformOne(TermId one) const { return broadcast && sourceDims.empty() && source == one; }
+  /// An index value that differs from rank to rank: term + sum over (axis, c) of
+  /// c x the rank's coordinate along the axis (dist.axis_index and +, -, * by
+  /// constants of it). Empty for every other state; only the rules that say so take
+  /// such a value (dropout_mask's counter), every other use leaves it unknown.
+  std::vector<std::pair<int, int64_t>> rankCoeff;
+  /// An index constant's value (arith.constant), for products by constants.
+  bool isConst = false;
+  int64_t constValue = 0;
 
   static State unknown(mlir::Operation *at, std::string why) {
     State s;

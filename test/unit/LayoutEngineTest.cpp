@@ -774,3 +774,56 @@ TEST_CASE("a padded flat buffer holds its value, then padding of any content", "
         CHECK((got.layout == Verdict::Verified) == right);
       }
 }
+
+TEST_CASE("dropout masks of exact streams: each rank draws its block's counters", "[layouts]") {
+  // Rows split over (a, b): the rank's counter is offset + (its block number) x the
+  // block's elements; the block number is coordinate a x J + coordinate b.
+  std::string refArgs = R"(%x: tensor<{KJn}x2xf32> {ref.name = "x"}, %seed: index {ref.name = "seed"}, %offset: index {ref.name = "offset"})";
+  std::string refRes = R"(tensor<{KJn}x2xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %m = ref.dropout_mask %seed, %offset p 0.5 : tensor<{KJn}x2xf32>
+    %y = ref.mul %x, %m : tensor<{KJn}x2xf32>
+    return %y : tensor<{KJn}x2xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{n}x2xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _]>}, %seed: index {dist.value = "seed"}, %offset: index {dist.value = "offset"})";
+  std::string planRes = R"(tensor<{n}x2xf32> {dist.value = "y", dist.layout = #dist.layout<[(a, b), _]>})";
+  auto planBody = [](const char *strideA, const char *strideB) {
+    return std::string(R"(    %ra = dist.axis_index "a" : index
+    %rb = dist.axis_index "b" : index
+    %sa = arith.constant )") + strideA + R"( : index
+    %sb = arith.constant )" + strideB + R"( : index
+    %ka = arith.muli %ra, %sa : index
+    %kb = arith.muli %rb, %sb : index
+    %k = arith.addi %ka, %kb : index
+    %ctr = arith.addi %offset, %k : index
+    %m = ref.dropout_mask %seed, %ctr p 0.5 : tensor<{n}x2xf32>
+    %y = ref.mul %x, %m : tensor<{n}x2xf32>
+    return %y : tensor<{n}x2xf32>
+)";
+  };
+  for (auto &v : instances()) {
+    std::map<std::string, int64_t> w = v;
+    w["n2"] = 2 * v["n"];
+    w["Jn2"] = 2 * v["J"] * v["n"];
+    auto body = [&](const std::string &a, const std::string &b) {
+      return fill(spec(refArgs, refRes, refBody, planArgs, planRes,
+                       planBody(a.c_str(), b.c_str())), w);
+    };
+    INFO("K=" << v["K"] << " J=" << v["J"] << " n=" << v["n"]);
+    Verdicts right = run(body("{Jn2}", "{n2}"));
+    CHECK(right.element == Verdict::Verified);
+    CHECK(right.layout == Verdict::Verified);
+    // Near misses: every rank the same stream (identical masks on different shards),
+    // and a stride of half a block (the ranks' streams overlap).
+    Verdicts same = run(body("0", "0"));
+    CHECK(same.element == Verdict::Violated);
+    CHECK(same.layout != Verdict::Verified);
+    Verdicts half = run(body("{Jn}", "{n}"));
+    CHECK(half.element == Verdict::Violated);
+    CHECK(half.layout != Verdict::Verified);
+    if (v["J"] == 2) { // the axes' strides swapped: blocks in the other order
+      Verdicts swapped = run(body("{n2}", "{Kn}"));
+      CHECK(swapped.element == Verdict::Violated);
+      CHECK(swapped.layout != Verdict::Verified);
+    }
+  }
+}
