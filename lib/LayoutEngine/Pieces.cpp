@@ -15,6 +15,10 @@
 //   mse_loss_grad(concat(p_i), concat(t_i))     = concat((n_i / n) mse_loss_grad(p_i, t_i))
 //   reduce_sum over the concatenated dim        = sum_i reduce_sum(a_i)
 //   reduce_sum over other dims, transpose       = concat of the pieces' (dims renumbered)
+//   a row-wise op (over the last dim) of rows   = concat of the pieces'
+//   cross_entropy_sum over pieced tokens        = sum_i cross_entropy_sum(pieces_i)
+//   div(sum_k a_k, d)                           = sum_k div(a_k, d)
+//   broadcast of pieces along a source dim      = concat of the pieces' broadcasts
 //   sum_k concat(a_ik)                          = concat(sum_k a_ik)
 //
 // where the pieces of all concatenated operands have the same extents (n_i: a piece's
@@ -364,6 +368,46 @@ bool PieceComparison::Normalizer::distribute(OperationName name, DictionaryAttr 
       out.first = concat(dims[0], shape, pieces, out.second);
     return true;
   }
+  if (name.hasTrait<ref::OpTrait::RowWise>() && dims[0] >= 0 &&
+      dims[0] + 1 < (int)terms.shapeOf(in[0].first).size()) {
+    // Row by row over the last dimension: pieces along another dimension are rows;
+    // operands of the first one's rank are pieced alike, lower-rank ones (a norm's
+    // weight) whole.
+    size_t rank = terms.shapeOf(in[0].first).size();
+    std::vector<std::vector<Weighted> *> all{&parts[0]};
+    for (size_t i = 1; i < in.size(); ++i) {
+      if (terms.shapeOf(in[i].first).size() == rank) {
+        if (dims[i] != dims[0])
+          return false;
+        all.push_back(&parts[i]);
+      } else if (dims[i] >= 0) {
+        return false;
+      }
+    }
+    if (!align(all, dims[0]))
+      return false;
+    std::vector<Weighted> pieces;
+    for (size_t k = 0; k < parts[0].size(); ++k) {
+      std::vector<Weighted> args;
+      for (size_t i = 0; i < in.size(); ++i)
+        args.push_back(dims[i] >= 0 ? parts[i][k] : in[i]);
+      pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, dims[0]), args));
+    }
+    out.first = concat(dims[0], shape, pieces, out.second);
+    return true;
+  }
+  if (op == "ref.cross_entropy_sum" && in.size() == 3 && dims[0] == 0 && dims[1] == 0 &&
+      dims[2] == 0) {
+    // A sum over the rows (tokens) of logits, labels and mask pieced alike.
+    std::vector<std::vector<Weighted> *> all{&parts[0], &parts[1], &parts[2]};
+    if (!align(all, 0) || !alike(0, 1) || !alike(0, 2))
+      return false;
+    std::vector<Weighted> pieces;
+    for (size_t k = 0; k < parts[0].size(); ++k)
+      pieces.push_back(rebuild(name, attrs, shape, {parts[0][k], parts[1][k], parts[2][k]}));
+    out = sumOf(shape, pieces);
+    return true;
+  }
   if (op == "ref.reduce_sum" && in.size() == 1 && dims[0] >= 0) {
     auto red = attrs.getAs<DenseI64ArrayAttr>("dims");
     if (!red)
@@ -580,7 +624,22 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
       list = rest;
     }
     Weighted src = norm(terms.operands(t)[0]);
-    out = {terms.broadcast(terms.shapeOf(t), dims, src.first), src.second};
+    int d = -1;
+    std::vector<Weighted> parts;
+    if (piecesOf(src.first, d, parts) && d < (int)dims.size()) {
+      // A broadcast of pieces along a source dimension: the pieces' broadcasts.
+      Shape whole = terms.shapeOf(t);
+      int at = (int)dims[d];
+      std::vector<Weighted> pieces;
+      for (auto &p : parts) {
+        Shape s = whole;
+        s[at] = terms.shapeOf(p.first)[d];
+        pieces.push_back({terms.broadcast(s, dims, p.first), p.second * src.second});
+      }
+      out.first = concat(at, whole, pieces, out.second);
+    } else {
+      out = {terms.broadcast(terms.shapeOf(t), dims, src.first), src.second};
+    }
   } else if (terms.headIs(t, "ref.concat{")) {
     int dim = -1;
     std::vector<Weighted> pieces;
@@ -598,8 +657,21 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
       for (TermId v : terms.operands(t))
         in.push_back(norm(v));
       Shape shape = terms.shapeOf(t);
-      if (!distribute(name, attrs, shape, in, out))
+      if (name.getStringRef() == "ref.div" && in.size() == 2 &&
+          terms.headIs(in[0].first, "ref.add{")) {
+        // Division is linear in its numerator: a sum over the same denominator.
+        std::vector<Weighted> each;
+        for (TermId u : terms.operands(in[0].first)) {
+          Rational c(1);
+          TermId v = u;
+          if (!terms.scaleOf(u, c, v))
+            v = u;
+          each.push_back(rebuild(name, attrs, shape, {{v, c * in[0].second}, in[1]}));
+        }
+        out = sumOf(shape, each);
+      } else if (!distribute(name, attrs, shape, in, out)) {
         out = rebuild(name, attrs, shape, in);
+      }
     }
   }
   memo[t] = out;

@@ -17,6 +17,7 @@
 #include "Support/Limits.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -104,6 +105,44 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
     broadcastSource(*in[0], b, source, dims);
     out = {terms.broadcast(global, dims, source), in[0]->factor};
     return true;
+  }
+  if (isa<ref::ReshapeOp>(op) && terms.headIs(in[0]->term, "ref.reshape{")) {
+    // Row-major reshapes compose: reshape(reshape(u)) is u's reshape, or u itself.
+    TermId u = terms.operands(in[0]->term)[0];
+    if (terms.shapeOf(u) == global) {
+      out = {u, in[0]->factor};
+    } else {
+      out = {terms.node(terms.head(op.getName(), op.getAttrDictionary(), global), {u}),
+             in[0]->factor};
+      terms.setOp(out.term, op.getName(), op.getAttrDictionary());
+    }
+    return true;
+  }
+  if (auto t = dyn_cast<ref::TransposeOp>(op); t && t.getPerm().size() == 2 &&
+                                                 t.getPerm()[0] == 1) {
+    // The transpose of a product is the product of the other order:
+    // matmul(a, b) contract(l, r) transposed is matmul(b, a) contract(r, l); and a
+    // transpose of a transpose of a matrix is the matrix.
+    OperationName name = op.getName();
+    DictionaryAttr attrs;
+    TermId x = in[0]->term;
+    if (terms.headIs(x, "ref.transpose{perm=array<i64: 1, 0>;}") &&
+        terms.shapeOf(terms.operands(x)[0]) == global) {
+      out = {terms.operands(x)[0], in[0]->factor};
+      return true;
+    }
+    if (terms.headIs(x, "ref.matmul{") && terms.opOf(x, name, attrs)) {
+      auto l = attrs.getAs<IntegerAttr>("lhs_dim"), r = attrs.getAs<IntegerAttr>("rhs_dim");
+      if (l && r) {
+        Builder b(op.getContext());
+        auto swapped = b.getDictionaryAttr({b.getNamedAttr("lhs_dim", r),
+                                            b.getNamedAttr("rhs_dim", l)});
+        const auto &ab = terms.operands(x);
+        out = {terms.node(terms.head(name, swapped, global), {ab[1], ab[0]}), in[0]->factor};
+        terms.setOp(out.term, name, swapped);
+        return true;
+      }
+    }
   }
   if (isa<ref::MulOp>(op))
     for (unsigned i = 0; i < 2; ++i)

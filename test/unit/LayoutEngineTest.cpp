@@ -827,3 +827,90 @@ TEST_CASE("dropout masks of exact streams: each rank draws its block's counters"
     }
   }
 }
+
+TEST_CASE("a product transposed is the product of the other order; reshapes compose",
+          "[layouts]") {
+  // dw = x^T dy (contract(0, 0)), written by the plan as (dy^T x)^T on its split batch,
+  // and a flat round trip [B, Kn] -> [B Kn] -> [B, Kn] before the all_reduce.
+  std::string refArgs = R"(%x: tensor<{KJn}x{Kn}xf32> {ref.name = "x"}, %dy: tensor<{KJn}x{Kn}xf32> {ref.name = "dy"})";
+  std::string refRes = R"(tensor<{Kn}x{Kn}xf32> {ref.name = "dw"})";
+  std::string refBody = R"(    %dw = ref.matmul %x, %dy contract(0, 0) : tensor<{KJn}x{Kn}xf32>, tensor<{KJn}x{Kn}xf32>
+    return %dw : tensor<{Kn}x{Kn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{n}x{Kn}xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _]>}, %dy: tensor<{n}x{Kn}xf32> {dist.value = "dy", dist.layout = #dist.layout<[(a, b), _]>})";
+  std::string planRes = R"(tensor<{Kn}x{Kn}xf32> {dist.value = "dw", dist.layout = #dist.layout<[_, _]>})";
+  auto planBody = [](const char *first, const char *second) {
+    return std::string("    %p = ref.matmul ") + first + ", " + second +
+           R"( contract(0, 0) : tensor<{n}x{Kn}xf32>, tensor<{n}x{Kn}xf32>
+    %t = ref.transpose %p perm [1, 0] : tensor<{Kn}x{Kn}xf32>
+    %f = ref.reshape %t : tensor<{Kn}x{Kn}xf32> -> tensor<{KnKn}xf32>
+    %r = ref.reshape %f : tensor<{KnKn}xf32> -> tensor<{Kn}x{Kn}xf32>
+    %dw = dist.all_reduce %r over ["a", "b"] "sum" : tensor<{Kn}x{Kn}xf32> -> tensor<{Kn}x{Kn}xf32>
+    return %dw : tensor<{Kn}x{Kn}xf32>
+)";
+  };
+  for (auto &v : instances()) {
+    std::map<std::string, int64_t> w = v;
+    w["KnKn"] = v["Kn"] * v["Kn"];
+    INFO("K=" << v["K"] << " J=" << v["J"] << " n=" << v["n"]);
+    Verdicts right = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody("%dy", "%x")), w));
+    CHECK(right.element == Verdict::Verified);
+    CHECK(right.layout == Verdict::Verified);
+    // Near miss: the product in the reference's order, then transposed: dw^T.
+    Verdicts wrong = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody("%x", "%dy")), w));
+    CHECK(wrong.element == Verdict::Violated);
+    CHECK(wrong.layout != Verdict::Verified);
+  }
+}
+
+TEST_CASE("a token-mean loss accumulated over microbatches meets the whole batch's",
+          "[layouts]") {
+  // The reference divides the summed cross-entropy by the batch's token count; the plan
+  // divides each microbatch's sum by that same count and adds them (and their
+  // gradients, derived through softmax and the mask's broadcast).
+  std::string refArgs = R"(%x: tensor<4x2xf32> {ref.name = "x"}, %w: tensor<2x3xf32> {ref.name = "w"}, %labels: tensor<4x3xf32> {ref.name = "labels"}, %mask: tensor<4xf32> {ref.name = "mask"})";
+  std::string refRes = R"(tensor<f32> {ref.name = "loss"}, tensor<2x3xf32> {ref.name = "dw"})";
+  std::string refBody = R"(    %logits = ref.matmul %x, %w contract(1, 0) : tensor<4x2xf32>, tensor<2x3xf32>
+    %sum = ref.cross_entropy_sum %logits, %labels, %mask : tensor<4x3xf32>, tensor<4xf32>
+    %tokens = ref.reduce_sum %mask dims [0] : tensor<4xf32>
+    %loss = ref.div %sum, %tokens : tensor<f32>
+    %dw = ref.grad %loss wrt %w : tensor<f32>, tensor<2x3xf32> -> tensor<2x3xf32>
+    return %loss, %dw : tensor<f32>, tensor<2x3xf32>
+)";
+  std::string planArgs;
+  for (auto [v, t] : {std::pair<const char *, const char *>{"x", "4x2"}, {"w", "2x3"}, {"labels", "4x3"}, {"mask", "4"}})
+    planArgs += std::string(planArgs.empty() ? "" : ", ") + "%" + v + ": tensor<" + t +
+                "xf32> {dist.value = \"" + v + "\", dist.layout = #dist.layout<[" +
+                (std::string(t).find('x') != std::string::npos ? "_, _" : "_") + "]>}";
+  std::string planRes = R"(tensor<f32> {dist.value = "loss", dist.layout = #dist.layout<[]>}, tensor<2x3xf32> {dist.value = "dw", dist.layout = #dist.layout<[_, _]>})";
+  auto planBody = [](bool globalCount) {
+    std::string b;
+    for (int i = 0; i < 2; ++i) {
+      std::string k = std::to_string(i), o = std::to_string(2 * i);
+      b += "    %x" + k + " = ref.slice %x offsets [" + o + ", 0] sizes [2, 2] : tensor<4x2xf32>\n" +
+           "    %l" + k + " = ref.slice %labels offsets [" + o + ", 0] sizes [2, 3] : tensor<4x3xf32>\n" +
+           "    %m" + k + " = ref.slice %mask offsets [" + o + "] sizes [2] : tensor<4xf32>\n" +
+           "    %z" + k + " = ref.matmul %x" + k + ", %w contract(1, 0) : tensor<2x2xf32>, tensor<2x3xf32>\n" +
+           "    %s" + k + " = ref.cross_entropy_sum %z" + k + ", %l" + k + ", %m" + k +
+           " : tensor<2x3xf32>, tensor<2xf32>\n" +
+           (globalCount ? "    %c" + k + " = ref.reduce_sum %mask dims [0] : tensor<4xf32>\n"
+                        : "    %c" + k + " = ref.reduce_sum %m" + k + " dims [0] : tensor<2xf32>\n") +
+           "    %p" + k + " = ref.div %s" + k + ", %c" + k + " : tensor<f32>\n" +
+           "    %g" + k + " = ref.grad %p" + k + " wrt %w : tensor<f32>, tensor<2x3xf32> -> tensor<2x3xf32>\n";
+    }
+    return b + R"(    %loss = ref.add %p0, %p1 : tensor<f32>
+    %dw = ref.add %g0, %g1 : tensor<2x3xf32>
+    return %loss, %dw : tensor<f32>, tensor<2x3xf32>
+)";
+  };
+  auto text = [&](bool global) {
+    return fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody(global)), {{"K", 2}, {"J", 1}});
+  };
+  Verdicts right = run(text(true));
+  CHECK(right.element == Verdict::Verified);
+  CHECK(right.layout == Verdict::Verified);
+  // Near miss: each microbatch's mean over its own tokens.
+  Verdicts perMicrobatch = run(text(false));
+  CHECK(perMicrobatch.element == Verdict::Violated);
+  CHECK(perMicrobatch.layout != Verdict::Verified);
+}
