@@ -103,7 +103,7 @@ private:
                               const std::vector<TermId> &operands) const;
   /// The weighted summands of factor `f` x term `t` into `out` (sum's normal form).
   void summands(const std::string &prefix, TermId t, const Rational &f,
-                std::map<TermId, Rational> &out) const;
+                std::vector<std::pair<TermId, Rational>> &out) const;
   std::unordered_map<std::string, TermId> ids;
   std::unordered_map<TermId, Rational> scales; // scale{c}(u) nodes: their c
   std::unordered_map<TermId, std::pair<const void *, const void *>> ops; // setOp

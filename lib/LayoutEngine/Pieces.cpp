@@ -54,7 +54,8 @@ public:
   /// Keeps the inputs cut along exactly one dimension; false when none is.
   bool settle();
   Weighted norm(TermId t);
-  bool exhausted() const { return made > kMaxNodes; }
+  bool exhausted() const { return made > kMaxNodes || tooDeep; }
+  bool tooDeep = false;
   /// The first `count` elements along `dim` of normalized x: its leading pieces when x
   /// is a concatenation along dim whose pieces end exactly there; false otherwise.
   bool prefix(const Weighted &x, int dim, int64_t count, Weighted &out);
@@ -68,6 +69,15 @@ public:
 
 private:
   static constexpr size_t kMaxNodes = 1 << 20;
+  /// Deepest recursion through a term (the rewriting is recursive): past it the
+  /// comparison gives up, so that the stack stays bounded.
+  static constexpr int kMaxDepth = 4000;
+  int depth = 0;
+  struct Deeper {
+    int &d;
+    explicit Deeper(int &d) : d(++d) {}
+    ~Deeper() { --d; }
+  };
   struct Cut {
     int dim = -1;
     bool bad = false; // cut along two dimensions
@@ -125,6 +135,11 @@ bool PieceComparison::Normalizer::sliceOf(TermId t, TermId &input, std::vector<i
 }
 
 void PieceComparison::Normalizer::collect(TermId t) {
+  Deeper guard(depth);
+  if (depth > kMaxDepth) {
+    tooDeep = true;
+    return;
+  }
   if (!seen.insert(t).second)
     return;
   TermId input;
@@ -549,6 +564,9 @@ bool PieceComparison::Normalizer::prefix(const Weighted &x, int dim, int64_t cou
 Weighted PieceComparison::Normalizer::norm(TermId t) {
   if (auto it = memo.find(t); it != memo.end())
     return it->second;
+  Deeper guard(depth);
+  if (depth > kMaxDepth)
+    tooDeep = true;
   deadline.check("comparing terms by pieces");
   if (exhausted())
     return {t, Rational(1)};

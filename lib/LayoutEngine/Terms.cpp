@@ -58,7 +58,7 @@ std::vector<TermId> TermPool::flatten(const std::string &prefix,
 }
 
 void TermPool::summands(const std::string &prefix, TermId t, const Rational &f,
-                        std::map<TermId, Rational> &out) const {
+                        std::vector<std::pair<TermId, Rational>> &out) const {
   if (auto s = scales.find(t); s != scales.end()) // scale{c}(u)
     return summands(prefix, args[t][0], f * s->second, out);
   if (keys[t].compare(0, prefix.size(), prefix) == 0) {
@@ -66,22 +66,30 @@ void TermPool::summands(const std::string &prefix, TermId t, const Rational &f,
       summands(prefix, u, f, out);
     return;
   }
-  auto [it, fresh] = out.emplace(t, f);
-  if (!fresh)
-    it->second = it->second + f;
+  out.push_back({t, f});
 }
 
 std::pair<TermId, Rational>
 TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Rational>> &operands) {
-  std::map<TermId, Rational> merged; // ordered by term: the normal form's order
+  // Sorted by term, equal terms merged (a vector, not a map: sums are built often).
+  std::vector<std::pair<TermId, Rational>> all;
   for (auto &[t, f] : operands)
-    summands(head + "(", t, f, merged);
+    summands(head + "(", t, f, all);
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
   std::vector<std::pair<TermId, Rational>> kept;
-  for (auto &[t, f] : merged)
+  TermId firstSeen = all.empty() ? 0 : all[0].first;
+  for (size_t i = 0; i < all.size();) {
+    Rational f = all[i].second;
+    size_t j = i + 1;
+    for (; j < all.size() && all[j].first == all[i].first; ++j)
+      f = f + all[j].second;
     if (!f.isZero())
-      kept.push_back({t, f});
+      kept.push_back({all[i].first, f});
+    i = j;
+  }
   if (kept.empty()) // every summand cancels: zero times any of them
-    return {merged.begin()->first, Rational(0)};
+    return {firstSeen, Rational(0)};
   if (kept.size() == 1)
     return kept[0];
   Rational factor = kept[0].second;
