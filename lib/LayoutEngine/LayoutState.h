@@ -227,6 +227,26 @@ private:
 /// alike): a scalar term.
 State indexRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 
+/// What a split rule produces: the result's split and global shape, the axes whose
+/// blocks the op sums over (contractions, reductions: the result is a partial sum over
+/// them) and a factor (means over split dimensions).
+struct SplitResult {
+  std::vector<std::vector<int>> split;
+  Shape global;
+  std::vector<int> contracted;
+  std::vector<int> maxOver; // a reduce_max's split reduced dimensions: a partial max
+  Rational factor = Rational(1);
+  std::string why; // non-empty: no rule
+};
+
+/// The split rule of ref op `op` (Splits.cpp): the result's split, global shape,
+/// contracted axes and factor from its operands' states, `local` its result's shape.
+SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                      const Shape &local);
+
+/// dropout_mask with a rank-dependent counter (Index.cpp).
+State dropoutRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+
 /// The state of reference op `op`'s result from its operands' states (all unsplit,
 /// never partial): the term of the op applied to theirs.
 State referenceRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);

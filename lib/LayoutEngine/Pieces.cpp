@@ -27,7 +27,7 @@
 // (Semantics/OpSemantics.h), and everything else is rebuilt as it was.
 //
 //===----------------------------------------------------------------------===//
-#include "LayoutEngine/LayoutState.h"
+#include "LayoutEngine/PiecesInternal.h"
 
 #include "Ref/RefDialect.h"
 
@@ -42,80 +42,6 @@ using namespace mlir;
 
 namespace planproof::layouts {
 
-using Weighted = std::pair<TermId, Rational>;
-
-class PieceComparison::Normalizer {
-public:
-  Normalizer(TermPool &terms, MLIRContext *ctx, const Deadline &deadline)
-      : terms(terms), ctx(ctx), deadline(deadline) {}
-
-  /// Records the cuts of every slice of an input reachable from t.
-  void collect(TermId t);
-  /// Keeps the inputs cut along exactly one dimension; false when none is.
-  bool settle();
-  Weighted norm(TermId t);
-  bool exhausted() const { return made > kMaxNodes || tooDeep; }
-  bool tooDeep = false;
-  /// The first `count` elements along `dim` of normalized x: its leading pieces when x
-  /// is a concatenation along dim whose pieces end exactly there; false otherwise.
-  bool prefix(const Weighted &x, int dim, int64_t count, Weighted &out);
-  bool sliceOfConcat(TermId input, const std::vector<int64_t> &offsets,
-                     const std::vector<int64_t> &sizes, Weighted &out);
-  /// The given operands' pieces (concatenations along `dim`) cut at the union of their
-  /// boundaries, so that they line up: a piece spanning several boundaries must be a
-  /// splat (the same value anywhere, cut as needed); false when one is not, or the
-  /// extents differ.
-  bool align(std::vector<std::vector<Weighted>*> parts, int dim);
-
-private:
-  static constexpr size_t kMaxNodes = 1 << 20;
-  /// Deepest recursion through a term (the rewriting is recursive): past it the
-  /// comparison gives up, so that the stack stays bounded.
-  static constexpr int kMaxDepth = 4000;
-  int depth = 0;
-  struct Deeper {
-    int &d;
-    explicit Deeper(int &d) : d(++d) {}
-    ~Deeper() { --d; }
-  };
-  struct Cut {
-    int dim = -1;
-    bool bad = false; // cut along two dimensions
-    std::set<int64_t> at;
-  };
-
-  /// The one dimension `offsets`/`sizes` cut of `whole`, or -1 (none or several).
-  static int cutDim(const Shape &whole, ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
-    int dim = -1;
-    for (size_t d = 0; d < whole.size() && d < sizes.size(); ++d)
-      if (offsets[d] != 0 || sizes[d] != whole[d]) {
-        if (dim >= 0)
-          return -2;
-        dim = (int)d;
-      }
-    return dim;
-  }
-  bool sliceOf(TermId t, TermId &input, std::vector<int64_t> &offsets,
-               std::vector<int64_t> &sizes) const;
-  TermId slice(TermId input, const Shape &whole, int dim, int64_t from, int64_t to);
-  TermId concat(int dim, const Shape &shape, const std::vector<Weighted> &pieces, Rational &f);
-  /// The pieces of a concatenation (its dim, each piece's term and factor); false if t
-  /// is none.
-  bool piecesOf(TermId t, int &dim, std::vector<Weighted> &pieces) const;
-  Weighted rebuild(OperationName name, DictionaryAttr attrs, const Shape &shape,
-                   const std::vector<Weighted> &in);
-  bool distribute(OperationName name, DictionaryAttr attrs, const Shape &shape,
-                  const std::vector<Weighted> &in, Weighted &out);
-  Weighted sumOf(const Shape &shape, const std::vector<Weighted> &summands);
-
-  TermPool &terms;
-  MLIRContext *ctx;
-  const Deadline &deadline;
-  std::map<TermId, Cut> cuts;
-  std::unordered_map<TermId, Weighted> memo;
-  std::set<TermId> seen;
-  size_t made = 0;
-};
 
 bool PieceComparison::Normalizer::sliceOf(TermId t, TermId &input, std::vector<int64_t> &offsets,
                          std::vector<int64_t> &sizes) const {
@@ -266,201 +192,6 @@ Weighted PieceComparison::Normalizer::rebuild(OperationName name, DictionaryAttr
 }
 
 /// One of the identities of the file comment, where it applies to `in`.
-bool PieceComparison::Normalizer::distribute(OperationName name, DictionaryAttr attrs, const Shape &shape,
-                            const std::vector<Weighted> &in, Weighted &out) {
-  // Each operand as pieces (a concatenation), or whole.
-  std::vector<int> dims(in.size(), -1);
-  std::vector<std::vector<Weighted>> parts(in.size());
-  bool any = false;
-  for (size_t i = 0; i < in.size(); ++i)
-    if (piecesOf(in[i].first, dims[i], parts[i])) {
-      for (auto &p : parts[i])
-        p.second = p.second * in[i].second;
-      any = true;
-    }
-  if (!any)
-    return false;
-  // A splat (a broadcast of a scalar, every element one value) is pieced like any
-  // pieced operand: each piece is the splat at the piece's shape.
-  size_t lead = 0;
-  while (dims[lead] < 0)
-    ++lead;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (dims[i] >= 0 || !terms.headIs(in[i].first, "bcast{}:"))
-      continue;
-    dims[i] = dims[lead];
-    for (auto &p : parts[lead]) {
-      Shape s = terms.shapeOf(in[i].first);
-      if (s.size() != terms.shapeOf(p.first).size())
-        return false;
-      s[dims[i]] = terms.shapeOf(p.first)[dims[lead]];
-      parts[i].push_back({terms.broadcast(s, {}, terms.operands(in[i].first)[0]), in[i].second});
-    }
-  }
-  // Operands i and j pieced alike: the same dimension, the same pieces' extents.
-  auto alike = [&](size_t i, size_t j) {
-    if (dims[i] < 0 || dims[j] < 0 || parts[i].size() != parts[j].size())
-      return false;
-    for (size_t k = 0; k < parts[i].size(); ++k)
-      if (terms.shapeOf(parts[i][k].first)[dims[i]] != terms.shapeOf(parts[j][k].first)[dims[j]])
-        return false;
-    return true;
-  };
-  auto count = [](const Shape &s) {
-    int64_t n = 1;
-    for (int64_t d : s)
-      n *= d;
-    return n;
-  };
-  auto pieceShape = [&](size_t k, size_t from, int resultDim) {
-    Shape s = shape;
-    s[resultDim] = terms.shapeOf(parts[from][k].first)[dims[from]];
-    return s;
-  };
-  llvm::StringRef op = name.getStringRef();
-  if (name.hasTrait<OpTrait::Elementwise>()) {
-    std::vector<std::vector<Weighted> *> all;
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (dims[i] != dims[0])
-        return false;
-      all.push_back(&parts[i]);
-    }
-    if (!align(all, dims[0]))
-      return false;
-    for (size_t i = 1; i < in.size(); ++i)
-      if (!alike(0, i))
-        return false;
-    std::vector<Weighted> pieces;
-    for (size_t k = 0; k < parts[0].size(); ++k) {
-      std::vector<Weighted> args;
-      for (size_t i = 0; i < in.size(); ++i)
-        args.push_back(parts[i][k]);
-      pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, dims[0]), args));
-    }
-    out.first = concat(dims[0], shape, pieces, out.second);
-    return true;
-  }
-  if (op == "ref.matmul") {
-    auto ld = attrs.getAs<IntegerAttr>("lhs_dim"), rd = attrs.getAs<IntegerAttr>("rhs_dim");
-    if (!ld || !rd || in.size() != 2)
-      return false;
-    int l = (int)ld.getInt(), r = (int)rd.getInt();
-    std::vector<Weighted> pieces;
-    if (dims[0] == l && dims[1] == r && alike(0, 1)) { // over the contraction: a sum
-      for (size_t k = 0; k < parts[0].size(); ++k)
-        pieces.push_back(rebuild(name, attrs, shape, {parts[0][k], parts[1][k]}));
-      out = sumOf(shape, pieces);
-      return true;
-    }
-    if (dims[0] == 1 - l && dims[1] < 0) { // the lhs's free dimension: result rows
-      for (size_t k = 0; k < parts[0].size(); ++k)
-        pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, 0), {parts[0][k], in[1]}));
-      out.first = concat(0, shape, pieces, out.second);
-      return true;
-    }
-    if (dims[1] == 1 - r && dims[0] < 0) { // the rhs's free dimension: result columns
-      for (size_t k = 0; k < parts[1].size(); ++k)
-        pieces.push_back(rebuild(name, attrs, pieceShape(k, 1, 1), {in[0], parts[1][k]}));
-      out.first = concat(1, shape, pieces, out.second);
-      return true;
-    }
-    return false;
-  }
-  if ((op == "ref.mse_loss" || op == "ref.mse_loss_grad") && in.size() == 2 && alike(0, 1) &&
-      dims[0] == dims[1]) {
-    int64_t n = count(terms.shapeOf(in[0].first));
-    std::vector<Weighted> pieces;
-    for (size_t k = 0; k < parts[0].size(); ++k) {
-      Shape s = op == "ref.mse_loss" ? shape : pieceShape(k, 0, dims[0]);
-      Weighted w = rebuild(name, attrs, s, {parts[0][k], parts[1][k]});
-      // Both are means over their elements: a piece weighs its share of them.
-      w.second = w.second * Rational(count(terms.shapeOf(parts[0][k].first))) / Rational(n);
-      pieces.push_back(w);
-    }
-    if (op == "ref.mse_loss")
-      out = sumOf(shape, pieces);
-    else
-      out.first = concat(dims[0], shape, pieces, out.second);
-    return true;
-  }
-  if (name.hasTrait<ref::OpTrait::RowWise>() && dims[0] >= 0 &&
-      dims[0] + 1 < (int)terms.shapeOf(in[0].first).size()) {
-    // Row by row over the last dimension: pieces along another dimension are rows;
-    // operands of the first one's rank are pieced alike, lower-rank ones (a norm's
-    // weight) whole.
-    size_t rank = terms.shapeOf(in[0].first).size();
-    std::vector<std::vector<Weighted> *> all{&parts[0]};
-    for (size_t i = 1; i < in.size(); ++i) {
-      if (terms.shapeOf(in[i].first).size() == rank) {
-        if (dims[i] != dims[0])
-          return false;
-        all.push_back(&parts[i]);
-      } else if (dims[i] >= 0) {
-        return false;
-      }
-    }
-    if (!align(all, dims[0]))
-      return false;
-    std::vector<Weighted> pieces;
-    for (size_t k = 0; k < parts[0].size(); ++k) {
-      std::vector<Weighted> args;
-      for (size_t i = 0; i < in.size(); ++i)
-        args.push_back(dims[i] >= 0 ? parts[i][k] : in[i]);
-      pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, dims[0]), args));
-    }
-    out.first = concat(dims[0], shape, pieces, out.second);
-    return true;
-  }
-  if (op == "ref.cross_entropy_sum" && in.size() == 3 && dims[0] == 0 && dims[1] == 0 &&
-      dims[2] == 0) {
-    // A sum over the rows (tokens) of logits, labels and mask pieced alike.
-    std::vector<std::vector<Weighted> *> all{&parts[0], &parts[1], &parts[2]};
-    if (!align(all, 0) || !alike(0, 1) || !alike(0, 2))
-      return false;
-    std::vector<Weighted> pieces;
-    for (size_t k = 0; k < parts[0].size(); ++k)
-      pieces.push_back(rebuild(name, attrs, shape, {parts[0][k], parts[1][k], parts[2][k]}));
-    out = sumOf(shape, pieces);
-    return true;
-  }
-  if (op == "ref.reduce_sum" && in.size() == 1 && dims[0] >= 0) {
-    auto red = attrs.getAs<DenseI64ArrayAttr>("dims");
-    if (!red)
-      return false;
-    ArrayRef<int64_t> rd = red.asArrayRef();
-    std::vector<Weighted> pieces;
-    if (llvm::is_contained(rd, dims[0])) {
-      for (auto &p : parts[0])
-        pieces.push_back(rebuild(name, attrs, shape, {p}));
-      out = sumOf(shape, pieces);
-      return true;
-    }
-    int at = dims[0];
-    for (int64_t d : rd)
-      at -= d < dims[0];
-    for (size_t k = 0; k < parts[0].size(); ++k)
-      pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, at), {parts[0][k]}));
-    out.first = concat(at, shape, pieces, out.second);
-    return true;
-  }
-  if (op == "ref.transpose" && in.size() == 1 && dims[0] >= 0) {
-    auto perm = attrs.getAs<DenseI64ArrayAttr>("perm");
-    if (!perm)
-      return false;
-    int at = -1;
-    for (size_t j = 0; j < perm.size(); ++j)
-      if (perm[j] == dims[0])
-        at = (int)j;
-    if (at < 0)
-      return false;
-    std::vector<Weighted> pieces;
-    for (size_t k = 0; k < parts[0].size(); ++k)
-      pieces.push_back(rebuild(name, attrs, pieceShape(k, 0, at), {parts[0][k]}));
-    out.first = concat(at, shape, pieces, out.second);
-    return true;
-  }
-  return false;
-}
 
 bool PieceComparison::Normalizer::sliceOfConcat(TermId input, const std::vector<int64_t> &offsets,
                                                const std::vector<int64_t> &sizes,
@@ -561,6 +292,108 @@ bool PieceComparison::Normalizer::prefix(const Weighted &x, int dim, int64_t cou
   return true;
 }
 
+/// A sum: its normalized summands; concatenations alike become the concatenation of
+/// the pieces' sums.
+Weighted PieceComparison::Normalizer::normSum(TermId t) {
+  Weighted out{t, Rational(1)};
+  Shape shape = terms.shapeOf(t);
+  std::vector<Weighted> summands;
+  for (TermId s : terms.operands(t))
+    summands.push_back(norm(s));
+  // Concatenations alike: the concatenation of the pieces' sums.
+  std::vector<std::vector<Weighted>> parts(summands.size());
+  std::vector<int> dims(summands.size(), -1);
+  bool pieced = true;
+  std::vector<std::vector<Weighted> *> all;
+  for (size_t i = 0; i < summands.size() && pieced; ++i) {
+    pieced &= piecesOf(summands[i].first, dims[i], parts[i]) && dims[i] == dims[0];
+    all.push_back(&parts[i]);
+  }
+  pieced = pieced && !summands.empty() && align(all, dims[0]);
+  for (size_t i = 0; i < summands.size() && pieced; ++i) {
+    pieced &= parts[i].size() == parts[0].size();
+    for (size_t k = 0; pieced && k < parts[i].size(); ++k)
+      pieced &= terms.shapeOf(parts[i][k].first) == terms.shapeOf(parts[0][k].first);
+  }
+  if (pieced && !summands.empty()) {
+    std::vector<Weighted> pieces;
+    for (size_t k = 0; k < parts[0].size(); ++k) {
+      std::vector<Weighted> each;
+      for (size_t i = 0; i < summands.size(); ++i)
+        each.push_back({parts[i][k].first, parts[i][k].second * summands[i].second});
+      pieces.push_back(sumOf(terms.shapeOf(parts[0][k].first), each));
+    }
+    out.first = concat(dims[0], shape, pieces, out.second);
+  } else {
+    out = sumOf(shape, summands);
+  }
+  return out;
+}
+
+/// A broadcast: of its normalized source; of pieces along a source dimension, the
+/// pieces' broadcasts.
+Weighted PieceComparison::Normalizer::normBroadcast(TermId t) {
+  Weighted out{t, Rational(1)};
+  llvm::StringRef list = llvm::StringRef(terms.key(t)).drop_front(6);
+  list = list.take_until([](char ch) { return ch == '}'; });
+  std::vector<int64_t> dims;
+  while (!list.empty()) {
+    auto [num, rest] = list.split(',');
+    int64_t d = 0;
+    if (!num.getAsInteger(10, d))
+      dims.push_back(d);
+    list = rest;
+  }
+  Weighted src = norm(terms.operands(t)[0]);
+  int d = -1;
+  std::vector<Weighted> parts;
+  if (piecesOf(src.first, d, parts) && d < (int)dims.size()) {
+    // A broadcast of pieces along a source dimension: the pieces' broadcasts.
+    Shape whole = terms.shapeOf(t);
+    int at = (int)dims[d];
+    std::vector<Weighted> pieces;
+    for (auto &p : parts) {
+      Shape s = whole;
+      s[at] = terms.shapeOf(p.first)[d];
+      pieces.push_back({terms.broadcast(s, dims, p.first), p.second * src.second});
+    }
+    out.first = concat(at, whole, pieces, out.second);
+  } else {
+    out = {terms.broadcast(terms.shapeOf(t), dims, src.first), src.second};
+  }
+  return out;
+}
+
+/// A node with its op recorded: its operands normalized, then distributed over
+/// pieces where an identity applies, else rebuilt.
+Weighted PieceComparison::Normalizer::normOp(TermId t) {
+  Weighted out{t, Rational(1)};
+  OperationName name("ref.add", ctx);
+  DictionaryAttr attrs;
+  if (!terms.operands(t).empty() && terms.opOf(t, name, attrs)) {
+    std::vector<Weighted> in;
+    for (TermId v : terms.operands(t))
+      in.push_back(norm(v));
+    Shape shape = terms.shapeOf(t);
+    if (name.getStringRef() == "ref.div" && in.size() == 2 &&
+        terms.headIs(in[0].first, "ref.add{")) {
+      // Division is linear in its numerator: a sum over the same denominator.
+      std::vector<Weighted> each;
+      for (TermId u : terms.operands(in[0].first)) {
+        Rational c(1);
+        TermId v = u;
+        if (!terms.scaleOf(u, c, v))
+          v = u;
+        each.push_back(rebuild(name, attrs, shape, {{v, c * in[0].second}, in[1]}));
+      }
+      out = sumOf(shape, each);
+    } else if (!distribute(name, attrs, shape, in, out)) {
+      out = rebuild(name, attrs, shape, in);
+    }
+  }
+  return out;
+}
+
 Weighted PieceComparison::Normalizer::norm(TermId t) {
   if (auto it = memo.find(t); it != memo.end())
     return it->second;
@@ -599,65 +432,9 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
   } else if (sliceOf(t, input, offsets, sizes) && sliceOfConcat(input, offsets, sizes, out)) {
     // A slice that takes whole pieces of a concatenation: those pieces.
   } else if (terms.headIs(t, "ref.add{")) {
-    Shape shape = terms.shapeOf(t);
-    std::vector<Weighted> summands;
-    for (TermId s : terms.operands(t))
-      summands.push_back(norm(s));
-    // Concatenations alike: the concatenation of the pieces' sums.
-    std::vector<std::vector<Weighted>> parts(summands.size());
-    std::vector<int> dims(summands.size(), -1);
-    bool pieced = true;
-    std::vector<std::vector<Weighted> *> all;
-    for (size_t i = 0; i < summands.size() && pieced; ++i) {
-      pieced &= piecesOf(summands[i].first, dims[i], parts[i]) && dims[i] == dims[0];
-      all.push_back(&parts[i]);
-    }
-    pieced = pieced && !summands.empty() && align(all, dims[0]);
-    for (size_t i = 0; i < summands.size() && pieced; ++i) {
-      pieced &= parts[i].size() == parts[0].size();
-      for (size_t k = 0; pieced && k < parts[i].size(); ++k)
-        pieced &= terms.shapeOf(parts[i][k].first) == terms.shapeOf(parts[0][k].first);
-    }
-    if (pieced && !summands.empty()) {
-      std::vector<Weighted> pieces;
-      for (size_t k = 0; k < parts[0].size(); ++k) {
-        std::vector<Weighted> each;
-        for (size_t i = 0; i < summands.size(); ++i)
-          each.push_back({parts[i][k].first, parts[i][k].second * summands[i].second});
-        pieces.push_back(sumOf(terms.shapeOf(parts[0][k].first), each));
-      }
-      out.first = concat(dims[0], shape, pieces, out.second);
-    } else {
-      out = sumOf(shape, summands);
-    }
+    out = normSum(t);
   } else if (terms.headIs(t, "bcast{")) { // "bcast{d,d,}:shape": linear in its source
-    llvm::StringRef list = llvm::StringRef(terms.key(t)).drop_front(6);
-    list = list.take_until([](char ch) { return ch == '}'; });
-    std::vector<int64_t> dims;
-    while (!list.empty()) {
-      auto [num, rest] = list.split(',');
-      int64_t d = 0;
-      if (!num.getAsInteger(10, d))
-        dims.push_back(d);
-      list = rest;
-    }
-    Weighted src = norm(terms.operands(t)[0]);
-    int d = -1;
-    std::vector<Weighted> parts;
-    if (piecesOf(src.first, d, parts) && d < (int)dims.size()) {
-      // A broadcast of pieces along a source dimension: the pieces' broadcasts.
-      Shape whole = terms.shapeOf(t);
-      int at = (int)dims[d];
-      std::vector<Weighted> pieces;
-      for (auto &p : parts) {
-        Shape s = whole;
-        s[at] = terms.shapeOf(p.first)[d];
-        pieces.push_back({terms.broadcast(s, dims, p.first), p.second * src.second});
-      }
-      out.first = concat(at, whole, pieces, out.second);
-    } else {
-      out = {terms.broadcast(terms.shapeOf(t), dims, src.first), src.second};
-    }
+    out = normBroadcast(t);
   } else if (terms.headIs(t, "ref.concat{")) {
     int dim = -1;
     std::vector<Weighted> pieces;
@@ -668,29 +445,7 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
     }
     out.first = concat(dim, terms.shapeOf(t), pieces, out.second);
   } else {
-    OperationName name("ref.add", ctx);
-    DictionaryAttr attrs;
-    if (!terms.operands(t).empty() && terms.opOf(t, name, attrs)) {
-      std::vector<Weighted> in;
-      for (TermId v : terms.operands(t))
-        in.push_back(norm(v));
-      Shape shape = terms.shapeOf(t);
-      if (name.getStringRef() == "ref.div" && in.size() == 2 &&
-          terms.headIs(in[0].first, "ref.add{")) {
-        // Division is linear in its numerator: a sum over the same denominator.
-        std::vector<Weighted> each;
-        for (TermId u : terms.operands(in[0].first)) {
-          Rational c(1);
-          TermId v = u;
-          if (!terms.scaleOf(u, c, v))
-            v = u;
-          each.push_back(rebuild(name, attrs, shape, {{v, c * in[0].second}, in[1]}));
-        }
-        out = sumOf(shape, each);
-      } else if (!distribute(name, attrs, shape, in, out)) {
-        out = rebuild(name, attrs, shape, in);
-      }
-    }
+    out = normOp(t);
   }
   memo[t] = out;
   return out;

@@ -1,0 +1,497 @@
+//===- Splits.cpp - how each ref op family splits its result ---------------===//
+//
+// The split half of the transfer rules (Rules.cpp has the terms and partial sums): for
+// each op family, from its operands' splits, the result's split and global shape, the
+// axes it contracts over and its factor, or the side condition that fails
+// (docs/layout-engine.md, "Transfer rules").
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+
+#include "Dist/DistDialect.h"
+#include "Ref/RefDialect.h"
+#include "Support/Limits.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+namespace {
+
+SplitResult fail(std::string why) {
+  SplitResult r;
+  r.why = std::move(why);
+  return r;
+}
+
+/// matmul: the contracted dimensions must be split alike (the same blocks of k on
+/// every rank), and a free dimension's axes must not split the other operand.
+SplitResult matmulSplit(RuleContext &c, ref::MatmulOp m, const State &a, const State &b) {
+  int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
+  if (a.split[ld] != b.split[rd])
+    return fail("it contracts dim " + std::to_string(ld) + " of its lhs, split over " +
+                axesText(c.mesh, a.split[ld]) + ", with dim " + std::to_string(rd) +
+                " of its rhs, split over " + axesText(c.mesh, b.split[rd]) +
+                ": the ranks do not hold matching blocks of the contraction");
+  const auto &af = a.split[1 - ld], &bf = b.split[1 - rd];
+  if (intersects(af, b.splitAxes()) || intersects(bf, a.splitAxes()))
+    return fail("an axis splits a free dimension of one operand and the other operand");
+  SplitResult r;
+  r.split = {af, bf};
+  r.global = {a.global[1 - ld], b.global[1 - rd]};
+  r.contracted = a.split[ld];
+  return r;
+}
+
+SplitResult batchMatmulSplit(RuleContext &c, ref::BatchMatmulOp m, const State &a,
+                             const State &b) {
+  int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
+  if (a.split[0] != b.split[0] || a.split[ld] != b.split[rd])
+    return fail("its operands' batch dimensions or contracted dimensions are split "
+                "differently (lhs " + c.show(a) + ", rhs " + c.show(b) + ")");
+  const auto &af = a.split[3 - ld], &bf = b.split[3 - rd];
+  if (intersects(af, b.splitAxes()) || intersects(bf, a.splitAxes()))
+    return fail("an axis splits a free dimension of one operand and the other operand");
+  SplitResult r;
+  r.split = {a.split[0], af, bf};
+  r.global = {a.global[0], a.global[3 - ld], b.global[3 - rd]};
+  r.contracted = a.split[ld];
+  return r;
+}
+
+/// reduce_sum / reduce_mean over `dims`: the split of a reduced dimension becomes a
+/// partial sum; a mean over a split dimension divides by the local count, which is
+/// the global count over the number of blocks.
+SplitResult reduceSplit(RuleContext &c, Operation &op, llvm::ArrayRef<int64_t> dims,
+                        const State &x) {
+  SplitResult r;
+  for (size_t d = 0; d < x.split.size(); ++d) {
+    if (std::find(dims.begin(), dims.end(), (int64_t)d) == dims.end()) {
+      r.split.push_back(x.split[d]);
+      r.global.push_back(x.global[d]);
+    } else {
+      r.contracted.insert(r.contracted.end(), x.split[d].begin(), x.split[d].end());
+      if (isa<ref::ReduceMaxOp>(op))
+        r.maxOver.insert(r.maxOver.end(), x.split[d].begin(), x.split[d].end());
+      if (isa<ref::ReduceMeanOp>(op))
+        r.factor = r.factor * Rational(c.size(x.split[d]));
+    }
+  }
+  return r;
+}
+
+/// mse_loss (a mean over all elements) and mse_loss_grad (2 (p - t) / count): on
+/// operands split alike, the local count is the global one over the number of blocks.
+SplitResult mseSplit(RuleContext &c, Operation &op, const State &p, const State &t) {
+  if (p.split != t.split)
+    return fail("its prediction and target are split differently (" + c.show(p) + " and " +
+                c.show(t) + ")");
+  SplitResult r;
+  r.factor = Rational(c.size(p.splitAxes()));
+  if (isa<ref::MseLossOp>(op)) {
+    r.contracted = p.splitAxes();
+  } else {
+    r.split = p.split;
+    r.global = p.global;
+  }
+  return r;
+}
+
+/// Row by row over the last dimension (RowWise; cross_entropy_sum's rows too): the last
+/// dimension is whole on every rank, operands of the first one's rank are split like
+/// it, and lower-rank operands (a norm's weight) are whole -- or, with `rowData` (a
+/// token mask with one entry per row), split like the first one's leading dimensions.
+SplitResult rowWiseSplit(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                         bool rowData = false) {
+  const State &x = *in[0];
+  size_t n = x.split.size();
+  if (n == 0 || !x.split.back().empty())
+    return fail("`" + opName(op) + "` works along the last dimension, which is split (" +
+                c.show(x) + ")");
+  for (size_t i = 1; i < in.size(); ++i) {
+    const State &o = *in[i];
+    bool alike;
+    if (o.split.size() == n)
+      alike = o.split == x.split && o.global == x.global;
+    else if (rowData) // one entry per row: split exactly like the rows
+      alike = o.split.size() + 1 == n &&
+              std::equal(o.split.begin(), o.split.end(), x.split.begin()) &&
+              std::equal(o.global.begin(), o.global.end(), x.global.begin());
+    else // indexed by the last dimension, which every rank holds whole
+      alike = !o.isSplit();
+    if (!alike)
+      return fail("operand #" + std::to_string(i) + " of `" + opName(op) + "` is " + c.show(o) +
+                  ", not whole nor split like the rows of operand #0 (" + c.show(x) + ")");
+  }
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  return r;
+}
+
+/// A row-major reshape: the dimensions fall into groups whose sizes multiply alike on
+/// both sides; a group's leading input dimension may be split (its blocks are then
+/// consecutive ranges of the group, which are the blocks of the group's leading output
+/// dimension), its other dimensions not.
+/// The axes splitting input dimensions [i0, i) of a reshape's group, major to minor
+/// (`lastSplit`: the last split one, i if none). The rank's elements are one
+/// consecutive range of the group when every dimension before the last split one holds
+/// one index per rank; returns the first that does not, or -1.
+int64_t groupSplit(const State &x, const Shape &inLocal, size_t i0, size_t i,
+                   std::vector<int> &axes, size_t &lastSplit) {
+  lastSplit = i;
+  for (size_t k = i0; k < i; ++k)
+    if (!x.split[k].empty()) {
+      axes.insert(axes.end(), x.split[k].begin(), x.split[k].end());
+      lastSplit = k;
+    }
+  for (size_t k = i0; lastSplit < i && k < lastSplit; ++k)
+    if (inLocal[k] != 1)
+      return (int64_t)k;
+  return -1;
+}
+
+/// The reshape's split when its global result has shape `outGlobal` (a shape the
+/// reference reshapes x's global shape to): the dimensions fall into groups by their
+/// *global* sizes, so dimensions of local size 1 cannot join the wrong group. In each
+/// group the split input dimensions must leave each rank one consecutive range of the
+/// group (every dimension before the last split one of local size 1), and the output
+/// dimensions take the axes, major to minor, in order: each output dimension's number
+/// of blocks (global over local size) is the product of the axes it takes, and every
+/// one before the last that takes any has local size 1. False where that fails.
+bool reshapeByGlobal(RuleContext &c, const State &x, const Shape &inLocal, const Shape &outLocal,
+                     const Shape &outGlobal, SplitResult &r) {
+  size_t nIn = inLocal.size(), nOut = outLocal.size();
+  if (outGlobal.size() != nOut || x.global.size() != nIn)
+    return false;
+  r = SplitResult();
+  r.split.assign(nOut, {});
+  r.global = outGlobal;
+  size_t i = 0, j = 0;
+  while (i < nIn || j < nOut) {
+    size_t i0 = i, j0 = j;
+    int64_t a = 1, b = 1;
+    if (i < nIn)
+      a *= x.global[i++];
+    if (j < nOut)
+      b *= outGlobal[j++];
+    while (a != b) {
+      if (a < b && i < nIn)
+        a *= x.global[i++];
+      else if (b < a && j < nOut)
+        b *= outGlobal[j++];
+      else
+        return false;
+    }
+    std::vector<int> axes;
+    size_t lastSplit;
+    if (groupSplit(x, inLocal, i0, i, axes, lastSplit) >= 0)
+      return false;
+    size_t next = 0, lastOut = j0;
+    for (size_t to = j0; to < j; ++to) {
+      if (outLocal[to] <= 0 || outGlobal[to] % outLocal[to] != 0)
+        return false;
+      int64_t blocks = outGlobal[to] / outLocal[to], got = 1;
+      while (got < blocks && next < axes.size())
+        got *= c.mesh.shape[axes[next]], r.split[to].push_back(axes[next++]);
+      if (got != blocks)
+        return false;
+      if (blocks > 1)
+        lastOut = to;
+    }
+    if (next != axes.size())
+      return false;
+    // The output block is the same consecutive range: one index per rank in every
+    // dimension before the last split one.
+    for (size_t k = j0; k < lastOut; ++k)
+      if (outLocal[k] != 1)
+        return false;
+  }
+  return true;
+}
+
+using Placement = std::vector<std::pair<size_t, std::vector<int>>>;
+
+/// The ways `axes`, major to minor, go to the output dimensions `places` in order:
+/// each of them but the last holds one index per rank, so the blocks compose row-major
+/// as in the input.
+std::vector<Placement> placements(const std::vector<size_t> &places,
+                                  const std::vector<int> &axes) {
+  std::vector<Placement> options;
+  std::vector<size_t> cut(places.size() - 1, 0); // axes before place k+1
+  while (true) {
+    Placement o;
+    size_t from = 0;
+    for (size_t k = 0; k < places.size(); ++k) {
+      size_t to = k + 1 < places.size() ? cut[k] : axes.size();
+      o.push_back({places[k], std::vector<int>(axes.begin() + from, axes.begin() + to)});
+      from = to;
+    }
+    options.push_back(o);
+    size_t k = cut.size(); // next non-decreasing cut vector
+    while (k > 0 && cut[k - 1] == axes.size())
+      --k;
+    if (k == 0)
+      break;
+    ++cut[k - 1];
+    for (size_t m = k; m < cut.size(); ++m)
+      cut[m] = cut[k - 1];
+  }
+  return options;
+}
+
+SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Shape &outLocal) {
+  auto inType = cast<RankedTensorType>(op.getOperand(0).getType());
+  Shape inLocal(inType.getShape().begin(), inType.getShape().end());
+  SplitResult r;
+  if (auto it = c.referenceReshapes.find(x.global); it != c.referenceReshapes.end())
+    for (const Shape &target : it->second)
+      if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
+        return r;
+  r.split.assign(outLocal.size(), {});
+  // Per split group, the ways its axes may be placed on the group's output dimensions.
+  std::vector<std::vector<Placement>> choices;
+  size_t i = 0, j = 0, nIn = inLocal.size(), nOut = outLocal.size();
+  while (i < nIn || j < nOut) {
+    // One group: a dimension of each side (where a side has one left), then more of the
+    // smaller side until both products agree.
+    size_t i0 = i, j0 = j;
+    int64_t a = 1, b = 1;
+    if (i < nIn)
+      a *= inLocal[i++];
+    if (j < nOut)
+      b *= outLocal[j++];
+    while (a != b) {
+      if (a < b && i < nIn)
+        a *= inLocal[i++];
+      else if (b < a && j < nOut)
+        b *= outLocal[j++];
+      else
+        break;
+    }
+    if (a != b)
+      return fail("the reshape's dimensions do not fall into groups of equal size");
+    // The group's split dimensions: every dimension before the last of them must be of
+    // local size 1 (each rank then holds one index there), so that a rank's elements
+    // are one consecutive range of the group: the block, over the split axes in order
+    // (major to minor), of the group's leading output dimension.
+    std::vector<int> axes;
+    size_t lastSplit;
+    if (int64_t k = groupSplit(x, inLocal, i0, i, axes, lastSplit); k >= 0)
+      return fail("the reshape merges split dimension " + std::to_string(lastSplit) +
+                  " with dimension " + std::to_string(k) + " before it, which holds " +
+                  std::to_string(inLocal[k]) + " elements on each rank");
+    if (!axes.empty()) {
+      if (j0 >= j)
+        return fail("a split dimension disappears in the reshape");
+      // Likewise any output dimension of the group up to the first of local size
+      // other than 1: the dimensions before it are of size 1 in the whole too.
+      std::vector<size_t> places;
+      for (size_t to = j0; to < j; ++to) {
+        places.push_back(to);
+        if (outLocal[to] != 1)
+          break;
+      }
+      choices.push_back(placements(places, axes));
+    }
+  }
+  // One option per split group: the first whose global shape the reference reshapes
+  // x's global shape to, else the first.
+  auto apply = [&](const std::vector<size_t> &pick, SplitResult &out) {
+    out.global = outLocal;
+    out.split.assign(outLocal.size(), {});
+    for (size_t k = 0; k < choices.size(); ++k)
+      for (auto &[dim, ax] : choices[k][pick[k]]) {
+        out.split[dim] = ax;
+        out.global[dim] = outLocal[dim] * c.size(ax);
+      }
+  };
+  std::vector<size_t> pick(choices.size(), 0), best = pick;
+  auto it = c.referenceReshapes.find(x.global);
+  for (int tries = 0; it != c.referenceReshapes.end() && tries < 256; ++tries) {
+    SplitResult trial;
+    apply(pick, trial);
+    if (it->second.count(trial.global)) {
+      best = pick;
+      break;
+    }
+    size_t k = 0; // the next combination
+    while (k < pick.size() && ++pick[k] == choices[k].size())
+      pick[k++] = 0;
+    if (k == pick.size())
+      break;
+  }
+  apply(best, r);
+  return r;
+}
+
+/// bias_add: the bias is split like the input's last dimension.
+SplitResult biasAddSplit(RuleContext &c, const State &x, const State &b) {
+  if (b.split[0] != x.split.back())
+    return fail("its bias is split over " + axesText(c.mesh, b.split[0]) +
+                " and the last dimension of its input over " +
+                axesText(c.mesh, x.split.back()));
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  return r;
+}
+
+/// transpose: splits move with their dimensions.
+SplitResult transposeSplit(ref::TransposeOp t, const State &x) {
+  SplitResult r;
+  for (int64_t p : t.getPerm()) {
+    r.split.push_back(x.split[p]);
+    r.global.push_back(x.global[p]);
+  }
+  return r;
+}
+
+/// causal_softmax: row r's mask depends on its position r mod Sq among the queries and
+/// on Sk, whole on every rank when the last two dimensions are not split (and there is
+/// no offset operand, which the index check refuses anyway).
+SplitResult causalSoftmaxSplit(RuleContext &c, ref::CausalSoftmaxOp cs, const State &x) {
+  size_t n = x.split.size();
+  if (cs.getOffset() || n < 2 || !x.split[n - 1].empty() || !x.split[n - 2].empty())
+    return fail("`ref.causal_softmax` on split queries or keys (" + c.show(x) + ")");
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  return r;
+}
+
+/// broadcast: operand dimension k becomes result dimension dims[k]; the new dimensions
+/// are copies, whole on every rank.
+SplitResult broadcastSplit(ref::BroadcastOp b, const State &x, const Shape &local) {
+  SplitResult r;
+  r.split.assign(local.size(), {});
+  r.global = local;
+  auto dims = b.getDims();
+  for (size_t k = 0; k < dims.size() && k < x.split.size(); ++k) {
+    r.split[dims[k]] = x.split[k];
+    r.global[dims[k]] = x.global[k];
+  }
+  return r;
+}
+
+/// rotary: each [S, D] slice of the input is rotated with the whole tables: the
+/// leading dimensions may be split, the last two and the tables not.
+SplitResult rotarySplit(RuleContext &c, const std::vector<const State *> &in) {
+  const State &x = *in[0];
+  size_t n = x.split.size();
+  for (size_t d = n >= 2 ? n - 2 : 0; d < n; ++d)
+    if (!x.split[d].empty())
+      return fail("`ref.rotary` on a split position or feature dimension (" + c.show(x) + ")");
+  if (in[1]->isSplit() || in[2]->isSplit())
+    return fail("`ref.rotary`'s tables are split");
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  return r;
+}
+
+/// cross_entropy_sum: a sum over the tokens (rows) of per-row terms: rows split alike
+/// (the mask like the rows), the result a partial sum over the rows' axes.
+SplitResult crossEntropySumSplit(RuleContext &c, Operation &op,
+                                 const std::vector<const State *> &in) {
+  SplitResult r = rowWiseSplit(c, op, in, /*rowData=*/true);
+  if (r.why.empty()) {
+    r.contracted = in[0]->split[0];
+    r.split.clear();
+    r.global.clear();
+  }
+  return r;
+}
+
+/// An op that maps each index of its operand's leading (batch) dimensions on its own,
+/// reading the last `inner` dimensions whole (capacity_dispatch: each batch index's
+/// [tokens, experts] mask): a split of the batch dimensions is the split of the
+/// result's; the inner and any new trailing dimensions stay whole.
+SplitResult batchDimsSplit(RuleContext &c, Operation &op, const State &x, const Shape &local,
+                           size_t inner) {
+  size_t n = x.split.size();
+  if (n < inner)
+    return fail("`" + opName(op) + "` needs " + std::to_string(inner) + " dimensions");
+  for (size_t d = n - inner; d < n; ++d)
+    if (!x.split[d].empty())
+      return fail("`" + opName(op) + "` reads its operand's last " + std::to_string(inner) +
+                  " dimensions whole, and dimension " + std::to_string(d) + " is split (" +
+                  c.show(x) + "); only its batch dimensions may be");
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  for (size_t d = n; d < local.size(); ++d) {
+    r.split.push_back({});
+    r.global.push_back(local[d]);
+  }
+  return r;
+}
+
+} // namespace
+
+SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                      const Shape &local) {
+  bool anySplit = false;
+  for (const State *s : in)
+    anySplit |= s->isSplit();
+  if (!anySplit) {
+    // Every rank holds the whole of every operand: the op computes the whole result.
+    SplitResult r;
+    r.split.assign(local.size(), {});
+    r.global = local;
+    return r;
+  }
+  if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
+    for (const State *s : in)
+      if (s->split != in[0]->split || s->global != in[0]->global)
+        return fail("its operands are split differently (" + c.show(*in[0]) + " and " +
+                    c.show(*s) + ")");
+    SplitResult r;
+    r.split = in[0]->split;
+    r.global = in[0]->global;
+    return r;
+  }
+  if (auto m = dyn_cast<ref::MatmulOp>(op))
+    return matmulSplit(c, m, *in[0], *in[1]);
+  if (auto m = dyn_cast<ref::BatchMatmulOp>(op))
+    return batchMatmulSplit(c, m, *in[0], *in[1]);
+  if (isa<ref::BiasAddOp>(op))
+    return biasAddSplit(c, *in[0], *in[1]);
+  if (auto red = dyn_cast<ref::ReduceSumOp>(op))
+    return reduceSplit(c, op, red.getDims(), *in[0]);
+  if (auto red = dyn_cast<ref::ReduceMeanOp>(op))
+    return reduceSplit(c, op, red.getDims(), *in[0]);
+  if (auto red = dyn_cast<ref::ReduceMaxOp>(op))
+    return reduceSplit(c, op, red.getDims(), *in[0]);
+  if (auto t = dyn_cast<ref::TransposeOp>(op))
+    return transposeSplit(t, *in[0]);
+  if (isa<ref::MseLossOp, ref::MseLossGradOp>(op))
+    return mseSplit(c, op, *in[0], *in[1]);
+  if (op.hasTrait<ref::OpTrait::RowWise>())
+    return rowWiseSplit(c, op, in);
+  if (isa<ref::ReshapeOp>(op))
+    return reshapeSplit(c, op, *in[0], local);
+  if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op))
+    return causalSoftmaxSplit(c, cs, *in[0]);
+  if (auto b = dyn_cast<ref::BroadcastOp>(op))
+    return broadcastSplit(b, *in[0], local);
+  if (isa<ref::RotaryOp>(op))
+    return rotarySplit(c, in);
+  if (isa<ref::CrossEntropySumOp>(op))
+    return crossEntropySumSplit(c, op, in);
+  if (isa<ref::CapacityDispatchOp>(op))
+    return batchDimsSplit(c, op, *in[0], local, 2);
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i]->isSplit())
+      return fail("no layout rule for `" + opName(op) + "` on a split operand (operand #" +
+                  std::to_string(i) + " is " + c.show(*in[i]) + ")");
+  return fail("no layout rule for `" + opName(op) + "`");
+}
+
+} // namespace planproof::layouts
