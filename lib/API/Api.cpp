@@ -13,6 +13,7 @@
 #include "Support/Diagnostic.h"
 #include "Report/Report.h"
 #include "Import/LoadSpec.h"
+#include "Plan/PlanGen.h"
 #include "Spec/Spec.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -211,6 +212,26 @@ Expected<ReplayResult> Session::replay(const Spec &spec, const ReplayOptions &op
   }
   out.firstNote = r.first.note;
   return out;
+}
+
+Expected<std::string> generatePlan(const std::string &modelPath, const std::string &parallel) {
+  plangen::Model m;
+  plangen::Parallel p;
+  Diagnostics errors;
+  if (!plangen::readModel(modelPath, m, errors))
+    return toError(modelPath, errors);
+  std::string err, text;
+  if (!plangen::parseParallel(parallel, p, err))
+    return Error{err, {}, "error: " + err + "\n"};
+  try {
+    if (!plangen::generate(m, p, text, err)) {
+      std::string what = "cannot generate this configuration: " + err;
+      return Error{what, {modelPath}, modelPath + ": error: " + what + "\n"};
+    }
+  } catch (const std::exception &e) {
+    return Error{std::string("internal error: ") + e.what(), {modelPath}, ""};
+  }
+  return text;
 }
 
 } // namespace api

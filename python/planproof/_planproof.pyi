@@ -1,0 +1,79 @@
+"""Types of the extension module planproof._planproof (python/binding/Module.cpp)."""
+from typing import List, Optional, Tuple
+
+class Location:
+    file: str
+    line: int
+    column: int
+
+class Counterexample:
+    element: str
+    inputs: List[Tuple[str, float]]
+    reference: float
+    plan: float
+    rank_values: List[Tuple[str, float]]
+
+class Finding:
+    kind: str
+    message: str
+    hint: str
+    at: Location
+    op: str
+    value: str
+    ranks: List[str]
+    notes: List[str]
+    counterexample: Optional[Counterexample]
+
+class Stats:
+    obligations: int
+    decided_canonical: int
+    solver_queries: int
+    ranks: int
+    reference_ops: int
+    plan_ops: int
+    milliseconds: float
+    reused_states: int
+    reused_reference: bool
+
+class Result:
+    verdict: str
+    verified: bool
+    violations: List[Finding]
+    warnings: List[Finding]
+    inconclusive: List[Tuple[Location, str]]
+    stats: Stats
+    text: str
+    json: str
+    def __bool__(self) -> bool: ...
+
+class ReplayOutput:
+    name: str
+    within: bool
+    max_abs_error: float
+    max_rel_error: float
+
+class ReplayResult:
+    ran: bool
+    failure: str
+    diverged: bool
+    outputs: List[ReplayOutput]
+    first_op: str
+    first_at: Location
+    first_note: str
+
+class Spec:
+    name: str
+    ranks: int
+
+class Session:
+    def __init__(self) -> None: ...
+    def load(self, path: str, *, full_shapes: bool = False) -> Spec: ...
+    def load_text(self, text: str, *, name: str = "<text>", full_shapes: bool = False) -> Spec: ...
+    def load_plan(self, base: Spec, plan_text: str, *, name: str = "<candidate>") -> Spec: ...
+    def verify(self, spec: Spec, *, engine: str = "element", time_limit: float = 600.0,
+               threads: int = 2, solver_timeout_ms: int = 10000,
+               check_fixes: bool = True) -> Result: ...
+    def replay(self, spec: Spec, *, dtype: str = "fp32", order: str = "ring", seed: int = 1,
+               time_limit: float = 600.0, localize: bool = True) -> ReplayResult: ...
+
+def generate_plan(model: str, parallel: str = "") -> str: ...
