@@ -33,6 +33,8 @@ config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%at", sys.executable + " " + os.path.join(config.test_source_root, "at.py")))
 config.substitutions.append(("%pytools", os.path.join(config.planproof_obj_root, "pytools", "bin", "python")))
 config.substitutions.append(("%docs", os.path.join(config.planproof_src_root, "docs")))
+config.substitutions.append(("%planproof_src", config.planproof_src_root))
+config.substitutions.append(("%planproof_obj", config.planproof_obj_root))
 config.substitutions.append(("%planproof_bin", os.path.join(config.planproof_tools_dir, "planproof")))
 
 # planproof.torch's live captures need PyTorch, in the virtual environment `make

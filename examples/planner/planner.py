@@ -109,6 +109,7 @@ def main():
     a = ap.parse_args()
 
     times, fresh_times, kept, rejected = [], [], [], []
+    by_verdict = {"kept": ([], []), "rejected": ([], [])}  # (reuse, fresh) ms
     for par in layouts(a.model, a.ranks):
         text = planproof.plan(a.model, par)
         session = planproof.Session()
@@ -142,6 +143,10 @@ def main():
                     print(f"{par}: {what}: {r.verdict} with reuse, {f.verdict} fresh",
                           file=sys.stderr)
                     return 1
+            group = by_verdict["kept" if r.verdict == "verified" else "rejected"]
+            group[0].append(ms)
+            if a.fresh:
+                group[1].append(fresh_times[-1])
             if r.verdict == "verified":
                 kept.append((par, what))
                 line = f"  kept      {what}: verified"
@@ -157,6 +162,12 @@ def main():
         saved = 1 - statistics.median(times) / statistics.median(fresh_times)
         print(f"fresh session per candidate: median {statistics.median(fresh_times):.1f} ms; "
               f"the reuse saves {100 * saved:.0f}%")
+    for name, (reuse, fresh) in by_verdict.items():
+        if reuse:
+            line = f"  {name} ({len(reuse)}): median {statistics.median(reuse):.1f} ms"
+            if fresh:
+                line += f", fresh {statistics.median(fresh):.1f} ms"
+            print(line)
     return 0
 
 

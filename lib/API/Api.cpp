@@ -59,6 +59,8 @@ struct Session::Impl {
   /// The layout engine's reference states and plan states, kept between verifications
   /// of specs sharing a reference (a planner's candidates).
   LayoutCache layouts;
+  /// The element engine's pool and reference run, likewise (Engine/Verifier.h).
+  ElementCache elements;
   Impl() { registerDialects(ctx); }
 };
 
@@ -161,7 +163,7 @@ Result Session::verify(const Spec &spec, const Options &options) {
     r = verifyByLayouts(spec.impl->spec, vo, impl->layouts);
   if (options.engine == Options::Engine::Element ||
       (options.engine == Options::Engine::Auto && r.verdict == planproof::Verdict::Inconclusive))
-    r = verifySpec(spec.impl->spec, vo);
+    r = verifySpec(spec.impl->spec, vo, impl->elements);
   Result out;
   out.verdict = r.verdict == planproof::Verdict::Verified   ? Verdict::Verified
                 : r.verdict == planproof::Verdict::Violated ? Verdict::Violated
@@ -221,17 +223,22 @@ Expected<std::string> generatePlan(const std::string &modelPath, const std::stri
   if (!plangen::readModel(modelPath, m, errors))
     return toError(modelPath, errors);
   std::string err, text;
-  if (!plangen::parseParallel(parallel, p, err))
-    return Error{err, {}, "error: " + err + "\n"};
-  try {
-    if (!plangen::generate(m, p, text, err)) {
-      std::string what = "cannot generate this configuration: " + err;
-      return Error{what, {modelPath}, modelPath + ": error: " + what + "\n"};
-    }
-  } catch (const std::exception &e) {
-    return Error{std::string("internal error: ") + e.what(), {modelPath}, ""};
+  Error e;
+  if (!plangen::parseParallel(parallel, p, err)) {
+    e.message = err;
+    e.diagnostics = "error: " + err + "\n";
+    return e;
   }
-  return text;
+  e.at.file = modelPath;
+  try {
+    if (plangen::generate(m, p, text, err))
+      return text;
+    e.message = "cannot generate this configuration: " + err;
+    e.diagnostics = modelPath + ": error: " + e.message + "\n";
+  } catch (const std::exception &x) {
+    e.message = std::string("internal error: ") + x.what();
+  }
+  return e;
 }
 
 } // namespace api

@@ -84,10 +84,16 @@ public:
     restartArguments = restart;
   }
 
+  /// Takes the reference's run from `cache` when it holds this reference, else fills it
+  /// (ElementCache, Verifier.h); the engine must use the cache's pool.
+  void reuse(ElementCache::Impl *cache) { elementCache = cache; }
+
   VerifyResult run();
 
 private:
   bool execute();
+  bool runReferenceCached(RunFailure &failure);
+  ElementCache::Impl *elementCache = nullptr;
   void buildRefValues();
   /// One output element to decide: the plan's gathered value against the reference's.
   struct Obligation {
@@ -111,6 +117,9 @@ private:
   Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
   Operation *undefinedCulprit(const FailedObligation &f, Violation &viol);
   Value culpritOperand(Operation *op);
+  std::optional<Relation> evenShare(Operation *op, Value operand);
+  std::optional<Relation> evenShareOver(Value v, const std::vector<int> &axes);
+  std::optional<Relation> gradientShare(Value v);
   bool isMicrobatchPartial(Value v);
   bool dispatchMatchesReference(Value v);
   /// Bounded by `depth` (the recursion follows chains of plan ops).
@@ -128,6 +137,9 @@ private:
   /// Outputs found wrong, with a confirmed counterexample (kept for the report when
   /// the time limit stops localization).
   std::vector<std::string> confirmedWrong;
+  /// The outputs (reference names) with an element found different or left undecided:
+  /// every other output was proven, and a fix hint must keep it so (fixRemoves).
+  std::set<std::string> unsettledOutputs;
   void explainOp(Operation *op, Violation &viol);
   /// What every rule of explainOp reads: the culprit op, its name, the start of the
   /// message, and what its result holds.

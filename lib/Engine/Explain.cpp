@@ -104,6 +104,8 @@ bool Engine::explainReduction(const ExplainSite &site, Violation &viol) {
     std::vector<int> axes = collectiveAxes(op, mesh);
     std::string kind = collective.getReduction()->str();
     Relation in = relationOf(op->getOperand(0));
+    if (std::optional<Relation> share = evenShare(op, op->getOperand(0)))
+      in = *share;
     if (in.exact() && in.layout.isPartial()) {
       std::vector<int> pa = in.layout.partialAxes();
       std::string pk = reduceKindName(in.layout.partial[0].second);

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Engine/Engine.h"
+#include "Support/Progress.h"
 
 using namespace planproof;
 
@@ -61,9 +62,12 @@ void Engine::discardedFix(Violation &v, const Violation &w) {
 }
 
 /// Every hint is checked before it is shown: its edit is applied to a copy of the spec,
-/// which is verified again on the outputs the violation is about; the hint stays only
-/// if they are then right. Hints without an edit, or past the time budget, are dropped.
+/// which is verified again on the outputs the violation is about and on every output
+/// this run proved; the hint stays only if they are all then right (a fix that mends
+/// one output by breaking another -- rescaling a loss that other gradients also read --
+/// is no fix). Hints without an edit, or past the time budget, are dropped.
 void Engine::checkFixes() {
+  Progress::Context context("checking fix hints");
   int checked = 0;
   auto now = std::chrono::steady_clock::now();
   // At least 30 s: a hint's re-verification is a symbolic execution of the plan, which
@@ -90,7 +94,8 @@ void Engine::checkFixes() {
   }
 }
 
-/// Whether applying `v.fix` to a copy of the spec makes the outputs `v` is about right.
+/// Whether applying `v.fix` to a copy of the spec makes the outputs `v` is about right
+/// and keeps every output this run proved right.
 bool Engine::fixRemoves(const Violation &v) {
   if (v.value.empty())
     return false;
@@ -102,6 +107,11 @@ bool Engine::fixRemoves(const Violation &v) {
       break;
     start = comma + 2;
   }
+  // Then every output this run proved (below, once the violation's outputs are right).
+  std::set<std::string> proven;
+  for (const Binding &b : spec.planOutputs)
+    if (!unsettledOutputs.count(b.refName) && !outputs.count(b.refName))
+      proven.insert(b.refName);
   Spec edited;
   edited.path = spec.path;
   edited.reduceShapes = spec.reduceShapes;
@@ -126,19 +136,26 @@ bool Engine::fixRemoves(const Violation &v) {
       return false;
   if (!analyzeSpec(edited, errors))
     return false;
-  VerifyOptions o = options;
-  o.checkFixes = false;
-  o.onlyOutputs = outputs;
-  o.verdictOnly = true;
-  o.proofOnly = true;
-  double leftMs = std::chrono::duration<double, std::milli>(fixesUntil -
-                                                            std::chrono::steady_clock::now()).count();
-  leftMs = std::min(leftMs, (double)options.deadline.remainingMs());
-  if (leftMs < 50)
-    return false;
-  o.deadline = Deadline(leftMs / 1000);
-  VerifyResult r = verifySpec(edited, o);
-  return r.verdict == Verdict::Verified;
+  // Two passes: the violation's outputs (where most candidate edits already fail,
+  // cheaply), then the outputs the edit must not break.
+  for (const std::set<std::string> *only : {&outputs, &proven}) {
+    if (only->empty())
+      continue;
+    VerifyOptions o = options;
+    o.checkFixes = false;
+    o.onlyOutputs = *only;
+    o.verdictOnly = true;
+    o.proofOnly = true;
+    double leftMs = std::chrono::duration<double, std::milli>(fixesUntil -
+                                                              std::chrono::steady_clock::now()).count();
+    leftMs = std::min(leftMs, (double)options.deadline.remainingMs());
+    if (leftMs < 50)
+      return false;
+    o.deadline = Deadline(leftMs / 1000);
+    if (verifySpec(edited, o).verdict != Verdict::Verified)
+      return false;
+  }
+  return true;
 }
 
 /// The first dist.all_reduce of kind `kind` over exactly `axes` that the result of `op`

@@ -273,7 +273,7 @@ Value Engine::culpritOperand(Operation *op) {
     }
   auto trusted = [&](Value operand, const Relation &r) {
     if (!r.exact())
-      return isMicrobatchPartial(operand) || routedLocal(operand);
+      return isMicrobatchPartial(operand) || routedLocal(operand) || evenShare(op, operand).has_value();
     if (r.block.empty())
       return true;
     if (anyWhole)
@@ -321,6 +321,76 @@ Value Engine::culpritOperand(Operation *op) {
     if (!relationOf(operand).related())
       return operand;
   return wrong[0];
+}
+
+/// The reading of `operand` of the reducing collective `op` as a correct partial sum that the
+/// relation search reads otherwise: every rank of a group over some of the reduced axes
+/// holds the same 1/n of a reference value (n the group's size). That value is both
+/// "1/n of the replicated value" and "partial-sum over those axes"; RelationFinder
+/// prefers the scaled reading, which explains a wrong factor elsewhere better, but as
+/// the operand of a reduction over those axes it is the partial sum the reduction
+/// completes (a loss's share 1/tp differentiated on every tensor-parallel rank). None
+/// where it is not one.
+std::optional<Relation> Engine::evenShare(Operation *op, Value operand) {
+  if (!reducingCollective(op))
+    return std::nullopt;
+  return evenShareOver(operand, collectiveAxes(op, mesh));
+}
+
+/// `v` read as a partial sum over a group of `axes` (over which its layout replicates
+/// it) where every rank of the group holds the same 1/n of a reference value.
+std::optional<Relation> Engine::evenShareOver(Value v, const std::vector<int> &axes) {
+  if (!isa<RankedTensorType>(v.getType()))
+    return std::nullopt;
+  Relation r = relationOf(v);
+  if (!r.related() || r.transposed || !r.block.empty() || r.layout.isPartial() ||
+      r.scale.isOne())
+    return std::nullopt;
+  std::vector<int> free;
+  for (int a : axes)
+    if (!llvm::any_of(r.layout.dims, [&](const std::vector<int> &d) { return llvm::is_contained(d, a); }))
+      free.push_back(a); // the value is replicated over a: every rank of its group holds it
+  for (uint32_t subset = 1; subset < (1u << std::min<size_t>(free.size(), 8)); ++subset) {
+    std::vector<int> group;
+    for (size_t k = 0; k < free.size(); ++k)
+      if (subset & (1u << k))
+        group.push_back(free[k]);
+    if (r.scale * Rational(mesh.groupSize(group)) != Rational(1))
+      continue;
+    Relation partial = r;
+    partial.scale = Rational(1);
+    for (int a : group)
+      partial.layout.partial.push_back({a, ReduceKind::Sum});
+    return partial;
+  }
+  return std::nullopt;
+}
+
+/// A returned gradient that is every rank's equal share of the reference's, where the
+/// plan differentiates a loss share (a ref.grad seed scaled by 1/n, n the size of a
+/// group of axes the gradient is replicated over): the seed's factor is the plan's
+/// design -- each rank of the group differentiates 1/n of the loss -- and what is
+/// missing is the reduction over the group that sums the shares. Read as that partial
+/// sum, the output's violation is a missing reduction where the value is computed, not
+/// a wrong factor at the seed.
+std::optional<Relation> Engine::gradientShare(Value v) {
+  std::vector<int> axes;
+  Operation *def = v.getDefiningOp();
+  std::vector<int> reduced = def && reducingCollective(def) ? collectiveAxes(def, mesh)
+                                                            : std::vector<int>();
+  for (int a = 0; a < (int)mesh.axes.size(); ++a)
+    if (!llvm::is_contained(reduced, a))
+      axes.push_back(a);
+  std::optional<Relation> share = evenShareOver(v, axes);
+  if (!share)
+    return std::nullopt;
+  Rational factor = relationOf(v).scale;
+  for (Value seed : spec.planGradSeeds) {
+    Relation sr = relationOf(seed);
+    if (sr.related() && sr.scale == factor)
+      return share;
+  }
+  return std::nullopt;
 }
 
 /// Would `op` compute a correct value (an exact relation to some reference value) if
@@ -437,6 +507,9 @@ Operation *Engine::findCulprit(const FailedObligation &f, func::ReturnOp ret, Vi
   // it: the data-flow walk below decides first, the undefined op is its fallback.
   Violation undefinedViol;
   Operation *undefinedAt = undefinedCulprit(f, undefinedViol);
+  if (!actual.exact())
+    if (std::optional<Relation> share = gradientShare(v))
+      actual = *share;
   if (actual.exact() && actual.block.empty()) {
     explainOutput(b, v, actual, viol);
     return v.getDefiningOp() ? v.getDefiningOp() : ret.getOperation();

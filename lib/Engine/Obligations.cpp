@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Engine/Engine.h"
+#include "Support/Progress.h"
 
 using namespace planproof;
 
@@ -28,6 +29,7 @@ std::vector<std::vector<Engine::Obligation>> Engine::openObligations() {
       for (int64_t l = 0; l < (int64_t)perRank[r].data.size(); ++l) {
         PolyId got;
         if (!gatherElement(pool, mesh, b.layout, perRank, r, l, got)) {
+          unsettledOutputs.insert(b.refName);
           result.inconclusiveReasons.push_back(
               {toSourceLoc(b.loc), "output '" + b.refName +
                                        "' has a layout mixing max with sum/avg partial axes, "
@@ -63,6 +65,10 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
   std::vector<bool> done(pending.size(), false);
   unsigned threads = std::max(1u, options.threads);
   auto started = std::chrono::steady_clock::now();
+  // The progress line's count: every obligation, those settled by canonical forms done.
+  int64_t decided = result.stats.obligations;
+  for (const std::vector<Pending> &p : pending)
+    decided -= (int64_t)p.size();
   while (true) {
     std::vector<size_t> wave; // outputs with an element to decide now
     for (size_t o = 0; o < pending.size(); ++o)
@@ -71,6 +77,8 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
     if (wave.empty())
       break;
     options.deadline.check("deciding obligations");
+    Progress::count("deciding obligations", decided, result.stats.obligations);
+    decided += (int64_t)wave.size();
     // The memoized expression flags are filled here, so the threads only read.
     for (size_t o : wave) {
       const Pending &p = pending[o][next[o]];
@@ -112,6 +120,7 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
         ++result.stats.decidedCanonical;
       if (d.result == Equality::Equal)
         continue;
+      unsettledOutputs.insert(p.b->refName);
       if (d.result == Equality::Unknown) {
         result.inconclusiveReasons.push_back(
             {toSourceLoc(p.b->loc), "output '" + p.b->refName + indexStr(p.global) + "': " + d.reason});

@@ -3,6 +3,7 @@
 #include "Interp/PlanWalk.h"
 
 #include "Semantics/OpSemantics.h"
+#include "Support/Progress.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -115,7 +116,11 @@ struct SymbolicRefWalk : DomainBackend<SymbolicRefWalk, SymbolicDomain> {
       : DomainBackend(spec), pool(pool), deadline(deadline) {}
   SymbolicDomain &domain() { return d; }
   const char *who() { return "by the element engine"; }
-  void beforeOp(Operation &) { deadline.check("symbolic execution of the reference"); }
+  int64_t opsDone = 0, opsTotal = (int64_t)spec.reference.getBody().front().getOperations().size();
+  void beforeOp(Operation &) {
+    deadline.check("symbolic execution of the reference");
+    Progress::count("symbolic execution of the reference", ++opsDone, opsTotal);
+  }
   bool indexOp(Operation &op, const std::vector<PolyId> &args, PolyId &out) {
     return symbolicIndexOp(op, pool, args, out);
   }
@@ -178,7 +183,11 @@ struct SymbolicWalk : DomainBackend<SymbolicWalk, SymbolicDomain> {
 
   SymbolicDomain &domain() { return d; }
   const char *who() { return "by the element engine"; }
-  void beforeOp(Operation &) { deadline.check("symbolic execution of the plan"); }
+  int64_t opsDone = 0, opsTotal = (int64_t)spec.plan.getBody().front().getOperations().size();
+  void beforeOp(Operation &) {
+    deadline.check("symbolic execution of the plan");
+    Progress::count("symbolic execution of the plan", ++opsDone, opsTotal);
+  }
   bool parallelRanks(Operation &) { return false; } // one ExprPool: not thread-safe
   SymTensor coordinate(int64_t c) { return SymTensor({}, pool.constant(Rational(c))); }
   /// Padding holds whatever was there: a fresh symbol, so that a plan whose result

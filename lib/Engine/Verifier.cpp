@@ -23,7 +23,11 @@ namespace planproof::engine {
 
 bool Engine::execute() {
   RunFailure failure{"", spec.plan.getLoc()};
-  if (!runReference(spec, pool, refTrace, failure, stepInputs, stepSuffix, options.deadline) ||
+  bool referenceRan = elementCache && !stepInputs
+                          ? runReferenceCached(failure)
+                          : runReference(spec, pool, refTrace, failure, stepInputs, stepSuffix,
+                                         options.deadline);
+  if (!referenceRan ||
       !runPlan(spec, pool, refTrace, planTrace, failure, &saved, loadFrom, options.deadline,
                restartArguments)) {
     result.inconclusiveReasons.push_back({toSourceLoc(failure.loc), failure.why});

@@ -105,6 +105,27 @@ struct VerifyResult {
 /// Decides `spec`. Never throws.
 VerifyResult verifySpec(const Spec &spec, const VerifyOptions &options = {});
 
+/// What the element engine keeps between runs on specs that share their reference (a
+/// planner's candidate plans, Session::loadPlan): the expression pool and the
+/// reference's symbolic execution, so that a candidate pays for its plan only. The
+/// reference is recognized by its exact structure (Verifier.cpp, referenceKey: the
+/// context, every op's name, attributes, operands and result types, the function's
+/// attributes, the inputs' names, bounds and signs); a spec of another reference
+/// replaces what the cache holds, and a pool grown past a bound is dropped.
+class ElementCache {
+public:
+  ElementCache();
+  ~ElementCache();
+  ElementCache(const ElementCache &) = delete;
+  ElementCache &operator=(const ElementCache &) = delete;
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+/// verifySpec, reusing and filling `cache`: the same verdict, violations and reasons
+/// as without it; stats.reusedReference says whether the reference's run was reused.
+VerifyResult verifySpec(const Spec &spec, const VerifyOptions &options, ElementCache &cache);
+
 /// A plan value (an op result) and the reference value it holds exactly, by the
 /// localization's relations: element l of rank r's value is element
 /// layout.globalIndex(r, block or its own shape, l + offset) of `refValue`.

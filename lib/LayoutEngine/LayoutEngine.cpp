@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "LayoutEngine/LayoutEngine.h"
 #include "LayoutEngine/LayoutState.h"
+#include "Support/Progress.h"
 
 #include "Dist/DistDialect.h"
 #include "Engine/Schedule.h"
@@ -49,6 +50,8 @@ struct planproof::LayoutCache::Impl {
   /// The reference these hold states of (referenceKey); empty: nothing yet.
   std::vector<uintptr_t> key;
   std::vector<std::string> inputs, outputs;
+  std::vector<int64_t> bounds;
+  std::vector<bool> nonnegative;
   TermPool terms;
   std::vector<State> argStates, outputStates;
   std::map<Shape, std::set<Shape>> referenceReshapes;
@@ -62,35 +65,6 @@ planproof::LayoutCache::LayoutCache() : impl(std::make_unique<Impl>()) {}
 planproof::LayoutCache::~LayoutCache() = default;
 
 namespace {
-
-/// The reference's structure, exactly: its context, and per op its name, attributes
-/// and result types (uniqued in the context, so equal exactly when their pointers are)
-/// and its operands by position; the arguments' types. Two references with the same
-/// key run to the same states.
-std::vector<uintptr_t> referenceKey(const Spec &spec) {
-  std::vector<uintptr_t> key{reinterpret_cast<uintptr_t>(spec.reference.getContext())};
-  llvm::DenseMap<Value, uintptr_t> number;
-  Block &body = spec.reference.getBody().front();
-  for (BlockArgument a : body.getArguments()) {
-    number[a] = number.size();
-    key.push_back(reinterpret_cast<uintptr_t>(a.getType().getAsOpaquePointer()));
-  }
-  for (Operation &op : body) {
-    key.push_back(reinterpret_cast<uintptr_t>(op.getName().getAsOpaquePointer()));
-    key.push_back(reinterpret_cast<uintptr_t>(op.getAttrDictionary().getAsOpaquePointer()));
-    key.push_back(op.getNumOperands());
-    for (Value v : op.getOperands()) {
-      auto it = number.find(v);
-      key.push_back(it == number.end() ? ~uintptr_t(0) : it->second);
-    }
-    key.push_back(op.getNumResults());
-    for (Value r : op.getResults()) {
-      key.push_back(reinterpret_cast<uintptr_t>(r.getType().getAsOpaquePointer()));
-      number[r] = number.size();
-    }
-  }
-  return key;
-}
 
 /// A known state, exactly, as text (for memoKey).
 void stateKey(const State &s, std::string &out) {
@@ -237,8 +211,10 @@ void Run::reference(VerifyStats &stats) {
     }
     ref[body.getArgument(i)] = s;
   }
+  int64_t done = 0, total = (int64_t)body.getOperations().size();
   for (Operation &op : body) {
     options.deadline.check("the layout engine's reference run");
+    Progress::count("the layout engine's reference run", ++done, total);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (Value v : ret.getOperands())
         refOutputs.push_back(ref.lookup(v));
@@ -257,9 +233,11 @@ void Run::reference(VerifyStats &stats) {
 }
 
 void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
-  std::vector<uintptr_t> key = referenceKey(spec);
+  std::vector<uintptr_t> key = spec.referenceKey();
   Block &body = spec.reference.getBody().front();
-  if (key == cache.key && spec.refInputs == cache.inputs && spec.refOutputs == cache.outputs) {
+  if (!key.empty() && key == cache.key && spec.refInputs == cache.inputs &&
+      spec.refOutputs == cache.outputs && spec.refInputBounds == cache.bounds &&
+      spec.refInputNonnegative == cache.nonnegative) {
     for (unsigned i = 0; i < body.getNumArguments(); ++i)
       ref[body.getArgument(i)] = cache.argStates[i];
     refOutputs = cache.outputStates;
@@ -282,6 +260,8 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   cache.referenceOps = stats.referenceOps;
   cache.inputs = spec.refInputs;
   cache.outputs = spec.refOutputs;
+  cache.bounds = spec.refInputBounds;
+  cache.nonnegative = spec.refInputNonnegative;
   cache.key = std::move(key);
 }
 
@@ -372,8 +352,11 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
                                       "` is split or summed over the pipeline axis");
     planStates[body.getArgument(b.index)] = s;
   }
-  for (Operation *op : spec.planOps()) {
+  std::vector<Operation *> ops = spec.planOps();
+  int64_t done = 0;
+  for (Operation *op : ops) {
     options.deadline.check("the layout engine's plan run");
+    Progress::count("the layout engine's plan run", ++done, (int64_t)ops.size());
     if (isa<func::ReturnOp>(op))
       continue;
     ++stats.planOps;

@@ -744,3 +744,32 @@ Spec Spec::resumeStep() const {
   view.stateUpdates = stateUpdates;
   return view;
 }
+
+std::vector<uintptr_t> Spec::referenceKey() const {
+  std::vector<uintptr_t> key{reinterpret_cast<uintptr_t>(reference.getContext()),
+                             reinterpret_cast<uintptr_t>(
+                                 reference->getAttrDictionary().getAsOpaquePointer())};
+  llvm::DenseMap<mlir::Value, uintptr_t> number;
+  mlir::Block &body = reference.getBody().front();
+  for (mlir::BlockArgument a : body.getArguments()) {
+    number[a] = number.size();
+    key.push_back(reinterpret_cast<uintptr_t>(a.getType().getAsOpaquePointer()));
+  }
+  for (mlir::Operation &op : body) {
+    if (op.getNumRegions())
+      return {};
+    key.push_back(reinterpret_cast<uintptr_t>(op.getName().getAsOpaquePointer()));
+    key.push_back(reinterpret_cast<uintptr_t>(op.getAttrDictionary().getAsOpaquePointer()));
+    key.push_back(op.getNumOperands());
+    for (mlir::Value v : op.getOperands()) {
+      auto it = number.find(v);
+      key.push_back(it == number.end() ? ~uintptr_t(0) : it->second);
+    }
+    key.push_back(op.getNumResults());
+    for (mlir::Value r : op.getResults()) {
+      key.push_back(reinterpret_cast<uintptr_t>(r.getType().getAsOpaquePointer()));
+      number[r] = number.size();
+    }
+  }
+  return key;
+}

@@ -130,6 +130,14 @@ struct Spec {
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> recvFrom;
   std::vector<mlir::Operation *> planOrder;
   std::vector<ScheduleProblem> scheduleProblems;
+  /// The reference's structure, exactly, for the engines' caches (a planner's
+  /// candidates share their reference): its context; the function's attributes (its
+  /// type and argument attributes); per op its name, attribute dictionary and result
+  /// types -- uniqued in the context, so equal exactly when their pointers are -- and
+  /// its operands by position. Two references with the same key and the same input
+  /// names, bounds and signs run to the same values. Empty (never equal to a cached
+  /// key) when an op has regions, which the key does not describe.
+  std::vector<uintptr_t> referenceKey() const;
   /// The plan's ops in execution order (planOrder, or the order written).
   std::vector<mlir::Operation *> planOps() const {
     if (!planOrder.empty())

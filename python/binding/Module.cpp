@@ -190,19 +190,9 @@ void bindResults(py::module_ &m) {
       });
 }
 
-void bindSession(py::module_ &m) {
-  py::class_<PySpec>(m, "Spec", "A loaded spec; it lives in the Session that loaded it.")
-      .def_property_readonly("name", [](const PySpec &s) { return s.spec.name(); })
-      .def_property_readonly("ranks", [](const PySpec &s) { return s.spec.ranks(); })
-      .def("__repr__", [](const PySpec &s) {
-        return "Spec('" + s.spec.name() + "', " + std::to_string(s.spec.ranks()) + " ranks)";
-      });
-
-  py::class_<PySession>(m, "Session",
-                        "Where specs are loaded, verified and replayed (an MLIR context with "
-                        "planproof's dialects, and the layout engine's reuse between "
-                        "candidates). Not for concurrent use: make one per thread.")
-      .def(py::init<>())
+/// Session's loaders: a file, text, a candidate plan against a loaded spec.
+void bindLoading(py::class_<PySession> &session) {
+  session
       .def(
           "load",
           [](PySession &s, const std::string &path, bool fullShapes) {
@@ -244,7 +234,12 @@ void bindSession(py::module_ &m) {
           py::keep_alive<0, 1>(),
           "Loads a candidate plan (MLIR: the mesh and the plan function) against the "
           "reference of `base`, a spec this session loaded; the reference is neither parsed "
-          "nor derived again, and the layout engine reuses its run.")
+          "nor derived again, and the layout engine reuses its run.");
+}
+
+/// Session's decisions: verify and replay.
+void bindDeciding(py::class_<PySession> &session) {
+  session
       .def(
           "verify",
           [](PySession &s, const PySpec &spec, const std::string &engine, double timeLimit,
@@ -295,6 +290,24 @@ void bindSession(py::module_ &m) {
           py::arg("seed") = 1, py::arg("time_limit") = 600.0, py::arg("localize") = true,
           "Runs reference and plan on numbers (CPU) and compares them. dtype: fp64, fp32, "
           "bf16; order (of the collectives' reductions): rank, ring, tree.");
+}
+
+void bindSession(py::module_ &m) {
+  py::class_<PySpec>(m, "Spec", "A loaded spec; it lives in the Session that loaded it.")
+      .def_property_readonly("name", [](const PySpec &s) { return s.spec.name(); })
+      .def_property_readonly("ranks", [](const PySpec &s) { return s.spec.ranks(); })
+      .def("__repr__", [](const PySpec &s) {
+        return "Spec('" + s.spec.name() + "', " + std::to_string(s.spec.ranks()) + " ranks)";
+      });
+
+  py::class_<PySession> session(m, "Session",
+                                "Where specs are loaded, verified and replayed (an MLIR "
+                                "context with planproof's dialects, and the layout engine's "
+                                "reuse between candidates). Not for concurrent use: make one "
+                                "per thread.");
+  session.def(py::init<>());
+  bindLoading(session);
+  bindDeciding(session);
 
   m.def(
       "generate_plan",

@@ -161,3 +161,64 @@ TEST_CASE("a planner's loop: candidate plans against one reference reuse what th
   auto json = session.loadPlan(*base, "plan.json", "{}", layout);
   REQUIRE_FALSE(json);
 }
+
+TEST_CASE("a planner's loop with the element engine reuses the reference's run", "[api]") {
+  // The Llama block under tp = 2 and candidates one collective apart, decided by the
+  // element engine in one session (the reference executed once) and each in a fresh
+  // session: the same verdicts, the same violations at the same ops, the same
+  // counterexample values.
+  std::string whole = readFile(kSpecs + "transformer/llama_tp2.mlir");
+  size_t mesh = whole.find("  dist.mesh");
+  REQUIRE(mesh != std::string::npos);
+  std::string planText = "module {\n" + whole.substr(mesh);
+  auto flip = [&](const std::string &from, const std::string &to) {
+    std::string out = planText;
+    size_t at = out.find(from);
+    REQUIRE(at != std::string::npos);
+    out.replace(at, from.size(), to);
+    return out;
+  };
+  std::vector<std::string> candidates = {
+      flip("%mlp_out_p over [\"tp\"] \"sum\"", "%mlp_out_p over [\"tp\"] \"avg\""), planText,
+      flip("%mlp_out_p over [\"tp\"] \"sum\"", "%mlp_out_p over [\"tp\"] \"max\""), planText};
+
+  Session session;
+  auto base = session.load(kSpecs + "transformer/llama_tp2.mlir");
+  REQUIRE(base);
+  Result first = session.verify(*base);
+  CHECK(first.verdict == Verdict::Verified);
+  CHECK_FALSE(first.stats.reusedReference);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    CAPTURE(i);
+    auto cand = session.loadPlan(*base, "cand.mlir", candidates[i]);
+    REQUIRE(cand);
+    Result r = session.verify(*cand);
+    CHECK(r.stats.reusedReference);
+    Session fresh;
+    auto alone = fresh.loadText("cand.mlir", whole.substr(0, mesh) + candidates[i].substr(9));
+    REQUIRE(alone);
+    Result f = fresh.verify(*alone);
+    CHECK_FALSE(f.stats.reusedReference);
+    CHECK(r.verdict == f.verdict);
+    CHECK(r.verdict == (i % 2 ? Verdict::Verified : Verdict::Violated));
+    REQUIRE(r.violations.size() == f.violations.size());
+    for (size_t k = 0; k < r.violations.size(); ++k) {
+      CHECK(r.violations[k].op == f.violations[k].op);
+      CHECK(r.violations[k].kind == f.violations[k].kind);
+      CHECK(r.violations[k].message == f.violations[k].message);
+      CHECK(r.violations[k].hint == f.violations[k].hint);
+      REQUIRE(r.violations[k].counterexample.has_value() ==
+              f.violations[k].counterexample.has_value());
+      if (r.violations[k].counterexample) {
+        CHECK(r.violations[k].counterexample->reference == f.violations[k].counterexample->reference);
+        CHECK(r.violations[k].counterexample->plan == f.violations[k].counterexample->plan);
+      }
+    }
+  }
+  // Another reference in the same session: nothing of the first is taken for it.
+  auto other = session.load(kSpecs + "mlp/mlp_tp2.mlir");
+  REQUIRE(other);
+  Result o = session.verify(*other);
+  CHECK(o.verdict == Verdict::Verified);
+  CHECK_FALSE(o.stats.reusedReference);
+}

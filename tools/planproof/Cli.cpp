@@ -30,6 +30,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -81,6 +82,10 @@ Options:
   --time-limit SECONDS       wall-clock budget of the whole run (default 600); when it is
                              spent the verdict is inconclusive and names the phase (for
                              check-specs: per spec)
+  --quiet                    verify: no progress line (by default one is shown on
+                             stderr while a run works, when stderr is a terminal)
+  --progress                 verify: the progress line even when stderr is not a
+                             terminal (a line a second)
   --full-shapes              decide parametric specs (JSON "dims") at their full sizes
                              instead of the reduced ones (docs/shape-reduction.md)
   --engine element|layout|auto
@@ -227,6 +232,8 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
     const std::string &a = args[i];
     if (a == "--full-shapes") {
       o.fullShapes = true;
+    } else if (a == "--quiet" || a == "--progress") {
+      o.progress = a == "--quiet" ? 0 : 1;
     } else if (a == "--engine") {
       if (i + 1 >= args.size())
         return (err = "--engine needs a value", false);
@@ -328,6 +335,8 @@ int cmdVerify(std::vector<std::string> args) {
   std::string path = ref.empty() ? positional[0] : plan;
   o.verify.deadline = Deadline(o.timeLimit);
   Watchdog watchdog(o.timeLimit, o.format, path);
+  std::optional<ProgressLine> progress;
+  progress.emplace(o.progress, path);
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
@@ -340,9 +349,12 @@ int cmdVerify(std::vector<std::string> args) {
   } catch (const std::exception &e) {
     ok = errors.error({path}, std::string("the spec could not be read: ") + e.what());
   }
-  if (!ok)
+  if (!ok) {
+    progress.reset(); // erased before the errors are written
     return badInput(path, errors, o.format);
+  }
   VerifyResult r = runEngines(spec, o);
+  progress.reset();
   if (o.format == "json")
     std::cout << renderJson(spec, r);
   else if (o.format == "sarif")

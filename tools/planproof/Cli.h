@@ -13,6 +13,7 @@
 
 #include "Engine/Verifier.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -40,6 +41,9 @@ struct Options {
   double timeLimit = kDefaultTimeLimit;
   /// --engine: "element", "layout" or "auto".
   std::string engine = "element";
+  /// The progress line: -1 on a terminal (the default), 0 never (--quiet), 1 always
+  /// (--progress).
+  int progress = -1;
 };
 
 /// Verifies `spec` with the engines `o.engine` names: the element engine; the layout
@@ -74,6 +78,29 @@ private:
   [[noreturn]] void fire();
   std::string format, spec;
   double seconds;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread thread;
+};
+
+/// The progress line on stderr while a run works (Progress.cpp): the phase, its count
+/// (ops executed, obligations decided, of the total), the time spent. Shown from half a
+/// second on, when `mode` (Options::progress) and stderr allow; erased when destroyed.
+class ProgressLine {
+public:
+  ProgressLine(int mode, std::string label);
+  ~ProgressLine();
+  /// What the line names (the spec; check-specs: the spec and its number).
+  void setLabel(const std::string &label);
+  static bool wanted(int mode);
+
+private:
+  std::string line(double seconds) const;
+  void print(const std::string &text);
+  std::string label;
+  bool terminal, shown = false;
+  std::chrono::steady_clock::time_point started;
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
