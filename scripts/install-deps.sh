@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools libz3-dev nlohmann-json3-dev
       catch2 cmake ninja-build g++ make python3 python3-venv python3-dev pybind11-dev libgmp-dev
-      libopenblas-serial-dev)
+      libopenblas-serial-dev chromium)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -105,3 +105,13 @@ try:
         lit_config.note("CUDA tests are skipped: " + (smoke.stdout + smoke.stderr).strip().splitlines()[-1])
 except (OSError, subprocess.TimeoutExpired) as e:
     lit_config.note("CUDA tests are skipped: " + str(e))
+
+# Headless Chromium (Debian's chromium, scripts/install-deps.sh) renders the HTML reports
+# in test/CLI/html_report.test; where it is missing those checks are UNSUPPORTED.
+import shutil
+if shutil.which("chromium"):
+    config.available_features.add("chromium")
+    config.substitutions.append(("%chromium", shutil.which("chromium") +
+                                 " --headless --no-sandbox --disable-gpu --hide-scrollbars"))
+else:
+    lit_config.note("HTML rendering checks are skipped: no chromium")

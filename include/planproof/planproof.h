@@ -108,8 +108,9 @@ struct Result {
   /// Why the verdict is inconclusive (where, why).
   std::vector<std::pair<Location, std::string>> inconclusive;
   Stats stats;
-  /// The CLI's reports of this result: text, JSON (docs/json-format.md's report).
-  std::string text, json;
+  /// The CLI's reports of this result: text, JSON (docs/json-format.md's report), and
+  /// the self-contained HTML page of `--format html`.
+  std::string text, json, html;
 };
 
 struct Options {

@@ -180,6 +180,7 @@ Result Session::verify(const Spec &spec, const Options &options) {
                s.reusedReference};
   out.text = renderText(spec.impl->spec, r);
   out.json = renderJson(spec.impl->spec, r);
+  out.html = renderHtml(spec.impl->spec, r);
   return out;
 }
 

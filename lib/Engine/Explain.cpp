@@ -106,7 +106,19 @@ bool Engine::explainReduction(const ExplainSite &site, Violation &viol) {
     Relation in = relationOf(op->getOperand(0));
     if (std::optional<Relation> share = evenShare(op, op->getOperand(0)))
       in = *share;
+    if (in.related())
+      viol.pictures.push_back({"operand `" + spec.nameOf(op->getOperand(0)) + "` holds " +
+                                   finder->describe(in),
+                               in.layout, refValues[in.ref].tensor->shape});
+    if (site.res.related())
+      viol.pictures.push_back({"result `" + opName(op) + "` holds " + finder->describe(site.res),
+                               site.res.layout, refValues[site.res.ref].tensor->shape});
     if (in.exact() && in.layout.isPartial()) {
+      Layout reduced = in.layout;
+      reduced.partial.clear();
+      viol.pictures.push_back({"what the reference needs: a complete `" + refValues[in.ref].name +
+                                   "` (" + reduced.str(mesh) + "), the partial values summed",
+                               reduced, refValues[in.ref].tensor->shape});
       std::vector<int> pa = in.layout.partialAxes();
       std::string pk = reduceKindName(in.layout.partial[0].second);
       std::set<int> a1(axes.begin(), axes.end()), a2(pa.begin(), pa.end());
@@ -650,6 +662,11 @@ void Engine::explainOutput(const Binding &b, Value v, const Relation &actual, Vi
   std::string head = "plan result #" + std::to_string(b.index) + " `" + spec.nameOf(v) +
                      "` is returned as " + declared + ", but it holds " + holds;
   const std::string &actualName = refValues[actual.ref].name;
+  viol.pictures.push_back({"`" + spec.nameOf(v) + "` holds " + holds, actual.layout,
+                           refValues[actual.ref].tensor->shape});
+  auto declaredShape = refTrace.byName.find(b.refName);
+  if (declaredShape != refTrace.byName.end())
+    viol.pictures.push_back({"returned as " + declared, b.layout, declaredShape->second.shape});
   if (actualName != b.refName) {
     viol.kind = "dataflow";
     viol.message = head + ": the wrong value is returned";

@@ -50,6 +50,14 @@ struct Violation {
   std::vector<std::pair<SourceLoc, std::string>> locatedNotes;
   bool hasCounterexample = false;
   Counterexample counterexample;
+  /// The layouts a picture of the violation shows (the HTML report): a value as the
+  /// plan holds it, and as the reference needs it, over the reference value's shape.
+  struct LayoutPicture {
+    std::string title;
+    Layout layout;
+    Shape shape;
+  };
+  std::vector<LayoutPicture> pictures;
 };
 
 struct VerifyOptions {

@@ -1,8 +1,8 @@
 //===- Report.h - rendering verification results ---------------*- C++ -*-===//
 //
 // Renders a VerifyResult as compiler-style text (`file:line:col: error: [kind] ...`
-// followed by `note:` lines), as one JSON object, or as SARIF 2.1.0 for code-scanning
-// CI gates.
+// followed by `note:` lines), as one JSON object, as SARIF 2.1.0 for code-scanning
+// CI gates, or as an HTML page for people (Html.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef PLANPROOF_REPORT_REPORT_H
@@ -17,6 +17,9 @@ namespace planproof {
 std::string renderText(const Spec &spec, const VerifyResult &result);
 std::string renderJson(const Spec &spec, const VerifyResult &result);
 std::string renderSarif(const Spec &spec, const VerifyResult &result);
+/// One self-contained HTML page (Html.cpp): the verdict, each violation with its plan
+/// excerpt, notes, counterexample tables and pictures of the layouts involved.
+std::string renderHtml(const Spec &spec, const VerifyResult &result);
 
 /// Bad input (exit status 2): the located errors a loader recorded as one JSON object
 /// (verdict "error") or as a SARIF log whose invocation failed, so that a CI gate

@@ -158,6 +158,7 @@ void bindResults(py::module_ &m) {
       .def_readonly("stats", &Result::stats)
       .def_readonly("text", &Result::text)
       .def_readonly("json", &Result::json)
+      .def_readonly("html", &Result::html)
       .def("__bool__", [](const Result &r) { return r.verdict == Verdict::Verified; })
       .def("__repr__", [](const Result &r) {
         return std::string("Result(") + verdictName(r.verdict) + ", " +

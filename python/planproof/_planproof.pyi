@@ -44,6 +44,7 @@ class Result:
     stats: Stats
     text: str
     json: str
+    html: str
     def __bool__(self) -> bool: ...
 
 class ReplayOutput:

@@ -39,6 +39,7 @@ def test_a_violation_has_kind_place_op_and_counterexample():
     assert v.op == "%y_pre"
     assert v.at.file.endswith("mlp_tp2_row_allreduce_avg.mlir") and v.at.line == 61
     assert '"avg"' in v.message
+    assert 'class="verdict violated"' in r.html and "data-culprit" in r.html
     assert any("partial-sum over tp" in n for n in v.notes)
     assert "sum" in v.hint
     c = v.counterexample

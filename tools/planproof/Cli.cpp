@@ -75,7 +75,9 @@ Usage:
   planproof --help | --version
 
 Options:
-  --format text|json|sarif   report format (default text)
+  --format text|json|sarif|html
+                             report format (default text); html: one self-contained
+                             page (verify only; bad input is reported as text)
   --timeout-ms N             Z3 timeout per query (default 10000); a timeout makes the
                              verdict inconclusive, never verified
   --threads N                threads deciding obligations (default: the machine's cores)
@@ -259,8 +261,8 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
       }
       std::string v = args[++i];
       if (a == "--format") {
-        if (v != "text" && v != "json" && v != "sarif") {
-          err = "unknown format '" + v + "' (expected text, json or sarif)";
+        if (v != "text" && v != "json" && v != "sarif" && v != "html") {
+          err = "unknown format '" + v + "' (expected text, json, sarif or html)";
           return false;
         }
         o.format = v;
@@ -359,6 +361,8 @@ int cmdVerify(std::vector<std::string> args) {
     std::cout << renderJson(spec, r);
   else if (o.format == "sarif")
     std::cout << renderSarif(spec, r);
+  else if (o.format == "html")
+    std::cout << renderHtml(spec, r);
   else
     std::cout << renderText(spec, r);
   return exitCode(r.verdict);

@@ -236,7 +236,7 @@ std::string parseCheckArgs(std::vector<std::string> args, CheckArgs &a) {
   std::string err;
   if (!parseCommon(args, a.o, err))
     return err;
-  if (a.o.format == "sarif")
+  if (a.o.format == "sarif" || a.o.format == "html")
     return "check-specs reports as text or json";
   for (const std::string &s : args) {
     if (s == "--cross-check")
