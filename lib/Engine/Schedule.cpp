@@ -92,6 +92,7 @@ struct StageRun {
   void run();
   int64_t waitsFor(int64_t st) const;
   Violation deadlock(const std::vector<int64_t> &stuck) const;
+  Violation::Timeline timeline(const std::vector<int64_t> &cycle) const;
 };
 
 /// Each stage's program: its sends, receives and pipeline-wide collectives, in order.
@@ -266,7 +267,28 @@ Violation StageRun::deadlock(const std::vector<int64_t> &stuck) const {
   for (int64_t st : stuck)
     v.locatedNotes.push_back({toSourceLoc(at(st)->op->getLoc()),
                               "stage " + std::to_string(st) + " waits here"});
+  v.timeline = timeline(cycle);
   return v;
+}
+
+/// The time-line of the run as it stopped (Violation::Timeline).
+Violation::Timeline StageRun::timeline(const std::vector<int64_t> &cycle) const {
+  Violation::Timeline t;
+  t.cycle = cycle;
+  for (int64_t st = 0; st < stages; ++st) {
+    std::vector<std::string> events;
+    for (const Event &e : program[st]) {
+      std::string tag = e.kind == Event::Barrier ? "" : std::get<2>(e.key);
+      events.push_back(e.kind == Event::Send   ? "send " + tag + " to " + std::to_string(e.peer)
+                       : e.kind == Event::Recv ? "recv " + tag + " from " + std::to_string(e.peer)
+                                               : "collective");
+    }
+    t.events.push_back(std::move(events));
+    const Event *waiting = at(st);
+    t.done.push_back(waiting ? waiting - program[st].data() : -1);
+    t.waitsFor.push_back(waiting ? waitsFor(st) : -1);
+  }
+  return t;
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 #include "Support/Deadline.h"
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -58,6 +59,15 @@ struct Violation {
     Shape shape;
   };
   std::vector<LayoutPicture> pictures;
+  /// A pipeline deadlock's time-line (the HTML report): each stage's sends, receives
+  /// and pipeline-wide collectives in program order, how far each got (`done` events
+  /// matched; the next is where it waits, -1 when it finished), whom it waits for, and
+  /// the stages of the wait cycle in order.
+  struct Timeline {
+    std::vector<std::vector<std::string>> events;
+    std::vector<int64_t> done, waitsFor, cycle;
+  };
+  std::optional<Timeline> timeline;
 };
 
 struct VerifyOptions {

@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "Report/Report.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <set>
@@ -149,6 +151,61 @@ std::string picture(const Mesh &mesh, const Violation::LayoutPicture &p) {
   return svg.str();
 }
 
+/// A pipeline deadlock as swim lanes: per stage its events left to right (matched ones
+/// grey, the one it waits at red), an arrow from each waiting stage to the stage it
+/// waits for, the wait cycle's arrows in red. At most 24 events a lane, around where
+/// the stages stopped.
+std::string timelinePicture(const Spec &spec, const Violation::Timeline &t) {
+  size_t stages = t.events.size();
+  int64_t lo = INT64_MAX;
+  for (size_t s = 0; s < stages; ++s)
+    lo = std::min<int64_t>(lo, t.done[s] < 0 ? (int64_t)t.events[s].size() : t.done[s]);
+  int64_t first = std::max<int64_t>(0, lo - 6);
+  const int kMax = 24, bw = 150, bh = 26, gap = 8, left = 70, lane = bh + 24;
+  int width = left + kMax * (bw + gap) + 10, height = (int)stages * lane + 10;
+  std::set<int64_t> inCycle(t.cycle.begin(), t.cycle.end());
+  std::ostringstream svg;
+  svg << "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\""
+      << width << "\" height=\"" << height << "\"><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" "
+      << "refX=\"9\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto\">"
+      << "<path d=\"M0,0 L10,5 L0,10 z\" fill=\"#cf222e\"/></marker></defs>";
+  auto boxX = [&](int64_t i) { return left + (int)(i - first) * (bw + gap); };
+  for (size_t s = 0; s < stages; ++s) {
+    int y = 5 + (int)s * lane;
+    svg << "<text x=\"4\" y=\"" << y + bh / 2 + 4 << "\" font-size=\"12\" font-weight=\"600\">"
+        << esc(spec.mesh.axes[spec.pipelineAxis] + "=" + std::to_string(s)) << "</text>";
+    for (int64_t i = first; i < (int64_t)t.events[s].size() && i < first + kMax; ++i) {
+      bool waiting = i == t.done[s], matched = t.done[s] < 0 || i < t.done[s];
+      svg << "<rect x=\"" << boxX(i) << "\" y=\"" << y << "\" width=\"" << bw << "\" height=\""
+          << bh << "\" rx=\"4\" fill=\"" << (waiting ? "#ffebe9" : matched ? "#eaeef2" : "#ffffff")
+          << "\" stroke=\"" << (waiting ? "#cf222e" : "#8c959f") << "\""
+          << (waiting ? " stroke-width=\"2\" class=\"waiting\"" : "") << "/><text x=\""
+          << boxX(i) + bw / 2 << "\" y=\"" << y + bh / 2 + 4
+          << "\" font-size=\"10\" text-anchor=\"middle\">" << esc(t.events[s][i]) << "</text>";
+    }
+  }
+  for (size_t s = 0; s < stages; ++s) {
+    int64_t to = t.waitsFor[s];
+    if (to < 0 || t.done[s] < first || t.done[s] >= first + kMax)
+      continue;
+    int64_t target = t.done[to] < 0 ? (int64_t)t.events[to].size() - 1 : t.done[to];
+    bool red = inCycle.count((int64_t)s) && inCycle.count(to);
+    // Downward waits left of the middle, upward ones right of it: a two-stage cycle
+    // shows two arrows.
+    int shift = to > (int64_t)s ? -12 : 12;
+    int x1 = boxX(t.done[s]) + bw / 2 + shift, y1 = 5 + (int)s * lane + (to > (int64_t)s ? bh : 0);
+    int x2 = boxX(std::clamp<int64_t>(target, first, first + kMax - 1)) + bw / 2 + shift,
+        y2 = 5 + (int)to * lane + (to > (int64_t)s ? 0 : bh);
+    svg << "<line x1=\"" << x1 << "\" y1=\"" << y1 << "\" x2=\"" << x2 << "\" y2=\"" << y2
+        << "\" stroke=\"" << (red ? "#cf222e" : "#8c959f") << "\" stroke-width=\"2\""
+        << (red ? " class=\"cycle\" marker-end=\"url(#arrow)\"" : "") << "/>";
+  }
+  svg << "</svg><figcaption>each stage's sends and receives in program order (from event "
+      << first << "): grey matched, red where the stage waits; the arrows say whom it waits "
+      << "for, red where the waits close a cycle</figcaption></figure>";
+  return svg.str();
+}
+
 std::string counterexampleTables(const Counterexample &c) {
   std::ostringstream out;
   out << "<h3>Counterexample</h3><table class=\"inputs\"><tr><th>input (others 0)</th>"
@@ -193,6 +250,8 @@ std::string violationCard(const Spec &spec, const Violation &v, size_t i, const 
       out << picture(spec.mesh, p);
     out << "</div>";
   }
+  if (v.timeline && spec.pipelineAxis >= 0)
+    out << "<h3>Schedule</h3>" << timelinePicture(spec, *v.timeline);
   if (v.hasCounterexample)
     out << counterexampleTables(v.counterexample);
   out << "</section>";
