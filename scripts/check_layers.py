@@ -23,7 +23,7 @@ ALLOWED = {
     "LayoutEngine": {"Support", "Semantics", "Spec", "Engine"},
     "Device": {"Support", "Semantics"},
     "Replay": {"Support", "Semantics", "Spec", "Interp", "Engine", "Device"},
-    "Report": {"Support", "Semantics", "Spec", "Engine"},
+    "Report": {"Support", "Semantics", "Spec", "Engine", "Replay"},
     "Plan": {"Support"},
     "API": {"Support", "Semantics", "Transforms", "Spec", "Import", "Interp", "Engine",
             "LayoutEngine", "Device", "Replay", "Report", "Plan", "planproof"},

@@ -134,6 +134,9 @@ ReplayOutput compareOutput(const Spec &spec, NumericDomain fwd, double u,
   ReplayOutput out;
   out.name = b.refName;
   out.elements = (int64_t)want.data.size();
+  out.shape = want.shape;
+  if (out.elements <= ReplayOutput::kMaxRatioElements)
+    out.ratio.assign(want.data.size(), 0.0f);
   double worstRatio = -1;
   for (int64_t r = 0; r < mesh.numRanks(); ++r) {
     bool leader = !b.layout.isPartial() || mesh.positionInGroup(r, b.layout.partialAxes()) == 0;
@@ -162,6 +165,8 @@ ReplayOutput compareOutput(const Spec &spec, NumericDomain fwd, double u,
       out.maxAbsError = std::max(out.maxAbsError, err);
       out.maxRelError = std::max(out.maxRelError, err / std::max(std::fabs(w), 1e-300));
       double ratio = err / tol;
+      if (!out.ratio.empty())
+        out.ratio[at] = std::max(out.ratio[at], std::isnan(ratio) ? INFINITY : (float)ratio);
       if (ratio > worstRatio) {
         worstRatio = ratio;
         out.worst = unravelIndex(want.shape, at);

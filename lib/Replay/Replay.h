@@ -67,6 +67,12 @@ struct ReplayOutput {
   std::string worstRank;
   double worstError = 0, worstTolerance = 0, worstReference = 0, worstPlan = 0;
   bool within = true;
+  /// Per element of the reference value (row-major, `shape`), its error over its
+  /// tolerance (the largest over the ranks holding it; 0 where not compared): the HTML
+  /// report's heat-map. Only for outputs of at most kMaxRatioElements elements.
+  Shape shape;
+  std::vector<float> ratio;
+  static constexpr int64_t kMaxRatioElements = 1 << 20;
   /// Set for what is not an output compared element by element (a checkpoint that is
   /// inconsistent): what is wrong.
   std::string note;

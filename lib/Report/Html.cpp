@@ -10,7 +10,7 @@
 // it is viewed, and no script runs. Every text from the spec is escaped.
 //
 //===----------------------------------------------------------------------===//
-#include "Report/Report.h"
+#include "Report/HtmlInternal.h"
 
 #include <algorithm>
 #include <climits>
@@ -21,9 +21,7 @@
 
 using namespace planproof;
 
-namespace {
-
-std::string esc(const std::string &raw) {
+std::string html::esc(const std::string &raw) {
   std::string s = printable(raw);
   std::string out;
   for (char c : s)
@@ -38,14 +36,14 @@ std::string esc(const std::string &raw) {
   return out;
 }
 
-std::string num(double v) {
+std::string html::num(double v) {
   std::ostringstream os;
   os.precision(6);
   os << v;
   return os.str();
 }
 
-const char *kStyle = R"(
+const char *const html::kStyle = R"(
 body{font-family:system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1100px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:18px 0 6px}
 .verdict{display:inline-block;padding:4px 12px;border-radius:6px;color:#fff;font-weight:600}
@@ -62,8 +60,12 @@ figcaption{font-size:12px;max-width:420px;color:#57606a}
 .note{font-size:13px;color:#57606a;margin:2px 0} .hint{color:#1f883d}
 )";
 
-/// A few lines of the plan around `loc`, the culprit's line marked.
-std::string excerpt(const Spec &spec, const SourceLoc &loc) {
+std::string html::head(const std::string &title) {
+  return "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>planproof: " +
+         esc(title) + "</title><style>" + kStyle + "</style></head><body>";
+}
+
+std::string html::excerpt(const Spec &spec, const SourceLoc &loc) {
   auto it = spec.sources.find(loc.file);
   if (!loc.line || it == spec.sources.end() || loc.line > it->second.size())
     return "";
@@ -79,6 +81,11 @@ std::string excerpt(const Spec &spec, const SourceLoc &loc) {
   }
   return out + "</pre>";
 }
+
+namespace {
+using html::esc;
+using html::num;
+using html::excerpt;
 
 /// The block of dimension `d` that rank coordinates `c` hold under `layout`, of
 /// `parts` blocks (1: the whole dimension).
@@ -261,11 +268,10 @@ std::string violationCard(const Spec &spec, const Violation &v, size_t i, const 
 } // namespace
 
 std::string planproof::renderHtml(const Spec &spec, const VerifyResult &result) {
+  using namespace html;
   const char *verdict = verdictName(result.verdict);
   std::ostringstream out;
-  out << "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>planproof: "
-      << esc(spec.path) << " " << verdict << "</title><style>" << kStyle
-      << "</style></head><body><h1>planproof: " << esc(spec.path) << "</h1>"
+  out << head(spec.path + " " + verdict) << "<h1>planproof: " << esc(spec.path) << "</h1>"
       << "<div><span class=\"verdict " << verdict << "\" id=\"verdict\">" << verdict
       << "</span> <span class=\"note\">" << result.stats.obligations << " obligations on "
       << result.stats.ranks << " ranks";

@@ -9,6 +9,7 @@
 #define PLANPROOF_REPORT_REPORT_H
 
 #include "Engine/Verifier.h"
+#include "Replay/Replay.h"
 
 #include <string>
 
@@ -20,6 +21,11 @@ std::string renderSarif(const Spec &spec, const VerifyResult &result);
 /// One self-contained HTML page (Html.cpp): the verdict, each violation with its plan
 /// excerpt, notes, counterexample tables and pictures of the layouts involved.
 std::string renderHtml(const Spec &spec, const VerifyResult &result);
+/// A replay as one HTML page (ReplayHtml.cpp): within tolerance or not, the first
+/// divergence with its plan excerpt, every output's errors and a heat-map of each
+/// element's error over its tolerance. `setting`: dtype, reduction order, seed.
+std::string renderReplayHtml(const Spec &spec, const ReplayResult &result,
+                             const std::string &setting);
 
 /// Bad input (exit status 2): the located errors a loader recorded as one JSON object
 /// (verdict "error") or as a SARIF log whose invocation failed, so that a CI gate

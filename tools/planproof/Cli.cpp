@@ -109,7 +109,8 @@ Replay options:
   --dtype fp32|bf16|fp64     storage precision (default fp32; bf16 accumulates in fp32)
   --order rank|ring|tree     reduction order of collectives (default ring)
   --seed N                   the seed of the generated inputs (default 1)
-  --format text|json         report format (default text)
+  --format text|json|html    report format (default text); html: one page with the
+                             first divergence and heat-maps of the errors
   --shape reduced|full|NAME=SIZE,...
                              the shapes to replay: the verified ones (default), a
                              parametric spec's full sizes, or chosen sizes

@@ -56,8 +56,8 @@ std::string parseValued(const std::string &a, const std::string &v, ReplayArgs &
       return "--seed needs a non-negative integer";
     ro.seed = n;
   } else if (a == "--format") {
-    if (v != "text" && v != "json")
-      return "unknown format '" + v + "' (expected text or json)";
+    if (v != "text" && v != "json" && v != "html")
+      return "unknown format '" + v + "' (expected text, json or html)";
     r.format = v;
   } else if (a == "--shape") {
     r.shape = v;
@@ -340,6 +340,12 @@ int planproof::cli::cmdReplay(std::vector<std::string> args) {
   }
   if (a.format == "json")
     renderReplayJson(a, r);
+  else if (a.format == "html")
+    std::cout << renderReplayHtml(spec, r,
+                                  std::string(dtypeName(ro.dtype)) + ", " +
+                                      (ro.ranks == ReplayRanks::Nccl ? std::string("NCCL")
+                                                                     : orderName(ro.order)) +
+                                      "-order collectives, seed " + std::to_string(ro.seed));
   else
     renderReplayText(a, spec, r);
   return r.diverged() ? 1 : 0;
