@@ -106,6 +106,8 @@ def main():
                     help="also verify each candidate in a fresh session (the whole spec "
                          "loaded, no reuse), for the share the reuse saves")
     ap.add_argument("--quiet", action="store_true", help="only the summary")
+    ap.add_argument("--summary-json", default="",
+                    help="also write the summary (counts and medians) to this JSON file")
     a = ap.parse_args()
 
     times, fresh_times, kept, rejected = [], [], [], []
@@ -162,12 +164,21 @@ def main():
         saved = 1 - statistics.median(times) / statistics.median(fresh_times)
         print(f"fresh session per candidate: median {statistics.median(fresh_times):.1f} ms; "
               f"the reuse saves {100 * saved:.0f}%")
+    summary = {"layouts": len(layouts(a.model, a.ranks)), "candidates": len(times),
+               "median_ms": statistics.median(times),
+               "fresh_median_ms": statistics.median(fresh_times) if fresh_times else None}
     for name, (reuse, fresh) in by_verdict.items():
         if reuse:
             line = f"  {name} ({len(reuse)}): median {statistics.median(reuse):.1f} ms"
+            summary[name] = {"count": len(reuse), "median_ms": statistics.median(reuse)}
             if fresh:
                 line += f", fresh {statistics.median(fresh):.1f} ms"
+                summary[name]["fresh_median_ms"] = statistics.median(fresh)
             print(line)
+    if a.summary_json:
+        import json
+        with open(a.summary_json, "w") as f:
+            json.dump(summary, f, indent=1)
     return 0
 
 

@@ -24,13 +24,17 @@ struct planproof::ElementCache::Impl {
   bool filled = false;
   std::vector<std::optional<SymTensor>> values;
   std::map<std::string, SymTensor> byName;
-  /// Past this many polynomials (candidates' plans accumulate in the pool), the next
-  /// run starts afresh.
-  static constexpr size_t kMaxPolys = 4u << 20;
+  /// The pool's terms once the reference had run, and a fresh pool's term budget: a
+  /// run on the reused pool gets that budget beyond what earlier candidates left in it
+  /// (so a candidate is never inconclusive for a budget a fresh run would not exceed).
+  size_t referenceTerms = 0, budget = 0;
+  /// Past this many terms left by earlier candidates, the next run starts afresh.
+  static constexpr size_t kMaxLeftTerms = 8u << 20;
 
   bool holds(const Spec &spec, const std::vector<uintptr_t> &k) const {
     return pool && k == key && spec.refInputs == inputs && spec.refInputBounds == bounds &&
-           spec.refInputNonnegative == nonnegative && pool->numPolys() <= kMaxPolys;
+           spec.refInputNonnegative == nonnegative &&
+           (!filled || pool->numTerms() - referenceTerms <= kMaxLeftTerms);
   }
 };
 
@@ -61,6 +65,7 @@ bool Engine::runReferenceCached(RunFailure &failure) {
   ElementCache::Impl &c = *elementCache;
   std::vector<mlir::Value> values = referenceValues(spec);
   if (c.filled && c.values.size() == values.size()) {
+    pool.setTermBudget(c.budget + (pool.numTerms() - c.referenceTerms));
     for (size_t i = 0; i < values.size(); ++i)
       if (c.values[i])
         refTrace.values[values[i]] = *c.values[i];
@@ -77,6 +82,7 @@ bool Engine::runReferenceCached(RunFailure &failure) {
                                                    : std::optional<SymTensor>(it->second));
   }
   c.byName = refTrace.byName;
+  c.referenceTerms = pool.numTerms();
   c.filled = true;
   return true;
 }
@@ -97,6 +103,7 @@ VerifyResult planproof::verifySpec(const Spec &spec, const VerifyOptions &option
     c.bounds = spec.refInputBounds;
     c.nonnegative = spec.refInputNonnegative;
     c.pool = std::make_unique<ExprPool>();
+    c.budget = c.pool->termBudget();
   }
   try {
     engine::Engine e(spec, options, c.pool.get());

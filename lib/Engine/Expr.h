@@ -199,6 +199,11 @@ public:
   const Poly &poly(PolyId id) const { return polys[id]; }
   size_t numPolys() const { return polys.size(); }
   size_t numTerms() const { return totalTerms; }
+  /// The budget of numTerms() (past it, interning throws NumericLimit). A pool reused
+  /// across runs (ElementCache) raises it by what earlier runs left, so that each run
+  /// has the allowance a fresh pool gives.
+  size_t termBudget() const { return maxTotalTerms; }
+  void setTermBudget(size_t n) { maxTotalTerms = n; }
   size_t numAtoms() const { return atoms.size(); }
   const Monomial &mono(MonoId id) const { return monos[id]; }
   const Atom &atom(AtomId id) const { return atoms[id]; }
