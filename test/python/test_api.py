@@ -218,8 +218,8 @@ def test_sessions_in_threads():
     assert results == ["verified"] * 3
 
 
-def test_stub_names_what_the_extension_has():
-    """python/planproof/_planproof.pyi: every attribute it declares exists."""
+def test_type_hints_name_what_the_extension_has():
+    """The type hints (python/planproof/_planproof.pyi): every attribute they declare exists."""
     import ast
     ext = planproof._extension()
     tree = ast.parse((pathlib.Path(planproof.__file__).parent / "_planproof.pyi").read_text())
