@@ -46,6 +46,16 @@ def plan_start(lines):
     return len(lines)
 
 
+def mlir_float(x):
+    """x as an MLIR float literal: its shortest repr, with a '.' in the mantissa (MLIR
+    reads "5e-06" as an integer followed by junk)."""
+    s = repr(float(x))
+    mantissa, e, exponent = s.partition("e")
+    if e and "." not in mantissa:
+        s = mantissa + ".0e" + exponent
+    return s
+
+
 def mesh_axes(text):
     m = re.search(r'dist\.mesh @\w+ axes = \[([^\]]*)\]', text)
     return re.findall(r'"([^"]+)"', m.group(1)) if m else []
@@ -115,7 +125,7 @@ def sites(text):
                               (v + 1e-3 * (abs(v) or 1), "+1e-3 relative")):
                 if new == v:
                     continue
-                edit(i, line[:m.start(2)] + repr(float(new)) + line[m.end(2):], "constant",
+                edit(i, line[:m.start(2)] + mlir_float(new) + line[m.end(2):], "constant",
                      f"{m.group(2)} {what}")
         # offset: integer attributes (dims, contraction, slice offsets, index constants).
         for pat in (r'contract\((\d+), (\d+)\)', r'\bdim (\d+)', r'dims \[([\d, ]+)\]',

@@ -54,6 +54,7 @@ struct planproof::LayoutCache::Impl {
   std::vector<bool> nonnegative;
   TermPool terms;
   std::vector<State> argStates, outputStates;
+  ReferenceTerms refTerms;
   std::map<Shape, std::set<Shape>> referenceReshapes;
   int64_t referenceOps = 0;
   /// Plan op results by memoKey.
@@ -188,7 +189,30 @@ private:
   RuleContext ctx;
   llvm::DenseMap<Value, State> ref, planStates;
   std::vector<State> refOutputs;
+  /// Every term the reference computes (for the departure of an output not shown
+  /// equal): the run's own, made from `ref` when first needed, or the cache's.
+  ReferenceTerms ownRefTerms;
+  const ReferenceTerms *refTerms = nullptr;
+  const ReferenceTerms &referenceTerms();
 };
+
+const ReferenceTerms &Run::referenceTerms() {
+  if (refTerms)
+    return *refTerms;
+  Block &body = spec.reference.getBody().front();
+  for (unsigned i = 0; i < body.getNumArguments(); ++i)
+    if (const State &s = ref[body.getArgument(i)]; s.known)
+      ownRefTerms[s.term].add(s.factor, -1 - (int)i);
+  int index = 0;
+  for (Operation &op : body) {
+    if (op.getNumResults() > 0)
+      if (const State &s = ref[op.getResult(0)]; s.known)
+        ownRefTerms[s.term].add(s.factor, index);
+    ++index;
+  }
+  refTerms = &ownRefTerms;
+  return *refTerms;
+}
 
 void Run::reference(VerifyStats &stats) {
   Block &body = spec.reference.getBody().front();
@@ -241,6 +265,7 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
     for (unsigned i = 0; i < body.getNumArguments(); ++i)
       ref[body.getArgument(i)] = cache.argStates[i];
     refOutputs = cache.outputStates;
+    refTerms = &cache.refTerms;
     ctx.referenceReshapes = cache.referenceReshapes;
     stats.referenceOps = cache.referenceOps;
     stats.reusedReference = true;
@@ -256,6 +281,9 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   for (unsigned i = 0; i < body.getNumArguments(); ++i)
     cache.argStates.push_back(ref[body.getArgument(i)]);
   cache.outputStates = refOutputs;
+  referenceTerms(); // the reference's states are not kept: its terms are, once
+  cache.refTerms = std::move(ownRefTerms);
+  refTerms = &cache.refTerms;
   cache.referenceReshapes = ctx.referenceReshapes;
   cache.referenceOps = stats.referenceOps;
   cache.inputs = spec.refInputs;
@@ -454,6 +482,9 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
   // first pass finds them, the second decides every output.
   PieceComparison pieces(terms, spec.plan.getContext(), options.deadline);
   bool anyPieces = false;
+  std::unique_ptr<DepartureFinder> departures;
+  std::vector<std::pair<SourceLoc, std::string>> departed;
+  std::set<Operation *> departedAt;
   for (int pass = 0; pass < 2; ++pass)
   for (const Binding &b : spec.planOutputs) {
     auto it = std::find(spec.refOutputs.begin(), spec.refOutputs.end(), b.refName);
@@ -526,8 +557,19 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
                                  " where the reference's is " + describe(expected) +
                                  " (not shown equal" + termDifference(got, expected) + ")" +
                                  layoutHint(got, expected)});
+      if (!departures)
+        departures = std::make_unique<DepartureFinder>(spec, terms, planStates,
+                                                       referenceTerms());
+      DepartureFinder::Found d = departures->of(ret->getOperand(b.index));
+      if (d.op && departedAt.insert(d.op).second)
+        departed.push_back(
+            {toSourceLoc(d.op->getLoc()),
+             "`" + spec.nameOf(d.op->getResult(0)) + "` = " + opName(*d.op) +
+                 ": on the way to output `" + b.refName +
+                 "`, the plan departs from the reference here: " + d.why});
     }
   }
+  reasons.insert(reasons.begin(), departed.begin(), departed.end());
   return all;
 }
 

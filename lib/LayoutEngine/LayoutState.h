@@ -13,6 +13,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <map>
 #include <memory>
@@ -20,6 +21,10 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+namespace planproof {
+struct Spec;
+}
 
 namespace planproof::layouts {
 
@@ -254,6 +259,53 @@ State referenceRule(RuleContext &c, mlir::Operation &op, const std::vector<const
 /// The state of plan op `op`'s result from its operands' states: a ref op or a
 /// collective. Unknown, with the side condition that fails, where no rule applies.
 State planRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+
+/// A term the reference computes: the factors it computes it with, and for each the
+/// first reference value holding it (its op's position in the reference's body, or
+/// -1 - n for argument n; positions, not Values, since a cached reference outlives its
+/// module).
+struct ReferenceValue {
+  std::vector<std::pair<Rational, int>> uses;
+  void add(const Rational &f, int index) {
+    for (const auto &u : uses)
+      if (u.first == f)
+        return;
+    uses.push_back({f, index});
+  }
+};
+using ReferenceTerms = std::unordered_map<TermId, ReferenceValue>;
+
+/// Where a plan departs from its reference on an output's way (Departure.cpp): back
+/// from the output through values the reference does not compute (another term, or
+/// the reference's term times another factor), to the op whose result departs while
+/// none of its inputs does. A diagnostic for outputs not shown equal.
+class DepartureFinder {
+public:
+  DepartureFinder(const Spec &spec, TermPool &terms,
+                  const llvm::DenseMap<mlir::Value, State> &planStates,
+                  const ReferenceTerms &ref);
+  struct Found {
+    mlir::Operation *op = nullptr;
+    std::string why;
+  };
+  /// The departure on `v`'s way (op null: none found).
+  Found of(mlir::Value v);
+
+private:
+  bool accounted(const State &s) const;
+  Rational ratio(const State &s) const;
+  /// Whether v's state is known and is not a value the reference computes.
+  bool departed(mlir::Value v) const;
+  /// The first input of `op` that departed (null: none).
+  mlir::Value departedInput(mlir::Operation *op) const;
+  std::string why(mlir::Operation *op) const;
+  std::string referenceName(int index) const;
+  const Spec &spec;
+  TermPool &terms;
+  const llvm::DenseMap<mlir::Value, State> &planStates;
+  const ReferenceTerms &ref;
+  llvm::DenseMap<mlir::Value, mlir::Operation *> memo;
+};
 
 } // namespace planproof::layouts
 

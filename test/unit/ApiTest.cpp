@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -147,6 +148,14 @@ TEST_CASE("a planner's loop: candidate plans against one reference reuse what th
   REQUIRE(byItself.inconclusive.size() == cand.inconclusive.size());
   for (size_t i = 0; i < cand.inconclusive.size(); ++i)
     CHECK(byItself.inconclusive[i].second == cand.inconclusive[i].second);
+  // The first place, in both, is the op that is wrong: where the plan departs from the
+  // reference (from the reused reference's terms as from a fresh run's).
+  REQUIRE(!cand.inconclusive.empty());
+  size_t avgAt = mlpAvg.find("over [\"tp\"] \"avg\"");
+  unsigned avgLine = 1 + (unsigned)std::count(mlpAvg.begin(), mlpAvg.begin() + avgAt, '\n');
+  CHECK(cand.inconclusive[0].first.line == avgLine);
+  CHECK(cand.inconclusive[0].second.find("the plan departs from the reference here: its value "
+                                         "is 1/2 times") != std::string::npos);
   // The element engine decides the candidate too (its reference copied from base).
   CHECK(session.verify(*changed).verdict == Verdict::Violated);
 

@@ -1,0 +1,207 @@
+//===- Departure.cpp - where a plan first leaves its reference -----------===//
+//
+// When an output is not shown equal, the layout engine names the op where the plan
+// departs from the reference on that output's way: back from the output through
+// values the reference does not compute, to the op whose inputs all hold values the
+// reference computes and whose result does not -- a term the reference never
+// computes, or a reference term times a factor the reference never gives it (an "avg"
+// where a "sum" belongs, a sum over a replicated value). It is a diagnostic: it
+// changes no verdict, and the message states what is found, not why.
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+#include "Spec/Spec.h"
+
+#include "Dist/DistDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+DepartureFinder::DepartureFinder(const Spec &spec, TermPool &terms,
+                                 const llvm::DenseMap<Value, State> &planStates,
+                                 const ReferenceTerms &ref)
+    : spec(spec), terms(terms), planStates(planStates), ref(ref) {}
+
+bool DepartureFinder::accounted(const State &s) const {
+  if (!s.known)
+    return false;
+  auto fromReference = [&](TermId t) { return ref.count(t) || terms.isLeaf(t); };
+  if (fromReference(s.term) || !s.rankCoeff.empty() || s.isConst)
+    return true;
+  return s.broadcast && (fromReference(s.source) || s.source == terms.one());
+}
+
+Rational DepartureFinder::ratio(const State &s) const {
+  auto it = ref.find(s.term);
+  if (it == ref.end())
+    return Rational(1);
+  for (const auto &[f, index] : it->second.uses)
+    if (f == s.factor)
+      return Rational(1);
+  return s.factor / it->second.uses.front().first;
+}
+
+/// The values `op` reads: its operands, and for a receive the value its send sent.
+static std::vector<Value> inputsOf(const Spec &spec, Operation *op) {
+  if (isa<dist::RecvOp>(op)) {
+    auto it = spec.recvFrom.find(op);
+    if (it != spec.recvFrom.end() && it->second->getNumOperands() > 0)
+      return {it->second->getOperand(0)};
+    return {};
+  }
+  return std::vector<Value>(op->getOperands().begin(), op->getOperands().end());
+}
+
+bool DepartureFinder::departed(Value v) const {
+  auto it = planStates.find(v);
+  if (it == planStates.end() || !it->second.known || v.getType().isIndex())
+    return false;
+  return !accounted(it->second) || !ratio(it->second).isOne();
+}
+
+Value DepartureFinder::departedInput(Operation *op) const {
+  if (isa<dist::StageSelectOp>(op))
+    return {}; // a sum over the pipeline axis of the stages' values: not followed
+  // A value the reference never computes before one that is off by a factor only: a
+  // factor may be a deliberate share that a later sum completes (a loss scaled by
+  // 1/tp on every tp rank), another term never comes back.
+  Value scaled;
+  for (Value v : inputsOf(spec, op)) {
+    if (!departed(v))
+      continue;
+    if (!accounted(planStates.find(v)->second))
+      return v;
+    if (!scaled)
+      scaled = v;
+  }
+  return scaled;
+}
+
+/// The mesh axis whose size is 1/r, where r is 1/n (-1: none).
+static int shareAxis(const Mesh &mesh, const Rational &r) {
+  if (!r.isSmall() || r.numerator() != 1 || r.denominator() < 2)
+    return -1;
+  for (size_t a = 0; a < mesh.shape.size(); ++a)
+    if (mesh.shape[a] == r.denominator())
+      return (int)a;
+  return -1;
+}
+
+/// A sum over axes (all_reduce or reduce_scatter "sum"): its axes' names.
+static bool sumsOver(Operation *op, std::vector<std::string> &axes) {
+  ArrayAttr names;
+  if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
+    if (ar.getKind() != "sum")
+      return false;
+    names = ar.getAxes();
+  } else if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
+    names = rs.getAxes();
+  } else {
+    return false;
+  }
+  for (Attribute a : names)
+    if (auto s = dyn_cast<StringAttr>(a))
+      axes.push_back(s.str());
+  return true;
+}
+
+std::string DepartureFinder::why(Operation *op) const {
+  const State &s = planStates.find(op->getResult(0))->second;
+  if (!accounted(s))
+    return "its value " + terms.str(s.term) +
+           " is no value the reference computes, while its operands are";
+  Rational r = ratio(s);
+  std::string text = "its value is " + r.str() + " times the reference's `" +
+                     referenceName(ref.find(s.term)->second.uses.front().second) +
+                     "`, while its operands hold the reference's values";
+  // A deliberate share (a loss scaled by 1/|axis| on every rank of an axis, whose
+  // gradients a sum over that axis completes): name the axis.
+  int a = op->getDialect() == op->getContext()->getLoadedDialect<dist::DistDialect>()
+              ? -1
+              : shareAxis(spec.mesh, r);
+  if (a >= 0)
+    text += " (a share 1/" + std::to_string(spec.mesh.shape[a]) + " over [" +
+            spec.mesh.axes[a] + "], which no sum over [" + spec.mesh.axes[a] +
+            "] completes on this way)";
+  return text;
+}
+
+std::string DepartureFinder::referenceName(int index) const {
+  Block &body = spec.reference.getBody().front();
+  if (index < 0)
+    return -1 - index < (int)body.getNumArguments()
+               ? spec.nameOf(body.getArgument(-1 - index))
+               : "?";
+  int i = 0;
+  for (Operation &op : body)
+    if (i++ == index && op.getNumResults() > 0)
+      return spec.nameOf(op.getResult(0));
+  return "?";
+}
+
+DepartureFinder::Found DepartureFinder::of(Value out) {
+  // Back from the output through departed values, to the op whose result departs
+  // while none of its inputs does. Each value is walked once (memo).
+  std::vector<Value> path;
+  Operation *found = nullptr;
+  Value v = out;
+  while (true) {
+    auto m = memo.find(v);
+    if (m != memo.end()) {
+      found = m->second;
+      break;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!def || !departed(v) || def->getNumResults() != 1)
+      break; // an argument, a value the reference computes, or not followed
+    path.push_back(v);
+    Value next = departedInput(def);
+    if (!next) {
+      if (!isa<dist::StageSelectOp>(def))
+        found = def;
+      break;
+    }
+    v = next;
+  }
+  for (Value p : path)
+    memo[p] = found;
+  if (!found)
+    return {};
+  // An output that is the reference's value times 1/|axis|, that factor a share made
+  // at `found` (a loss scaled by 1/tp, the adjoint of an "avg" over tp) on its way
+  // through a sum over other axes: that sum, the closest to the output, is where the
+  // axis that would complete the share is missing.
+  const State &s = planStates.find(found->getResult(0))->second;
+  const State &o = planStates.find(out)->second;
+  int a = accounted(s) ? shareAxis(spec.mesh, ratio(s)) : -1;
+  if (a >= 0 && accounted(o) && ratio(o) == ratio(s)) {
+    Value w = out;
+    for (int step = 0; step < 64 && w && w.getDefiningOp() && departed(w); ++step) {
+      Operation *def = w.getDefiningOp();
+      std::vector<std::string> axes;
+      if (def != found && sumsOver(def, axes)) {
+        if (std::find(axes.begin(), axes.end(), spec.mesh.axes[a]) != axes.end())
+          break;
+        std::string over;
+        for (const std::string &x : axes)
+          over += (over.empty() ? "" : ", ") + x;
+        return {def, "it sums over [" + over + "] and its value is " + ratio(s).str() +
+                         " times the reference's: the share 1/" +
+                         std::to_string(spec.mesh.shape[a]) + " over [" +
+                         spec.mesh.axes[a] + "] made at `" + spec.nameOf(found->getResult(0)) +
+                         "` (line " + std::to_string(toSourceLoc(found->getLoc()).line) +
+                         ") is not completed: a sum over [" + spec.mesh.axes[a] +
+                         "] is missing"};
+      }
+      if (def->getNumResults() != 1)
+        break;
+      w = departedInput(def);
+    }
+  }
+  return {found, why(found)};
+}
+
+} // namespace planproof::layouts
