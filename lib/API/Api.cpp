@@ -158,12 +158,14 @@ Result Session::verify(const Spec &spec, const Options &options) {
   vo.threads = options.threads;
   vo.solverTimeoutMs = options.solverTimeoutMs;
   vo.checkFixes = options.checkFixes;
+  auto element = [&] { return verifySpec(spec.impl->spec, vo, impl->elements); };
   VerifyResult r;
-  if (options.engine != Options::Engine::Element)
+  if (options.engine == Options::Engine::Element)
+    r = element();
+  else if (options.engine == Options::Engine::Layout)
     r = verifyByLayouts(spec.impl->spec, vo, impl->layouts);
-  if (options.engine == Options::Engine::Element ||
-      (options.engine == Options::Engine::Auto && r.verdict == planproof::Verdict::Inconclusive))
-    r = verifySpec(spec.impl->spec, vo, impl->elements);
+  else
+    r = verifyAuto(verifyByLayouts(spec.impl->spec, vo, impl->layouts), element);
   Result out;
   out.verdict = r.verdict == planproof::Verdict::Verified   ? Verdict::Verified
                 : r.verdict == planproof::Verdict::Violated ? Verdict::Violated

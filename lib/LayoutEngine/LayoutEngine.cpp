@@ -631,3 +631,15 @@ VerifyResult planproof::verifyByLayouts(const Spec &spec, const VerifyOptions &o
                                         LayoutCache &cache) {
   return verifyWith(spec, options, cache.impl.get());
 }
+
+VerifyResult planproof::verifyAuto(const VerifyResult &layout,
+                                   const std::function<VerifyResult()> &element) {
+  if (layout.verdict != Verdict::Inconclusive)
+    return layout;
+  VerifyResult r = element();
+  if (r.verdict == Verdict::Inconclusive)
+    r.inconclusiveReasons.insert(r.inconclusiveReasons.begin(),
+                                 layout.inconclusiveReasons.begin(),
+                                 layout.inconclusiveReasons.end());
+  return r;
+}

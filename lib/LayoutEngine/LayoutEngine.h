@@ -22,6 +22,7 @@
 #include "Engine/Verifier.h"
 #include "Spec/Spec.h"
 
+#include <functional>
 #include <memory>
 
 namespace planproof {
@@ -50,6 +51,14 @@ public:
 /// verifyByLayouts, reusing and filling `cache`; the same verdict and reasons as
 /// without it. stats.reusedStates counts the plan states taken from the cache.
 VerifyResult verifyByLayouts(const Spec &spec, const VerifyOptions &options, LayoutCache &cache);
+
+/// `--engine auto`: the layout engine's result `layout` where it decided (verified, or
+/// a schedule violation); else the element engine's, run by `element` -- and where that
+/// is inconclusive too (a production-sized plan past its budget), with the layout
+/// engine's located reasons first: where the plan departs from its reference is the
+/// report's most useful line.
+VerifyResult verifyAuto(const VerifyResult &layout,
+                        const std::function<VerifyResult()> &element);
 
 } // namespace planproof
 

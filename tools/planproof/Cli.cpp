@@ -95,7 +95,8 @@ Options:
                              proves without elements or ranks and is inconclusive where
                              it has no rule, never reporting a violation
                              (docs/layout-engine.md); or the layout engine, then the
-                             element engine where it is not verified
+                             element engine where it is not verified (the layout
+                             engine's places first where both are inconclusive)
 
 Replay options:
   --backend cpu|cuda|emulated
@@ -222,11 +223,9 @@ VerifyResult runEngines(const Spec &spec, const Options &o) {
   if (o.engine == "element")
     return verifySpec(spec, o.verify);
   VerifyResult r = verifyByLayouts(spec, o.verify);
-  // Auto: the element engine where the layout engine decided nothing (it proves, or
-  // finds a pipeline schedule wrong, exactly).
-  if (o.engine == "layout" || r.verdict != Verdict::Inconclusive)
+  if (o.engine == "layout")
     return r;
-  return verifySpec(spec, o.verify);
+  return verifyAuto(r, [&] { return verifySpec(spec, o.verify); });
 }
 
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
