@@ -61,7 +61,7 @@ public:
   /// A readable rendering (heads without attributes), for messages; at most `budget`
   /// characters.
   std::string str(TermId t, size_t budget = 120) const;
-  size_t size() const { return keys.size(); }
+  size_t size() const { return headOf.size(); }
   /// Where two terms first differ: the outermost pair of subterms, reached through
   /// equal heads, whose heads (with their attributes and types) or arities differ;
   /// "" when the terms are equal.
@@ -69,11 +69,12 @@ public:
 
   // What Pieces.cpp reads of a term.
   const std::vector<TermId> &operands(TermId t) const { return args[t]; }
-  const std::string &key(TermId t) const { return keys[t]; }
-  bool isLeaf(TermId t) const { return keys[t].compare(0, 6, "input ") == 0; }
+  /// The term's head: "ref.concat{dim = 1 : i64}:4x4xf32", "input x : 4x4xf32".
+  const std::string &key(TermId t) const { return headTexts[headOf[t]]; }
+  bool isLeaf(TermId t) const { return key(t).compare(0, 6, "input ") == 0; }
   /// Whether the term's head starts with `prefix` ("ref.concat{", "ref.add{", ...).
   bool headIs(TermId t, llvm::StringRef prefix) const {
-    return llvm::StringRef(keys[t]).starts_with(prefix);
+    return llvm::StringRef(key(t)).starts_with(prefix);
   }
   /// The global shape of t, read from its head (a scale node's is its operand's).
   Shape shapeOf(TermId t) const;
@@ -102,17 +103,23 @@ private:
     size_t operator()(const HeadKey &k) const;
   };
   std::unordered_map<HeadKey, std::string, HeadHash> heads;
-  TermId intern(std::string key, std::string shortHead, std::vector<TermId> operands);
+  TermId intern(const std::string &head, const std::string &shortHead,
+                std::vector<TermId> operands);
   /// `operands` with each one whose key starts with `prefix` replaced by its operands.
   std::vector<TermId> flatten(const std::string &prefix,
                               const std::vector<TermId> &operands) const;
-  /// The weighted summands of factor `f` x term `t` into `out` (sum's normal form).
-  void summands(const std::string &prefix, TermId t, const Rational &f,
+  /// The weighted summands of factor `f` x term `t` into `out` (sum's normal form),
+  /// through nested sums of the same `head`.
+  void summands(const std::string &head, TermId t, const Rational &f,
                 std::vector<std::pair<TermId, Rational>> &out) const;
+  /// Heads by number (their text and the short name messages show), and terms by
+  /// key (a head's number and the operands', as bytes).
+  std::unordered_map<std::string, uint32_t> headIds;
+  std::vector<std::string> headTexts, shortTexts;
   std::unordered_map<std::string, TermId> ids;
   std::unordered_map<TermId, Rational> scales; // scale{c}(u) nodes: their c
   std::unordered_map<TermId, std::pair<const void *, const void *>> ops; // setOp
-  std::vector<std::string> keys, shortHeads;
+  std::vector<uint32_t> headOf;
   std::vector<std::vector<TermId>> args;
 };
 

@@ -21,11 +21,22 @@ namespace planproof::layouts {
 // Terms and states
 //===----------------------------------------------------------------------===//
 
-TermId TermPool::intern(std::string key, std::string shortHead, std::vector<TermId> operands) {
-  auto [it, fresh] = ids.emplace(std::move(key), (TermId)keys.size());
+TermId TermPool::intern(const std::string &head, const std::string &shortHead,
+                        std::vector<TermId> operands) {
+  // A head's text once; a term's key is its head's number and its operands' numbers
+  // as bytes (within the string's inline buffer for up to two operands).
+  auto h = headIds.find(head);
+  if (h == headIds.end()) {
+    h = headIds.emplace(head, (uint32_t)headTexts.size()).first;
+    headTexts.push_back(head);
+    shortTexts.push_back(shortHead);
+  }
+  uint32_t id = h->second;
+  std::string key(reinterpret_cast<const char *>(&id), sizeof id);
+  key.append(reinterpret_cast<const char *>(operands.data()), operands.size() * sizeof(TermId));
+  auto [it, fresh] = ids.emplace(std::move(key), (TermId)headOf.size());
   if (fresh) {
-    keys.push_back(it->first);
-    shortHeads.push_back(std::move(shortHead));
+    headOf.push_back(id);
     args.push_back(std::move(operands));
   }
   return it->second;
@@ -36,20 +47,17 @@ TermId TermPool::leaf(const std::string &input, const std::string &type) {
 }
 
 TermId TermPool::node(const std::string &head, const std::vector<TermId> &operands) {
-  std::string key = head + "(";
-  for (TermId t : operands)
-    key += std::to_string(t) + ",";
   std::string shortHead = head.substr(0, head.find_first_of("{:"));
   if (shortHead.rfind("ref.", 0) == 0)
     shortHead = shortHead.substr(4);
-  return intern(key + ")", shortHead, operands);
+  return intern(head, shortHead, operands);
 }
 
 std::vector<TermId> TermPool::flatten(const std::string &prefix,
                                       const std::vector<TermId> &operands) const {
   std::vector<TermId> flat;
   for (TermId t : operands) {
-    if (keys[t].compare(0, prefix.size(), prefix) == 0)
+    if (key(t).compare(0, prefix.size(), prefix) == 0)
       flat.insert(flat.end(), args[t].begin(), args[t].end());
     else
       flat.push_back(t);
@@ -57,13 +65,13 @@ std::vector<TermId> TermPool::flatten(const std::string &prefix,
   return flat;
 }
 
-void TermPool::summands(const std::string &prefix, TermId t, const Rational &f,
+void TermPool::summands(const std::string &head, TermId t, const Rational &f,
                         std::vector<std::pair<TermId, Rational>> &out) const {
   if (auto s = scales.find(t); s != scales.end()) // scale{c}(u)
-    return summands(prefix, args[t][0], f * s->second, out);
-  if (keys[t].compare(0, prefix.size(), prefix) == 0) {
+    return summands(head, args[t][0], f * s->second, out);
+  if (key(t) == head) {
     for (TermId u : args[t])
-      summands(prefix, u, f, out);
+      summands(head, u, f, out);
     return;
   }
   out.push_back({t, f});
@@ -74,7 +82,7 @@ TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Ratio
   // Sorted by term, equal terms merged (a vector, not a map: sums are built often).
   std::vector<std::pair<TermId, Rational>> all;
   for (auto &[t, f] : operands)
-    summands(head + "(", t, f, all);
+    summands(head, t, f, all);
   std::stable_sort(all.begin(), all.end(),
                    [](const auto &a, const auto &b) { return a.first < b.first; });
   std::vector<std::pair<TermId, Rational>> kept;
@@ -123,7 +131,7 @@ TermId TermPool::scaled(TermId t, const Rational &c) {
 }
 
 std::string TermPool::str(TermId t, size_t budget) const {
-  std::string out = shortHeads[t];
+  std::string out = shortTexts[headOf[t]];
   if (args[t].empty() || out.size() >= budget)
     return out;
   out += "(";
@@ -136,10 +144,7 @@ std::string TermPool::str(TermId t, size_t budget) const {
 }
 
 std::string TermPool::difference(TermId a, TermId b) const {
-  auto head = [&](TermId t) {
-    const std::string &k = keys[t];
-    return args[t].empty() ? k : k.substr(0, k.rfind('('));
-  };
+  auto head = [&](TermId t) { return key(t); };
   while (a != b) {
     if (head(a) != head(b) || args[a].size() != args[b].size())
       return head(a) + " where the reference has " + head(b);
@@ -173,7 +178,7 @@ Shape TermPool::shapeOf(TermId t) const {
   TermId u;
   if (scaleOf(t, c, u))
     return shapeOf(u);
-  llvm::StringRef k = keys[t], dims;
+  llvm::StringRef k = key(t), dims;
   if (isLeaf(t)) { // "input NAME : 4x4xf32"
     dims = k.substr(k.rfind(" : ") + 3);
   } else {
