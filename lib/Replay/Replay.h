@@ -105,6 +105,9 @@ struct ReplayResult {
   double referenceSeconds = 0, planSeconds = 0;
   /// Inputs read from .npy files.
   std::vector<std::string> loadedInputs;
+  /// The seed the inputs were drawn from: options.seed, or a later one where an
+  /// output's reference was not finite anywhere at the earlier ones (replaySpec).
+  uint64_t seed = 0;
   bool diverged() const {
     for (const ReplayOutput &o : outputs)
       if (!o.within)

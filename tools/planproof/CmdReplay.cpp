@@ -184,7 +184,7 @@ void renderReplayJson(const ReplayArgs &a, const ReplayResult &r) {
                               {"backend", a.backend},
                               {"dtype", dtypeName(ro.dtype)},
                               {"order", ro.ranks == ReplayRanks::Nccl ? "nccl" : orderName(ro.order)},
-                              {"seed", ro.seed},
+                              {"seed", r.seed},
                               {"device", r.device},
                               {"inputs_from_files", r.loadedInputs},
                               {"reference_seconds", r.referenceSeconds},
@@ -277,7 +277,7 @@ void renderReplayText(const ReplayArgs &a, const Spec &spec, const ReplayResult 
   std::cout << path << ": " << (r.diverged() ? "diverged" : "within tolerance") << " -- "
             << dtypeName(ro.dtype) << ", "
             << (ro.ranks == ReplayRanks::Nccl ? std::string("NCCL") : orderName(ro.order))
-            << "-order collectives, seed " << ro.seed << ", " << r.device;
+            << "-order collectives, seed " << r.seed << ", " << r.device;
   if (!r.loadedInputs.empty()) {
     std::cout << "; inputs from files:";
     for (const std::string &n : r.loadedInputs)
@@ -345,7 +345,7 @@ int planproof::cli::cmdReplay(std::vector<std::string> args) {
                                   std::string(dtypeName(ro.dtype)) + ", " +
                                       (ro.ranks == ReplayRanks::Nccl ? std::string("NCCL")
                                                                      : orderName(ro.order)) +
-                                      "-order collectives, seed " + std::to_string(ro.seed));
+                                      "-order collectives, seed " + std::to_string(r.seed));
   else
     renderReplayText(a, spec, r);
   return r.diverged() ? 1 : 0;
