@@ -62,9 +62,9 @@ def located_lines(op, what, original, mutated):
     return out
 
 
-def verify(path, limit):
+def verify(path, limit, binary=PLANPROOF):
     try:
-        p = subprocess.run([PLANPROOF, "verify", "--engine", "layout", "--format", "json", path],
+        p = subprocess.run([binary, "verify", "--engine", "layout", "--format", "json", path],
                            capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
         return "timeout", None
@@ -86,6 +86,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--limit", type=float, default=120)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results-localization.md"))
+    ap.add_argument("--baseline", help="another planproof binary, run on the same mutants: "
+                    "its located count is shown beside")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="planproof-localization-")
@@ -115,6 +117,12 @@ def main():
         with ThreadPoolExecutor(args.jobs) as pool:
             results = list(pool.map(lambda p: verify(p, args.limit), paths))
         seconds = time.perf_counter() - t0
+        if args.baseline:
+            with ThreadPoolExecutor(args.jobs) as pool:
+                base = list(pool.map(lambda p: verify(p, args.limit, args.baseline), paths))
+            count_base = sum(1 for (op, what, mutated), (verdict, line) in zip(chosen, base)
+                             if verdict in ("inconclusive", "violated")
+                             and line in located_lines(op, what, text, mutated))
         count = collections.Counter()
         for (op, what, mutated), (verdict, line) in zip(chosen, results):
             want = located_lines(op, what, text, mutated)
@@ -135,27 +143,37 @@ def main():
                 misses.append((title, what, verdict))
         totals.update(count)
         decided = count["inconclusive"] + count["violated"]
-        rows.append("| %s | %d | %d | %d | %d | %d | %d | %d (%.0f%%) | %.2f |" % (
+        rows.append("| %s | %d | %d | %d | %d | %d | %d | %d (%.0f%%) |%s %.2f |" % (
             title, count["mutants"], count["ill-typed"], count["violated"], count["inconclusive"],
             count["verified"], count["failed"], count["located"], 100.0 * count["located"] / max(1, decided),
+            (" %d (%.0f%%) |" % (count_base, 100.0 * count_base / max(1, decided))) if args.baseline else "",
             seconds / max(1, count["mutants"])))
+        totals["located by the baseline"] += count_base if args.baseline else 0
         print(rows[-1], flush=True)
     text = ("Mutants of plans at real model sizes and published degrees, verified by the "
             "layout engine; *located*: the report's first location is the mutated line "
             "(share of the mutants not verified); *ill-typed*: rejected as bad input (exit 2, "
-            "a located type error: most changes of a dimension, a layout or an operand).\n\n"
-            "| plan | mutants | ill-typed | violated | inconclusive | verified | failed | located | s per mutant |\n"
-            "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+            "a located type error: most changes of a dimension, a layout or an operand). "
+            + ("*baseline*: the same mutants located by the baseline binary (%s).\n\n" % args.baseline
+               if args.baseline else "\n") +
+            "| plan | mutants | ill-typed | violated | inconclusive | verified | failed | located |"
+            + (" baseline located |" if args.baseline else "") + " s per mutant |\n"
+            "|---|---|---|---|---|---|---|---|" + ("---|" if args.baseline else "") + "---|\n"
+            + "\n".join(rows) + "\n")
     decided = totals["inconclusive"] + totals["violated"]
     text += ("\nIn all: %d mutants, %d located of %d not verified (%.0f%%), %d verified, "
-             "%d failed (a crash, a timeout or a bad-input exit).\n" % (
+             "%d failed (a crash, a timeout or an exit other than 0, 1, 2, 3).\n" % (
                  totals["mutants"], totals["located"], decided,
                  100.0 * totals["located"] / max(1, decided), totals["verified"], totals["failed"]))
+    if args.baseline:
+        text += "The baseline located %d of them (%.0f%%).\n" % (
+            totals["located by the baseline"],
+            100.0 * totals["located by the baseline"] / max(1, decided))
     if misses:
         text += "\nNot located, verified or failed:\n\n" + "\n".join(
             "- %s: %s -- %s" % m for m in misses) + "\n"
-    write_results(args.out, "python3 bench/bench_localization.py --per-op %d --seed %d" % (
-        args.per_op, args.seed), text)
+    write_results(args.out, "python3 bench/bench_localization.py --per-op %d --seed %d%s" % (
+        args.per_op, args.seed, " --baseline " + args.baseline if args.baseline else ""), text)
     print(text)
 
 

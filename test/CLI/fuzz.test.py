@@ -82,12 +82,13 @@ with tempfile.TemporaryDirectory() as tmp:
         with open(path, "w") as fh:
             fh.write(mutated)
         try:
-            rc = subprocess.run([planproof, "verify", "--format", "json", path], capture_output=True,
-                                timeout=60).returncode
+            engine = rng.choice(["element", "layout", "auto"])
+            rc = subprocess.run([planproof, "verify", "--engine", engine, "--format", "json", path],
+                                capture_output=True, timeout=60).returncode
         except subprocess.TimeoutExpired:
             rc = "hang"
         if rc not in (0, 1, 2, 3):
             bad += 1
-            print(f"BAD exit {rc} on a mutation of {os.path.basename(spec)}")
+            print(f"BAD exit {rc} on a mutation of {os.path.basename(spec)} (--engine {engine})")
             print(mutated[:2000])
 print(f"fuzz: {count} cases, {bad} crashes or hangs")

@@ -14,6 +14,7 @@
 
 #include "Engine/Verifier.h"
 #include "Import/LoadSpec.h"
+#include "LayoutEngine/LayoutEngine.h"
 #include "Spec/Spec.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -42,6 +43,10 @@ inline void loadAndVerify(const std::string &name, const std::string &text) {
   options.solverTimeoutMs = 500;
   options.deadline = Deadline(2.0);
   verifySpec(spec, options);
+  // The layout engine too (its rules read attributes, shapes and layouts the element
+  // engine reads differently), with a budget of its own.
+  options.deadline = Deadline(2.0);
+  verifyByLayouts(spec, options);
 }
 
 } // namespace planproof::fuzz
