@@ -16,6 +16,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <cstdint>
+
 using namespace mlir;
 
 namespace planproof::layouts {
@@ -68,26 +70,55 @@ Value DepartureFinder::departedInput(Operation *op) const {
   // A value the reference never computes before one that is off by a factor only: a
   // factor may be a deliberate share that a later sum completes (a loss scaled by
   // 1/tp on every tp rank), another term never comes back.
-  Value scaled;
+  // Among inputs off by factors only, the one whose factor is the rarest over the
+  // plan: where every microbatch's gradient carries one share (1/tp of the
+  // reference's) and one carries another, that one left the pattern.
+  Value best;
+  size_t fewest = SIZE_MAX;
   for (Value v : inputsOf(spec, op)) {
     if (!departed(v))
       continue;
-    if (!accounted(planStates.find(v)->second))
+    const State &s = planStates.find(v)->second;
+    if (!accounted(s))
       return v;
-    if (!scaled)
-      scaled = v;
+    size_t n = frequency(ratio(s));
+    if (n < fewest) {
+      fewest = n;
+      best = v;
+    }
   }
-  return scaled;
+  return best;
 }
 
-/// The mesh axis whose size is 1/r, where r is 1/n (-1: none).
-static int shareAxis(const Mesh &mesh, const Rational &r) {
+size_t DepartureFinder::frequency(const Rational &r) const {
+  if (ratioCounts.empty()) {
+    ratioCounts[""] = 0; // counted
+    for (const auto &[v, s] : planStates)
+      if (s.known && accounted(s))
+        if (Rational q = ratio(s); !q.isOne())
+          ++ratioCounts[q.str()];
+  }
+  auto it = ratioCounts.find(r.str());
+  return it == ratioCounts.end() ? 0 : it->second;
+}
+
+/// The mesh axes of size n, where r is 1/n (none: r is no such share).
+static std::vector<std::string> shareAxes(const Mesh &mesh, const Rational &r) {
+  std::vector<std::string> out;
   if (!r.isSmall() || r.numerator() != 1 || r.denominator() < 2)
-    return -1;
+    return out;
   for (size_t a = 0; a < mesh.shape.size(); ++a)
     if (mesh.shape[a] == r.denominator())
-      return (int)a;
-  return -1;
+      out.push_back(mesh.axes[a]);
+  return out;
+}
+
+/// "[tp]", or "[dp] or [tp]" where several axes have the share's size.
+static std::string axesChoice(const std::vector<std::string> &axes) {
+  std::string out;
+  for (size_t i = 0; i < axes.size(); ++i)
+    out += (i ? " or [" : "[") + axes[i] + "]";
+  return out;
 }
 
 /// A sum over axes (all_reduce or reduce_scatter "sum"): its axes' names.
@@ -115,17 +146,21 @@ std::string DepartureFinder::why(Operation *op) const {
            " is no value the reference computes, while its operands are";
   Rational r = ratio(s);
   std::string text = "its value is " + r.str() + " times the reference's `" +
-                     referenceName(ref.find(s.term)->second.uses.front().second) +
-                     "`, while its operands hold the reference's values";
+                     referenceName(ref.find(s.term)->second.uses.front().second) + "`";
+  if (Value in = departedInput(op))
+    return text + ", where its operand is " + ratio(planStates.find(in)->second).str() +
+           " times the reference's value: it changes the factor by " +
+           (r / ratio(planStates.find(in)->second)).str();
+  text += ", while its operands hold the reference's values";
   // A deliberate share (a loss scaled by 1/|axis| on every rank of an axis, whose
   // gradients a sum over that axis completes): name the axis.
-  int a = op->getDialect() == op->getContext()->getLoadedDialect<dist::DistDialect>()
-              ? -1
-              : shareAxis(spec.mesh, r);
-  if (a >= 0)
-    text += " (a share 1/" + std::to_string(spec.mesh.shape[a]) + " over [" +
-            spec.mesh.axes[a] + "], which no sum over [" + spec.mesh.axes[a] +
-            "] completes on this way)";
+  std::vector<std::string> axes =
+      op->getDialect() == op->getContext()->getLoadedDialect<dist::DistDialect>()
+          ? std::vector<std::string>{}
+          : shareAxes(spec.mesh, r);
+  if (!axes.empty())
+    text += " (a share " + r.str() + " over " + axesChoice(axes) + ", which no sum over " +
+            axesChoice(axes) + " completes on this way)";
   return text;
 }
 
@@ -159,6 +194,18 @@ DepartureFinder::Found DepartureFinder::of(Value out) {
       break; // an argument, a value the reference computes, or not followed
     path.push_back(v);
     Value next = departedInput(def);
+    // The output's own collective changes its operand's factor, and not to the
+    // reference's (an "avg" of a value every rank holds 1/tp of): the last chance to
+    // complete the share is where it goes wrong, not where the share was made. (Inside
+    // the plan, collectives change shares legitimately: the adjoint of an "avg".)
+    if (next && v == out &&
+        isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp, dist::AllToAllOp>(def)) {
+      const State &vs = planStates.find(v)->second, &ns = planStates.find(next)->second;
+      if (accounted(vs) && accounted(ns) && ratio(vs) != ratio(ns)) {
+        found = def;
+        break;
+      }
+    }
     if (!next) {
       if (!isa<dist::StageSelectOp>(def))
         found = def;
@@ -176,25 +223,30 @@ DepartureFinder::Found DepartureFinder::of(Value out) {
   // axis that would complete the share is missing.
   const State &s = planStates.find(found->getResult(0))->second;
   const State &o = planStates.find(out)->second;
-  int a = accounted(s) ? shareAxis(spec.mesh, ratio(s)) : -1;
-  if (a >= 0 && accounted(o) && ratio(o) == ratio(s)) {
+  std::vector<std::string> candidates =
+      accounted(s) ? shareAxes(spec.mesh, ratio(s)) : std::vector<std::string>{};
+  if (!candidates.empty() && accounted(o) && ratio(o) == ratio(s)) {
     Value w = out;
     for (int step = 0; step < 64 && w && w.getDefiningOp() && departed(w); ++step) {
       Operation *def = w.getDefiningOp();
       std::vector<std::string> axes;
       if (def != found && sumsOver(def, axes)) {
-        if (std::find(axes.begin(), axes.end(), spec.mesh.axes[a]) != axes.end())
+        // The share's axes this sum leaves out (several axes may have its size).
+        std::vector<std::string> missing;
+        for (const std::string &a : candidates)
+          if (std::find(axes.begin(), axes.end(), a) == axes.end())
+            missing.push_back(a);
+        if (missing.empty())
           break;
         std::string over;
         for (const std::string &x : axes)
           over += (over.empty() ? "" : ", ") + x;
         return {def, "it sums over [" + over + "] and its value is " + ratio(s).str() +
-                         " times the reference's: the share 1/" +
-                         std::to_string(spec.mesh.shape[a]) + " over [" +
-                         spec.mesh.axes[a] + "] made at `" + spec.nameOf(found->getResult(0)) +
+                         " times the reference's: the share " + ratio(s).str() + " over " +
+                         axesChoice(missing) + " made at `" + spec.nameOf(found->getResult(0)) +
                          "` (line " + std::to_string(toSourceLoc(found->getLoc()).line) +
-                         ") is not completed: a sum over [" + spec.mesh.axes[a] +
-                         "] is missing"};
+                         ") is not completed: a sum over " + axesChoice(missing) +
+                         " is missing"};
       }
       if (def->getNumResults() != 1)
         break;

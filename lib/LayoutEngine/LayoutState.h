@@ -307,6 +307,9 @@ private:
   mlir::Value departedInput(mlir::Operation *op) const;
   std::string why(mlir::Operation *op) const;
   std::string referenceName(int index) const;
+  /// How many plan values hold the reference's value times `r` (counted once).
+  size_t frequency(const Rational &r) const;
+  mutable std::unordered_map<std::string, size_t> ratioCounts;
   const Spec &spec;
   TermPool &terms;
   const llvm::DenseMap<mlir::Value, State> &planStates;
