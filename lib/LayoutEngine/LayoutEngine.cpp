@@ -482,9 +482,15 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
   // first pass finds them, the second decides every output.
   PieceComparison pieces(terms, spec.plan.getContext(), options.deadline);
   bool anyPieces = false;
+  // Where the plan departs, and the outputs it reaches: one report per departure;
+  // of the outputs it explains, only the first one's difference is reported too.
   std::unique_ptr<DepartureFinder> departures;
-  std::vector<std::pair<SourceLoc, std::string>> departed;
-  std::set<Operation *> departedAt;
+  struct Departed {
+    DepartureFinder::Found at;
+    std::vector<std::string> outputs;
+  };
+  std::vector<Departed> departed;
+  std::map<Operation *, size_t> departedIndex;
   for (int pass = 0; pass < 2; ++pass)
   for (const Binding &b : spec.planOutputs) {
     auto it = std::find(spec.refOutputs.begin(), spec.refOutputs.end(), b.refName);
@@ -550,6 +556,18 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       same = pieces.equal(got.term, got.factor, expected.term, expected.factor);
     if (!same) {
       all = false;
+      if (!departures)
+        departures = std::make_unique<DepartureFinder>(spec, terms, planStates,
+                                                       referenceTerms());
+      DepartureFinder::Found d = departures->of(ret->getOperand(b.index));
+      if (d.op) {
+        auto [it, fresh] = departedIndex.emplace(d.op, departed.size());
+        if (fresh)
+          departed.push_back({d, {}});
+        departed[it->second].outputs.push_back(b.refName);
+        if (!fresh)
+          continue;
+      }
       // At the op computing the output, where there is one.
       Operation *def = ret->getOperand(b.index).getDefiningOp();
       SourceLoc at = def ? toSourceLoc(def->getLoc()) : toSourceLoc(b.loc);
@@ -557,19 +575,21 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
                                  " where the reference's is " + describe(expected) +
                                  " (not shown equal" + termDifference(got, expected) + ")" +
                                  layoutHint(got, expected)});
-      if (!departures)
-        departures = std::make_unique<DepartureFinder>(spec, terms, planStates,
-                                                       referenceTerms());
-      DepartureFinder::Found d = departures->of(ret->getOperand(b.index));
-      if (d.op && departedAt.insert(d.op).second)
-        departed.push_back(
-            {toSourceLoc(d.op->getLoc()),
-             "`" + spec.nameOf(d.op->getResult(0)) + "` = " + opName(*d.op) +
-                 ": on the way to output `" + b.refName +
-                 "`, the plan departs from the reference here: " + d.why});
     }
   }
-  reasons.insert(reasons.begin(), departed.begin(), departed.end());
+  std::vector<std::pair<SourceLoc, std::string>> first;
+  for (const Departed &d : departed) {
+    std::string names;
+    for (size_t i = 0; i < d.outputs.size() && i < 6; ++i)
+      names += (i ? ", `" : "`") + d.outputs[i] + "`";
+    if (d.outputs.size() > 6)
+      names += " and " + std::to_string(d.outputs.size() - 6) + " more";
+    first.push_back({toSourceLoc(d.at.op->getLoc()),
+                     "`" + spec.nameOf(d.at.op->getResult(0)) + "` = " + opName(*d.at.op) +
+                         ": on the way to output" + (d.outputs.size() > 1 ? "s " : " ") +
+                         names + ", the plan departs from the reference here: " + d.at.why});
+  }
+  reasons.insert(reasons.begin(), first.begin(), first.end());
   return all;
 }
 
