@@ -170,11 +170,12 @@ std::string DepartureFinder::referenceName(int index) const {
     return -1 - index < (int)body.getNumArguments()
                ? spec.nameOf(body.getArgument(-1 - index))
                : "?";
-  int i = 0;
-  for (Operation &op : body)
-    if (i++ == index && op.getNumResults() > 0)
-      return spec.nameOf(op.getResult(0));
-  return "?";
+  if (referenceOps.empty())
+    for (Operation &op : body)
+      referenceOps.push_back(&op);
+  if (index >= (int)referenceOps.size() || referenceOps[index]->getNumResults() == 0)
+    return "?";
+  return spec.nameOf(referenceOps[index]->getResult(0));
 }
 
 DepartureFinder::Found DepartureFinder::of(Value out) {

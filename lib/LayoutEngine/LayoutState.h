@@ -310,6 +310,7 @@ private:
   /// How many plan values hold the reference's value times `r` (counted once).
   size_t frequency(const Rational &r) const;
   mutable std::unordered_map<std::string, size_t> ratioCounts;
+  mutable std::vector<mlir::Operation *> referenceOps; // by position, for names
   const Spec &spec;
   TermPool &terms;
   const llvm::DenseMap<mlir::Value, State> &planStates;
