@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <set>
 #include <unordered_map>
 
@@ -172,6 +173,41 @@ private:
              "sum over " + axesText(spec.mesh, extra);
     if (got.split != want.split)
       return ": it holds the reference's value under another split than the output declares";
+    return "";
+  }
+
+  /// For an op that cannot take a partial sum (operandPartials): where that operand
+  /// became one -- back through ops whose result is a partial sum over the same axes
+  /// because an input is, to the op that made it (a contraction over split blocks):
+  /// the reduction is missing between there and here. "" when not found.
+  std::string partialSince(const State &u) {
+    Operation *op = u.origin;
+    unsigned k;
+    if (!op || sscanf(u.why.c_str(), "operand #%u is a partial sum over", &k) != 1 ||
+        k >= op->getNumOperands())
+      return "";
+    Value v = op->getOperand(k);
+    const std::vector<int> axes = planStates[v].partial;
+    if (axes.empty())
+      return "";
+    for (int step = 0; step < 10000; ++step) {
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getNumResults() != 1)
+        return "";
+      Value from;
+      for (Value in : def->getOperands())
+        if (auto it = planStates.find(in); it != planStates.end() && it->second.known &&
+                                           it->second.partial == axes) {
+          from = in;
+          break;
+        }
+      if (!from)
+        return "; it is a partial sum over " + axesText(spec.mesh, axes) + " since `" +
+               spec.nameOf(v) + "` = " + opName(*def) + " (line " +
+               std::to_string(toSourceLoc(def->getLoc()).line) +
+               "), and no reduction over " + axesText(spec.mesh, axes) + " follows";
+      v = from;
+    }
     return "";
   }
 
@@ -512,7 +548,8 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       SourceLoc at = u.origin ? toSourceLoc(u.origin->getLoc()) : toSourceLoc(b.loc);
       std::string what = u.origin ? "`" + u.origin->getName().getStringRef().str() + "`" : "";
       reasons.push_back({at, out + (want.known ? "" : "the reference: ") + what +
-                                 (what.empty() ? "" : ": ") + u.why});
+                                 (what.empty() ? "" : ": ") + u.why +
+                                 (want.known ? partialSince(u) : "")});
       continue;
     }
     State expected = want;
