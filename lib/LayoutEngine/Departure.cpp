@@ -27,10 +27,23 @@ DepartureFinder::DepartureFinder(const Spec &spec, TermPool &terms,
                                  const ReferenceTerms &ref)
     : spec(spec), terms(terms), planStates(planStates), ref(ref) {}
 
+/// The first nonzero factor the reference gives a term (null: it has only zeros).
+static const std::pair<Rational, int> *nonzeroUse(const ReferenceValue &v) {
+  for (const auto &u : v.uses)
+    if (!u.first.isZero())
+      return &u;
+  return nullptr;
+}
+
 bool DepartureFinder::accounted(const State &s) const {
   if (!s.known)
     return false;
   auto fromReference = [&](TermId t) { return ref.count(t) || terms.isLeaf(t); };
+  // A term the reference computes only as zero, held times a nonzero factor, is no
+  // value the reference computes.
+  if (auto it = ref.find(s.term);
+      it != ref.end() && !s.factor.isZero() && !nonzeroUse(it->second))
+    return false;
   if (fromReference(s.term) || !s.rankCoeff.empty() || s.isConst)
     return true;
   return s.broadcast && (fromReference(s.source) || s.source == terms.one());
@@ -43,7 +56,8 @@ Rational DepartureFinder::ratio(const State &s) const {
   for (const auto &[f, index] : it->second.uses)
     if (f == s.factor)
       return Rational(1);
-  return s.factor / it->second.uses.front().first;
+  const auto *u = nonzeroUse(it->second);
+  return u ? s.factor / u->first : Rational(1);
 }
 
 /// The values `op` reads: its operands, and for a receive the value its send sent.
@@ -145,12 +159,14 @@ std::string DepartureFinder::why(Operation *op) const {
     return "its value " + terms.str(s.term) +
            " is no value the reference computes, while its operands are";
   Rational r = ratio(s);
+  const auto *use = nonzeroUse(ref.find(s.term)->second);
   std::string text = "its value is " + r.str() + " times the reference's `" +
-                     referenceName(ref.find(s.term)->second.uses.front().second) + "`";
-  if (Value in = departedInput(op))
-    return text + ", where its operand is " + ratio(planStates.find(in)->second).str() +
-           " times the reference's value: it changes the factor by " +
-           (r / ratio(planStates.find(in)->second)).str();
+                     referenceName(use ? use->second : -1 - (1 << 30)) + "`";
+  if (Value in = departedInput(op)) {
+    Rational q = ratio(planStates.find(in)->second);
+    return text + ", where its operand is " + q.str() + " times the reference's value" +
+           (q.isZero() ? "" : ": it changes the factor by " + (r / q).str());
+  }
   text += ", while its operands hold the reference's values";
   // A deliberate share (a loss scaled by 1/|axis| on every rank of an axis, whose
   // gradients a sum over that axis completes): name the axis.
