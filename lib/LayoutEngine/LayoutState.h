@@ -13,7 +13,10 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
+#include "llvm/Support/Allocator.h"
 
 #include <map>
 #include <memory>
@@ -68,7 +71,9 @@ public:
   std::string difference(TermId a, TermId b) const;
 
   // What Pieces.cpp reads of a term.
-  const std::vector<TermId> &operands(TermId t) const { return args[t]; }
+  /// A term's operands: stable for the pool's life (they live in its allocator), so
+  /// callers may keep them while the pool grows.
+  llvm::ArrayRef<TermId> operands(TermId t) const { return args[t]; }
   /// The term's head: "ref.concat{dim = 1 : i64}:4x4xf32", "input x : 4x4xf32".
   const std::string &key(TermId t) const { return headTexts[headOf[t]]; }
   bool isLeaf(TermId t) const { return key(t).compare(0, 6, "input ") == 0; }
@@ -116,11 +121,29 @@ private:
   /// key (a head's number and the operands', as bytes).
   std::unordered_map<std::string, uint32_t> headIds;
   std::vector<std::string> headTexts, shortTexts;
-  std::unordered_map<std::string, TermId> ids;
+  /// A term by its key: its head's number and its operands (which the key points
+  /// at: the candidate's while looking up, the pool's own once interned).
+  struct Key {
+    uint32_t head;
+    llvm::ArrayRef<TermId> operands;
+  };
+  struct KeyInfo {
+    static Key getEmptyKey() { return {~0u, {}}; }
+    static Key getTombstoneKey() { return {~0u - 1, {}}; }
+    static unsigned getHashValue(const Key &k) {
+      return (unsigned)llvm::hash_combine(
+          k.head, llvm::hash_combine_range(k.operands.begin(), k.operands.end()));
+    }
+    static bool isEqual(const Key &a, const Key &b) {
+      return a.head == b.head && a.operands == b.operands;
+    }
+  };
+  llvm::DenseMap<Key, TermId, KeyInfo> ids;
   std::unordered_map<TermId, Rational> scales; // scale{c}(u) nodes: their c
   std::unordered_map<TermId, std::pair<const void *, const void *>> ops; // setOp
   std::vector<uint32_t> headOf;
-  std::vector<std::vector<TermId>> args;
+  std::vector<llvm::ArrayRef<TermId>> args; // into `storage`
+  llvm::BumpPtrAllocator storage;
 };
 
 /// What a value holds on every rank: factor x term, with dimension d split over the

@@ -23,8 +23,8 @@ namespace planproof::layouts {
 
 TermId TermPool::intern(const std::string &head, const std::string &shortHead,
                         std::vector<TermId> operands) {
-  // A head's text once; a term's key is its head's number and its operands' numbers
-  // as bytes (within the string's inline buffer for up to two operands).
+  // A head's text once; a term's key is its head's number and its operands, which
+  // are copied once into the pool's allocator (no allocation per term of its own).
   auto h = headIds.find(head);
   if (h == headIds.end()) {
     h = headIds.emplace(head, (uint32_t)headTexts.size()).first;
@@ -32,14 +32,17 @@ TermId TermPool::intern(const std::string &head, const std::string &shortHead,
     shortTexts.push_back(shortHead);
   }
   uint32_t id = h->second;
-  std::string key(reinterpret_cast<const char *>(&id), sizeof id);
-  key.append(reinterpret_cast<const char *>(operands.data()), operands.size() * sizeof(TermId));
-  auto [it, fresh] = ids.emplace(std::move(key), (TermId)headOf.size());
-  if (fresh) {
-    headOf.push_back(id);
-    args.push_back(std::move(operands));
-  }
-  return it->second;
+  auto found = ids.find(Key{id, operands});
+  if (found != ids.end())
+    return found->second;
+  TermId *copy = storage.Allocate<TermId>(operands.size());
+  std::copy(operands.begin(), operands.end(), copy);
+  llvm::ArrayRef<TermId> kept(copy, operands.size());
+  TermId t = (TermId)headOf.size();
+  headOf.push_back(id);
+  args.push_back(kept);
+  ids.try_emplace(Key{id, kept}, t);
+  return t;
 }
 
 TermId TermPool::leaf(const std::string &input, const std::string &type) {
