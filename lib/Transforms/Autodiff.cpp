@@ -18,6 +18,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 #include <map>
@@ -104,7 +105,7 @@ private:
   std::function<std::string(Value)> nameOf;
   std::function<void(Value, Value, Value)> replaced;
   const llvm::DenseMap<Operation *, size_t> *positions = nullptr;
-  std::map<std::string, unsigned> counters;
+  llvm::StringMap<unsigned> counters;
   llvm::DenseSet<Value> active;
   llvm::DenseMap<Value, Value> adjoint;
 };
