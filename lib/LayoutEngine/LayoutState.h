@@ -139,8 +139,9 @@ private:
     }
   };
   llvm::DenseMap<Key, TermId, KeyInfo> ids;
-  std::unordered_map<TermId, Rational> scales; // scale{c}(u) nodes: their c
-  std::unordered_map<TermId, std::pair<const void *, const void *>> ops; // setOp
+  llvm::DenseMap<TermId, Rational> scales; // scale{c}(u) nodes: their c
+  /// setOp's, by term (null: none recorded): most terms have one.
+  std::vector<std::pair<const void *, const void *>> ops;
   std::vector<uint32_t> headOf;
   std::vector<llvm::ArrayRef<TermId>> args; // into `storage`
   llvm::BumpPtrAllocator storage;

@@ -129,7 +129,7 @@ TermId TermPool::scaled(TermId t, const Rational &c) {
   if (c.isOne())
     return t;
   TermId s = node("scale{" + c.str() + "}", {t});
-  scales.emplace(s, c);
+  scales.try_emplace(s, c);
   return s;
 }
 
@@ -214,15 +214,17 @@ bool TermPool::scaleOf(TermId t, Rational &c, TermId &u) const {
 }
 
 void TermPool::setOp(TermId t, mlir::OperationName name, DictionaryAttr attrs) {
-  ops.emplace(t, std::make_pair(name.getAsOpaquePointer(), attrs.getAsOpaquePointer()));
+  if (t >= ops.size())
+    ops.resize(headOf.size() > t ? headOf.size() : t + 1, {nullptr, nullptr});
+  if (!ops[t].first) // the first op recorded for a term is kept
+    ops[t] = {name.getAsOpaquePointer(), attrs.getAsOpaquePointer()};
 }
 
 bool TermPool::opOf(TermId t, mlir::OperationName &name, DictionaryAttr &attrs) const {
-  auto it = ops.find(t);
-  if (it == ops.end())
+  if (t >= ops.size() || !ops[t].first)
     return false;
-  name = mlir::OperationName::getFromOpaquePointer(it->second.first);
-  attrs = cast<DictionaryAttr>(Attribute::getFromOpaquePointer(it->second.second));
+  name = mlir::OperationName::getFromOpaquePointer(ops[t].first);
+  attrs = cast<DictionaryAttr>(Attribute::getFromOpaquePointer(ops[t].second));
   return true;
 }
 
