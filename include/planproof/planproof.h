@@ -156,6 +156,9 @@ struct ReplayResult {
   std::string firstOp;
   Location firstAt;
   std::string firstNote;
+  /// The seed the inputs were drawn from: the one asked for, or a later one where an
+  /// output's reference was not finite at any element at the earlier ones.
+  uint64_t seed = 0;
 };
 
 class Session;

@@ -209,6 +209,7 @@ Expected<ReplayResult> Session::replay(const Spec &spec, const ReplayOptions &op
   out.ran = r.ran;
   out.failure = r.failure;
   out.diverged = r.diverged();
+  out.seed = r.seed;
   for (const planproof::ReplayOutput &x : r.outputs)
     out.outputs.push_back({x.name, x.within, x.maxAbsError, x.maxRelError});
   if (r.first.found) {

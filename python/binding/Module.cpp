@@ -182,6 +182,7 @@ void bindResults(py::module_ &m) {
       .def_readonly("first_op", &ReplayResult::firstOp)
       .def_readonly("first_at", &ReplayResult::firstAt)
       .def_readonly("first_note", &ReplayResult::firstNote)
+      .def_readonly("seed", &ReplayResult::seed)
       .def("__repr__", [](const ReplayResult &r) {
         return std::string("ReplayResult(") +
                (!r.ran ? "did not run: " + r.failure

@@ -61,6 +61,7 @@ class ReplayResult:
     first_op: str
     first_at: Location
     first_note: str
+    seed: int
 
 class Spec:
     name: str

@@ -119,6 +119,17 @@ def test_replay():
     assert bad.first_op == "%y_pre" and bad.first_at.line == 61
     with pytest.raises(ValueError, match="dtype"):
         planproof.replay(TP2, dtype="fp8")
+    assert r.seed == 1
+
+
+def test_replay_never_within_tolerance_on_nothing_compared():
+    # A reference that is not finite anywhere: no draw helps, the replay could not run
+    # (it must not say within tolerance), and the seed it tried last is reported.
+    nf = ROOT / "test" / "CLI" / "Inputs" / "replay_nonfinite.mlir"
+    r = planproof.replay(nf)
+    assert not r.ran and not r.diverged
+    assert "output `y` was not compared" in r.failure
+    assert r.seed == 3001
 
 
 def test_bad_mlir_names_file_and_line(tmp_path):
