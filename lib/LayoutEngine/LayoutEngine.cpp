@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <set>
 #include <unordered_map>
 
@@ -182,11 +181,9 @@ private:
   /// the reduction is missing between there and here. "" when not found.
   std::string partialSince(const State &u) {
     Operation *op = u.origin;
-    unsigned k;
-    if (!op || sscanf(u.why.c_str(), "operand #%u is a partial sum over", &k) != 1 ||
-        k >= op->getNumOperands())
+    if (!op || u.partialOperand < 0 || u.partialOperand >= (int)op->getNumOperands())
       return "";
-    Value v = op->getOperand(k);
+    Value v = op->getOperand(u.partialOperand);
     const std::vector<int> axes = planStates[v].partial;
     if (axes.empty())
       return "";

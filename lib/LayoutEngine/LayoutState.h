@@ -157,6 +157,9 @@ struct State {
   /// index argument without a binding).
   std::string why = "a value the layout engine does not follow";
   mlir::Operation *origin = nullptr; // where an unknown state arose (null: an argument)
+  /// For an unknown state: the operand of `origin` that is a partial sum the op is not
+  /// linear in (-1: not that reason).
+  int partialOperand = -1;
   TermId term = 0;
   Rational factor = Rational(1);
   Shape global;

@@ -281,7 +281,7 @@ namespace {
 /// The axes the result is a partial sum over, from the operands' (linearity), or why
 /// the op cannot take them.
 bool operandPartials(RuleContext &c, Operation &op, const std::vector<const State *> &in,
-                     std::vector<int> &partial, std::string &why) {
+                     std::vector<int> &partial, std::string &why, int &culprit) {
   std::vector<unsigned> which;
   for (unsigned i = 0; i < in.size(); ++i)
     if (!in[i]->partial.empty())
@@ -298,6 +298,7 @@ bool operandPartials(RuleContext &c, Operation &op, const std::vector<const Stat
     partial = in[which[0]]->partial;
   else {
     unsigned i = which[0];
+    culprit = (int)i;
     why = "operand #" + std::to_string(i) + " is a partial sum over " +
           axesText(c.mesh, in[i]->partial) + " and `" + opName(op) +
           "` is not linear in it (with its other operands as they are): it must be "
@@ -380,8 +381,12 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
                                  "its block over " + axesText(c.mesh, in[i]->partialMax) +
                                  ": it must be completed by all_reduce \"max\" first");
   std::vector<int> partial;
-  if (!operandPartials(c, op, in, partial, why))
-    return State::unknown(&op, why);
+  int culprit = -1;
+  if (!operandPartials(c, op, in, partial, why, culprit)) {
+    State s = State::unknown(&op, why);
+    s.partialOperand = culprit;
+    return s;
+  }
   SplitResult sr = splitRule(c, op, in, local);
   if (!sr.why.empty())
     return State::unknown(&op, sr.why);
