@@ -59,11 +59,15 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
   Shape local;
   if (!coll || in.size() != 1 || !resultShape(op, local))
     return State::unknown(&op, "no layout rule for `" + opName(op) + "`");
-  if (op.hasAttr("zigzag"))
-    return State::unknown(&op, "zigzag layouts are not modelled by the layout engine yet");
   std::vector<int> axes;
   if (!c.axesOf(coll.getAxesAttr(), axes))
     return State::unknown(&op, "an axis the mesh does not have");
+  // zigzag: the group's last axis's rank p holds chunks p and 2n-1-p of the block (a
+  // zigzag over one rank is the plain block).
+  bool zigzag = false;
+  if (op.hasAttr("zigzag") && !coll.getAxesAttr().empty())
+    if (auto last = dyn_cast<StringAttr>(coll.getAxesAttr()[coll.getAxesAttr().size() - 1]))
+      zigzag = c.mesh.shape[c.mesh.axisIndex(last.str())] > 1;
   State s = *in[0];
   std::string why;
   if (!s.partialMax.empty()) {
@@ -80,6 +84,24 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
     s.partialMax = rest;
   }
   auto dimOf = [&](int64_t d) { return d >= 0 && d < (int64_t)s.split.size(); };
+  // A dimension that gains `axes` as its minor ones: plain blocks, or zigzag chunks of
+  // the block it had.
+  auto scatter = [&](DimSplit &d, int64_t global, std::string &why) {
+    if (!d.windows.empty()) {
+      why = "it splits a dimension whose rows are already chosen per rank (" + c.show(s) + ")";
+      return false;
+    }
+    d.insert(d.end(), axes.begin(), axes.end());
+    if (!zigzag)
+      return true;
+    d.windows = zigzagWindows(c.mesh, d, global);
+    if (d.windows.empty())
+      why = "the zigzag chunks do not divide the dimension";
+    return !d.windows.empty();
+  };
+  if (s.windowed() && isa<dist::AllToAllOp>(op))
+    return State::unknown(&op, "no layout rule for an all_to_all of rows chosen per rank (" +
+                                   c.show(s) + ")");
   if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
     if (!dimOf(g.getDim()))
       return State::unknown(&op, "dimension out of range");
@@ -88,7 +110,17 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
       return State::unknown(&op, "it gathers dim " + std::to_string(g.getDim()) + " over " +
                                      axesText(c.mesh, axes) + ", which are not the minor "
                                      "axes splitting that dimension (" + c.show(s) + ")");
+    // The ranks' blocks go back where the split took them from: the operand's rows
+    // must be the blocks the gather assumes (zigzag or plain).
+    std::vector<Window> assumed =
+        zigzag ? zigzagWindows(c.mesh, d, s.global[g.getDim()]) : std::vector<Window>();
+    if (d.windows != assumed)
+      return State::unknown(&op, std::string("it gathers dim ") + std::to_string(g.getDim()) +
+                                     (zigzag ? " in zigzag chunk order" : " in rank order") +
+                                     ", and its operand's rows are laid out otherwise (" +
+                                     c.show(s) + ")");
     d.resize(d.size() - axes.size());
+    d.windows.clear();
   } else if (auto r = dyn_cast<dist::AllReduceOp>(op)) {
     if (!reduceOver(c, s, axes, r.getKind(), why))
       return State::unknown(&op, why);
@@ -97,14 +129,14 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
       return State::unknown(&op, "no layout rule for this reduce_scatter");
     if (!reduceOver(c, s, axes, r.getKind(), why))
       return State::unknown(&op, why);
-    auto &d = s.split[r.getDim()];
-    d.insert(d.end(), axes.begin(), axes.end());
+    if (!scatter(s.split[r.getDim()], s.global[r.getDim()], why))
+      return State::unknown(&op, why);
   } else if (auto sl = dyn_cast<dist::ShardSliceOp>(op)) {
     if (!dimOf(sl.getDim()) || intersects(axes, s.splitAxes()) || intersects(axes, s.partial))
       return State::unknown(&op, "it slices over axes its operand is already split or partial "
                                  "over (" + c.show(s) + ")");
-    auto &d = s.split[sl.getDim()];
-    d.insert(d.end(), axes.begin(), axes.end());
+    if (!scatter(s.split[sl.getDim()], s.global[sl.getDim()], why))
+      return State::unknown(&op, why);
   } else if (auto a = dyn_cast<dist::AllToAllOp>(op)) {
     // Rank i of a group sends block j of dim s to rank j, which concatenates what it
     // receives along dim c in group order. Where the group's axes are the minor axes

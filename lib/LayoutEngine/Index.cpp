@@ -15,11 +15,30 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <map>
 
 using namespace mlir;
 
 namespace planproof::layouts {
+
+/// Whether t is an index constant's leaf, and its value.
+bool constantLeaf(const TermPool &terms, TermId t, int64_t &v) {
+  const std::string &k = terms.key(t);
+  const std::string prefix = "input ", suffix = " : index constant";
+  if (k.size() <= prefix.size() + suffix.size() || k.compare(0, prefix.size(), prefix) != 0 ||
+      k.compare(k.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  std::string num = k.substr(prefix.size(), k.size() - prefix.size() - suffix.size());
+  char *end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(num.c_str(), &end, 10);
+  if (errno != 0 || end == num.c_str() || *end != '\0')
+    return false;
+  v = x;
+  return true;
+}
 
 namespace {
 
@@ -33,7 +52,12 @@ State rankTimesConstant(RuleContext &c, Operation &op, const State &r, const Sta
   State out;
   out.known = true;
   out.term = zero;
-  if (!(r.term == zero))
+  int64_t v = 0;
+  if (k.constValue == 1)
+    out.term = r.term;
+  else if (constantLeaf(c.terms, r.term, v) && checkedMul(v, k.constValue, v))
+    out.term = c.terms.leaf(std::to_string(v), "index constant"); // constants fold
+  else if (!(r.term == zero))
     out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), {}),
                             {r.term, k.term});
   for (auto [a, w] : r.rankCoeff) {

@@ -138,14 +138,6 @@ private:
   State route(Operation &op);
   /// Whether `s` is split or summed over the pipeline axis.
   bool overPipeline(const State &s) const;
-  /// `axes` without the axes of size 1.
-  std::vector<int> withoutUnit(const std::vector<int> &axes) const {
-    std::vector<int> out;
-    for (int a : axes)
-      if (spec.mesh.shape[a] > 1)
-        out.push_back(a);
-    return out;
-  }
   std::string describe(const State &s) const {
     return (s.factor.isOne() ? "" : s.factor.str() + " x ") + terms.str(s.term) + " " +
            ctx.show(s);
@@ -352,9 +344,9 @@ DictionaryAttr Run::concatAttrs(int64_t d) const {
 State Run::bindingState(const Binding &b) {
   const Layout &l = b.layout;
   for (size_t d = 0; d < l.dims.size(); ++d)
-    if (l.segmentsOf(d) != 1 || l.zigzagAt(d))
-      return State::unknown(nullptr, "interleaved and zigzag layouts are not modelled by "
-                                     "the layout engine yet");
+    if ((l.segmentsOf(d) != 1 && !l.zigzagAt(d)) || (l.zigzagAt(d) && l.padded))
+      return State::unknown(nullptr, "interleaved layouts and padded zigzag layouts are not "
+                                     "modelled by the layout engine yet");
   auto it = std::find(spec.refInputs.begin(), spec.refInputs.end(), b.refName);
   if (it == spec.refInputs.end())
     return State::unknown(nullptr, "plan input `" + b.refName + "` is not a reference input");
@@ -381,11 +373,14 @@ State Run::bindingState(const Binding &b) {
       s.broadcast = false;
     }
   }
-  s.split.clear();
-  for (const auto &d : l.dims)
-    s.split.push_back(withoutUnit(d));
-  if (s.split.size() != s.global.size())
+  if (l.dims.size() != s.global.size())
     return State::unknown(nullptr, "the layout of `" + b.refName + "` has the wrong rank");
+  s.split.assign(l.dims.size(), {});
+  for (size_t d = 0; d < l.dims.size(); ++d) {
+    std::string why;
+    if (!layoutDim(spec.mesh, l, d, s.global[d], s.split[d], why))
+      return State::unknown(nullptr, why);
+  }
   for (auto [axis, kind] : l.partial) {
     if (kind != ReduceKind::Sum)
       return State::unknown(nullptr, "partial layouts other than sums are not modelled yet");
@@ -550,13 +545,17 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       continue;
     }
     State expected = want;
-    expected.split.clear();
-    for (const auto &d : b.layout.dims)
-      expected.split.push_back(withoutUnit(d));
+    expected.split.assign(b.layout.dims.size(), {});
+    bool modelled = true;
+    for (size_t d = 0; d < b.layout.dims.size() && d < want.global.size(); ++d) {
+      std::string why;
+      modelled &= !(b.layout.zigzagAt(d) && b.layout.padded) &&
+                  layoutDim(spec.mesh, b.layout, d, want.global[d], expected.split[d], why);
+    }
     // A padded output: the reference's value, then padding whose content does not
     // matter -- the plan's value must begin with the reference's (compared by pieces).
     int padDim = b.layout.padded ? paddedDim(b.layout, want.global) : -1;
-    bool padOk = padDim != -2; // padding in several dimensions: not modelled
+    bool padOk = padDim != -2 && modelled; // padding in several dimensions: not modelled
     if (!padOk)
       padDim = -1;
     if (padDim >= 0)

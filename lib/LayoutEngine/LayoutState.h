@@ -18,6 +18,7 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/Allocator.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -53,6 +54,13 @@ public:
   /// `operands`, flattened through nested concatenations along the same dimension
   /// (whatever their types), in order: concat(concat(a, b), c) = concat(a, b, c).
   TermId concat(const std::string &head, const std::vector<TermId> &operands);
+  /// Records that `piece` is the part of the contraction `whole` over rows
+  /// [start, start + length) of its contracted dimension of `extent` rows (a product of
+  /// the operands' slices, Windows.cpp): in a sum, pieces of one whole with equal
+  /// weights that cover [0, extent) once are that whole (the sum over a dimension is
+  /// the sum of the sums over its parts).
+  void contractionPiece(TermId piece, TermId whole, int64_t start, int64_t length,
+                        int64_t extent);
   /// `t` times `c` (c != 1 gives a scale node; the engine keeps factors outside terms
   /// where linearity allows, see Rules.cpp, combine).
   TermId scaled(TermId t, const Rational &c);
@@ -140,12 +148,50 @@ private:
   };
   llvm::DenseMap<Key, TermId, KeyInfo> ids;
   llvm::DenseMap<TermId, Rational> scales; // scale{c}(u) nodes: their c
+  struct Piece {
+    TermId whole;
+    int64_t start, length, extent;
+  };
+  llvm::DenseMap<TermId, Piece> pieces; // contractionPiece's
+  /// `kept` (sorted by term, merged) with the pieces that cover their whole replaced by it.
+  void joinPieces(std::vector<std::pair<TermId, Rational>> &kept) const;
   /// setOp's, by term (null: none recorded): most terms have one.
   std::vector<std::pair<const void *, const void *>> ops;
   std::vector<uint32_t> headOf;
   std::vector<llvm::ArrayRef<TermId>> args; // into `storage`
   llvm::BumpPtrAllocator storage;
 };
+
+/// A run of rows of a dimension that every rank holds (Windows.cpp): `length` rows of
+/// the term from row base + sum over (axis, c) of c x the rank's coordinate along the
+/// axis -- or `length` rows of zeros. Context parallelism's chunks are such windows: a
+/// zigzag block is two of them, a query chunk one.
+struct Window {
+  int64_t length = 0;
+  bool zero = false;
+  int64_t base = 0;
+  std::vector<std::pair<int, int64_t>> coeff; // by axis, sorted; no zero coefficients
+  bool operator==(const Window &o) const {
+    return length == o.length && zero == o.zero && (zero || (base == o.base && coeff == o.coeff));
+  }
+  bool operator!=(const Window &o) const { return !(*this == o); }
+};
+
+/// How one dimension is laid out over the ranks: split over the mesh axes it holds
+/// (major to minor; Layout.h's blocks) -- unless `windows` is set: then each rank's
+/// block is the concatenation of those windows (the axes are those the windows'
+/// coefficients name, in the split's order), and no rule that does not say so takes it.
+struct DimSplit : std::vector<int> {
+  using std::vector<int>::vector;
+  DimSplit() = default;
+  DimSplit(const std::vector<int> &axes) : std::vector<int>(axes) {}
+  std::vector<Window> windows;
+};
+inline bool operator==(const DimSplit &a, const DimSplit &b) {
+  return static_cast<const std::vector<int> &>(a) == static_cast<const std::vector<int> &>(b) &&
+         a.windows == b.windows;
+}
+inline bool operator!=(const DimSplit &a, const DimSplit &b) { return !(a == b); }
 
 /// What a value holds on every rank: factor x term, with dimension d split over the
 /// mesh axes split[d] (major to minor; the blocks of Layout.h) and a partial sum over
@@ -163,7 +209,7 @@ struct State {
   TermId term = 0;
   Rational factor = Rational(1);
   Shape global;
-  std::vector<std::vector<int>> split;
+  std::vector<DimSplit> split;
   std::vector<int> partial; // sorted
   /// Axes over which each rank holds the maximum of its block: the value is the
   /// maximum over those axes' groups (a reduce_max over a split dimension, before its
@@ -193,9 +239,17 @@ struct State {
     s.origin = at;
     return s;
   }
+  /// Whether some dimension is split (or laid out in windows).
   bool isSplit() const {
     for (const auto &d : split)
-      if (!d.empty())
+      if (!d.empty() || !d.windows.empty())
+        return true;
+    return false;
+  }
+  /// Whether some dimension is laid out in windows (zigzag, chunks, zeros).
+  bool windowed() const {
+    for (const auto &d : split)
+      if (!d.windows.empty())
         return true;
     return false;
   }
@@ -236,6 +290,37 @@ bool consistent(RuleContext &c, const State &s, const Shape &local, std::string 
 std::string headFrom(llvm::StringRef name, mlir::DictionaryAttr attrs, const Shape &global);
 /// ref.slice of a split operand (Slices.cpp).
 State sliceRule(RuleContext &c, mlir::Operation &op, const State &in);
+/// The term of the reference's `ref.slice` of `term` (global shape `whole`) at
+/// `offsets` with `sizes`; `term` itself when the slice is the whole value (Slices.cpp).
+TermId sliceTerm(RuleContext &c, mlir::MLIRContext *ctx, TermId term, const Shape &whole,
+                 const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes);
+
+// Windows (Windows.cpp): rows chosen per rank.
+/// The windows of the plain blocks of a dimension of `global` rows split over `axes`
+/// (one window; none where the axes do not divide it).
+std::vector<Window> plainWindows(const Mesh &mesh, const std::vector<int> &axes, int64_t global);
+/// The windows of a zigzag split over `axes` (Layout.h's blockToWhole: the last axis's
+/// rank p of n holds chunks p and 2n-1-p of the others' block); none where the blocks do
+/// not divide into 2n chunks.
+std::vector<Window> zigzagWindows(const Mesh &mesh, const std::vector<int> &axes, int64_t global);
+/// Dimension d of declared layout `l` for a value of `global` rows (zigzag as windows);
+/// false, with why, for a layout the engine does not model.
+bool layoutDim(const Mesh &mesh, const Layout &l, size_t d, int64_t global, DimSplit &out,
+               std::string &why);
+/// d in normal form: adjacent runs merged, its axes those its windows name, and no
+/// windows where they are the plain blocks of its axes.
+void normalizeWindows(const Mesh &mesh, DimSplit &d, int64_t global);
+/// Whether d's windows fit a dimension of `global` rows on every rank and hold `local`
+/// rows.
+bool windowsFit(const Mesh &mesh, const DimSplit &d, int64_t global, int64_t local,
+                std::string &why);
+std::string windowsText(const Mesh &mesh, const DimSplit &d, int64_t global);
+/// The rules for ops whose operands are laid out in windows (and causal_softmax with
+/// an offset); `generic` is the rule every other op gets, which the window rules call
+/// where the windows pass through unchanged.
+State windowRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                 const std::function<State(const std::vector<const State *> &)> &generic);
+
 /// all_reduce, reduce_scatter, all_gather, all_to_all, shard_slice (Collectives.cpp).
 State collectiveRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 
@@ -270,7 +355,7 @@ State indexRule(RuleContext &c, mlir::Operation &op, const std::vector<const Sta
 /// blocks the op sums over (contractions, reductions: the result is a partial sum over
 /// them) and a factor (means over split dimensions).
 struct SplitResult {
-  std::vector<std::vector<int>> split;
+  std::vector<DimSplit> split;
   Shape global;
   std::vector<int> contracted;
   std::vector<int> maxOver; // a reduce_max's split reduced dimensions: a partial max
@@ -282,6 +367,9 @@ struct SplitResult {
 /// contracted axes and factor from its operands' states, `local` its result's shape.
 SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                       const Shape &local);
+
+/// Whether t is an index constant's leaf, and its value (Index.cpp).
+bool constantLeaf(const TermPool &terms, TermId t, int64_t &v);
 
 /// dropout_mask with a rank-dependent counter (Index.cpp).
 State dropoutRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);

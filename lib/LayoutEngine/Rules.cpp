@@ -322,7 +322,10 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   std::vector<const State *> in = operands;
   std::vector<State> adopted;
   adopted.reserve(2 * in.size()); // pointers into it stay valid: at most two per operand
-  if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
+  // (A concatenation likewise along a dimension no operand splits: a constant piece
+  // takes the others' split and global sizes but along that dimension.)
+  auto concat = dyn_cast<ref::ConcatOp>(op);
+  if (op.hasTrait<mlir::OpTrait::Elementwise>() || concat) {
     const State *lead = nullptr;
     for (const State *s : in)
       if (!s->broadcast && !lead)
@@ -340,9 +343,13 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
       }
       if (!fits)
         continue;
+      if (concat && (!b.sourceDims.empty() || concat.getDim() >= (int64_t)b.global.size()))
+        continue;
       State u = b;
       u.split = lead->split;
       u.global = lead->global;
+      if (concat)
+        u.global[concat.getDim()] = b.global[concat.getDim()];
       u.term = c.terms.broadcast(u.global, u.sourceDims, u.source);
       adopted.push_back(u);
       in[i] = &adopted.back();
@@ -430,9 +437,18 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
     return State::unknown(&op, "no layout rule for `" + opName(op) + "`");
   if (isa<ref::DropoutMaskOp>(op))
     return dropoutRule(c, op, in);
+  auto generic = [&](const std::vector<const State *> &operands) {
+    return refOpRule(c, op, operands);
+  };
+  // A causal offset differs from rank to rank (a context-parallel chunk's start).
+  if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op); cs && cs.getOffset())
+    return windowRule(c, op, in, generic);
   State bad;
   if (!operandStates(op, in, bad))
     return bad;
+  for (const State *s : in)
+    if (s->windowed())
+      return windowRule(c, op, in, generic);
   if (auto slice = dyn_cast<ref::SliceOp>(op); slice && in[0]->isSplit())
     return sliceRule(c, op, *in[0]);
   return refOpRule(c, op, in);

@@ -19,9 +19,6 @@ using namespace mlir;
 
 namespace planproof::layouts {
 
-namespace {
-/// The term of the reference's `ref.slice` of `term` (global shape `whole`) at
-/// `offsets` with `sizes`; `term` itself when the slice is the whole value.
 TermId sliceTerm(RuleContext &c, MLIRContext *ctx, TermId term, const Shape &whole,
                  const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes) {
   bool all = sizes == whole;
@@ -36,7 +33,6 @@ TermId sliceTerm(RuleContext &c, MLIRContext *ctx, TermId term, const Shape &who
   c.terms.setOp(t, OperationName(ref::SliceOp::getOperationName(), ctx), attrs);
   return t;
 }
-} // namespace
 
 State sliceRule(RuleContext &c, Operation &op, const State &in) {
   auto slice = cast<ref::SliceOp>(op);

@@ -396,6 +396,31 @@ SplitResult rotarySplit(RuleContext &c, const std::vector<const State *> &in) {
   return r;
 }
 
+/// concat along a dimension no operand splits, of operands split alike elsewhere: each
+/// rank concatenates its blocks, which are the blocks of the concatenation.
+SplitResult concatSplit(RuleContext &c, ref::ConcatOp cat, const std::vector<const State *> &in) {
+  int64_t dim = cat.getDim();
+  const State &x = *in[0];
+  if (dim < 0 || dim >= (int64_t)x.split.size())
+    return fail("dimension out of range");
+  SplitResult r;
+  r.split = x.split;
+  r.global = x.global;
+  r.global[dim] = 0;
+  for (const State *s : in) {
+    if (!s->split[dim].empty() || !s->split[dim].windows.empty())
+      return fail("it concatenates along dimension " + std::to_string(dim) + ", which an "
+                  "operand splits (" + c.show(*s) + ")");
+    bool alike = s->split == x.split && s->global.size() == x.global.size();
+    for (size_t d = 0; alike && d < x.global.size(); ++d)
+      alike = (int64_t)d == dim || s->global[d] == x.global[d];
+    if (!alike)
+      return fail("its operands are split differently (" + c.show(x) + " and " + c.show(*s) + ")");
+    r.global[dim] += s->global[dim];
+  }
+  return r;
+}
+
 /// cross_entropy_sum: a sum over the tokens (rows) of per-row terms: rows split alike
 /// (the mask like the rows), the result a partial sum over the rows' axes.
 SplitResult crossEntropySumSplit(RuleContext &c, Operation &op,
@@ -485,6 +510,8 @@ SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const Sta
     return rotarySplit(c, in);
   if (isa<ref::CrossEntropySumOp>(op))
     return crossEntropySumSplit(c, op, in);
+  if (auto cat = dyn_cast<ref::ConcatOp>(op))
+    return concatSplit(c, cat, in);
   if (isa<ref::CapacityDispatchOp>(op))
     return batchDimsSplit(c, op, *in[0], local, 2);
   for (size_t i = 0; i < in.size(); ++i)

@@ -99,6 +99,8 @@ TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Ratio
       kept.push_back({all[i].first, f});
     i = j;
   }
+  if (!pieces.empty())
+    joinPieces(kept);
   if (kept.empty()) // every summand cancels: zero times any of them
     return {firstSeen, Rational(0)};
   if (kept.size() == 1)
@@ -108,6 +110,69 @@ TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Ratio
   for (auto &[t, f] : kept)
     ts.push_back(scaled(t, f / factor));
   return {node(head, ts), factor};
+}
+
+void TermPool::contractionPiece(TermId piece, TermId whole, int64_t start, int64_t length,
+                                int64_t extent) {
+  pieces.try_emplace(piece, Piece{whole, start, length, extent});
+}
+
+void TermPool::joinPieces(std::vector<std::pair<TermId, Rational>> &kept) const {
+  // Pieces by (whole, weight): where their rows cover the whole's extent once, the
+  // whole replaces them.
+  std::vector<std::pair<TermId, Rational>> out;
+  std::vector<bool> used(kept.size(), false);
+  bool joined = false;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (used[i])
+      continue;
+    auto p = pieces.find(kept[i].first);
+    if (p == pieces.end()) {
+      out.push_back(kept[i]);
+      continue;
+    }
+    std::vector<size_t> group;
+    std::vector<std::pair<int64_t, int64_t>> rows;
+    for (size_t j = i; j < kept.size(); ++j) {
+      auto q = pieces.find(kept[j].first);
+      if (used[j] || q == pieces.end() || q->second.whole != p->second.whole ||
+          !(kept[j].second == kept[i].second))
+        continue;
+      group.push_back(j);
+      rows.push_back({q->second.start, q->second.start + q->second.length});
+    }
+    std::sort(rows.begin(), rows.end());
+    int64_t at = 0;
+    bool covers = true;
+    for (auto [s, e] : rows) {
+      covers &= s == at;
+      at = e;
+    }
+    covers &= at == p->second.extent;
+    if (!covers) {
+      out.push_back(kept[i]);
+      continue;
+    }
+    for (size_t j : group)
+      used[j] = true;
+    out.push_back({p->second.whole, kept[i].second});
+    joined = true;
+  }
+  if (!joined)
+    return;
+  // Merged anew: a whole may already have been a summand.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  kept.clear();
+  for (size_t i = 0; i < out.size();) {
+    Rational f = out[i].second;
+    size_t j = i + 1;
+    for (; j < out.size() && out[j].first == out[i].first; ++j)
+      f = f + out[j].second;
+    if (!f.isZero())
+      kept.push_back({out[i].first, f});
+    i = j;
+  }
 }
 
 TermId TermPool::concat(const std::string &head, const std::vector<TermId> &operands) {
@@ -282,7 +347,9 @@ std::string RuleContext::show(const State &s) const {
   std::string out = "[";
   for (size_t d = 0; d < s.split.size(); ++d) {
     out += d ? ", " : "";
-    if (s.split[d].empty())
+    if (!s.split[d].windows.empty())
+      out += windowsText(mesh, s.split[d], s.global[d]);
+    else if (s.split[d].empty())
       out += "_";
     else if (s.split[d].size() == 1)
       out += mesh.axes[s.split[d][0]];
@@ -340,6 +407,11 @@ bool consistent(RuleContext &c, const State &s, const Shape &local, std::string 
     return false;
   }
   for (size_t d = 0; d < local.size(); ++d) {
+    if (!s.split[d].windows.empty()) {
+      if (!windowsFit(c.mesh, s.split[d], s.global[d], local[d], why))
+        return false;
+      continue;
+    }
     int64_t whole;
     if (!checkedMul(local[d], c.size(s.split[d]), whole) || whole != s.global[d]) {
       why = "the local size " + std::to_string(local[d]) + " of dimension " +

@@ -229,3 +229,62 @@ TEST_CASE("MoE layers on two pipeline stages: the loss's stage terms are summed 
     CHECK((byLayouts == Verdict::Verified) == right);
   }
 }
+
+TEST_CASE("context parallelism: zigzag chunks, causal offsets, chunk gradients", "[plan]") {
+  // Generated CP plans (zigzag sequence, K/V gathered in chunk order, each query
+  // chunk's causal offset from its global start, the chunks' gradients padded and
+  // added, K/V gradients reduce-scattered back): both engines prove them at cp 2 and
+  // 4, with dp, tp, microbatches and pipeline stages.
+  VerifyOptions options;
+  options.checkFixes = false;
+  auto verdicts = [&](const std::string &mlir) {
+    mlir::MLIRContext ctx;
+    Spec spec;
+    REQUIRE(loadGenerated(ctx, mlir, spec));
+    VerifyResult byLayouts = verifyByLayouts(spec, options);
+    for (auto &[at, why] : byLayouts.inconclusiveReasons)
+      UNSCOPED_INFO("layout engine: " << at.str() << ": " << why);
+    return std::make_pair(byLayouts.verdict, verifySpec(spec, options).verdict);
+  };
+  for (const char *parallel : {"cp=2,layers=1", "cp=4,layers=1", "dp=2,cp=2,tp=2,layers=1",
+                               "dp=2,cp=2,microbatches=2,layers=1",
+                               "cp=2,pp=2,microbatches=2,layers=2"}) {
+    INFO(parallel);
+    std::string err, mlir;
+    REQUIRE(generateFor("llama3-8b.json", parallel, mlir, err));
+    auto [byLayouts, byElements] = verdicts(mlir);
+    CHECK(byElements == Verdict::Verified);
+    CHECK(byLayouts == Verdict::Verified);
+  }
+  // Near misses, each the bug a rule's side condition is there for: the element
+  // engine refutes them, the layout engine never proves them.
+  std::string err, mlir;
+  REQUIRE(generateFor("llama3-8b.json", "cp=2,layers=1", mlir, err));
+  const std::pair<const char *, const char *> misses[] = {
+      // K gathered in rank order from zigzag chunks.
+      {"dist.all_gather %l0_k_h over [\"cp\"] dim 2 zigzag",
+       "dist.all_gather %l0_k_h over [\"cp\"] dim 2"},
+      // The second chunk's offset from the rank's own position, not its mirror's.
+      {"%l0_start1 = arith.muli %l0_mirror, %l0_chunk",
+       "%l0_start1 = arith.muli %l0_cp_rank, %l0_chunk"},
+      // The first chunk given the second one's offset.
+      {"ref.causal_softmax %l0_s_c0 offset %l0_start0",
+       "ref.causal_softmax %l0_s_c0 offset %l0_start1"},
+      // The chunks' outputs concatenated in the other order.
+      {"ref.concat %l0_o_c0, %l0_o_c1 dim 1", "ref.concat %l0_o_c1, %l0_o_c0 dim 1"},
+      // The mirror counted from the wrong last chunk.
+      {"%l0_last = arith.constant 3 : index", "%l0_last = arith.constant 2 : index"},
+      // Both query chunks the first one.
+      {"ref.slice %l0_q_3 offsets [0, 1, 0]", "ref.slice %l0_q_3 offsets [0, 0, 0]"},
+  };
+  for (auto [from, to] : misses) {
+    INFO(to);
+    std::string bad = mlir;
+    size_t at = bad.find(from);
+    REQUIRE(at != std::string::npos);
+    bad.replace(at, std::string(from).size(), to);
+    auto [byLayouts, byElements] = verdicts(bad);
+    CHECK(byElements == Verdict::Violated);
+    CHECK(byLayouts != Verdict::Verified);
+  }
+}
