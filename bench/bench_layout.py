@@ -142,11 +142,21 @@ def main():
         size = os.path.getsize(path) / 2**20 if ok else 0
         out.append(f"| {par} | {r['verdict']} | {r['wall']:.2f} | {r['mib']:.0f} | {r['ops']} | {size:.1f} |")
 
+    out += ["", "## Cost at full size against context parallelism (Llama3-405B sizes, dp 8 x tp 8, "
+            "sequence 4096 in zigzag chunks)", "",
+            "| parallel | verdict | wall s | peak MiB | plan ops |", "|---|---|---|---|---|"]
+    curve = ["cp=%d,layers=32" % n for n in (1, 2, 4, 8, 16)]
+    curve += ["cp=4,layers=%d" % n for n in (8, 126)]
+    for par in curve:
+        ok, msg = plan("llama3-405b", "dp=8,tp=8," + par + ",size=full", path)
+        r = verify(path, "layout", a.runs) if ok else {"verdict": msg[0], "wall": 0, "mib": 0, "ops": ""}
+        out.append(f"| {par} | {r['verdict']} | {r['wall']:.2f} | {r['mib']:.0f} | {r['ops']} |")
+
     out += ["", "## Both engines on reduced plans (Llama3-8B, `planproof plan` default sizes)", "",
             "| parallel | element verdict | element wall s | layout verdict | layout wall s | ratio |",
             "|---|---|---|---|---|---|"]
     for par in ["dp=2,tp=2,sp,layers=1", "dp=2,tp=2,sp,layers=2", "dp=2,tp=2,sp,layers=4",
-                "dp=4,tp=2,layers=2", "dp=2,tp=4,layers=2"]:
+                "dp=4,tp=2,layers=2", "dp=2,tp=4,layers=2", "dp=2,cp=2,tp=2,layers=2"]:
         ok, msg = plan("llama3-8b", par, path)
         if not ok:
             continue

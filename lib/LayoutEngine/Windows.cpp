@@ -183,9 +183,9 @@ State causalOffsetRule(RuleContext &c, Operation &op, const std::vector<const St
       return t;
     };
     return State::unknown(&op, "the causal offset is " + text(k, coeff) + " on each rank, but "
-                               "its first query is the whole's query " +
-                               text(rows[0].base, rows[0].coeff) +
-                               ", whose offset among the keys is " + text(want, rows[0].coeff));
+                               "must be " + text(want, rows[0].coeff) +
+                               ": the position among the keys of the chunk's first query, the "
+                               "whole's query " + text(rows[0].base, rows[0].coeff));
   }
   State out = result(x);
   out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), x.global),

@@ -914,3 +914,51 @@ TEST_CASE("a token-mean loss accumulated over microbatches meets the whole batch
   CHECK(perMicrobatch.element == Verdict::Violated);
   CHECK(perMicrobatch.layout != Verdict::Verified);
 }
+
+TEST_CASE("zigzag: shard_slice and all_gather in chunk order; an output's zigzag counts",
+          "[layouts]") {
+  // x [B, 2 K n] replicated; the plan takes each rank's zigzag chunks (rank p of K:
+  // chunks p and 2K-1-p), doubles them and returns them as declared. The near misses:
+  // a plain slice declared zigzag (the rows of the wrong chunks), and a gather in rank
+  // order of zigzag chunks.
+  const char *refArgs = R"(%x: tensor<{B}x{KKn}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{B}x{KKn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %y = ref.scale %x by 2.0 : tensor<{B}x{KKn}xf32>
+    return %y : tensor<{B}x{KKn}xf32>
+)";
+  std::string planArgs =
+      R"(%x: tensor<{B}x{KKn}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>})";
+  auto sliced = [](const char *zig, const char *declared) {
+    return std::make_pair(std::string(R"(    %s = dist.shard_slice %x over ["a"] dim 1)") + zig +
+                              R"( : tensor<{B}x{KKn}xf32> -> tensor<{B}x{Kn2}xf32>
+    %y = ref.scale %s by 2.0 : tensor<{B}x{Kn2}xf32>
+    return %y : tensor<{B}x{Kn2}xf32>
+)",
+                          std::string(R"(tensor<{B}x{Kn2}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, a)") +
+                              declared + "]>}");
+  };
+  auto gathered = [](const char *zig) {
+    return std::string(R"(    %s = dist.shard_slice %x over ["a"] dim 1 zigzag : tensor<{B}x{KKn}xf32> -> tensor<{B}x{Kn2}xf32>
+    %d = ref.scale %s by 2.0 : tensor<{B}x{Kn2}xf32>
+    %y = dist.all_gather %d over ["a"] dim 1)") +
+           zig + R"( : tensor<{B}x{Kn2}xf32> -> tensor<{B}x{KKn}xf32>
+    return %y : tensor<{B}x{KKn}xf32>
+)";
+  };
+  std::string whole = R"(tensor<{B}x{KKn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  for (int64_t K : {2, 3})
+    for (int64_t n : {1, 2}) {
+      std::map<std::string, int64_t> v{{"K", K}, {"J", 1}, {"B", 2}, {"KKn", 2 * K * n}, {"Kn2", 2 * n}};
+      auto check = [&](const std::string &body, const std::string &res, bool right) {
+        Verdicts got = run(fill(spec(refArgs, refRes, refBody, planArgs, res, body), v));
+        CHECK(got.element == (right ? Verdict::Verified : Verdict::Violated));
+        CHECK((got.layout == Verdict::Verified) == right);
+      };
+      auto [zz, zzRes] = sliced(" zigzag", " zigzag");
+      check(zz, zzRes, true);
+      auto [plain, plainRes] = sliced("", " zigzag");
+      check(plain, plainRes, false);
+      check(gathered(" zigzag"), whole, true);
+      check(gathered(""), whole, false);
+    }
+}
