@@ -102,25 +102,45 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
   if (s.windowed() && isa<dist::AllToAllOp>(op))
     return State::unknown(&op, "no layout rule for an all_to_all of rows chosen per rank (" +
                                    c.show(s) + ")");
-  if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
-    if (!dimOf(g.getDim()))
-      return State::unknown(&op, "dimension out of range");
-    auto &d = s.split[g.getDim()];
-    if (d.size() < axes.size() || !std::equal(axes.begin(), axes.end(), d.end() - axes.size()))
-      return State::unknown(&op, "it gathers dim " + std::to_string(g.getDim()) + " over " +
-                                     axesText(c.mesh, axes) + ", which are not the minor "
-                                     "axes splitting that dimension (" + c.show(s) + ")");
-    // The ranks' blocks go back where the split took them from: the operand's rows
-    // must be the blocks the gather assumes (zigzag or plain).
+  // A dimension whose blocks over `axes` go back where a split took them from
+  // (all_gather, shard_pad): `axes` must be its minor axes, and its rows the blocks the
+  // op assumes (zigzag or plain).
+  auto unsplit = [&](int64_t dim, const char *verb, std::string &why) {
+    if (!dimOf(dim)) {
+      why = "dimension out of range";
+      return false;
+    }
+    auto &d = s.split[dim];
+    if (d.size() < axes.size() || !std::equal(axes.begin(), axes.end(), d.end() - axes.size())) {
+      why = std::string("it ") + verb + " dim " + std::to_string(dim) + " over " +
+            axesText(c.mesh, axes) + ", which are not the minor axes splitting that dimension (" +
+            c.show(s) + ")";
+      return false;
+    }
     std::vector<Window> assumed =
-        zigzag ? zigzagWindows(c.mesh, d, s.global[g.getDim()]) : std::vector<Window>();
-    if (d.windows != assumed)
-      return State::unknown(&op, std::string("it gathers dim ") + std::to_string(g.getDim()) +
-                                     (zigzag ? " in zigzag chunk order" : " in rank order") +
-                                     ", and its operand's rows are laid out otherwise (" +
-                                     c.show(s) + ")");
+        zigzag ? zigzagWindows(c.mesh, d, s.global[dim]) : std::vector<Window>();
+    if (d.windows != assumed) {
+      why = std::string("it ") + verb + " dim " + std::to_string(dim) +
+            (zigzag ? " in zigzag chunk order" : " in rank order") +
+            ", and its operand's rows are laid out otherwise (" + c.show(s) + ")";
+      return false;
+    }
     d.resize(d.size() - axes.size());
     d.windows.clear();
+    return true;
+  };
+  if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
+    if (!unsplit(g.getDim(), "gathers", why))
+      return State::unknown(&op, why);
+  } else if (auto p = dyn_cast<dist::ShardPadOp>(op)) {
+    // Each rank's block in zeros of the whole: summed over the group of `axes` the
+    // blocks fill the whole once (they tile it) -- a partial sum of the whole value.
+    if (intersects(axes, s.partial))
+      return State::unknown(&op, "it pads over axes its operand is already partial over (" +
+                                     c.show(s) + ")");
+    if (!unsplit(p.getDim(), "pads", why))
+      return State::unknown(&op, why);
+    s.partial = sortedUnion(s.partial, axes);
   } else if (auto r = dyn_cast<dist::AllReduceOp>(op)) {
     if (!reduceOver(c, s, axes, r.getKind(), why))
       return State::unknown(&op, why);

@@ -155,6 +155,9 @@ private:
   llvm::DenseMap<TermId, Piece> pieces; // contractionPiece's
   /// `kept` (sorted by term, merged) with the pieces that cover their whole replaced by it.
   void joinPieces(std::vector<std::pair<TermId, Rational>> &kept) const;
+  /// `kept` with the summands of one multilinear op that share an operand factored.
+  void factorShared(std::vector<std::pair<TermId, Rational>> &kept);
+  llvm::DenseMap<const void *, bool> multilinearOps; // by op name, for factorShared
   /// setOp's, by term (null: none recorded): most terms have one.
   std::vector<std::pair<const void *, const void *>> ops;
   std::vector<uint32_t> headOf;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "LayoutEngine/LayoutState.h"
 
+#include "Ref/RefDialect.h"
 #include "Support/Limits.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -80,16 +81,13 @@ void TermPool::summands(const std::string &head, TermId t, const Rational &f,
   out.push_back({t, f});
 }
 
-std::pair<TermId, Rational>
-TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Rational>> &operands) {
-  // Sorted by term, equal terms merged (a vector, not a map: sums are built often).
-  std::vector<std::pair<TermId, Rational>> all;
-  for (auto &[t, f] : operands)
-    summands(head, t, f, all);
+namespace {
+/// Weighted summands sorted by term, equal terms' weights added, zeros dropped (a
+/// vector, not a map: sums are built often).
+std::vector<std::pair<TermId, Rational>> merged(std::vector<std::pair<TermId, Rational>> all) {
   std::stable_sort(all.begin(), all.end(),
                    [](const auto &a, const auto &b) { return a.first < b.first; });
   std::vector<std::pair<TermId, Rational>> kept;
-  TermId firstSeen = all.empty() ? 0 : all[0].first;
   for (size_t i = 0; i < all.size();) {
     Rational f = all[i].second;
     size_t j = i + 1;
@@ -99,8 +97,20 @@ TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Ratio
       kept.push_back({all[i].first, f});
     i = j;
   }
+  return kept;
+}
+} // namespace
+
+std::pair<TermId, Rational>
+TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Rational>> &operands) {
+  std::vector<std::pair<TermId, Rational>> all;
+  for (auto &[t, f] : operands)
+    summands(head, t, f, all);
+  TermId firstSeen = all.empty() ? 0 : std::min_element(all.begin(), all.end())->first;
+  std::vector<std::pair<TermId, Rational>> kept = merged(std::move(all));
   if (!pieces.empty())
     joinPieces(kept);
+  factorShared(kept);
   if (kept.empty()) // every summand cancels: zero times any of them
     return {firstSeen, Rational(0)};
   if (kept.size() == 1)
@@ -160,18 +170,71 @@ void TermPool::joinPieces(std::vector<std::pair<TermId, Rational>> &kept) const 
   }
   if (!joined)
     return;
-  // Merged anew: a whole may already have been a summand.
-  std::stable_sort(out.begin(), out.end(),
-                   [](const auto &a, const auto &b) { return a.first < b.first; });
-  kept.clear();
-  for (size_t i = 0; i < out.size();) {
-    Rational f = out[i].second;
-    size_t j = i + 1;
-    for (; j < out.size() && out[j].first == out[i].first; ++j)
-      f = f + out[j].second;
-    if (!f.isZero())
-      kept.push_back({out[i].first, f});
-    i = j;
+  kept = merged(std::move(out)); // a whole may already have been a summand
+}
+
+void TermPool::factorShared(std::vector<std::pair<TermId, Rational>> &kept) {
+  // Summands of one multilinear op (matmul, batch_matmul, mul: linear in each operand
+  // separately) sharing an operand: sum_i w_i op(a, x_i) = op(a, sum_i w_i x_i). A
+  // weight gradient computed as two separately derived gradients added meets the
+  // reference's one product of the summed cotangent.
+  auto multilinear = [&](TermId t) {
+    if (args[t].size() != 2 || t >= ops.size() || !ops[t].first)
+      return false;
+    auto [it, fresh] = multilinearOps.try_emplace(ops[t].first, false);
+    if (fresh)
+      it->second = OperationName::getFromOpaquePointer(ops[t].first)
+                       .hasTrait<ref::OpTrait::Multilinear>();
+    return it->second;
+  };
+  for (unsigned shared = 0; shared < 2 && kept.size() >= 2; ++shared) {
+    // (head, shared operand) of each candidate, sorted: groups are runs of one key.
+    std::vector<std::pair<uint64_t, uint32_t>> keys;
+    for (size_t i = 0; i < kept.size(); ++i)
+      if (multilinear(kept[i].first))
+        keys.push_back({(uint64_t)headOf[kept[i].first] << 32 | args[kept[i].first][shared],
+                        (uint32_t)i});
+    std::sort(keys.begin(), keys.end());
+    bool any = false;
+    for (size_t k = 1; k < keys.size() && !any; ++k)
+      any = keys[k].first == keys[k - 1].first;
+    if (!any)
+      continue;
+    std::vector<bool> drop(kept.size(), false);
+    std::vector<std::pair<TermId, Rational>> out;
+    for (size_t k = 0; k < keys.size();) {
+      size_t e = k + 1;
+      while (e < keys.size() && keys[e].first == keys[k].first)
+        ++e;
+      if (e - k < 2) {
+        k = e;
+        continue;
+      }
+      TermId first = kept[keys[k].second].first;
+      OperationName name = OperationName::getFromOpaquePointer(ops[first].first);
+      auto attrs = cast<DictionaryAttr>(Attribute::getFromOpaquePointer(ops[first].second));
+      MLIRContext *ctx = name.getIdentifier().getContext();
+      const std::string &add = head(OperationName("ref.add", ctx), DictionaryAttr::get(ctx),
+                                    shapeOf(args[first][1 - shared]));
+      std::vector<std::pair<TermId, Rational>> inner;
+      for (size_t m = k; m < e; ++m) {
+        inner.push_back({args[kept[keys[m].second].first][1 - shared], kept[keys[m].second].second});
+        drop[keys[m].second] = true;
+      }
+      k = e;
+      auto [x, f] = sum(add, inner);
+      if (f.isZero())
+        continue;
+      TermId a = args[first][shared];
+      TermId t = node(headTexts[headOf[first]], shared == 0 ? std::vector<TermId>{a, x}
+                                                            : std::vector<TermId>{x, a});
+      setOp(t, name, attrs);
+      out.push_back({t, f});
+    }
+    for (size_t i = 0; i < kept.size(); ++i)
+      if (!drop[i])
+        out.push_back(kept[i]);
+    kept = merged(std::move(out));
   }
 }
 

@@ -962,3 +962,55 @@ TEST_CASE("zigzag: shard_slice and all_gather in chunk order; an output's zigzag
       check(gathered(""), whole, false);
     }
 }
+
+TEST_CASE("shard_pad: each rank's block in zeros of the whole is a partial sum of it",
+          "[layouts]") {
+  // The adjoint of shard_slice: summed over the axis, the blocks fill the whole once.
+  // Near misses: averaged instead of summed; padded on the wrong dimension's blocks.
+  const char *refArgs = R"(%x: tensor<{B}x{Kn}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{B}x{Kn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %y = ref.scale %x by 3.0 : tensor<{B}x{Kn}xf32>
+    return %y : tensor<{B}x{Kn}xf32>
+)";
+  std::string planArgs =
+      R"(%x: tensor<{B}x{Kn}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>})";
+  std::string planRes =
+      R"(tensor<{B}x{Kn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  auto plan = [](const char *kind) {
+    return std::string(R"(    %s = dist.shard_slice %x over ["a"] dim 1 : tensor<{B}x{Kn}xf32> -> tensor<{B}x{n}xf32>
+    %d = ref.scale %s by 3.0 : tensor<{B}x{n}xf32>
+    %p = dist.shard_pad %d over ["a"] dim 1 : tensor<{B}x{n}xf32> -> tensor<{B}x{Kn}xf32>
+    %y = dist.all_reduce %p over ["a"] ")") +
+           kind + R"(" : tensor<{B}x{Kn}xf32> -> tensor<{B}x{Kn}xf32>
+    return %y : tensor<{B}x{Kn}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("avg")));
+}
+
+TEST_CASE("products sharing an operand meet the product of the sum (distributivity)",
+          "[layouts]") {
+  // A weight gradient derived in two parts and added (x^T a + x^T b) against the
+  // reference's one product of the summed cotangent; a tensor-parallel split of the
+  // columns keeps it. Near miss: one part counted twice, the other dropped.
+  const char *refArgs = R"(%x: tensor<{B}x{Kn}xf32> {ref.name = "x"}, %a: tensor<{B}x{KJn}xf32> {ref.name = "a"}, %b: tensor<{B}x{KJn}xf32> {ref.name = "b"})";
+  std::string refRes = R"(tensor<{Kn}x{KJn}xf32> {ref.name = "g"})";
+  std::string refBody = R"(    %s = ref.add %a, %b : tensor<{B}x{KJn}xf32>
+    %g = ref.matmul %x, %s contract(0, 0) : tensor<{B}x{Kn}xf32>, tensor<{B}x{KJn}xf32>
+    return %g : tensor<{Kn}x{KJn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x{Kn}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>}, %a: tensor<{B}x{Jn}xf32> {dist.value = "a", dist.layout = #dist.layout<[_, a]>}, %b: tensor<{B}x{Jn}xf32> {dist.value = "b", dist.layout = #dist.layout<[_, a]>})";
+  std::string planRes =
+      R"(tensor<{Kn}x{Jn}xf32> {dist.value = "g", dist.layout = #dist.layout<[_, a]>})";
+  auto plan = [](const char *second) {
+    return std::string(R"(    %ga = ref.matmul %x, %a contract(0, 0) : tensor<{B}x{Kn}xf32>, tensor<{B}x{Jn}xf32>
+    %gb = ref.matmul %x, %)") +
+           second + R"( contract(0, 0) : tensor<{B}x{Kn}xf32>, tensor<{B}x{Jn}xf32>
+    %g = ref.add %ga, %gb : tensor<{Kn}x{Jn}xf32>
+    return %g : tensor<{Kn}x{Jn}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("b")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("a")));
+}
