@@ -440,9 +440,14 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
   auto generic = [&](const std::vector<const State *> &operands) {
     return refOpRule(c, op, operands);
   };
-  // A causal offset differs from rank to rank (a context-parallel chunk's start).
+  // A causal offset or a mask's positions differ from rank to rank (a context-parallel
+  // chunk's start).
   if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op); cs && cs.getOffset())
     return windowRule(c, op, in, generic);
+  if (isa<ref::PositionMaskOp>(op))
+    for (const State *s : in)
+      if (s->known && !s->rankCoeff.empty())
+        return windowRule(c, op, in, generic);
   State bad;
   if (!operandStates(op, in, bad))
     return bad;

@@ -512,6 +512,15 @@ SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const Sta
     return crossEntropySumSplit(c, op, in);
   if (auto cat = dyn_cast<ref::ConcatOp>(op))
     return concatSplit(c, cat, in);
+  if (isa<ref::MaskedSoftmaxOp>(op)) // row by row, the mask laid out like the scores
+    return rowWiseSplit(c, op, in);
+  if (isa<ref::DocumentMaskOp>(op)) {
+    // result[i, j] = [q[i] == k[j]]: rows as the queries, columns as the keys.
+    SplitResult r;
+    r.split = {in[0]->split[0], in[1]->split[0]};
+    r.global = {in[0]->global[0], in[1]->global[0]};
+    return r;
+  }
   if (isa<ref::CapacityDispatchOp>(op))
     return batchDimsSplit(c, op, *in[0], local, 2);
   for (size_t i = 0; i < in.size(); ++i)

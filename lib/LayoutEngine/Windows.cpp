@@ -198,6 +198,59 @@ State causalOffsetRule(RuleContext &c, Operation &op, const std::vector<const St
   return out;
 }
 
+/// position_mask with offsets that differ from rank to rank: element [i, j] depends on
+/// the positions q0 + i and k0 + j only, so the rank's mask is the window of rows q0(p)
+/// .. and columns k0(p) .. of the mask with offsets 0 over the rows and columns every
+/// rank's windows reach. Each offset is a constant plus a linear function of the
+/// coordinates; the windows are that function (a plain split where they are its blocks).
+State positionMaskRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  for (const State *s : in)
+    if (!s->known)
+      return *s;
+  Shape local;
+  if (!resultShape(op, local) || local.size() != 2)
+    return State::unknown(&op, "`ref.position_mask` needs a [queries, keys] result");
+  State out;
+  out.known = true;
+  out.split.assign(2, {});
+  out.global.assign(2, 0);
+  for (int d = 0; d < 2; ++d) {
+    Window w;
+    w.length = local[d];
+    if (!indexConstant(c.terms, *in[d], w.base))
+      return State::unknown(&op, "a mask offset that is not a constant plus a multiple of the "
+                                 "rank's coordinates");
+    w.coeff = in[d]->rankCoeff;
+    std::sort(w.coeff.begin(), w.coeff.end());
+    int64_t lo = w.base, hi = w.base + w.length;
+    for (auto [a, cf] : w.coeff) {
+      int64_t span = 0;
+      if (!checkedMul(cf, c.mesh.shape[a] - 1, span) || !checkedAdd(span < 0 ? lo : hi, span,
+                                                                    span < 0 ? lo : hi))
+        return State::unknown(&op, "a mask offset that overflows");
+    }
+    if (lo < 0)
+      return State::unknown(&op, "a mask offset that is negative on some rank");
+    // The axes major to minor: by decreasing stride, as a split's blocks.
+    auto byStride = w.coeff;
+    std::sort(byStride.begin(), byStride.end(),
+              [](const auto &a, const auto &b) { return std::abs(a.second) > std::abs(b.second); });
+    for (auto [a, cf] : byStride)
+      out.split[d].push_back(a);
+    out.split[d].windows = {w};
+    out.global[d] = hi;
+    normalizeWindows(c.mesh, out.split[d], hi);
+  }
+  TermId zero = c.terms.leaf("0", "index constant");
+  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
+                          {zero, zero});
+  c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
+  std::string why;
+  if (!consistent(c, out, local, why))
+    return State::unknown(&op, why);
+  return out;
+}
+
 /// A slice of a value laid out in windows: on a windowed dimension the local range
 /// takes parts of the windows (the same rows of the same term); an unsplit dimension
 /// cut slices the term; a split dimension must be taken whole.
@@ -678,6 +731,8 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
                  const std::function<State(const std::vector<const State *> &)> &generic) {
   if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op); cs && cs.getOffset())
     return causalOffsetRule(c, op, in);
+  if (isa<ref::PositionMaskOp>(op))
+    return positionMaskRule(c, op, in);
   for (const State *s : in)
     if (!s->known)
       return *s;
@@ -747,7 +802,7 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
     return reduced({0});
   if (isa<ref::ReshapeOp>(op))
     return windowReshape(c, op, *in[0], generic);
-  if (op.hasTrait<ref::OpTrait::RowWise>()) {
+  if (op.hasTrait<ref::OpTrait::RowWise>() || isa<ref::MaskedSoftmaxOp>(op)) {
     for (const State *s : in)
       if (!s->split.empty() && !s->split.back().windows.empty())
         return State::unknown(&op, "`" + opName(op) + "` works along the last dimension, which "

@@ -1014,3 +1014,44 @@ TEST_CASE("products sharing an operand meet the product of the sum (distributivi
   proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("b")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("a")));
 }
+
+TEST_CASE("position_mask with each rank's query offset: the rows of the whole mask",
+          "[layouts]") {
+  // Queries split over a, keys whole; each rank passes its first query's global
+  // position. Near misses: local positions (offset 0 on every rank), and a stride of
+  // one row fewer than the block.
+  const char *refArgs = R"(%s: tensor<{Kn}x{Kn}xf32> {ref.name = "s"}, %v: tensor<{Kn}x2xf32> {ref.name = "v"})";
+  std::string refRes = R"(tensor<{Kn}x2xf32> {ref.name = "o"})";
+  std::string refBody = R"(    %zero = arith.constant 0 : index
+    %pos = ref.position_mask %zero, %zero causal window 2 : tensor<{Kn}x{Kn}xf32>
+    %p = ref.masked_softmax %s, %pos : tensor<{Kn}x{Kn}xf32>, tensor<{Kn}x{Kn}xf32>
+    %o = ref.matmul %p, %v contract(1, 0) : tensor<{Kn}x{Kn}xf32>, tensor<{Kn}x2xf32>
+    return %o : tensor<{Kn}x2xf32>
+)";
+  std::string planArgs = R"(%s: tensor<{n}x{Kn}xf32> {dist.value = "s", dist.layout = #dist.layout<[a, _]>}, %v: tensor<{Kn}x2xf32> {dist.value = "v", dist.layout = #dist.layout<[_, _]>})";
+  std::string planRes =
+      R"(tensor<{n}x2xf32> {dist.value = "o", dist.layout = #dist.layout<[a, _]>})";
+  auto plan = [](const char *q0) {
+    return std::string(R"(    %r = dist.axis_index "a" : index
+    %n = arith.constant {n} : index
+    %one = arith.constant 1 : index
+    %nm1 = arith.subi %n, %one : index
+    %k0 = arith.constant 0 : index
+    %q0 = )") + q0 + R"( : index
+    %pos = ref.position_mask %q0, %k0 causal window 2 : tensor<{n}x{Kn}xf32>
+    %p = ref.masked_softmax %s, %pos : tensor<{n}x{Kn}xf32>, tensor<{n}x{Kn}xf32>
+    %o = ref.matmul %p, %v contract(1, 0) : tensor<{n}x{Kn}xf32>, tensor<{Kn}x2xf32>
+    return %o : tensor<{n}x2xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %k0")));
+  for (auto &v : instances()) { // a stride of n - 1 differs from n's only where n > 1
+    if (v["n"] < 2)
+      continue;
+    Verdicts got = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes,
+                                 plan("arith.muli %r, %nm1")), v));
+    CHECK(got.element == Verdict::Violated);
+    CHECK(got.layout != Verdict::Verified);
+  }
+}
