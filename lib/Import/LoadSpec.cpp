@@ -9,6 +9,7 @@
 #include "Import/LoadSpec.h"
 
 #include "Import/JsonImport.h"
+#include "Plan/PlanGen.h"
 #include "Support/Diagnostic.h"
 #include "Support/Input.h"
 #include "Support/Limits.h"
@@ -29,7 +30,24 @@ static bool loadAnyText(MLIRContext &ctx, const std::string &path, const std::st
   return parseMlirSpecText(ctx, path, text, spec, diags);
 }
 
-static bool loadAny(MLIRContext &ctx, const std::string &path, Spec &spec, Diagnostics &diags) {
+/// Loads `path`; a generated spec's (`.plan`) expectation, which replaces the generated
+/// module's own once the spec is analyzed, into `recipe`.
+static bool loadAny(MLIRContext &ctx, const std::string &path, Spec &spec, Diagnostics &diags,
+                    Expectation *recipe = nullptr) {
+  if (StringRef(path).ends_with(".plan")) {
+    plangen::Recipe r;
+    if (!plangen::loadRecipe(path, r, diags) || !parseMlirSpecText(ctx, path, r.mlir, spec, diags))
+      return false;
+    if (r.expected && recipe) {
+      recipe->present = true;
+      recipe->verdict = r.verdict;
+      recipe->kind = r.kind;
+      recipe->at = r.at;
+      recipe->engine = r.engine;
+      recipe->atLine = r.verdict == "inconclusive" ? r.atLine : 0;
+    }
+    return true;
+  }
   std::string text;
   return readInputFile(path, text, diags) && loadAnyText(ctx, path, text, spec, diags);
 }
@@ -47,7 +65,12 @@ bool planproof::loadSpecText(MLIRContext &ctx, const std::string &name, const st
 bool planproof::loadSpec(MLIRContext &ctx, const std::string &path, Spec &spec,
                          Diagnostics &diags) {
   spec.path = path;
-  return loadAny(ctx, path, spec, diags) && analyzeSpec(spec, diags);
+  Expectation recipe;
+  if (!loadAny(ctx, path, spec, diags, &recipe) || !analyzeSpec(spec, diags))
+    return false;
+  if (recipe.present)
+    spec.expect = recipe;
+  return true;
 }
 
 bool planproof::loadSpecPair(MLIRContext &ctx, const std::string &refPath,

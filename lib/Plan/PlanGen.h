@@ -63,6 +63,20 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err);
 /// Writes the spec. False with a reason for configurations it cannot generate.
 bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string &err);
 
+/// A generated spec (`.plan`, PlanRecipe.cpp): a JSON object naming a model
+/// configuration (relative to the file), --parallel text, edits of the generated text
+/// (`replace`/`with`, `replace_all`/`with`, `move_line`/`before`), and what the
+/// catalogue expects (`verdict`, `kind`, `at`: the plan value the report's first place
+/// is, `engine`: the engine the expectation is stated for).
+struct Recipe {
+  std::string mlir; // the generated plan, edited
+  bool expected = false;
+  std::string verdict, kind, at, engine;
+  int atLine = 0; // the line of the generated plan that defines `at`
+};
+/// Generates and edits a `.plan` file's spec; errors name the file and the JSON path.
+bool loadRecipe(const std::string &path, Recipe &r, Diagnostics &diags);
+
 } // namespace planproof::plangen
 
 #endif

@@ -65,6 +65,11 @@ struct Expectation {
   std::string verdict; // verified | violated | inconclusive
   std::string kind;    // for violations: the violation kind
   std::string at;      // for violations: SSA name of the plan op the report points at
+  /// The engine the expectation is stated for ("": the one run), and, for an
+  /// inconclusive verdict, the line of its first place (0: any); a generated spec's
+  /// (`.plan`, Plan/PlanGen.h).
+  std::string engine;
+  int atLine = 0;
 };
 
 /// A dimension symbol of a parametric spec: its full size and the size verified.

@@ -74,6 +74,9 @@ Usage:
                  cf=X] [-o OUT.mlir]
                                                write the reference step and the plan of
                                                a model configuration (docs/plan.md)
+  planproof plan --recipe SPEC.plan [-o OUT.mlir]
+                                               the plan of a generated spec (a
+                                               configuration and edits, docs/plan.md)
   planproof --help | --version
 
 Options:
@@ -382,19 +385,32 @@ int cmdVerify(std::vector<std::string> args) {
 /// `planproof plan --model MODEL.json --parallel dp=2,tp=2,... [-o OUT]`: writes the
 /// reference and the plan of a model configuration (lib/Plan/PlanGen.h, docs/plan.md).
 int cmdPlan(std::vector<std::string> args) {
-  std::string model, parallel, out;
+  std::string model, parallel, out, recipe;
   std::set<std::string> given;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
-    if (a == "--model" || a == "--parallel" || a == "-o") {
+    if (a == "--model" || a == "--parallel" || a == "-o" || a == "--recipe") {
       if (i + 1 >= args.size())
         return usage(a + " needs a value");
       if (!given.insert(a).second)
         return usage(a + " is given twice");
-      (a == "--model" ? model : a == "--parallel" ? parallel : out) = args[++i];
+      (a == "--model" ? model : a == "--parallel" ? parallel : a == "-o" ? out : recipe) = args[++i];
     } else {
       return usage("unknown option '" + a + "'");
     }
+  }
+  if (!recipe.empty()) {
+    // A generated spec's plan, edited as its recipe says: the text its reports' lines
+    // refer to.
+    if (!model.empty() || !parallel.empty())
+      return usage("--recipe takes the model and the parallel degrees from the recipe");
+    plangen::Recipe r;
+    Diagnostics errors;
+    if (!plangen::loadRecipe(recipe, r, errors)) {
+      std::cerr << printable(errors.str());
+      return 2;
+    }
+    return writeOutput(out, r.mlir);
   }
   if (model.empty())
     return usage("plan needs --model MODEL.json");
