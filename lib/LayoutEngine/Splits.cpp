@@ -512,6 +512,30 @@ SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const Sta
     return crossEntropySumSplit(c, op, in);
   if (auto cat = dyn_cast<ref::ConcatOp>(op))
     return concatSplit(c, cat, in);
+  if (isa<ref::EmbeddingOp>(op)) {
+    // Without an offset (Windows.cpp has the vocabulary shard's): a lookup per token,
+    // of a table whose rows every rank holds whole.
+    const State &table = *in[0], &ids = *in[1];
+    if (!table.split[0].empty() || !table.split[0].windows.empty())
+      return fail("the table's rows are split (" + c.show(table) + ") and no offset says "
+                  "which rows are the rank's");
+    SplitResult r;
+    r.split = {ids.split[0], table.split[1]};
+    r.global = {ids.global[0], table.global[1]};
+    return r;
+  }
+  if (isa<ref::EmbeddingGradOp>(op)) {
+    // Every row of the table, summed over the rank's tokens: partial over their axes.
+    const State &dx = *in[0], &ids = *in[1];
+    if (dx.split[0] != ids.split[0] || dx.global[0] != ids.global[0])
+      return fail("its gradients' tokens and ids are laid out differently (" + c.show(dx) +
+                  " and " + c.show(ids) + ")");
+    SplitResult r;
+    r.split = {DimSplit(), dx.split[1]};
+    r.global = {local[0], dx.global[1]};
+    r.contracted = dx.split[0];
+    return r;
+  }
   if (isa<ref::MaskedSoftmaxOp>(op)) // row by row, the mask laid out like the scores
     return rowWiseSplit(c, op, in);
   if (isa<ref::DocumentMaskOp>(op)) {

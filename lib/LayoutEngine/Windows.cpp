@@ -198,6 +198,113 @@ State causalOffsetRule(RuleContext &c, Operation &op, const std::vector<const St
   return out;
 }
 
+/// The window an index offset names on a dimension of `length` local rows: its
+/// constant part and rank coefficients; the dimension's axes, major (largest stride)
+/// first, and the rows every rank's window reaches.
+bool offsetWindow(RuleContext &c, const State &off, int64_t length, DimSplit &d,
+                  int64_t &reach) {
+  Window w;
+  w.length = length;
+  if (!indexConstant(c.terms, off, w.base))
+    return false;
+  w.coeff = off.rankCoeff;
+  std::sort(w.coeff.begin(), w.coeff.end());
+  int64_t lo = w.base, hi = w.base + w.length;
+  for (auto [a, cf] : w.coeff) {
+    int64_t span = 0;
+    int64_t &end = cf < 0 ? lo : hi;
+    if (!checkedMul(cf, c.mesh.shape[a] - 1, span) || !checkedAdd(end, span, end))
+      return false;
+  }
+  if (lo < 0)
+    return false;
+  auto byStride = w.coeff;
+  std::sort(byStride.begin(), byStride.end(),
+            [](const auto &a, const auto &b) { return std::abs(a.second) > std::abs(b.second); });
+  d = DimSplit();
+  for (auto [a, cf] : byStride)
+    d.push_back(a);
+  d.windows = {w};
+  reach = hi;
+  normalizeWindows(c.mesh, d, reach);
+  return true;
+}
+
+/// embedding with an offset (a vocabulary-parallel lookup): each rank looks up the ids
+/// that fall in its rows of the table, zeros elsewhere. Where the offset is the start
+/// of the rank's block of the table's rows and the blocks tile them, every id falls in
+/// exactly one rank's block: summed over the table's axes, the lookup of the whole
+/// table -- a partial sum of the reference's embedding.
+State embeddingRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  const State &table = *in[0], &ids = *in[1], &off = *in[2];
+  Shape local;
+  if (!resultShape(op, local) || local.size() != 2 || table.split.size() != 2 ||
+      ids.split.size() != 1)
+    return State::unknown(&op, "`ref.embedding` needs a [rows, width] table and a vector of ids");
+  if (!table.partial.empty() || !table.partialMax.empty() || !ids.partial.empty() ||
+      hasZero(table) || hasZero(ids))
+    return State::unknown(&op, "`ref.embedding` of a partial table or ids");
+  DimSplit want;
+  int64_t reach = 0;
+  if (!offsetWindow(c, off, cast<RankedTensorType>(op.getOperand(0).getType()).getDimSize(0),
+                    want, reach))
+    return State::unknown(&op, "the embedding offset is not a constant plus a multiple of the "
+                               "rank's coordinates");
+  const DimSplit &rows = table.split[0];
+  if (windowsOf(c.mesh, rows, table.global[0]) != windowsOf(c.mesh, want, table.global[0]) ||
+      !tiles(c.mesh, rows, table.global[0]))
+    return State::unknown(&op, "the embedding offset is not the first row of the rank's block "
+                               "of the table (" + c.show(table) + ")");
+  State out;
+  out.known = true;
+  out.split = {ids.split[0], table.split[1]};
+  out.global = {ids.global[0], table.global[1]};
+  out.partial = sortedUnion({}, rows);
+  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
+                          {c.terms.scaled(table.term, table.factor), ids.term});
+  c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
+  std::string why;
+  if (!consistent(c, out, local, why))
+    return State::unknown(&op, why);
+  return out;
+}
+
+/// embedding_grad with an offset: rank row v gathers the gradients of the tokens whose
+/// id is offset + v, so the rank holds the rows from its offset of the whole
+/// scatter-add over its tokens -- the window the offset names, summed over the tokens'
+/// axes.
+State embeddingGradRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  const State &dx = *in[0], &ids = *in[1], &off = *in[2];
+  Shape local;
+  if (!resultShape(op, local) || local.size() != 2 || dx.split.size() != 2 ||
+      ids.split.size() != 1)
+    return State::unknown(&op, "`ref.embedding_grad` needs [tokens, width] gradients and ids");
+  if (!dx.partial.empty() || !dx.partialMax.empty() || !ids.partial.empty() || hasZero(dx) ||
+      hasZero(ids))
+    return State::unknown(&op, "`ref.embedding_grad` of partial gradients or ids");
+  if (dx.split[0] != ids.split[0] || dx.global[0] != ids.global[0] ||
+      !tiles(c.mesh, dx.split[0], dx.global[0]))
+    return State::unknown(&op, "its gradients' tokens and ids are laid out differently (" +
+                               c.show(dx) + " and " + c.show(ids) + ")");
+  State out;
+  out.known = true;
+  int64_t reach = 0;
+  DimSplit rows;
+  if (!offsetWindow(c, off, local[0], rows, reach))
+    return State::unknown(&op, "the embedding offset is not a constant plus a multiple of the "
+                               "rank's coordinates");
+  out.split = {rows, dx.split[1]};
+  out.global = {reach, dx.global[1]};
+  out.partial = sortedUnion({}, dx.split[0]);
+  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
+                          {c.terms.scaled(dx.term, dx.factor), ids.term});
+  c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
+  std::string why;
+  if (!consistent(c, out, local, why))
+    return State::unknown(&op, why);
+  return out;
+}
+
 /// position_mask with offsets that differ from rank to rank: element [i, j] depends on
 /// the positions q0 + i and k0 + j only, so the rank's mask is the window of rows q0(p)
 /// .. and columns k0(p) .. of the mask with offsets 0 over the rows and columns every
@@ -214,33 +321,10 @@ State positionMaskRule(RuleContext &c, Operation &op, const std::vector<const St
   out.known = true;
   out.split.assign(2, {});
   out.global.assign(2, 0);
-  for (int d = 0; d < 2; ++d) {
-    Window w;
-    w.length = local[d];
-    if (!indexConstant(c.terms, *in[d], w.base))
+  for (int d = 0; d < 2; ++d)
+    if (!offsetWindow(c, *in[d], local[d], out.split[d], out.global[d]))
       return State::unknown(&op, "a mask offset that is not a constant plus a multiple of the "
-                                 "rank's coordinates");
-    w.coeff = in[d]->rankCoeff;
-    std::sort(w.coeff.begin(), w.coeff.end());
-    int64_t lo = w.base, hi = w.base + w.length;
-    for (auto [a, cf] : w.coeff) {
-      int64_t span = 0;
-      if (!checkedMul(cf, c.mesh.shape[a] - 1, span) || !checkedAdd(span < 0 ? lo : hi, span,
-                                                                    span < 0 ? lo : hi))
-        return State::unknown(&op, "a mask offset that overflows");
-    }
-    if (lo < 0)
-      return State::unknown(&op, "a mask offset that is negative on some rank");
-    // The axes major to minor: by decreasing stride, as a split's blocks.
-    auto byStride = w.coeff;
-    std::sort(byStride.begin(), byStride.end(),
-              [](const auto &a, const auto &b) { return std::abs(a.second) > std::abs(b.second); });
-    for (auto [a, cf] : byStride)
-      out.split[d].push_back(a);
-    out.split[d].windows = {w};
-    out.global[d] = hi;
-    normalizeWindows(c.mesh, out.split[d], hi);
-  }
+                                 "rank's coordinates, or that is negative on some rank");
   TermId zero = c.terms.leaf("0", "index constant");
   out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
                           {zero, zero});
@@ -733,6 +817,14 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
     return causalOffsetRule(c, op, in);
   if (isa<ref::PositionMaskOp>(op))
     return positionMaskRule(c, op, in);
+  if (isa<ref::EmbeddingOp, ref::EmbeddingGradOp>(op)) {
+    for (const State *s : in)
+      if (!s->known)
+        return *s;
+    if (in.size() != 3)
+      return State::unknown(&op, "no layout rule for `" + opName(op) + "` on a split table");
+    return isa<ref::EmbeddingOp>(op) ? embeddingRule(c, op, in) : embeddingGradRule(c, op, in);
+  }
   for (const State *s : in)
     if (!s->known)
       return *s;
@@ -798,8 +890,10 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
     return reduced(r.getDims());
   if (auto r = dyn_cast<ref::ReduceMaxOp>(op))
     return reduced(r.getDims());
-  if (isa<ref::CrossEntropySumOp>(op))
-    return reduced({0});
+  if (isa<ref::CrossEntropySumOp>(op) || isa<ref::EmbeddingGradOp>(op))
+    return reduced({0}); // the tokens are summed
+  if (isa<ref::EmbeddingOp>(op))
+    return generic(in); // a lookup per token
   if (isa<ref::ReshapeOp>(op))
     return windowReshape(c, op, *in[0], generic);
   if (op.hasTrait<ref::OpTrait::RowWise>() || isa<ref::MaskedSoftmaxOp>(op)) {

@@ -1055,3 +1055,31 @@ TEST_CASE("position_mask with each rank's query offset: the rows of the whole ma
     CHECK(got.layout != Verdict::Verified);
   }
 }
+
+TEST_CASE("vocabulary-parallel embedding: each rank's rows from its offset", "[layouts]") {
+  // The table's rows split over a; each rank looks up the ids in its rows (zeros
+  // elsewhere: a partial sum over a) and scatters the gradients of its rows. Near
+  // misses: every rank's offset 0; the lookup averaged over a.
+  const char *refArgs = R"(%table: tensor<{Kn}x2xf32> {ref.name = "table"}, %dx: tensor<3x2xf32> {ref.name = "dx"}, %ids: tensor<3xi64> {ref.name = "ids", ref.bound = {Kn} : i64})";
+  std::string refRes = R"(tensor<3x2xf32> {ref.name = "x"}, tensor<{Kn}x2xf32> {ref.name = "dtable"})";
+  std::string refBody = R"(    %x = ref.embedding %table, %ids : tensor<{Kn}x2xf32>, tensor<3xi64>
+    %dtable = ref.embedding_grad %dx, %ids : tensor<3x2xf32>, tensor<3xi64> -> tensor<{Kn}x2xf32>
+    return %x, %dtable : tensor<3x2xf32>, tensor<{Kn}x2xf32>
+)";
+  std::string planArgs = R"(%table: tensor<{n}x2xf32> {dist.value = "table", dist.layout = #dist.layout<[a, _]>}, %dx: tensor<3x2xf32> {dist.value = "dx", dist.layout = #dist.layout<[_, _]>}, %ids: tensor<3xi64> {dist.value = "ids", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<3x2xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>}, tensor<{n}x2xf32> {dist.value = "dtable", dist.layout = #dist.layout<[a, _]>})";
+  auto plan = [](const char *first, const char *kind) {
+    return std::string(R"(    %r = dist.axis_index "a" : index
+    %n = arith.constant {n} : index
+    %zero = arith.constant 0 : index
+    %first = )") + first + R"( : index
+    %x_part = ref.embedding %table, %ids offset %first : tensor<{n}x2xf32>, tensor<3xi64>
+    %x = dist.all_reduce %x_part over ["a"] ")" + kind + R"(" : tensor<3x2xf32> -> tensor<3x2xf32>
+    %dtable = ref.embedding_grad %dx, %ids offset %first : tensor<3x2xf32>, tensor<3xi64> -> tensor<{n}x2xf32>
+    return %x, %dtable : tensor<3x2xf32>, tensor<{n}x2xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "sum")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %zero", "sum")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "avg")));
+}
