@@ -131,6 +131,7 @@ public:
 
 private:
   State bindingState(const Binding &b);
+  bool interleave(const Layout &l, int d, State &s);
   int paddedDim(const Layout &l, const Shape &global) const;
   int64_t paddedSize(const Layout &l, const Shape &global, size_t d) const;
   DictionaryAttr concatAttrs(int64_t d) const;
@@ -341,12 +342,51 @@ DictionaryAttr Run::concatAttrs(int64_t d) const {
   return b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(d))});
 }
 
+/// A dimension split over axes A within k interleaved segments (a fused [gate | up]
+/// weight): rank b holds block b of each segment, side by side. That is the plain block
+/// b of the concatenation, over b in rank order, of each segment's block b -- slices of
+/// the value -- so the state is a plain split of that permuted term; its products and
+/// slices meet the reference's by pieces (Pieces.cpp: the input is cut at the same
+/// places).
+bool Run::interleave(const Layout &l, int d, State &s) {
+  DimSplit axes;
+  for (int a : l.dims[d])
+    if (spec.mesh.shape[a] > 1)
+      axes.push_back(a);
+  int64_t k = l.segmentsOf(d), n = ctx.size(axes), global = s.global[d];
+  if (axes.empty() || k <= 0 || global % k != 0 || (global / k) % n != 0)
+    return false;
+  int64_t seg = global / k, len = seg / n;
+  std::vector<TermId> pieces;
+  TermId whole = terms.scaled(s.term, s.factor);
+  for (int64_t blk = 0; blk < n; ++blk)
+    for (int64_t j = 0; j < k; ++j) {
+      std::vector<int64_t> offsets(s.global.size(), 0), sizes(s.global.begin(), s.global.end());
+      offsets[d] = j * seg + blk * len;
+      sizes[d] = len;
+      pieces.push_back(sliceTerm(ctx, spec.plan.getContext(), whole, s.global, offsets, sizes));
+    }
+  s.term = terms.concat(headFrom("ref.concat", concatAttrs(d), s.global), pieces);
+  s.factor = Rational(1);
+  s.broadcast = false;
+  s.split[d] = axes;
+  return true;
+}
+
 State Run::bindingState(const Binding &b) {
   const Layout &l = b.layout;
-  for (size_t d = 0; d < l.dims.size(); ++d)
-    if ((l.segmentsOf(d) != 1 && !l.zigzagAt(d)) || (l.zigzagAt(d) && l.padded))
-      return State::unknown(nullptr, "interleaved layouts and padded zigzag layouts are not "
-                                     "modelled by the layout engine yet");
+  int interleaved = -1;
+  for (size_t d = 0; d < l.dims.size(); ++d) {
+    if (l.segmentsOf(d) != 1 && !l.zigzagAt(d)) {
+      if (l.padded || interleaved >= 0)
+        return State::unknown(nullptr, "padded interleaved layouts, or several interleaved "
+                                       "dimensions, are not modelled by the layout engine yet");
+      interleaved = (int)d;
+    }
+    if (l.zigzagAt(d) && l.padded)
+      return State::unknown(nullptr, "padded zigzag layouts are not modelled by the layout "
+                                     "engine yet");
+  }
   auto it = std::find(spec.refInputs.begin(), spec.refInputs.end(), b.refName);
   if (it == spec.refInputs.end())
     return State::unknown(nullptr, "plan input `" + b.refName + "` is not a reference input");
@@ -378,9 +418,12 @@ State Run::bindingState(const Binding &b) {
   s.split.assign(l.dims.size(), {});
   for (size_t d = 0; d < l.dims.size(); ++d) {
     std::string why;
-    if (!layoutDim(spec.mesh, l, d, s.global[d], s.split[d], why))
+    if ((int)d != interleaved && !layoutDim(spec.mesh, l, d, s.global[d], s.split[d], why))
       return State::unknown(nullptr, why);
   }
+  if (interleaved >= 0 && !interleave(l, interleaved, s))
+    return State::unknown(nullptr, "an interleaved layout whose segments do not divide into "
+                                   "its blocks");
   for (auto [axis, kind] : l.partial) {
     if (kind != ReduceKind::Sum)
       return State::unknown(nullptr, "partial layouts other than sums are not modelled yet");

@@ -1083,3 +1083,44 @@ TEST_CASE("vocabulary-parallel embedding: each rank's rows from its offset", "[l
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %zero", "sum")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "avg")));
 }
+
+TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
+          "[layouts]") {
+  // [gate | up] fused and split within its two segments: each rank's columns are its
+  // block of gate, then its block of up. Near miss: the fused weight split evenly (the
+  // rank's local halves are then not gate and up).
+  const char *refArgs = R"(%x: tensor<{B}x3xf32> {ref.name = "x"}, %w: tensor<3x{KKn}xf32> {ref.name = "w"})";
+  std::string refRes = R"(tensor<{B}x{Kn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %gu = ref.matmul %x, %w contract(1, 0) : tensor<{B}x3xf32>, tensor<3x{KKn}xf32>
+    %gate = ref.slice %gu offsets [0, 0] sizes [{B}, {Kn}] : tensor<{B}x{KKn}xf32>
+    %up = ref.slice %gu offsets [0, {Kn}] sizes [{B}, {Kn}] : tensor<{B}x{KKn}xf32>
+    %act = ref.silu %gate : tensor<{B}x{Kn}xf32>
+    %y = ref.mul %act, %up : tensor<{B}x{Kn}xf32>
+    return %y : tensor<{B}x{Kn}xf32>
+)";
+  auto planArgs = [](const char *layout) {
+    return std::string(R"(%x: tensor<{B}x3xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>}, %w: tensor<3x{n2}xf32> {dist.value = "w", dist.layout = #dist.layout<[_, )") +
+           layout + "]>}";
+  };
+  std::string planRes =
+      R"(tensor<{B}x{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, a]>})";
+  std::string body = R"(    %gu = ref.matmul %x, %w contract(1, 0) : tensor<{B}x3xf32>, tensor<3x{n2}xf32>
+    %gate = ref.slice %gu offsets [0, 0] sizes [{B}, {n}] : tensor<{B}x{n2}xf32>
+    %up = ref.slice %gu offsets [0, {n}] sizes [{B}, {n}] : tensor<{B}x{n2}xf32>
+    %act = ref.silu %gate : tensor<{B}x{n}xf32>
+    %y = ref.mul %act, %up : tensor<{B}x{n}xf32>
+    return %y : tensor<{B}x{n}xf32>
+)";
+  for (int64_t K : {2, 3})
+    for (int64_t n : {1, 2}) {
+      std::map<std::string, int64_t> v{{"K", K}, {"J", 1}, {"B", 2}, {"n", n}, {"Kn", K * n},
+                                        {"KKn", 2 * K * n}, {"n2", 2 * n}};
+      for (bool right : {true, false}) {
+        Verdicts got = run(fill(spec(refArgs, refRes, refBody, planArgs(right ? "a in 2" : "a"),
+                                     planRes, body),
+                                v));
+        CHECK(got.element == (right ? Verdict::Verified : Verdict::Violated));
+        CHECK((got.layout == Verdict::Verified) == right);
+      }
+    }
+}
