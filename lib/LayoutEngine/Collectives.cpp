@@ -54,7 +54,39 @@ bool reduceOver(RuleContext &c, State &s, const std::vector<int> &axes, StringRe
 
 } // namespace
 
+static State selectOnRule(RuleContext &c, dist::SelectOnOp op, const std::vector<const State *> &in) {
+  // `when` on the ranks at the given coordinates, zeros elsewhere: in each group of the
+  // named axes exactly one rank holds `when`, so the sum over the group is `when` -- a
+  // partial sum over those axes (a bias added once before a sum all_reduce).
+  const State &when = *in[0], &otherwise = *in[1];
+  if (!isa<RankedTensorType>(op.getType()) || !when.rankCoeff.empty())
+    return State::unknown(op, "no layout rule for `dist.select_on` of this type");
+  if (!otherwise.factor.isZero() || !otherwise.partialMax.empty())
+    return State::unknown(op, "`dist.select_on` of a value and another that is not zero");
+  std::vector<int> axes;
+  for (NamedAttribute a : op.getOn()) {
+    int axis = c.mesh.axisIndex(a.getName().str());
+    auto coord = dyn_cast<IntegerAttr>(a.getValue());
+    if (axis < 0 || !coord || coord.getInt() < 0 || coord.getInt() >= c.mesh.shape[axis])
+      return State::unknown(op, "a coordinate the mesh does not have");
+    if (c.mesh.shape[axis] > 1)
+      axes.push_back(axis);
+  }
+  std::sort(axes.begin(), axes.end());
+  if (intersects(axes, when.splitAxes()) || intersects(axes, when.partial) ||
+      !when.partialMax.empty())
+    return State::unknown(op, "`dist.select_on` over axes its value is split or partial over (" +
+                                  c.show(when) + ")");
+  State out = when;
+  out.partial = sortedUnion(out.partial, axes);
+  out.broadcast = false;
+  out.sourceDims.clear();
+  return out;
+}
+
 State collectiveRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  if (auto sel = dyn_cast<dist::SelectOnOp>(op))
+    return selectOnRule(c, sel, in);
   auto coll = dyn_cast<dist::CollectiveOp>(&op);
   Shape local;
   if (!coll || in.size() != 1 || !resultShape(op, local))

@@ -1124,3 +1124,30 @@ TEST_CASE("interleaved layouts: a fused weight's segments, each split over the a
       }
     }
 }
+
+TEST_CASE("select_on: a value on one rank of each group, zeros elsewhere, is a partial sum",
+          "[layouts]") {
+  // A bias added once, on a's rank 0 (or 1), to a row-parallel product's partial sums
+  // before the sum over a. Near miss: the bias on the ranks of b's coordinate 0 --
+  // every rank of a's groups, so the sum counts it |a| times.
+  std::string refBody = R"(    %p = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{Kn}xf32>, tensor<{Kn}x{KJn}xf32>
+    %y = ref.bias_add %p, %bias : tensor<{B}x{KJn}xf32>, tensor<{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  std::string refArgs = std::string(kRefXW) + R"(, %bias: tensor<{KJn}xf32> {ref.name = "bias"})";
+  std::string refRes = R"(tensor<{B}x{KJn}xf32> {ref.name = "y"})";
+  std::string planArgs = R"(%x: tensor<{B}x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>}, %w: tensor<{n}x{KJn}xf32> {dist.value = "w", dist.layout = #dist.layout<[a, _]>}, %bias: tensor<{KJn}xf32> {dist.value = "bias", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<{B}x{KJn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  auto plan = [](const char *on) {
+    return std::string(R"(    %p = ref.matmul %x, %w contract(1, 0) : tensor<{B}x{n}xf32>, tensor<{n}x{KJn}xf32>
+    %zero = ref.constant 0.0 : tensor<{KJn}xf32>
+    %once = dist.select_on %bias, %zero on {)") + on + R"(} : tensor<{KJn}xf32>
+    %pb = ref.bias_add %p, %once : tensor<{B}x{KJn}xf32>, tensor<{KJn}xf32>
+    %y = dist.all_reduce %pb over ["a"] "sum" : tensor<{B}x{KJn}xf32> -> tensor<{B}x{KJn}xf32>
+    return %y : tensor<{B}x{KJn}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("a = 0 : i64")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("a = 1 : i64")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("b = 0 : i64")));
+}
