@@ -55,7 +55,7 @@ struct planproof::LayoutCache::Impl {
   TermPool terms;
   std::vector<State> argStates, outputStates;
   ReferenceTerms refTerms;
-  std::map<Shape, std::set<Shape>> referenceReshapes;
+  std::map<Shape, std::set<Shape>> referenceReshapes, referenceBroadcasts;
   int64_t referenceOps = 0;
   /// Plan op results by memoKey.
   std::unordered_map<std::string, State> plan;
@@ -117,7 +117,9 @@ std::string memoKey(const std::string &mesh, Operation &op,
 class Run {
 public:
   Run(const Spec &spec, const VerifyOptions &options, TermPool &terms)
-      : spec(spec), options(options), terms(terms), ctx{spec.mesh, terms} {}
+      : spec(spec), options(options), terms(terms), ctx{spec.mesh, terms} {
+    ctx.pipelineAxis = spec.pipelineAxis;
+  }
 
   void reference(VerifyStats &stats);
   /// The reference's states from `cache`, if it holds this reference's; else runs it
@@ -277,6 +279,8 @@ void Run::reference(VerifyStats &stats) {
     State s = referenceRule(ctx, op, in);
     if (isa<ref::ReshapeOp>(op) && !in.empty() && in[0]->known && s.known)
       ctx.referenceReshapes[in[0]->global].insert(s.global);
+    if (isa<ref::BroadcastOp>(op) && !in.empty() && in[0]->known && s.known)
+      ctx.referenceBroadcasts[in[0]->global].insert(s.global);
     for (Value r : op.getResults())
       ref[r] = s;
   }
@@ -293,6 +297,7 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
     refOutputs = cache.outputStates;
     refTerms = &cache.refTerms;
     ctx.referenceReshapes = cache.referenceReshapes;
+    ctx.referenceBroadcasts = cache.referenceBroadcasts;
     stats.referenceOps = cache.referenceOps;
     stats.reusedReference = true;
     return;
@@ -311,6 +316,7 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   cache.refTerms = std::move(ownRefTerms);
   refTerms = &cache.refTerms;
   cache.referenceReshapes = ctx.referenceReshapes;
+  cache.referenceBroadcasts = ctx.referenceBroadcasts;
   cache.referenceOps = stats.referenceOps;
   cache.inputs = spec.refInputs;
   cache.outputs = spec.refOutputs;

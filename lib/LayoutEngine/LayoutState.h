@@ -275,6 +275,14 @@ struct RuleContext {
   /// 1), the rule takes the choice whose global shape the reference reshapes to; every
   /// choice is a true description, so this steers completeness, not soundness.
   std::map<Shape, std::set<Shape>> referenceReshapes;
+  /// The reference's broadcasts: source shape -> result shapes. A plan's broadcast
+  /// whose copies are fewer on each rank (query heads split, one KV head copied to each
+  /// rank's heads) takes its copied dimensions as split over unused axes so that its
+  /// global shape is one the reference broadcasts to: a copy's block is a copy, so every
+  /// such choice is true; this steers completeness only.
+  std::map<Shape, std::set<Shape>> referenceBroadcasts;
+  /// The plan's pipeline axis (-1: none): no state is split over it.
+  int pipelineAxis = -1;
 };
 
 // Shared by the rule files.

@@ -318,7 +318,7 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   // A broadcast operand's block under a split of its copied dimensions is a broadcast
   // of the same source: for an elementwise op it takes the split and global shape of
   // the first operand that is not a broadcast, where its source dimensions are split
-  // alike and its copied ones whole.
+  // alike (its copied ones take any split: a block of copies is copies).
   std::vector<const State *> in = operands;
   std::vector<State> adopted;
   adopted.reserve(2 * in.size()); // pointers into it stay valid: at most two per operand
@@ -338,8 +338,13 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
       for (size_t d = 0; d < b.split.size(); ++d) {
         bool fromSource = std::find(b.sourceDims.begin(), b.sourceDims.end(), (int64_t)d) !=
                           b.sourceDims.end();
+        // A copied dimension's block is copies under any split: it takes the lead's
+        // (but not rows of zeros).
+        bool zeros = false;
+        for (const Window &w : lead->split[d].windows)
+          zeros |= w.zero;
         fits &= fromSource ? b.split[d] == lead->split[d] && b.global[d] == lead->global[d]
-                           : b.split[d].empty();
+                           : !zeros;
       }
       if (!fits)
         continue;

@@ -368,7 +368,8 @@ SplitResult causalSoftmaxSplit(RuleContext &c, ref::CausalSoftmaxOp cs, const St
 
 /// broadcast: operand dimension k becomes result dimension dims[k]; the new dimensions
 /// are copies, whole on every rank.
-SplitResult broadcastSplit(ref::BroadcastOp b, const State &x, const Shape &local) {
+SplitResult broadcastSplit(RuleContext &c, ref::BroadcastOp b, const State &x,
+                           const Shape &local) {
   SplitResult r;
   r.split.assign(local.size(), {});
   r.global = local;
@@ -376,6 +377,45 @@ SplitResult broadcastSplit(ref::BroadcastOp b, const State &x, const Shape &loca
   for (size_t k = 0; k < dims.size() && k < x.split.size(); ++k) {
     r.split[dims[k]] = x.split[k];
     r.global[dims[k]] = x.global[k];
+  }
+  // Copied dimensions may be taken as split over axes the value does not use (a
+  // block of copies is copies), to reach a global shape the reference broadcasts the
+  // same source to.
+  auto it = c.referenceBroadcasts.find(x.global);
+  if (it == c.referenceBroadcasts.end() || it->second.count(r.global))
+    return r;
+  std::vector<int> used = x.splitAxes();
+  used.insert(used.end(), x.partial.begin(), x.partial.end());
+  used.push_back(c.pipelineAxis);
+  for (const Shape &target : it->second) {
+    if (target.size() != r.global.size())
+      continue;
+    SplitResult t = r;
+    std::vector<int> taken = used;
+    bool ok = true;
+    for (size_t d = 0; ok && d < target.size(); ++d) {
+      if (target[d] == t.global[d])
+        continue;
+      bool copied = std::find(dims.begin(), dims.end(), (int64_t)d) == dims.end();
+      if (!copied || t.global[d] <= 0 || target[d] % t.global[d] != 0) {
+        ok = false;
+        break;
+      }
+      int64_t need = target[d] / t.global[d];
+      int axis = -1; // the first axis of that size the value leaves free
+      for (size_t a = 0; a < c.mesh.shape.size() && axis < 0; ++a)
+        if (c.mesh.shape[a] == need && std::find(taken.begin(), taken.end(), (int)a) == taken.end())
+          axis = (int)a;
+      if (axis < 0) {
+        ok = false;
+        break;
+      }
+      taken.push_back(axis);
+      t.split[d] = {axis};
+      t.global[d] = target[d];
+    }
+    if (ok)
+      return t;
   }
   return r;
 }
@@ -462,6 +502,8 @@ SplitResult batchDimsSplit(RuleContext &c, Operation &op, const State &x, const 
 
 SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const State *> &in,
                       const Shape &local) {
+  if (auto b = dyn_cast<ref::BroadcastOp>(op)) // (its copies may take a split)
+    return broadcastSplit(c, b, *in[0], local);
   bool anySplit = false;
   for (const State *s : in)
     anySplit |= s->isSplit();
@@ -505,7 +547,7 @@ SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const Sta
   if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op))
     return causalSoftmaxSplit(c, cs, *in[0]);
   if (auto b = dyn_cast<ref::BroadcastOp>(op))
-    return broadcastSplit(b, *in[0], local);
+    return broadcastSplit(c, b, *in[0], local);
   if (isa<ref::RotaryOp>(op))
     return rotarySplit(c, in);
   if (isa<ref::CrossEntropySumOp>(op))
