@@ -381,8 +381,9 @@ SplitResult broadcastSplit(RuleContext &c, ref::BroadcastOp b, const State &x,
   // Copied dimensions may be taken as split over axes the value does not use (a
   // block of copies is copies), to reach a global shape the reference broadcasts the
   // same source to.
+  // (Not copies of a scalar: elementwise ops give those the other operands' split.)
   auto it = c.referenceBroadcasts.find(x.global);
-  if (it == c.referenceBroadcasts.end() || it->second.count(r.global))
+  if (x.global.empty() || it == c.referenceBroadcasts.end() || it->second.count(r.global))
     return r;
   std::vector<int> used = x.splitAxes();
   used.insert(used.end(), x.partial.begin(), x.partial.end());
