@@ -17,7 +17,7 @@ ALLOWED = {
     "Semantics": {"Support"},
     "Transforms": {"Support"},
     "Spec": {"Support", "Semantics", "Transforms"},
-    "Import": {"Support", "Semantics", "Transforms", "Spec"},
+    "Import": {"Support", "Semantics", "Transforms", "Spec", "Plan"},
     "Interp": {"Support", "Semantics", "Spec"},
     "Engine": {"Support", "Semantics", "Spec", "Interp"},
     "LayoutEngine": {"Support", "Semantics", "Spec", "Engine"},
