@@ -78,8 +78,15 @@ void stateKey(const State &s, std::string &out) {
   for (int64_t d : s.global)
     out += std::to_string(d) + "x";
   out += "|";
-  for (const auto &d : s.split)
+  for (const auto &d : s.split) {
     list(d);
+    for (const Window &w : d.windows) { // rows chosen per rank are part of the layout
+      out += "w" + std::to_string(w.length) + (w.zero ? "z" : "@" + std::to_string(w.base));
+      for (auto [a, k] : w.coeff)
+        out += "+" + std::to_string(a) + "*" + std::to_string(k);
+      out += ";";
+    }
+  }
   out += "|";
   list(s.partial);
   list(s.partialMax);

@@ -231,3 +231,39 @@ TEST_CASE("a planner's loop with the element engine reuses the reference's run",
   CHECK(o.verdict == Verdict::Verified);
   CHECK_FALSE(o.stats.reusedReference);
 }
+
+TEST_CASE("a planner's loop tells layouts apart by the rows each rank holds", "[api]") {
+  // A candidate whose only change makes an op's operand hold plain blocks instead of
+  // zigzag chunks must not reuse the state computed for the zigzag one.
+  const std::string ref = R"(module {
+  func.func @reference(%x: tensor<2x8xf32> {ref.name = "x"}) -> (tensor<2x8xf32> {ref.name = "y"}) attributes {ref.reference} {
+    %y = ref.scale %x by 2.0 : tensor<2x8xf32>
+    return %y : tensor<2x8xf32>
+  }
+)";
+  auto plan = [](const char *zig) {
+    return std::string(R"(module {
+  dist.mesh @mesh axes = ["cp"] shape = [2]
+  func.func @plan(%x: tensor<2x8xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>}) -> (tensor<2x4xf32> {dist.value = "y", dist.layout = #dist.layout<[_, cp zigzag]>}) attributes {dist.mesh = @mesh} {
+    %s = dist.shard_slice %x over ["cp"] dim 1)") +
+           zig + R"( : tensor<2x8xf32> -> tensor<2x4xf32>
+    %y = ref.scale %s by 2.0 : tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+)";
+  };
+  Options layout;
+  layout.engine = Options::Engine::Layout;
+  Session session;
+  std::string whole = plan(" zigzag");
+  auto base = session.loadText("zigzag.mlir", ref + whole.substr(9));
+  REQUIRE(base);
+  CHECK(session.verify(*base, layout).verdict == Verdict::Verified);
+  auto plain = session.loadPlan(*base, "plain.mlir", plan(""), layout);
+  REQUIRE(plain);
+  Result cand = session.verify(*plain, layout);
+  CHECK(cand.verdict != Verdict::Verified);
+  CHECK(cand.stats.reusedReference);
+  CHECK(session.verify(*plain).verdict == Verdict::Violated);
+}
