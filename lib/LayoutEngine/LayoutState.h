@@ -332,6 +332,23 @@ std::string windowsText(const Mesh &mesh, const DimSplit &d, int64_t global);
 State windowRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                  const std::function<State(const std::vector<const State *> &)> &generic);
 
+// Shared by Windows.cpp and Offsets.cpp (internal to lib/LayoutEngine).
+bool hasZero(const DimSplit &d);
+bool hasZero(const State &s);
+/// The windows of d: its own, the plain blocks of its axes, or the whole dimension.
+std::vector<Window> windowsOf(const Mesh &mesh, const DimSplit &d, int64_t global);
+/// Whether the ranks of d's axes hold each row of [0, global) exactly once.
+bool tiles(const Mesh &mesh, const DimSplit &d, int64_t global);
+/// The constant an index value holds on every rank apart from its rank part.
+bool indexConstant(const TermPool &terms, const State &s, int64_t &v);
+/// `from` as a new result (not a broadcast).
+State freshResult(const State &from);
+/// The rules for ops that take a rank-dependent offset (Offsets.cpp).
+State causalOffsetRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+State positionMaskRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+State embeddingRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+State embeddingGradRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+
 /// all_reduce, reduce_scatter, all_gather, all_to_all, shard_slice (Collectives.cpp).
 State collectiveRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 

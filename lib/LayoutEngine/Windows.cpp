@@ -25,8 +25,6 @@ using namespace mlir;
 
 namespace planproof::layouts {
 
-namespace {
-
 /// Positions enumerated where a rule needs every rank's rows (coverage of a
 /// contraction): the product of the degrees of one dimension's axes.
 constexpr int64_t kMaxPositions = int64_t(1) << 16;
@@ -58,7 +56,7 @@ std::vector<Window> windowsOf(const Mesh &mesh, const DimSplit &d, int64_t globa
 
 /// Every rank's rows of d's data windows, [start, end), sorted; false where d's axes
 /// have more than kMaxPositions positions.
-bool rowsHeld(const Mesh &mesh, const DimSplit &d, int64_t global,
+static bool rowsHeld(const Mesh &mesh, const DimSplit &d, int64_t global,
               std::vector<std::pair<int64_t, int64_t>> &rows) {
   std::vector<int> axes(d.begin(), d.end());
   int64_t count = 1;
@@ -105,7 +103,7 @@ bool tiles(const Mesh &mesh, const DimSplit &d, int64_t global) {
 
 /// The rows the ranks of d's axes hold, as disjoint ranges (merged where adjacent);
 /// false where two ranks hold one row.
-bool disjointRows(const Mesh &mesh, const DimSplit &d, int64_t global,
+static bool disjointRows(const Mesh &mesh, const DimSplit &d, int64_t global,
                   std::vector<std::pair<int64_t, int64_t>> &ranges) {
   std::vector<std::pair<int64_t, int64_t>> rows;
   if (!rowsHeld(mesh, d, global, rows))
@@ -130,210 +128,14 @@ bool indexConstant(const TermPool &terms, const State &s, int64_t &v) {
   return constantLeaf(terms, s.term, v);
 }
 
-State result(const State &from) {
+State freshResult(const State &from) {
   State s = from;
   s.broadcast = false;
   s.sourceDims.clear();
   return s;
 }
 
-/// causal_softmax with an offset on a rank's chunk of query rows: query i of the chunk
-/// sees keys j <= offset + i. Where the rows are one window of the reference's rows
-/// starting at row w(p) of every rank p, and the keys whole, the rank's rows are rows
-/// w(p) .. of causal_softmax of the whole exactly when offset(p) = w(p) + (Sk - Sq),
-/// the whole's own offset: both are linear in the coordinates, so they are compared
-/// coefficient by coefficient.
-State causalOffsetRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
-  const State &x = *in[0], &off = *in[1];
-  if (!x.known)
-    return x;
-  if (!off.known)
-    return off;
-  size_t n = x.split.size();
-  Shape local;
-  if (n < 2 || !resultShape(op, local))
-    return State::unknown(&op, "`ref.causal_softmax` needs queries and keys");
-  if (!x.partial.empty() || !x.partialMax.empty())
-    return State::unknown(&op, "operand #0 is a partial sum over " +
-                                   axesText(c.mesh, x.partial) +
-                                   " and `ref.causal_softmax` is not linear in it: it must be "
-                                   "reduced first");
-  if (!x.split[n - 1].empty() || !x.split[n - 1].windows.empty())
-    return State::unknown(&op, "`ref.causal_softmax` on split keys (" + c.show(x) + ")");
-  for (size_t d = 0; d + 2 < n; ++d)
-    if (hasZero(x.split[d]))
-      return State::unknown(&op, "`ref.causal_softmax` of rows of zeros");
-  std::vector<Window> rows = windowsOf(c.mesh, x.split[n - 2], x.global[n - 2]);
-  if (rows.size() != 1 || rows[0].zero)
-    return State::unknown(&op, "`ref.causal_softmax` with one offset on each rank's rows, which "
-                               "are not one run of the queries (" + c.show(x) + ")");
-  int64_t k = 0;
-  if (!indexConstant(c.terms, off, k))
-    return State::unknown(&op, "the causal offset is not a constant plus a multiple of the "
-                               "rank's coordinates");
-  int64_t want = rows[0].base + (x.global[n - 1] - x.global[n - 2]);
-  std::vector<std::pair<int, int64_t>> coeff = off.rankCoeff;
-  std::sort(coeff.begin(), coeff.end());
-  if (k != want || coeff != rows[0].coeff) {
-    auto text = [&](int64_t base, const std::vector<std::pair<int, int64_t>> &cs) {
-      std::string t = std::to_string(base);
-      for (auto [a, cf] : cs)
-        t += (cf < 0 ? " - " : " + ") + std::to_string(cf < 0 ? -cf : cf) + " x " +
-             c.mesh.axes[a];
-      return t;
-    };
-    return State::unknown(&op, "the causal offset is " + text(k, coeff) + " on each rank, but "
-                               "must be " + text(want, rows[0].coeff) +
-                               ": the position among the keys of the chunk's first query, the "
-                               "whole's query " + text(rows[0].base, rows[0].coeff));
-  }
-  State out = result(x);
-  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), x.global),
-                          {c.terms.scaled(x.term, x.factor)});
-  c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
-  out.factor = Rational(1);
-  std::string why;
-  if (!consistent(c, out, local, why))
-    return State::unknown(&op, why);
-  return out;
-}
-
-/// The window an index offset names on a dimension of `length` local rows: its
-/// constant part and rank coefficients; the dimension's axes, major (largest stride)
-/// first, and the rows every rank's window reaches.
-bool offsetWindow(RuleContext &c, const State &off, int64_t length, DimSplit &d,
-                  int64_t &reach) {
-  Window w;
-  w.length = length;
-  if (!indexConstant(c.terms, off, w.base))
-    return false;
-  w.coeff = off.rankCoeff;
-  std::sort(w.coeff.begin(), w.coeff.end());
-  int64_t lo = w.base, hi = w.base + w.length;
-  for (auto [a, cf] : w.coeff) {
-    int64_t span = 0;
-    int64_t &end = cf < 0 ? lo : hi;
-    if (!checkedMul(cf, c.mesh.shape[a] - 1, span) || !checkedAdd(end, span, end))
-      return false;
-  }
-  if (lo < 0)
-    return false;
-  auto byStride = w.coeff;
-  std::sort(byStride.begin(), byStride.end(),
-            [](const auto &a, const auto &b) { return std::abs(a.second) > std::abs(b.second); });
-  d = DimSplit();
-  for (auto [a, cf] : byStride)
-    d.push_back(a);
-  d.windows = {w};
-  reach = hi;
-  normalizeWindows(c.mesh, d, reach);
-  return true;
-}
-
-/// embedding with an offset (a vocabulary-parallel lookup): each rank looks up the ids
-/// that fall in its rows of the table, zeros elsewhere. Where the offset is the start
-/// of the rank's block of the table's rows and the blocks tile them, every id falls in
-/// exactly one rank's block: summed over the table's axes, the lookup of the whole
-/// table -- a partial sum of the reference's embedding.
-State embeddingRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
-  const State &table = *in[0], &ids = *in[1], &off = *in[2];
-  Shape local;
-  if (!resultShape(op, local) || local.size() != 2 || table.split.size() != 2 ||
-      ids.split.size() != 1)
-    return State::unknown(&op, "`ref.embedding` needs a [rows, width] table and a vector of ids");
-  if (!table.partial.empty() || !table.partialMax.empty() || !ids.partial.empty() ||
-      hasZero(table) || hasZero(ids))
-    return State::unknown(&op, "`ref.embedding` of a partial table or ids");
-  DimSplit want;
-  int64_t reach = 0;
-  if (!offsetWindow(c, off, cast<RankedTensorType>(op.getOperand(0).getType()).getDimSize(0),
-                    want, reach))
-    return State::unknown(&op, "the embedding offset is not a constant plus a multiple of the "
-                               "rank's coordinates");
-  const DimSplit &rows = table.split[0];
-  if (windowsOf(c.mesh, rows, table.global[0]) != windowsOf(c.mesh, want, table.global[0]) ||
-      !tiles(c.mesh, rows, table.global[0]))
-    return State::unknown(&op, "the embedding offset is not the first row of the rank's block "
-                               "of the table (" + c.show(table) + ")");
-  State out;
-  out.known = true;
-  out.split = {ids.split[0], table.split[1]};
-  out.global = {ids.global[0], table.global[1]};
-  out.partial = sortedUnion({}, rows);
-  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
-                          {c.terms.scaled(table.term, table.factor), ids.term});
-  c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
-  std::string why;
-  if (!consistent(c, out, local, why))
-    return State::unknown(&op, why);
-  return out;
-}
-
-/// embedding_grad with an offset: rank row v gathers the gradients of the tokens whose
-/// id is offset + v, so the rank holds the rows from its offset of the whole
-/// scatter-add over its tokens -- the window the offset names, summed over the tokens'
-/// axes.
-State embeddingGradRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
-  const State &dx = *in[0], &ids = *in[1], &off = *in[2];
-  Shape local;
-  if (!resultShape(op, local) || local.size() != 2 || dx.split.size() != 2 ||
-      ids.split.size() != 1)
-    return State::unknown(&op, "`ref.embedding_grad` needs [tokens, width] gradients and ids");
-  if (!dx.partial.empty() || !dx.partialMax.empty() || !ids.partial.empty() || hasZero(dx) ||
-      hasZero(ids))
-    return State::unknown(&op, "`ref.embedding_grad` of partial gradients or ids");
-  if (dx.split[0] != ids.split[0] || dx.global[0] != ids.global[0] ||
-      !tiles(c.mesh, dx.split[0], dx.global[0]))
-    return State::unknown(&op, "its gradients' tokens and ids are laid out differently (" +
-                               c.show(dx) + " and " + c.show(ids) + ")");
-  State out;
-  out.known = true;
-  int64_t reach = 0;
-  DimSplit rows;
-  if (!offsetWindow(c, off, local[0], rows, reach))
-    return State::unknown(&op, "the embedding offset is not a constant plus a multiple of the "
-                               "rank's coordinates");
-  out.split = {rows, dx.split[1]};
-  out.global = {reach, dx.global[1]};
-  out.partial = sortedUnion({}, dx.split[0]);
-  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
-                          {c.terms.scaled(dx.term, dx.factor), ids.term});
-  c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
-  std::string why;
-  if (!consistent(c, out, local, why))
-    return State::unknown(&op, why);
-  return out;
-}
-
-/// position_mask with offsets that differ from rank to rank: element [i, j] depends on
-/// the positions q0 + i and k0 + j only, so the rank's mask is the window of rows q0(p)
-/// .. and columns k0(p) .. of the mask with offsets 0 over the rows and columns every
-/// rank's windows reach. Each offset is a constant plus a linear function of the
-/// coordinates; the windows are that function (a plain split where they are its blocks).
-State positionMaskRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
-  for (const State *s : in)
-    if (!s->known)
-      return *s;
-  Shape local;
-  if (!resultShape(op, local) || local.size() != 2)
-    return State::unknown(&op, "`ref.position_mask` needs a [queries, keys] result");
-  State out;
-  out.known = true;
-  out.split.assign(2, {});
-  out.global.assign(2, 0);
-  for (int d = 0; d < 2; ++d)
-    if (!offsetWindow(c, *in[d], local[d], out.split[d], out.global[d]))
-      return State::unknown(&op, "a mask offset that is not a constant plus a multiple of the "
-                                 "rank's coordinates, or that is negative on some rank");
-  TermId zero = c.terms.leaf("0", "index constant");
-  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
-                          {zero, zero});
-  c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
-  std::string why;
-  if (!consistent(c, out, local, why))
-    return State::unknown(&op, why);
-  return out;
-}
+namespace {
 
 /// A slice of a value laid out in windows: on a windowed dimension the local range
 /// takes parts of the windows (the same rows of the same term); an unsplit dimension
@@ -358,7 +160,7 @@ State windowSlice(RuleContext &c, Operation &op, const State &x) {
     windowCut |= !(off[d] == 0 && size[d] == inLocal[d]) && !x.split[d].windows.empty();
   if (!windowCut)
     return sliceRule(c, op, x);
-  State out = result(x);
+  State out = freshResult(x);
   std::vector<int64_t> termOff(rank, 0), termSize(x.global.begin(), x.global.end());
   bool termCut = false;
   for (size_t d = 0; d < rank; ++d) {
@@ -442,7 +244,7 @@ State windowConcat(RuleContext &c, Operation &op, const std::vector<const State 
     auto own = windowsOf(c.mesh, s.split[dim], s.global[dim]);
     ws.insert(ws.end(), own.begin(), own.end());
   }
-  State out = result(*lead);
+  State out = freshResult(*lead);
   out.split[dim].windows = ws;
   normalizeWindows(c.mesh, out.split[dim], out.global[dim]);
   std::string why;
@@ -498,7 +300,7 @@ State zeroMerge(RuleContext &c, Operation &op, const State &x, const State &y) {
   }
   if (i != a.size() || j != b.size())
     return fail("of different lengths");
-  State out = result(x);
+  State out = freshResult(x);
   DimSplit &dd = out.split[dim];
   if (dd.empty())
     static_cast<std::vector<int> &>(dd) = y.split[dim];
