@@ -52,6 +52,48 @@ bool reduceOver(RuleContext &c, State &s, const std::vector<int> &axes, StringRe
   return true;
 }
 
+/// Dimension d gains `axes` as its minor ones (reduce_scatter, shard_slice): plain
+/// blocks, or zigzag chunks of the block it had.
+bool scatterDim(RuleContext &c, const State &s, DimSplit &d, int64_t global,
+                const std::vector<int> &axes, bool zigzag, std::string &why) {
+  if (!d.windows.empty()) {
+    why = "it splits a dimension whose rows are already chosen per rank (" + c.show(s) + ")";
+    return false;
+  }
+  d.insert(d.end(), axes.begin(), axes.end());
+  if (!zigzag)
+    return true;
+  d.windows = zigzagWindows(c.mesh, d, global);
+  if (d.windows.empty())
+    why = "the zigzag chunks do not divide the dimension";
+  return !d.windows.empty();
+}
+
+/// Dimension `dim` of s, whose blocks over `axes` go back where a split took them from
+/// (all_gather, shard_pad): `axes` must be its minor axes, and its rows the blocks the
+/// op assumes (zigzag or plain).
+bool unsplitDim(RuleContext &c, State &s, int64_t dim, const std::vector<int> &axes,
+                bool zigzag, const char *verb, std::string &why) {
+  auto &d = s.split[dim];
+  if (d.size() < axes.size() || !std::equal(axes.begin(), axes.end(), d.end() - axes.size())) {
+    why = std::string("it ") + verb + " dim " + std::to_string(dim) + " over " +
+          axesText(c.mesh, axes) + ", which are not the minor axes splitting that dimension (" +
+          c.show(s) + ")";
+    return false;
+  }
+  std::vector<Window> assumed =
+      zigzag ? zigzagWindows(c.mesh, d, s.global[dim]) : std::vector<Window>();
+  if (d.windows != assumed) {
+    why = std::string("it ") + verb + " dim " + std::to_string(dim) +
+          (zigzag ? " in zigzag chunk order" : " in rank order") +
+          ", and its operand's rows are laid out otherwise (" + c.show(s) + ")";
+    return false;
+  }
+  d.resize(d.size() - axes.size());
+  d.windows.clear();
+  return true;
+}
+
 } // namespace
 
 static State selectOnRule(RuleContext &c, dist::SelectOnOp op, const std::vector<const State *> &in) {
@@ -116,50 +158,12 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
     s.partialMax = rest;
   }
   auto dimOf = [&](int64_t d) { return d >= 0 && d < (int64_t)s.split.size(); };
-  // A dimension that gains `axes` as its minor ones: plain blocks, or zigzag chunks of
-  // the block it had.
   auto scatter = [&](DimSplit &d, int64_t global, std::string &why) {
-    if (!d.windows.empty()) {
-      why = "it splits a dimension whose rows are already chosen per rank (" + c.show(s) + ")";
-      return false;
-    }
-    d.insert(d.end(), axes.begin(), axes.end());
-    if (!zigzag)
-      return true;
-    d.windows = zigzagWindows(c.mesh, d, global);
-    if (d.windows.empty())
-      why = "the zigzag chunks do not divide the dimension";
-    return !d.windows.empty();
+    return scatterDim(c, s, d, global, axes, zigzag, why);
   };
-  if (s.windowed() && isa<dist::AllToAllOp>(op))
-    return State::unknown(&op, "no layout rule for an all_to_all of rows chosen per rank (" +
-                                   c.show(s) + ")");
-  // A dimension whose blocks over `axes` go back where a split took them from
-  // (all_gather, shard_pad): `axes` must be its minor axes, and its rows the blocks the
-  // op assumes (zigzag or plain).
   auto unsplit = [&](int64_t dim, const char *verb, std::string &why) {
-    if (!dimOf(dim)) {
-      why = "dimension out of range";
-      return false;
-    }
-    auto &d = s.split[dim];
-    if (d.size() < axes.size() || !std::equal(axes.begin(), axes.end(), d.end() - axes.size())) {
-      why = std::string("it ") + verb + " dim " + std::to_string(dim) + " over " +
-            axesText(c.mesh, axes) + ", which are not the minor axes splitting that dimension (" +
-            c.show(s) + ")";
-      return false;
-    }
-    std::vector<Window> assumed =
-        zigzag ? zigzagWindows(c.mesh, d, s.global[dim]) : std::vector<Window>();
-    if (d.windows != assumed) {
-      why = std::string("it ") + verb + " dim " + std::to_string(dim) +
-            (zigzag ? " in zigzag chunk order" : " in rank order") +
-            ", and its operand's rows are laid out otherwise (" + c.show(s) + ")";
-      return false;
-    }
-    d.resize(d.size() - axes.size());
-    d.windows.clear();
-    return true;
+    return dimOf(dim) ? unsplitDim(c, s, dim, axes, zigzag, verb, why)
+                      : (why = "dimension out of range", false);
   };
   if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
     if (!unsplit(g.getDim(), "gathers", why))
