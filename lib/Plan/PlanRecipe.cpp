@@ -11,6 +11,7 @@
 
 #include "Support/Diagnostic.h"
 #include "Support/Input.h"
+#include "Support/Limits.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -61,6 +62,12 @@ bool applyEdit(const nlohmann::json &e, std::string &text, std::string &why) {
       return false;
     }
     size_t n = count(text, from);
+    if (!from.empty() && to.size() > from.size() &&
+        (int64_t)(text.size() + n * (to.size() - from.size())) > kMaxInputBytes) {
+      why = "the edited plan would be larger than " + std::to_string(kMaxInputBytes >> 20) +
+            " MiB (the input limit)";
+      return false;
+    }
     if (from.empty() || (all ? n == 0 : n != 1)) {
       why = std::string(all ? "replace_all" : "replace") + ": the text occurs " +
             std::to_string(n) + " times in the generated plan (" +
@@ -122,6 +129,9 @@ bool loadRecipe(const std::string &path, Recipe &r, Diagnostics &diags) {
     return fail("parallel", err);
   if (!generate(m, p, r.mlir, err))
     return fail("parallel", "cannot generate this configuration: " + err);
+  if ((int64_t)r.mlir.size() > kMaxInputBytes)
+    return fail("parallel", "the generated plan is larger than " +
+                                std::to_string(kMaxInputBytes >> 20) + " MiB (the input limit)");
   if (auto edits = j.find("edits"); edits != j.end()) {
     if (!edits->is_array())
       return fail("edits", "must be an array");
