@@ -966,7 +966,7 @@ TEST_CASE("zigzag: shard_slice and all_gather in chunk order; an output's zigzag
 TEST_CASE("shard_pad: each rank's block in zeros of the whole is a partial sum of it",
           "[layouts]") {
   // The adjoint of shard_slice: summed over the axis, the blocks fill the whole once.
-  // Near misses: averaged instead of summed; padded on the wrong dimension's blocks.
+  // Near miss: averaged instead of summed.
   const char *refArgs = R"(%x: tensor<{B}x{Kn}xf32> {ref.name = "x"})";
   std::string refRes = R"(tensor<{B}x{Kn}xf32> {ref.name = "y"})";
   std::string refBody = R"(    %y = ref.scale %x by 3.0 : tensor<{B}x{Kn}xf32>
