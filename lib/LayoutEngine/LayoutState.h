@@ -321,6 +321,9 @@ bool layoutDim(const Mesh &mesh, const Layout &l, size_t d, int64_t global, DimS
 /// d in normal form: adjacent runs merged, its axes those its windows name, and no
 /// windows where they are the plain blocks of its axes.
 void normalizeWindows(const Mesh &mesh, DimSplit &d, int64_t global);
+/// The first row any rank's window `w` starts at and the row past the last one any
+/// ends at; false on overflow.
+bool windowReach(const Mesh &mesh, const Window &w, int64_t &lo, int64_t &hi);
 /// Whether d's windows fit a dimension of `global` rows on every rank and hold `local`
 /// rows.
 bool windowsFit(const Mesh &mesh, const DimSplit &d, int64_t global, int64_t local,

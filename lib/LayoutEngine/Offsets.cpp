@@ -11,7 +11,6 @@
 #include "LayoutEngine/LayoutState.h"
 
 #include "Ref/RefDialect.h"
-#include "Support/Limits.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -34,14 +33,8 @@ bool offsetWindow(RuleContext &c, const State &off, int64_t length, DimSplit &d,
     return false;
   w.coeff = off.rankCoeff;
   std::sort(w.coeff.begin(), w.coeff.end());
-  int64_t lo = w.base, hi = w.base + w.length;
-  for (auto [a, cf] : w.coeff) {
-    int64_t span = 0;
-    int64_t &end = cf < 0 ? lo : hi;
-    if (!checkedMul(cf, c.mesh.shape[a] - 1, span) || !checkedAdd(end, span, end))
-      return false;
-  }
-  if (lo < 0)
+  int64_t lo = 0, hi = 0;
+  if (!windowReach(c.mesh, w, lo, hi) || lo < 0)
     return false;
   auto byStride = w.coeff;
   std::sort(byStride.begin(), byStride.end(),

@@ -561,6 +561,19 @@ void normalizeWindows(const Mesh &mesh, DimSplit &d, int64_t global) {
     d.windows.clear();
 }
 
+bool windowReach(const Mesh &mesh, const Window &w, int64_t &lo, int64_t &hi) {
+  lo = w.base;
+  if (!checkedAdd(w.base, w.length, hi))
+    return false;
+  for (auto [a, cf] : w.coeff) {
+    int64_t span = 0;
+    int64_t &end = cf < 0 ? lo : hi;
+    if (!checkedMul(cf, mesh.shape[a] - 1, span) || !checkedAdd(end, span, end))
+      return false;
+  }
+  return true;
+}
+
 bool windowsFit(const Mesh &mesh, const DimSplit &d, int64_t global, int64_t local,
                 std::string &why) {
   int64_t total = 0;
@@ -571,20 +584,17 @@ bool windowsFit(const Mesh &mesh, const DimSplit &d, int64_t global, int64_t loc
     }
     if (w.zero)
       continue;
-    int64_t lo = w.base, hi = w.base;
-    for (auto [a, cf] : w.coeff) {
+    for (auto [a, cf] : w.coeff)
       if (std::find(d.begin(), d.end(), a) == d.end()) {
         why = "a window that moves with an axis its dimension is not laid out over";
         return false;
       }
-      int64_t span = 0;
-      if (!checkedMul(cf, mesh.shape[a] - 1, span)) {
-        why = "a window position that overflows";
-        return false;
-      }
-      (span < 0 ? lo : hi) += span;
+    int64_t lo = 0, hi = 0;
+    if (!windowReach(mesh, w, lo, hi)) {
+      why = "a window position that overflows";
+      return false;
     }
-    if (lo < 0 || hi > global - w.length) {
+    if (lo < 0 || hi > global) {
       why = "a window of rows outside the value's " + std::to_string(global) + " rows";
       return false;
     }
