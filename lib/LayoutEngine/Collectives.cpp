@@ -9,6 +9,7 @@
 
 #include "Dist/DistDialect.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <algorithm>
@@ -94,6 +95,89 @@ bool unsplitDim(RuleContext &c, State &s, int64_t dim, const std::vector<int> &a
   return true;
 }
 
+/// all_gather along dim e of a value split over `axes` -- exactly those, in that
+/// order -- along another dimension d, e whole: rank k of the group holds block k of d,
+/// and every rank receives the blocks side by side along e. Its value is the
+/// concatenation along e of the term's slices of d in group order (split elsewhere as
+/// it was): the stacked gather a sequence-parallel norm makes before a reshape.
+bool stackGather(RuleContext &c, MLIRContext *ctx, State &s, int64_t e,
+                 const std::vector<int> &axes, std::string &why) {
+  int64_t d = -1;
+  for (size_t k = 0; k < s.split.size(); ++k)
+    if ((int64_t)k != e && static_cast<const std::vector<int> &>(s.split[k]) == axes &&
+        s.split[k].windows.empty())
+      d = (int64_t)k;
+  if (d < 0 || axes.empty() || !s.split[e].empty() || !s.split[e].windows.empty() ||
+      intersects(axes, s.partial))
+    return false;
+  int64_t n = c.size(axes), rows = s.global[d] / n;
+  std::vector<TermId> pieces;
+  for (int64_t k = 0; k < n; ++k) {
+    std::vector<int64_t> offsets(s.global.size(), 0), sizes = s.global;
+    offsets[d] = k * rows;
+    sizes[d] = rows;
+    pieces.push_back(sliceTerm(c.terms, ctx, s.term, s.global, offsets, sizes));
+  }
+  Shape global = s.global;
+  global[d] = rows;
+  global[e] *= n;
+  Builder b(ctx);
+  auto dim = b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(e))});
+  s.term = joinedConcat(c.terms, ctx, headFrom("ref.concat", dim, global), pieces);
+  s.global = global;
+  s.split[d].clear();
+  s.broadcast = false;
+  s.sourceDims.clear();
+  why.clear();
+  return true;
+}
+
+/// The converse, after a split of dimension e over `axes` alone (reduce_scatter,
+/// shard_slice): where the term is the concatenation along e of a term y's blocks of
+/// another dimension d in group order, rank k holds y's block k of d -- the state of y
+/// split along d.
+void unstack(RuleContext &c, State &s, int64_t e, const std::vector<int> &axes) {
+  int64_t cd;
+  if (static_cast<const std::vector<int> &>(s.split[e]) != axes || !s.split[e].windows.empty() ||
+      !concatDim(c.terms, s.term, cd) || cd != e)
+    return;
+  auto ops = c.terms.operands(s.term);
+  int64_t n = c.size(axes);
+  if (n < 2 || (int64_t)ops.size() != n)
+    return;
+  TermId y = 0;
+  int64_t d = -1;
+  Shape whole;
+  for (int64_t k = 0; k < n; ++k) {
+    TermId input;
+    std::vector<int64_t> off, size;
+    if (!sliceParts(c.terms, ops[k], input, off, size) || (k > 0 && input != y))
+      return;
+    if (k == 0) {
+      y = input;
+      whole = c.terms.shapeOf(y);
+      if (whole.size() != s.global.size() || off.size() != whole.size())
+        return;
+      for (size_t x = 0; x < whole.size(); ++x)
+        if (size[x] != whole[x])
+          d = d < 0 ? (int64_t)x : -2;
+      if (d < 0 || d == e || !s.split[d].empty() || !s.split[d].windows.empty() ||
+          whole[d] != n * size[d] || whole[e] * n != s.global[e])
+        return;
+    }
+    for (size_t x = 0; x < whole.size(); ++x) {
+      bool ok = (int64_t)x == d ? off[x] == k * (whole[d] / n) && size[x] == whole[d] / n
+                                : off[x] == 0 && size[x] == whole[x];
+      if (!ok)
+        return;
+    }
+  }
+  s.term = y;
+  s.global = whole;
+  s.split[d].assign(axes.begin(), axes.end());
+  s.split[e].clear();
+}
+
 } // namespace
 
 static State selectOnRule(RuleContext &c, dist::SelectOnOp op, const std::vector<const State *> &in) {
@@ -166,7 +250,8 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
                       : (why = "dimension out of range", false);
   };
   if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
-    if (!unsplit(g.getDim(), "gathers", why))
+    if (!unsplit(g.getDim(), "gathers", why) &&
+        (zigzag || !stackGather(c, op.getContext(), s, g.getDim(), axes, why)))
       return State::unknown(&op, why);
   } else if (auto p = dyn_cast<dist::ShardPadOp>(op)) {
     // Each rank's block in zeros of the whole: summed over the group of `axes` the
@@ -187,12 +272,14 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
       return State::unknown(&op, why);
     if (!scatter(s.split[r.getDim()], s.global[r.getDim()], why))
       return State::unknown(&op, why);
+    unstack(c, s, r.getDim(), axes);
   } else if (auto sl = dyn_cast<dist::ShardSliceOp>(op)) {
     if (!dimOf(sl.getDim()) || intersects(axes, s.splitAxes()) || intersects(axes, s.partial))
       return State::unknown(&op, "it slices over axes its operand is already split or partial "
                                  "over (" + c.show(s) + ")");
     if (!scatter(s.split[sl.getDim()], s.global[sl.getDim()], why))
       return State::unknown(&op, why);
+    unstack(c, s, sl.getDim(), axes);
   } else if (auto a = dyn_cast<dist::AllToAllOp>(op)) {
     // Rank i of a group sends block j of dim s to rank j, which concatenates what it
     // receives along dim c in group order. Where the group's axes are the minor axes

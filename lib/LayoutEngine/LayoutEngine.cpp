@@ -377,7 +377,7 @@ bool Run::interleave(const Layout &l, int d, State &s) {
       std::vector<int64_t> offsets(s.global.size(), 0), sizes(s.global.begin(), s.global.end());
       offsets[d] = j * seg + blk * len;
       sizes[d] = len;
-      pieces.push_back(sliceTerm(ctx, spec.plan.getContext(), whole, s.global, offsets, sizes));
+      pieces.push_back(sliceTerm(ctx.terms, spec.plan.getContext(), whole, s.global, offsets, sizes));
     }
   s.term = terms.concat(headFrom("ref.concat", concatAttrs(d), s.global), pieces);
   s.factor = Rational(1);

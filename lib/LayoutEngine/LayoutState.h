@@ -97,6 +97,8 @@ public:
   /// the rules record it (setOp); false where none was recorded.
   void setOp(TermId t, mlir::OperationName name, mlir::DictionaryAttr attrs);
   bool opOf(TermId t, mlir::OperationName &name, mlir::DictionaryAttr &attrs) const;
+  /// The recorded op's name ("" where none was recorded) and attributes.
+  llvm::StringRef opNameOf(TermId t, mlir::DictionaryAttr &attrs) const;
 
   /// headFrom(name, attrs, global), memoized by the identity of the op's name and
   /// attribute dictionary (MLIR uniques both, so within one context equal identities
@@ -227,6 +229,17 @@ struct State {
   TermId source = 0;
   std::vector<int64_t> sourceDims;
   bool uniformOne(TermId one) const { return broadcast && sourceDims.empty() && source == one; }
+  /// Whether a broadcast copies its source along some dimension of more than one
+  /// element. One that only adds dimensions of size 1 is a reshape of its source: its
+  /// slices and concatenations keep their own terms (a reshape's term composes with
+  /// other reshapes), where a broadcast with copies takes the broadcast's term.
+  bool copies() const {
+    for (size_t d = 0; d < global.size(); ++d)
+      if (global[d] > 1 &&
+          std::find(sourceDims.begin(), sourceDims.end(), (int64_t)d) == sourceDims.end())
+        return true;
+    return false;
+  }
   /// An index value that differs from rank to rank: term + sum over (axis, c) of
   /// c x the rank's coordinate along the axis (dist.axis_index and +, -, * by
   /// constants of it). Empty for every other state; only the rules that say so take
@@ -303,8 +316,20 @@ std::string headFrom(llvm::StringRef name, mlir::DictionaryAttr attrs, const Sha
 State sliceRule(RuleContext &c, mlir::Operation &op, const State &in);
 /// The term of the reference's `ref.slice` of `term` (global shape `whole`) at
 /// `offsets` with `sizes`; `term` itself when the slice is the whole value (Slices.cpp).
-TermId sliceTerm(RuleContext &c, mlir::MLIRContext *ctx, TermId term, const Shape &whole,
+/// Exact identities keep one term per value: a slice of a slice is one slice, a
+/// slice of a concatenation's rows inside one operand is that operand's slice (of a
+/// run of operands, their concatenation).
+TermId sliceTerm(TermPool &terms, mlir::MLIRContext *ctx, TermId term, const Shape &whole,
                  const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes);
+/// TermPool::concat, with adjacent slices of one term along the dimension joined into
+/// one slice (the term itself where they cover it).
+TermId joinedConcat(TermPool &terms, mlir::MLIRContext *ctx, const std::string &head,
+                    const std::vector<TermId> &operands);
+/// t = ref.slice(input) at offsets with sizes: true, with them.
+bool sliceParts(const TermPool &terms, TermId t, TermId &input, std::vector<int64_t> &offsets,
+                std::vector<int64_t> &sizes);
+/// t = ref.concat along `dim`: true, with it.
+bool concatDim(const TermPool &terms, TermId t, int64_t &dim);
 
 // Windows (Windows.cpp): rows chosen per rank.
 /// The windows of the plain blocks of a dimension of `global` rows split over `axes`

@@ -13,25 +13,136 @@
 
 #include "Ref/RefDialect.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
 
 using namespace mlir;
 
 namespace planproof::layouts {
 
-TermId sliceTerm(RuleContext &c, MLIRContext *ctx, TermId term, const Shape &whole,
+bool sliceParts(const TermPool &terms, TermId t, TermId &input, std::vector<int64_t> &offsets,
+                std::vector<int64_t> &sizes) {
+  DictionaryAttr attrs;
+  if (!terms.headIs(t, "ref.slice{") || terms.operands(t).size() != 1 ||
+      terms.opNameOf(t, attrs) != ref::SliceOp::getOperationName())
+    return false;
+  auto o = attrs.getAs<DenseI64ArrayAttr>("offsets");
+  auto z = attrs.getAs<DenseI64ArrayAttr>("sizes");
+  if (!o || !z || o.size() != z.size())
+    return false;
+  input = terms.operands(t)[0];
+  offsets.assign(o.asArrayRef().begin(), o.asArrayRef().end());
+  sizes.assign(z.asArrayRef().begin(), z.asArrayRef().end());
+  return true;
+}
+
+bool concatDim(const TermPool &terms, TermId t, int64_t &dim) {
+  llvm::StringRef key = terms.key(t);
+  return key.consume_front("ref.concat{dim=") && !key.consumeInteger(10, dim) && dim >= 0;
+}
+
+namespace {
+DictionaryAttr concatAttrs(MLIRContext *ctx, int64_t dim) {
+  Builder b(ctx);
+  return b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim))});
+}
+} // namespace
+
+TermId sliceTerm(TermPool &terms, MLIRContext *ctx, TermId term, const Shape &whole,
                  const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes) {
   bool all = sizes == whole;
   for (int64_t o : offsets)
     all &= o == 0;
   if (all)
     return term;
+  size_t rank = whole.size();
+  // A slice of a slice is one slice of the first one's input.
+  TermId input;
+  std::vector<int64_t> off0, size0;
+  if (sliceParts(terms, term, input, off0, size0) && off0.size() == rank &&
+      offsets.size() == rank) {
+    for (size_t d = 0; d < rank; ++d)
+      off0[d] += offsets[d];
+    return sliceTerm(terms, ctx, input, terms.shapeOf(input), off0, sizes);
+  }
+  // A slice along a concatenation's dimension, whole along the others, of rows inside
+  // one operand is that operand's slice; of a run of whole operands, their
+  // concatenation.
+  int64_t cd;
+  if (concatDim(terms, term, cd) && cd < (int64_t)rank && offsets.size() == rank) {
+    bool wholeElsewhere = true;
+    for (size_t d = 0; d < rank; ++d)
+      wholeElsewhere &= (int64_t)d == cd || (offsets[d] == 0 && sizes[d] == whole[d]);
+    auto ops = terms.operands(term);
+    int64_t from = offsets[cd], to = offsets[cd] + sizes[cd], start = 0;
+    for (size_t i = 0; wholeElsewhere && i < ops.size(); ++i) {
+      Shape part = terms.shapeOf(ops[i]);
+      if (part.size() != rank)
+        break;
+      int64_t end = start + part[cd];
+      if (from >= start && to <= end) {
+        std::vector<int64_t> shifted = offsets;
+        shifted[cd] -= start;
+        return sliceTerm(terms, ctx, ops[i], part, shifted, sizes);
+      }
+      if (from == start) {
+        int64_t e = start;
+        for (size_t j = i; j < ops.size(); ++j) {
+          Shape pj = terms.shapeOf(ops[j]);
+          if (pj.size() != rank)
+            break;
+          e += pj[cd];
+          if (e == to)
+            return terms.concat(headFrom("ref.concat", concatAttrs(ctx, cd), sizes),
+                                std::vector<TermId>(ops.begin() + i, ops.begin() + j + 1));
+          if (e > to)
+            break;
+        }
+      }
+      start = end;
+    }
+  }
   Builder b(ctx);
   auto attrs = b.getDictionaryAttr({b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offsets)),
                                     b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(sizes))});
-  TermId t = c.terms.node(headFrom("ref.slice", attrs, sizes), {term});
-  c.terms.setOp(t, OperationName(ref::SliceOp::getOperationName(), ctx), attrs);
+  TermId t = terms.node(headFrom("ref.slice", attrs, sizes), {term});
+  terms.setOp(t, OperationName(ref::SliceOp::getOperationName(), ctx), attrs);
   return t;
+}
+
+TermId joinedConcat(TermPool &terms, MLIRContext *ctx, const std::string &head,
+                    const std::vector<TermId> &operands) {
+  TermId t = terms.concat(head, operands);
+  int64_t cd;
+  if (!concatDim(terms, t, cd))
+    return t;
+  std::vector<TermId> ops(terms.operands(t).begin(), terms.operands(t).end()), out;
+  bool joined = false;
+  for (TermId u : ops) {
+    TermId a, b;
+    std::vector<int64_t> ao, as, bo, bs;
+    if (!out.empty() && sliceParts(terms, out.back(), a, ao, as) &&
+        sliceParts(terms, u, b, bo, bs) && a == b && cd < (int64_t)ao.size() &&
+        ao.size() == bo.size()) {
+      bool adjacent = ao[cd] + as[cd] == bo[cd];
+      for (size_t d = 0; d < ao.size(); ++d)
+        adjacent &= (int64_t)d == cd || (ao[d] == bo[d] && as[d] == bs[d]);
+      if (adjacent) {
+        as[cd] += bs[cd];
+        out.back() = sliceTerm(terms, ctx, a, terms.shapeOf(a), ao, as);
+        joined = true;
+        continue;
+      }
+    }
+    out.push_back(u);
+  }
+  if (!joined)
+    return t;
+  if (out.size() == 1)
+    return out[0];
+  return terms.concat(head, out);
 }
 
 State sliceRule(RuleContext &c, Operation &op, const State &in) {
@@ -67,6 +178,25 @@ State sliceRule(RuleContext &c, Operation &op, const State &in) {
   std::string why;
   if (!consistent(c, out, local, why))
     return State::unknown(&op, why);
+  // A broadcast cut (if at all) along a copied dimension: every piece is copies of one
+  // slice of the source -- taken whole along its split dimensions -- and so is the
+  // result (the slice of the broadcast is the broadcast of the source's slice).
+  bool copiedCut = cut < 0 || std::find(in.sourceDims.begin(), in.sourceDims.end(),
+                                        (int64_t)cut) == in.sourceDims.end();
+  if (in.broadcast && copiedCut && in.copies()) {
+    std::vector<int64_t> whole, offsets, sizes;
+    for (int64_t d : in.sourceDims) {
+      bool split = !in.split[d].empty();
+      whole.push_back(in.global[d]);
+      offsets.push_back(split ? 0 : off[d]);
+      sizes.push_back(split ? in.global[d] : size[d]);
+    }
+    out.broadcast = true;
+    out.sourceDims = in.sourceDims;
+    out.source = sliceTerm(c.terms, op.getContext(), in.source, whole, offsets, sizes);
+    out.term = c.terms.broadcast(out.global, out.sourceDims, out.source);
+    return out;
+  }
   // Piece s: what the ranks at block s of the cut dimension hold.
   std::vector<TermId> terms;
   for (int64_t s = 0; s < pieces; ++s) {
@@ -76,15 +206,15 @@ State sliceRule(RuleContext &c, Operation &op, const State &in) {
       offsets[d] = !split ? off[d] : (int)d == cut ? s * inLocal[d] + off[d] : 0;
       sizes[d] = !split ? size[d] : (int)d == cut ? size[d] : in.global[d];
     }
-    terms.push_back(sliceTerm(c, op.getContext(), in.term, in.global, offsets, sizes));
+    terms.push_back(sliceTerm(c.terms, op.getContext(), in.term, in.global, offsets, sizes));
   }
   if (pieces == 1) {
     out.term = terms[0];
     return out;
   }
-  Builder b(op.getContext());
-  auto dim = b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(cut))});
-  out.term = c.terms.concat(headFrom("ref.concat", dim, out.global), terms);
+  out.term = joinedConcat(c.terms, op.getContext(),
+                          headFrom("ref.concat", concatAttrs(op.getContext(), cut), out.global),
+                          terms);
   return out;
 }
 

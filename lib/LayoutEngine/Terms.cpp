@@ -356,6 +356,13 @@ bool TermPool::opOf(TermId t, mlir::OperationName &name, DictionaryAttr &attrs) 
   return true;
 }
 
+llvm::StringRef TermPool::opNameOf(TermId t, DictionaryAttr &attrs) const {
+  if (t >= ops.size() || !ops[t].first)
+    return "";
+  attrs = cast<DictionaryAttr>(Attribute::getFromOpaquePointer(ops[t].second));
+  return mlir::OperationName::getFromOpaquePointer(ops[t].first).getStringRef();
+}
+
 size_t TermPool::HeadHash::operator()(const HeadKey &k) const {
   size_t h = std::hash<const void *>()(k.name) * 31 + std::hash<const void *>()(k.attrs);
   for (int64_t d : k.global)

@@ -195,7 +195,7 @@ State windowSlice(RuleContext &c, Operation &op, const State &x) {
     normalizeWindows(c.mesh, dd, out.global[d]);
   }
   if (termCut)
-    out.term = sliceTerm(c, op.getContext(), x.term, x.global, termOff, termSize);
+    out.term = sliceTerm(c.terms, op.getContext(), x.term, x.global, termOff, termSize);
   std::string why;
   if (!consistent(c, out, local, why))
     return State::unknown(&op, why);
@@ -347,8 +347,8 @@ State restrictedContraction(RuleContext &c, Operation &op, const State &a, const
     std::vector<int64_t> bo(b.global.size(), 0), bs(b.global.begin(), b.global.end());
     ao[ld] = bo[rd] = s;
     as[ld] = bs[rd] = e - s;
-    TermId piece = c.terms.node(head, {sliceTerm(c, op.getContext(), a.term, a.global, ao, as),
-                                       sliceTerm(c, op.getContext(), b.term, b.global, bo, bs)});
+    TermId piece = c.terms.node(head, {sliceTerm(c.terms, op.getContext(), a.term, a.global, ao, as),
+                                       sliceTerm(c.terms, op.getContext(), b.term, b.global, bo, bs)});
     c.terms.setOp(piece, op.getName(), op.getAttrDictionary());
     c.terms.contractionPiece(piece, whole, s, e - s, a.global[ld]);
     pieces.push_back({piece, Rational(1)});
@@ -653,9 +653,9 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
     // runs.
     if (isa<ref::AddOp>(op) && in.size() == 2 && in[0]->split != in[1]->split)
       return zeroMerge(c, op, *in[0], *in[1]);
-    bool alike = true;
+    bool alike = true; // (no operand then takes another's split: Rules.cpp, refOpRule)
     for (const State *s : in)
-      alike &= !s->broadcast && s->split == in[0]->split;
+      alike &= s->split == in[0]->split;
     if (!isa<ref::ScaleOp, ref::DetachOp, ref::TransposeOp>(op) &&
         !(isa<ref::AddOp, ref::SubOp>(op) && alike))
       return State::unknown(&op, "no layout rule for `" + opName(op) +

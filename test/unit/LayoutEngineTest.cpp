@@ -1151,3 +1151,159 @@ TEST_CASE("select_on: a value on one rank of each group, zeros elsewhere, is a p
   proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("a = 1 : i64")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("b = 0 : i64")));
 }
+
+TEST_CASE("a reshape's dimensions of size 1 are copies: one table for every rank's heads",
+          "[layouts]") {
+  // Rotary tables as PyTorch captures them: the reference broadcasts the table over
+  // the heads (before or after slicing its first half); a plan with one head per rank
+  // reshapes it with a head dimension of size 1, slices it, and multiplies it with its
+  // head. Near miss: the table's other half.
+  const char *refArgs = R"(%x: tensor<{B}x{K}x{n}xf32> {ref.name = "x"}, %t: tensor<{B}x{Jn}xf32> {ref.name = "t"})";
+  std::string refRes = R"(tensor<{B}x{K}x{n}xf32> {ref.name = "y"})";
+  std::string sliceThenCopy = R"(    %s = ref.slice %t offsets [0, 0] sizes [{B}, {n}] : tensor<{B}x{Jn}xf32>
+    %c = ref.broadcast %s dims [0, 2] : tensor<{B}x{n}xf32> -> tensor<{B}x{K}x{n}xf32>
+    %y = ref.mul %x, %c : tensor<{B}x{K}x{n}xf32>
+    return %y : tensor<{B}x{K}x{n}xf32>
+)";
+  std::string copyThenSlice = R"(    %r = ref.reshape %t : tensor<{B}x{Jn}xf32> -> tensor<1x{B}x{Jn}xf32>
+    %c = ref.broadcast %r dims [0, 1, 3] : tensor<1x{B}x{Jn}xf32> -> tensor<1x{B}x{K}x{Jn}xf32>
+    %s = ref.slice %c offsets [0, 0, 0, 0] sizes [1, {B}, {K}, {n}] : tensor<1x{B}x{K}x{Jn}xf32>
+    %s3 = ref.reshape %s : tensor<1x{B}x{K}x{n}xf32> -> tensor<{B}x{K}x{n}xf32>
+    %y = ref.mul %x, %s3 : tensor<{B}x{K}x{n}xf32>
+    return %y : tensor<{B}x{K}x{n}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x1x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a, _]>}, %t: tensor<{B}x{Jn}xf32> {dist.value = "t", dist.layout = #dist.layout<[_, _]>})";
+  std::string planRes =
+      R"(tensor<{B}x1x{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, a, _]>})";
+  auto plan = [](const char *offset) {
+    return std::string(R"(    %r = ref.reshape %t : tensor<{B}x{Jn}xf32> -> tensor<{B}x1x{Jn}xf32>
+    %s = ref.slice %r offsets [0, 0, )") +
+           offset + R"(] sizes [{B}, 1, {n}] : tensor<{B}x1x{Jn}xf32>
+    %y = ref.mul %x, %s : tensor<{B}x1x{n}xf32>
+    return %y : tensor<{B}x1x{n}xf32>
+)";
+  };
+  for (const std::string &refBody : {sliceThenCopy, copyThenSlice}) {
+    proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("0")));
+    // (With J = 1 the table has one half.)
+    decides(spec(refArgs, refRes, refBody, planArgs, planRes, plan("{n}")), Verdict::Violated,
+            /*onlyJ2=*/true);
+  }
+}
+
+namespace {
+
+/// Sequence parallelism as PyTorch writes it, for a mesh of K x J: x [B, K*n, 2] whole
+/// cut into K pieces along dim 1 stacked along dim 0, reduce_scatter'ed over a (an
+/// average of copies: the value), gathered back along dim 0 and the pieces put side by
+/// side again. `cutOrder`/`joinOrder`: the pieces' order in each concatenation.
+std::string stackedSpec(int64_t K, int64_t J, int64_t n, const std::vector<int64_t> &cutOrder,
+                        const std::vector<int64_t> &joinOrder) {
+  std::string B = "2", S = std::to_string(K * n), N = std::to_string(n),
+              KB = std::to_string(K * 2);
+  std::string whole = "tensor<" + B + "x" + S + "x2xf32>", piece = "tensor<" + B + "x" + N + "x2xf32>",
+              stacked = "tensor<" + KB + "x" + N + "x2xf32>";
+  std::string body;
+  std::string cut = "    %cat = ref.concat ", join = "    %y = ref.concat ";
+  for (size_t i = 0; i < cutOrder.size(); ++i) {
+    std::string k = std::to_string(i);
+    body += "    %p" + k + " = ref.slice %x offsets [0, " + std::to_string(cutOrder[i] * n) +
+            ", 0] sizes [" + B + ", " + N + ", 2] : " + whole + "\n";
+    cut += std::string(i ? ", " : "") + "%p" + k;
+  }
+  body += cut + " dim 0 : ";
+  for (size_t i = 0; i < cutOrder.size(); ++i)
+    body += std::string(i ? ", " : "") + piece;
+  body += "\n    %s = dist.reduce_scatter %cat over [\"a\"] dim 0 \"avg\" : " + stacked + " -> " +
+          piece + "\n    %g = dist.all_gather %s over [\"a\"] dim 0 : " + piece + " -> " +
+          stacked + "\n";
+  for (size_t i = 0; i < joinOrder.size(); ++i) {
+    std::string k = std::to_string(i);
+    body += "    %q" + k + " = ref.slice %g offsets [" + std::to_string(joinOrder[i] * 2) +
+            ", 0, 0] sizes [" + B + ", " + N + ", 2] : " + stacked + "\n";
+    join += std::string(i ? ", " : "") + "%q" + k;
+  }
+  body += join + " dim 1 : ";
+  for (size_t i = 0; i < joinOrder.size(); ++i)
+    body += std::string(i ? ", " : "") + piece;
+  body += "\n    return %s, %y : " + piece + ", " + whole + "\n";
+  std::string refBody = "    %s = ref.scale %x by 1.0 : " + whole + "\n    return %s, %x : " +
+                        whole + ", " + whole + "\n";
+  std::map<std::string, int64_t> v{{"K", K}, {"J", J}};
+  return fill(spec("%x: " + whole + " {ref.name = \"x\"}",
+                   whole + " {ref.name = \"s\"}, " + whole + " {ref.name = \"y\"}", refBody,
+                   "%x: " + whole + " {dist.value = \"x\", dist.layout = #dist.layout<[_, _, _]>}",
+                   piece + " {dist.value = \"s\", dist.layout = #dist.layout<[_, a, _]>}, " +
+                       whole + " {dist.value = \"y\", dist.layout = #dist.layout<[_, _, _]>}",
+                   body),
+              v);
+}
+
+} // namespace
+
+TEST_CASE("a gather along another dimension stacks the blocks; a reduce_scatter of stacked "
+          "pieces splits the value", "[layouts]") {
+  // Near misses: the pieces stacked in another order before the reduce_scatter (rank
+  // k gets another rank's part), or put side by side in another order after the
+  // gather.
+  for (int64_t K : {2, 3})
+    for (int64_t J : {1, 2})
+      for (int64_t n : {1, 2}) {
+        std::vector<int64_t> order, swapped;
+        for (int64_t k = 0; k < K; ++k)
+          order.push_back(k);
+        swapped = order;
+        std::swap(swapped[0], swapped[1]);
+        for (auto [cut, join, expect] :
+             {std::tuple{order, order, Verdict::Verified},
+              std::tuple{swapped, order, Verdict::Violated},
+              std::tuple{order, swapped, Verdict::Violated}}) {
+          std::string t = stackedSpec(K, J, n, cut, join);
+          Verdicts got = run(t);
+          INFO(t);
+          CHECK(got.element == expect);
+          if (expect == Verdict::Verified)
+            CHECK(got.layout == Verdict::Verified);
+          else
+            CHECK(got.layout != Verdict::Verified);
+        }
+      }
+}
+
+TEST_CASE("a reshape of stacked pieces: their rows follow each other where the dimensions "
+          "before them are of size 1", "[layouts]") {
+  // A batch of one: the gathered [K, n, 2] stack reshaped to the whole sequence, as
+  // [K*n, 2] or [1, K*n, 2]. Near miss: the stack transposed first, which interleaves
+  // the ranks' rows (the same only for n = 1).
+  std::string refArgs = R"(%x: tensor<1x{Kn}x2xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{Kn}x2xf32> {ref.name = "y"}, tensor<1x{Kn}x2xf32> {ref.name = "z"})";
+  std::string refBody = R"(    %y = ref.reshape %x : tensor<1x{Kn}x2xf32> -> tensor<{Kn}x2xf32>
+    %z = ref.scale %x by 2.0 : tensor<1x{Kn}x2xf32>
+    return %y, %z : tensor<{Kn}x2xf32>, tensor<1x{Kn}x2xf32>
+)";
+  std::string planArgs = R"(%x: tensor<1x{n}x2xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a, _]>})";
+  std::string planRes = R"(tensor<{Kn}x2xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>}, tensor<1x{Kn}x2xf32> {dist.value = "z", dist.layout = #dist.layout<[_, _, _]>})";
+  std::string planBody = R"(    %g = dist.all_gather %x over ["a"] dim 0 : tensor<1x{n}x2xf32> -> tensor<{K}x{n}x2xf32>
+    %y = ref.reshape %g : tensor<{K}x{n}x2xf32> -> tensor<{Kn}x2xf32>
+    %r = ref.reshape %g : tensor<{K}x{n}x2xf32> -> tensor<1x{Kn}x2xf32>
+    %z = ref.scale %r by 2.0 : tensor<1x{Kn}x2xf32>
+    return %y, %z : tensor<{Kn}x2xf32>, tensor<1x{Kn}x2xf32>
+)";
+  std::string nearBody = R"(    %g = dist.all_gather %x over ["a"] dim 0 : tensor<1x{n}x2xf32> -> tensor<{K}x{n}x2xf32>
+    %t = ref.transpose %g perm [1, 0, 2] : tensor<{K}x{n}x2xf32>
+    %y = ref.reshape %t : tensor<{n}x{K}x2xf32> -> tensor<{Kn}x2xf32>
+    %r = ref.reshape %g : tensor<{K}x{n}x2xf32> -> tensor<1x{Kn}x2xf32>
+    %z = ref.scale %r by 2.0 : tensor<1x{Kn}x2xf32>
+    return %y, %z : tensor<{Kn}x2xf32>, tensor<1x{Kn}x2xf32>
+)";
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, planBody));
+  for (auto &v : instances()) {
+    if (v["n"] != 2)
+      continue;
+    std::string t = fill(spec(refArgs, refRes, refBody, planArgs, planRes, nearBody), v);
+    Verdicts got = run(t);
+    INFO(t);
+    CHECK(got.element == Verdict::Violated);
+    CHECK(got.layout != Verdict::Verified);
+  }
+}
