@@ -437,11 +437,16 @@ State Run::bindingState(const Binding &b) {
   if (interleaved >= 0 && !interleave(l, interleaved, s))
     return State::unknown(nullptr, "an interleaved layout whose segments do not divide into "
                                    "its blocks");
+  // A partial average over an axis of n ranks: the ranks' values sum to n times the
+  // value.
   for (auto [axis, kind] : l.partial) {
-    if (kind != ReduceKind::Sum)
-      return State::unknown(nullptr, "partial layouts other than sums are not modelled yet");
-    if (spec.mesh.shape[axis] > 1)
+    if (kind == ReduceKind::Max)
+      return State::unknown(nullptr, "partial maxima are not modelled in bindings");
+    if (spec.mesh.shape[axis] > 1) {
       s.partial.push_back(axis);
+      if (kind == ReduceKind::Avg)
+        s.factor = s.factor * Rational(spec.mesh.shape[axis]);
+    }
   }
   std::sort(s.partial.begin(), s.partial.end());
   return s;
@@ -617,11 +622,14 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
     if (padDim >= 0)
       expected.global[padDim] = paddedSize(b.layout, want.global, padDim);
     expected.partial.clear();
-    bool sums = true;
+    bool sums = true; // (a partial average: the ranks' values sum to n times the value)
     for (auto [axis, kind] : b.layout.partial) {
-      sums &= kind == ReduceKind::Sum;
-      if (spec.mesh.shape[axis] > 1)
+      sums &= kind != ReduceKind::Max;
+      if (spec.mesh.shape[axis] > 1) {
         expected.partial.push_back(axis);
+        if (kind == ReduceKind::Avg)
+          expected.factor = expected.factor * Rational(spec.mesh.shape[axis]);
+      }
     }
     std::sort(expected.partial.begin(), expected.partial.end());
     bool layoutSame = sums && padOk && got.partialMax.empty() && got.rankCoeff.empty() && got.split == expected.split &&

@@ -331,6 +331,29 @@ bool sliceParts(const TermPool &terms, TermId t, TermId &input, std::vector<int6
 /// t = ref.concat along `dim`: true, with it.
 bool concatDim(const TermPool &terms, TermId t, int64_t &dim);
 
+// Views (Views.cpp): one value written through other layout ops.
+/// A reshape of x to `out` that only inserts or drops dimensions of size 1 (dropping
+/// only copied ones) is a broadcast of x's source (x itself where x is no broadcast):
+/// true, with the source and the result dimensions of its dimensions.
+bool unitReshape(const State &x, const Shape &out, TermId &source, std::vector<int64_t> &dims);
+/// The source's slice that slice `s` of broadcast x (whole on every rank) copies.
+TermId slicedSource(TermPool &terms, mlir::Operation &slice, const State &x);
+/// Whether `op` is a slice of a broadcast whole on every rank.
+bool sliceOfBroadcast(mlir::Operation &op, const std::vector<const State *> &in);
+/// A concatenation of broadcasts with one layout and the same source dimensions: true,
+/// with the source its result copies.
+bool concatOfBroadcasts(TermPool &terms, mlir::Operation &op, const Shape &global,
+                        const std::vector<const State *> &in, TermId &source);
+/// The term of t reshaped to `shape` (reshapes compose).
+TermId reshapeTerm(TermPool &terms, mlir::Operation &op, TermId t, const Shape &shape);
+/// Whether `op` is a transpose that only moves dimensions of size 1 of a value of
+/// shape `in` (a reshape).
+bool unitTranspose(mlir::Operation &op, const Shape &in);
+/// A reshape to `global` of x, a concatenation along a dimension after only dimensions
+/// of size 1: true, with its term.
+bool reshapeOfConcat(TermPool &terms, mlir::Operation &op, const Shape &global, const State &x,
+                     TermId &out);
+
 // Windows (Windows.cpp): rows chosen per rank.
 /// The windows of the plain blocks of a dimension of `global` rows split over `axes`
 /// (one window; none where the axes do not divide it).

@@ -77,190 +77,35 @@ void broadcastSource(const State &x, ref::BroadcastOp b, TermId &source,
   }
 }
 
-/// A reshape that only inserts or drops dimensions of size 1 -- dropping only copied
-/// ones -- is a broadcast of x's source (of x itself where x is no broadcast): result
-/// dimension dims[k] is source dimension k (a dimension of size 1 is a broadcast's
-/// copy). The dimensions are matched in order from the last; a source dimension of
-/// size 1 takes the nearest result dimension of size 1 (any would do: the values are
-/// the same, and one choice gives one term). False for any other reshape.
-bool unitReshape(const State &x, const Shape &out, TermId &source, std::vector<int64_t> &dims) {
-  size_t n = x.global.size();
-  std::vector<int64_t> sourceDim(n, -1); // x's dimension -> its source's
-  if (x.broadcast) {
-    for (size_t k = 0; k < x.sourceDims.size(); ++k)
-      if (x.sourceDims[k] < 0 || x.sourceDims[k] >= (int64_t)n)
-        return false;
-      else
-        sourceDim[x.sourceDims[k]] = (int64_t)k;
-  } else {
-    for (size_t d = 0; d < n; ++d)
-      sourceDim[d] = (int64_t)d;
-  }
-  std::vector<int64_t> to(n, -1); // x's dimension -> the result's
-  size_t j = out.size();
-  for (size_t d = n; d-- > 0;) {
-    if (x.global[d] == 1 && sourceDim[d] < 0)
-      continue; // a copy: dropped
-    if (x.global[d] != 1)
-      while (j > 0 && out[j - 1] == 1)
-        --j;
-    if (j == 0 || out[j - 1] != x.global[d])
-      return false;
-    to[d] = (int64_t)--j;
-  }
-  while (j > 0 && out[j - 1] == 1)
-    --j;
-  if (j != 0)
-    return false;
-  source = x.broadcast ? x.source : x.term;
-  dims.assign(x.broadcast ? x.sourceDims.size() : n, 0);
-  for (size_t d = 0; d < n; ++d)
-    if (sourceDim[d] >= 0)
-      dims[sourceDim[d]] = to[d];
-  return true;
-}
-
-/// A slice of a broadcast (whole on every rank) is the broadcast of its source's slice
-/// along the source dimensions: the copies' slice is copies.
-TermId slicedSource(TermPool &terms, ref::SliceOp s, const State &x) {
-  std::vector<int64_t> whole, offsets, sizes;
-  for (int64_t d : x.sourceDims) {
-    whole.push_back(x.global[d]);
-    offsets.push_back(s.getOffsets()[d]);
-    sizes.push_back(s.getSizes()[d]);
-  }
-  return sliceTerm(terms, s.getContext(), x.source, whole, offsets, sizes);
-}
-
-bool sliceOfBroadcast(Operation &op, const std::vector<const State *> &in) {
-  return isa<ref::SliceOp>(op) && in.size() == 1 && in[0]->broadcast && !in[0]->isSplit();
-}
-
-
-/// A concatenation of broadcasts with the same source dimensions, laid out alike, is a
-/// broadcast: along a source dimension, of the sources' concatenation (each scaled by
-/// its factor over the first's); along a copied one, of their one source where they
-/// copy the same source with the same factor. False otherwise.
-bool concatOfBroadcasts(TermPool &terms, Operation &op, const Shape &global,
-                        const std::vector<const State *> &in, TermId &source) {
-  auto concat = dyn_cast<ref::ConcatOp>(op);
-  if (!concat || in.empty() || in[0]->factor.isZero())
-    return false;
-  const State &first = *in[0];
-  for (const State *s : in)
-    if (!s->broadcast || s->sourceDims != first.sourceDims || s->split != first.split ||
-        s->windowed())
-      return false;
-  int64_t dim = (int64_t)concat.getDim();
-  auto at = std::find(first.sourceDims.begin(), first.sourceDims.end(), dim);
-  if (at == first.sourceDims.end()) {
-    for (const State *s : in)
-      if (s->source != first.source || s->factor != first.factor)
-        return false;
-    source = first.source;
-    return true;
-  }
-  Shape whole;
-  for (int64_t d : first.sourceDims)
-    whole.push_back(global[d]);
-  std::vector<TermId> ts;
-  for (const State *s : in)
-    ts.push_back(terms.scaled(s->source, s->factor / first.factor));
-  Builder b(op.getContext());
-  auto attrs = b.getDictionaryAttr(
-      {b.getNamedAttr("dim", b.getI64IntegerAttr(at - first.sourceDims.begin()))});
-  source = terms.concat(headFrom("ref.concat", attrs, whole), ts);
-  return true;
-}
-
 /// Terms of layout ops written in another order, in one form (exact identities):
 /// row-major reshapes compose (a reshape of a reshape is the first operand's reshape,
 /// or that operand), a transposed product is the product of the other order, and a
 /// transpose of a transpose of a matrix is the matrix.
-/// The term of reshape `op` of t to `shape`: reshapes compose (a reshape of a reshape
-/// is the first one's operand's, or that operand).
-TermId reshapeTerm(TermPool &terms, Operation &op, TermId t, const Shape &shape) {
-  if (terms.headIs(t, "ref.reshape{")) {
-    t = terms.operands(t)[0];
-    if (terms.shapeOf(t) == shape)
-      return t;
-  }
-  TermId r = terms.node(terms.head(op.getName(), op.getAttrDictionary(), shape), {t});
-  terms.setOp(r, op.getName(), op.getAttrDictionary());
-  return r;
-}
-
-/// A reshape of a concatenation along dimension e, every dimension before e of size
-/// 1, is the concatenation of the operands' reshapes along the result's first
-/// dimension f of size other than 1: in row-major order the operands follow each
-/// other, and each is a run of whole rows of f when its size is a multiple of the
-/// size of f's row.
-bool reshapeOfConcat(TermPool &terms, Operation &op, const Shape &global, const State &x,
-                     TermId &out) {
-  int64_t e;
-  if (!concatDim(terms, x.term, e) || e >= (int64_t)x.global.size())
-    return false;
-  for (int64_t d = 0; d < e; ++d)
-    if (x.global[d] != 1)
-      return false;
-  auto ops = terms.operands(x.term);
-  Builder b(op.getContext());
-  auto concatHead = [&](int64_t dim, const Shape &shape) {
-    return headFrom("ref.concat",
-                    b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim))}),
-                    shape);
-  };
-  // Operands of one shape whose dimensions before g are of size 1 follow each other
-  // in row-major order along g too: where their concatenation along g is one term (the
-  // slices of a value put back together), the reshape is that term's.
-  Shape piece = terms.shapeOf(ops[0]);
-  bool same = !piece.empty();
-  for (TermId u : ops)
-    same &= terms.shapeOf(u) == piece;
-  for (size_t g = 0; same && g < piece.size(); ++g) {
-    Shape joined = piece;
-    joined[g] *= (int64_t)ops.size();
-    TermId j = joinedConcat(terms, op.getContext(), concatHead((int64_t)g, joined),
-                            std::vector<TermId>(ops.begin(), ops.end()));
-    int64_t cd;
-    if (!concatDim(terms, j, cd)) {
-      out = joined == global ? j : reshapeTerm(terms, op, j, global);
-      return true;
-    }
-    if (piece[g] != 1)
-      break;
-  }
-  size_t f = 0;
-  while (f < global.size() && global[f] == 1)
-    ++f;
-  if (f == global.size())
-    return false;
-  int64_t row = 1, rows = 0;
-  for (size_t d = f + 1; d < global.size(); ++d)
-    row *= global[d];
-  std::vector<TermId> pieces;
-  for (TermId u : ops) {
-    int64_t n = 1;
-    for (int64_t d : terms.shapeOf(u))
-      n *= d;
-    if (row <= 0 || n % row != 0)
-      return false;
-    Shape piece = global;
-    piece[f] = n / row;
-    rows += piece[f];
-    pieces.push_back(terms.shapeOf(u) == piece ? u : reshapeTerm(terms, op, u, piece));
-  }
-  if (rows != global[f])
-    return false;
-  out = joinedConcat(terms, op.getContext(), concatHead((int64_t)f, global), pieces);
-  return true;
-}
-
 bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
                       const std::vector<const State *> &in, Combined &out) {
+  if (!in.empty() && unitTranspose(op, in[0]->global)) {
+    out = {terms.shapeOf(in[0]->term) == global ? in[0]->term
+                                                : reshapeTerm(terms, op, in[0]->term, global),
+           in[0]->factor};
+    return true;
+  }
   if (isa<ref::ReshapeOp>(op) && terms.headIs(in[0]->term, "ref.reshape{")) {
     out = {reshapeTerm(terms, op, in[0]->term, global), in[0]->factor};
     return true;
+  }
+  // A mean is the sum over the count of its elements.
+  if (auto m = dyn_cast<ref::ReduceMeanOp>(op); m && in.size() == 1) {
+    int64_t count = 1;
+    for (int64_t d : m.getDims())
+      if (d >= 0 && d < (int64_t)in[0]->global.size())
+        count *= in[0]->global[d];
+    if (count > 0) {
+      OperationName sum(ref::ReduceSumOp::getOperationName(), op.getContext());
+      out = {terms.node(terms.head(sum, op.getAttrDictionary(), global), {in[0]->term}),
+             in[0]->factor / Rational(count)};
+      terms.setOp(out.term, sum, op.getAttrDictionary());
+      return true;
+    }
   }
   // (A reshape that only adds or drops dimensions of size 1 of a broadcast with copies
   // is that broadcast: State::copies.)
@@ -344,7 +189,7 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
     return true;
   }
   if (sliceOfBroadcast(op, in) && in[0]->copies()) {
-    TermId source = slicedSource(terms, cast<ref::SliceOp>(op), *in[0]);
+    TermId source = slicedSource(terms, op, *in[0]);
     out = {terms.broadcast(global, in[0]->sourceDims, source), in[0]->factor};
     return true;
   }
@@ -356,6 +201,12 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
         out = {in[1 - i]->term, in[0]->factor * in[1]->factor};
         return true;
       }
+  // A quotient by a uniform nonzero constant is a scale (exact rationals).
+  if (isa<ref::DivOp>(op) && in.size() == 2 && in[1]->uniformOne(terms.one()) &&
+      !in[1]->factor.isZero()) {
+    out = {in[0]->term, in[0]->factor / in[1]->factor};
+    return true;
+  }
   const std::string &head = terms.head(op.getName(), op.getAttrDictionary(), global);
   if (isa<ref::AddOp>(op)) { // the normal form of sums (TermPool::sum)
     std::vector<std::pair<TermId, Rational>> weighted;
@@ -410,16 +261,18 @@ void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State
     inherit(*in[1]);
   } else if (isa<ref::MulOp>(op) && in[1]->uniformOne(terms.one())) {
     inherit(*in[0]);
-  } else if (isa<ref::ScaleOp, ref::DetachOp>(op)) {
+  } else if (isa<ref::ScaleOp, ref::DetachOp>(op) ||
+             (isa<ref::DivOp>(op) && in.size() == 2 && in[1]->uniformOne(terms.one()) &&
+              !in[1]->factor.isZero())) {
     inherit(*in[0]);
-  } else if (isa<ref::ReshapeOp>(op) && in.size() == 1) {
+  } else if (in.size() == 1 && (isa<ref::ReshapeOp>(op) || unitTranspose(op, in[0]->global))) {
     out.broadcast = unitReshape(*in[0], out.global, out.source, out.sourceDims);
   } else if (concatOfBroadcasts(terms, op, out.global, in, out.source)) {
     out.broadcast = true;
     out.sourceDims = in[0]->sourceDims;
   } else if (sliceOfBroadcast(op, in)) {
     out.broadcast = true;
-    out.source = slicedSource(terms, cast<ref::SliceOp>(op), *in[0]);
+    out.source = slicedSource(terms, op, *in[0]);
     out.sourceDims = in[0]->sourceDims;
   }
 }
@@ -671,6 +524,17 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
   State bad;
   if (!operandStates(op, in, bad))
     return bad;
+  // Each rank's maximum of its block, moved, copied or cut by an op that does the same
+  // on every rank: the maximum over the ranks (elementwise) commutes with it.
+  if (in.size() == 1 && !in[0]->partialMax.empty() &&
+      isa<ref::ReshapeOp, ref::TransposeOp, ref::BroadcastOp, ref::SliceOp, ref::DetachOp>(op)) {
+    State moved = *in[0];
+    moved.partialMax.clear();
+    State out = planRule(c, op, {&moved});
+    if (out.known)
+      out.partialMax = in[0]->partialMax;
+    return out;
+  }
   for (const State *s : in)
     if (s->windowed())
       return windowRule(c, op, in, generic);

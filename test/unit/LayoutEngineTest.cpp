@@ -1307,3 +1307,76 @@ TEST_CASE("a reshape of stacked pieces: their rows follow each other where the d
     CHECK(got.layout != Verdict::Verified);
   }
 }
+
+TEST_CASE("each rank's maximum moves through reshapes and transposes before its all_reduce",
+          "[layouts]") {
+  // A vocabulary-parallel softmax as torchtitan writes it: the row maxima reshaped to a
+  // column, completed by all_reduce max, reshaped back. Near miss: completed by sum.
+  std::string refArgs = R"(%x: tensor<{B}x{Kn}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{B}x{Kn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %m = ref.reduce_max %x dims [1] : tensor<{B}x{Kn}xf32>
+    %mb = ref.broadcast %m dims [0] : tensor<{B}xf32> -> tensor<{B}x{Kn}xf32>
+    %y = ref.sub %x, %mb : tensor<{B}x{Kn}xf32>
+    return %y : tensor<{B}x{Kn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>})";
+  std::string planRes = R"(tensor<{B}x{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, a]>})";
+  auto plan = [&](const char *kind) {
+    return std::string(R"(    %l = ref.reduce_max %x dims [1] : tensor<{B}x{n}xf32>
+    %c = ref.reshape %l : tensor<{B}xf32> -> tensor<{B}x1xf32>
+    %t = ref.transpose %c perm [1, 0] : tensor<{B}x1xf32>
+    %r = dist.all_reduce %t over ["a"] ")") + kind + R"(" : tensor<1x{B}xf32> -> tensor<1x{B}xf32>
+    %m = ref.reshape %r : tensor<1x{B}xf32> -> tensor<{B}xf32>
+    %mb = ref.broadcast %m dims [0] : tensor<{B}xf32> -> tensor<{B}x{n}xf32>
+    %y = ref.sub %x, %mb : tensor<{B}x{n}xf32>
+    return %y : tensor<{B}x{n}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("max")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")));
+}
+
+TEST_CASE("a partial average: the ranks' values average to the value; a quotient by a "
+          "constant is a scale", "[layouts]") {
+  // Each rank's mean squared error over its rows, written as a sum over a constant
+  // count, returned as a partial average over a (what DTensor's Partial("avg") and a
+  // data-parallel loss are). Near misses: the global count, or the output declared a
+  // partial sum.
+  std::string refArgs = R"(%x: tensor<{Kn}x{B}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<f32> {ref.name = "loss"})";
+  std::string refBody = R"(    %sq = ref.mul %x, %x : tensor<{Kn}x{B}xf32>
+    %loss = ref.reduce_mean %sq dims [0, 1] : tensor<{Kn}x{B}xf32>
+    return %loss : tensor<f32>
+)";
+  std::string planArgs = R"(%x: tensor<{n}x{B}xf32> {dist.value = "x", dist.layout = #dist.layout<[a, _]>})";
+  auto planRes = [](const char *kind) {
+    return std::string(R"(tensor<f32> {dist.value = "loss", dist.layout = #dist.layout<[], )") +
+           kind + R"( = [a]>})";
+  };
+  auto plan = [](const char *count) {
+    return std::string(R"(    %sq = ref.mul %x, %x : tensor<{n}x{B}xf32>
+    %s = ref.reduce_sum %sq dims [0, 1] : tensor<{n}x{B}xf32>
+    %c = ref.constant )") + count + R"( : tensor<f32>
+    %loss = ref.div %s, %c : tensor<f32>
+    return %loss : tensor<f32>
+)";
+  };
+  for (auto &v : instances()) {
+    std::string local = std::to_string(2 * v["n"]) + ".0",
+                global = std::to_string(2 * v["Kn"]) + ".0";
+    for (auto [count, kind, expect] :
+         {std::tuple{local, "avg", Verdict::Verified}, std::tuple{global, "avg", Verdict::Violated},
+          std::tuple{local, "sum", Verdict::Violated}}) {
+      std::string t = fill(spec(refArgs, refRes, refBody, planArgs, planRes(kind),
+                                plan(count.c_str())),
+                           v);
+      Verdicts got = run(t);
+      INFO(t);
+      CHECK(got.element == expect);
+      if (expect == Verdict::Verified)
+        CHECK(got.layout == Verdict::Verified);
+      else
+        CHECK(got.layout != Verdict::Verified);
+    }
+  }
+}
