@@ -354,6 +354,22 @@ bool unitTranspose(mlir::Operation &op, const Shape &in);
 bool reshapeOfConcat(TermPool &terms, mlir::Operation &op, const Shape &global, const State &x,
                      TermId &out);
 
+/// batch_matmul of an lhs [B, M, K] (contracting its dimension 2) by an rhs with one
+/// batch entry on every rank: each lhs batch entry times that one matrix.
+bool batchOfOne(const State &lhs, const State &rhs, int64_t lhsDim);
+/// Its term: the product of the lhs's rows, all batch entries merged into one (row-major:
+/// a reshape to [1, B M, K]), by the rhs, reshaped back to [B, M, N] -- the term the
+/// reference writes when it merges the batch into the rows itself.
+bool batchOfOneProduct(TermPool &terms, mlir::Operation &op, const Shape &global,
+                       const State &lhs, const State &rhs, TermId &out);
+
+/// A literal whose elements are the same along some dimensions (those of size 1
+/// among them) is the broadcast of its elements at index 0 of those: true, with that
+/// literal and its dimensions -- or, where every element is one value, isUniform and
+/// that value (a constant).
+bool literalView(TermPool &terms, mlir::Operation &op, TermId &source, std::vector<int64_t> &dims,
+                 double &uniform, bool &isUniform);
+
 // Windows (Windows.cpp): rows chosen per rank.
 /// The windows of the plain blocks of a dimension of `global` rows split over `axes`
 /// (one window; none where the axes do not divide it).

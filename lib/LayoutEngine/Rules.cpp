@@ -176,6 +176,23 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
     out = {terms.broadcast(global, dims, source), in[0]->factor};
     return true;
   }
+  {
+    TermId source;
+    std::vector<int64_t> dims;
+    double uniform;
+    bool isUniform;
+    if (literalView(terms, op, source, dims, uniform, isUniform)) {
+      if (!isUniform) {
+        out = {terms.broadcast(global, dims, source), Rational(1)};
+        return true;
+      }
+      Rational v;
+      if (!exactConstant(uniform, v, why))
+        return false;
+      out = {terms.broadcast(global, {}, terms.one()), v};
+      return true;
+    }
+  }
   if (TermId source; concatOfBroadcasts(terms, op, global, in, source) && in[0]->copies()) {
     out = {terms.broadcast(global, in[0]->sourceDims, source), in[0]->factor};
     return true;
@@ -205,6 +222,10 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
   if (isa<ref::DivOp>(op) && in.size() == 2 && in[1]->uniformOne(terms.one()) &&
       !in[1]->factor.isZero()) {
     out = {in[0]->term, in[0]->factor / in[1]->factor};
+    return true;
+  }
+  if (TermId t; in.size() == 2 && batchOfOneProduct(terms, op, global, *in[0], *in[1], t)) {
+    out = {t, in[0]->factor * in[1]->factor};
     return true;
   }
   const std::string &head = terms.head(op.getName(), op.getAttrDictionary(), global);
@@ -250,10 +271,18 @@ void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State
     out.source = from.source;
     out.sourceDims = from.sourceDims;
   };
+  double uniform;
+  bool isUniform;
   if (isa<ref::ConstantOp>(op)) {
     out.broadcast = true;
     out.source = terms.one();
     out.sourceDims.clear();
+  } else if (literalView(terms, op, out.source, out.sourceDims, uniform, isUniform)) {
+    out.broadcast = true;
+    if (isUniform) {
+      out.source = terms.one();
+      out.sourceDims.clear();
+    }
   } else if (auto b = dyn_cast<ref::BroadcastOp>(op)) {
     out.broadcast = true;
     broadcastSource(*in[0], b, out.source, out.sourceDims);
@@ -531,6 +560,11 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
     State moved = *in[0];
     moved.partialMax.clear();
     State out = planRule(c, op, {&moved});
+    if (out.known && (intersects(out.splitAxes(), in[0]->partialMax) ||
+                      intersects(out.partial, in[0]->partialMax)))
+      return State::unknown(&op, "its operand is each rank's maximum over " +
+                                     axesText(c.mesh, in[0]->partialMax) +
+                                     ", and its result would be split or summed over them");
     if (out.known)
       out.partialMax = in[0]->partialMax;
     return out;

@@ -52,7 +52,11 @@ SplitResult matmulSplit(RuleContext &c, ref::MatmulOp m, const State &a, const S
 SplitResult batchMatmulSplit(RuleContext &c, ref::BatchMatmulOp m, const State &a,
                              const State &b) {
   int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
-  if (a.split[0] != b.split[0] || a.split[ld] != b.split[rd])
+  // An rhs whose batch dimension is one entry on every rank (a weight reshaped to a
+  // batch of 1) is the same matrix for each of the lhs's batch entries, wherever those
+  // are split (Views.cpp, batchOfOne).
+  bool shared = batchOfOne(a, b, ld);
+  if ((!shared && a.split[0] != b.split[0]) || a.split[ld] != b.split[rd])
     return fail("its operands' batch dimensions or contracted dimensions are split "
                 "differently (lhs " + c.show(a) + ", rhs " + c.show(b) + ")");
   const auto &af = a.split[3 - ld], &bf = b.split[3 - rd];

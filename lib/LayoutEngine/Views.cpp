@@ -218,4 +218,83 @@ bool reshapeOfConcat(TermPool &terms, Operation &op, const Shape &global, const 
 }
 
 
+bool batchOfOne(const State &lhs, const State &rhs, int64_t lhsDim) {
+  return lhsDim == 2 && lhs.global.size() == 3 && rhs.global.size() == 3 &&
+         rhs.global[0] == 1 && rhs.split[0].empty() && rhs.split[0].windows.empty() &&
+         lhs.global[0] > 1;
+}
+
+bool batchOfOneProduct(TermPool &terms, Operation &op, const Shape &global,
+                       const State &lhs, const State &rhs, TermId &out) {
+  auto m = dyn_cast<ref::BatchMatmulOp>(op);
+  if (!m || !batchOfOne(lhs, rhs, m.getLhsDim()) || global.size() != 3)
+    return false;
+  Shape rows{1, lhs.global[0] * lhs.global[1], lhs.global[2]};
+  Shape product{1, rows[1], global[2]};
+  TermId t = terms.node(terms.head(op.getName(), op.getAttrDictionary(), product),
+                        {reshapeTerm(terms, op, lhs.term, rows), rhs.term});
+  terms.setOp(t, op.getName(), op.getAttrDictionary());
+  out = reshapeTerm(terms, op, t, global);
+  return true;
+}
+
+bool literalView(TermPool &terms, Operation &op, TermId &source, std::vector<int64_t> &dims,
+                 double &uniform, bool &isUniform) {
+  auto lit = dyn_cast<ref::LiteralOp>(op);
+  if (!lit)
+    return false;
+  auto type = dyn_cast<RankedTensorType>(lit.getType());
+  if (!type || !type.hasStaticShape())
+    return false;
+  ArrayRef<int64_t> shape = type.getShape();
+  ArrayRef<double> v = lit.getValues();
+  size_t rank = shape.size();
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank; d-- > 1;)
+    stride[d - 1] = stride[d] * shape[d];
+  if (rank == 0 || v.empty() || (int64_t)v.size() != stride[0] * shape[0])
+    return false;
+  for (int64_t d : shape)
+    if (d <= 0)
+      return false;
+  // Dimension d copies when every element equals the one at index 0 along d.
+  std::vector<bool> copied(rank, true);
+  bool any = false;
+  for (size_t d = 0; d < rank; ++d) {
+    for (size_t i = 0; copied[d] && i < v.size(); ++i) {
+      int64_t at = ((int64_t)i / stride[d]) % shape[d];
+      copied[d] = at == 0 || v[i] == v[i - at * stride[d]];
+    }
+    any |= copied[d];
+  }
+  if (!any)
+    return false;
+  dims.clear();
+  Shape reducedShape;
+  for (size_t d = 0; d < rank; ++d)
+    if (!copied[d]) {
+      dims.push_back((int64_t)d);
+      reducedShape.push_back(shape[d]);
+    }
+  isUniform = dims.empty();
+  uniform = v[0];
+  if (isUniform)
+    return true;
+  // The elements at index 0 of the copied dimensions, in row-major order.
+  std::vector<double> reduced;
+  for (size_t i = 0; i < v.size(); ++i) {
+    bool first = true;
+    for (size_t d = 0; first && d < rank; ++d)
+      first = !copied[d] || ((int64_t)i / stride[d]) % shape[d] == 0;
+    if (first)
+      reduced.push_back(v[i]);
+  }
+  Builder b(op.getContext());
+  auto attrs = b.getDictionaryAttr(
+      {b.getNamedAttr(lit.getValuesAttrName(), b.getDenseF64ArrayAttr(reduced))});
+  source = terms.node(terms.head(op.getName(), attrs, reducedShape), {});
+  terms.setOp(source, op.getName(), attrs);
+  return true;
+}
+
 } // namespace planproof::layouts

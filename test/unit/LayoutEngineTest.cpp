@@ -1380,3 +1380,86 @@ TEST_CASE("a partial average: the ranks' values average to the value; a quotient
     }
   }
 }
+
+TEST_CASE("a product by a weight with a batch of one, and a literal's copies", "[layouts]") {
+  // XLA's partitioned step: the reference merges the batch into the rows ([1, B*M, K]
+  // times [1, K, N]); each rank multiplies its batch block [Bl, M, K] by the weight
+  // reshaped to a batch of one. And a mask the reference writes as a literal copied over
+  // batch and heads, which a rank writes as its block's literal (size 1 there).
+  // Near misses: the weight's other column block; the mask's rows reversed.
+  std::string refArgs = R"(%x: tensor<{K}x2x2xf32> {ref.name = "x"}, %w: tensor<2x{Jn}xf32> {ref.name = "w"})";
+  std::string refRes = R"(tensor<{K}x2x{Jn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %xr = ref.reshape %x : tensor<{K}x2x2xf32> -> tensor<1x{K2}x2xf32>
+    %wr = ref.reshape %w : tensor<2x{Jn}xf32> -> tensor<1x2x{Jn}xf32>
+    %p = ref.batch_matmul %xr, %wr contract(2, 1) : tensor<1x{K2}x2xf32>, tensor<1x2x{Jn}xf32>
+    %y = ref.reshape %p : tensor<1x{K2}x{Jn}xf32> -> tensor<{K}x2x{Jn}xf32>
+    return %y : tensor<{K}x2x{Jn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<1x2x2xf32> {dist.value = "x", dist.layout = #dist.layout<[a, _, _]>}, %w: tensor<2x{n}xf32> {dist.value = "w", dist.layout = #dist.layout<[_, b]>})";
+  std::string planRes = R"(tensor<1x2x{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[a, _, b]>})";
+  auto plan = [](const char *w) {
+    return std::string(R"(    %wr = ref.reshape )") + w + R"( : tensor<2x{n}xf32> -> tensor<1x2x{n}xf32>
+    %y = ref.batch_matmul %x, %wr contract(2, 1) : tensor<1x2x2xf32>, tensor<1x2x{n}xf32>
+    return %y : tensor<1x2x{n}xf32>
+)";
+  };
+  for (auto &v : instances()) {
+    v["K2"] = 2 * v["K"];
+    std::string good = fill(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%w")), v);
+    Verdicts got = run(good);
+    INFO(good);
+    CHECK(got.element == Verdict::Verified);
+    CHECK(got.layout == Verdict::Verified);
+    if (v["J"] != 2)
+      continue;
+    // The other column block: b's other rank's.
+    std::string near = fill(spec(refArgs, refRes, refBody, planArgs, planRes,
+                                 R"(    %o = dist.all_gather %w over ["b"] dim 1 : tensor<2x{n}xf32> -> tensor<2x{Jn}xf32>
+    %s = ref.slice %o offsets [0, 0] sizes [2, {n}] : tensor<2x{Jn}xf32>
+    %wr = ref.reshape %s : tensor<2x{n}xf32> -> tensor<1x2x{n}xf32>
+    %y = ref.batch_matmul %x, %wr contract(2, 1) : tensor<1x2x2xf32>, tensor<1x2x{n}xf32>
+    return %y : tensor<1x2x{n}xf32>
+)"),
+                            v);
+    Verdicts bad = run(near);
+    INFO(near);
+    CHECK(bad.element == Verdict::Violated);
+    CHECK(bad.layout != Verdict::Verified);
+  }
+
+  // The literal: a 2x2 mask copied over {K} batch entries in the reference.
+  std::string maskArgs = R"(%s: tensor<{K}x2x2xf32> {ref.name = "s"})";
+  std::string maskRes = R"(tensor<{K}x2x2xf32> {ref.name = "y"})";
+  auto maskRef = [](int64_t K) {
+    std::string vals;
+    for (int64_t k = 0; k < K; ++k)
+      vals += std::string(k ? ", " : "") + "1.0, 0.0, 1.0, 1.0";
+    return "    %m = ref.literal [" + vals + R"(] : tensor<{K}x2x2xf32>
+    %y = ref.mul %m, %s : tensor<{K}x2x2xf32>
+    return %y : tensor<{K}x2x2xf32>
+)";
+  };
+  std::string maskPlanArgs = R"(%s: tensor<1x2x2xf32> {dist.value = "s", dist.layout = #dist.layout<[a, _, _]>})";
+  std::string maskPlanRes = R"(tensor<1x2x2xf32> {dist.value = "y", dist.layout = #dist.layout<[a, _, _]>})";
+  auto maskPlan = [](const char *vals) {
+    return std::string("    %m = ref.literal [") + vals + R"(] : tensor<1x2x2xf32>
+    %y = ref.mul %m, %s : tensor<1x2x2xf32>
+    return %y : tensor<1x2x2xf32>
+)";
+  };
+  for (auto &v : instances()) {
+    for (auto [vals, expect] : {std::pair{"1.0, 0.0, 1.0, 1.0", Verdict::Verified},
+                                std::pair{"1.0, 1.0, 1.0, 0.0", Verdict::Violated}}) {
+      std::string t = fill(spec(maskArgs, maskRes, maskRef(v["K"]), maskPlanArgs, maskPlanRes,
+                                maskPlan(vals)),
+                           v);
+      Verdicts got = run(t);
+      INFO(t);
+      CHECK(got.element == expect);
+      if (expect == Verdict::Verified)
+        CHECK(got.layout == Verdict::Verified);
+      else
+        CHECK(got.layout != Verdict::Verified);
+    }
+  }
+}
