@@ -103,14 +103,36 @@ bool unsplitDim(RuleContext &c, State &s, int64_t dim, const std::vector<int> &a
 bool stackGather(RuleContext &c, MLIRContext *ctx, State &s, int64_t e,
                  const std::vector<int> &axes, std::string &why) {
   int64_t d = -1;
-  for (size_t k = 0; k < s.split.size(); ++k)
-    if ((int64_t)k != e && static_cast<const std::vector<int> &>(s.split[k]) == axes &&
-        s.split[k].windows.empty())
+  for (size_t k = 0; k < s.split.size(); ++k) {
+    const DimSplit &ks = s.split[k];
+    if ((int64_t)k != e && ks.windows.empty() && ks.size() >= axes.size() &&
+        std::equal(axes.begin(), axes.end(), ks.end() - axes.size()))
       d = (int64_t)k;
+  }
   if (d < 0 || axes.empty() || !s.split[e].empty() || !s.split[e].windows.empty() ||
       intersects(axes, s.partial))
     return false;
-  int64_t n = c.size(axes), rows = s.global[d] / n;
+  int64_t n = c.size(axes);
+  if (s.split[d].size() > axes.size()) {
+    // Split over more axes B before them: the blocks stacked differ with the rank's
+    // coordinates on B. The value is named by a `stack` term of the operand's (which no
+    // reference computes); a slice of one piece reads it back (stackSlice).
+    std::string head = "stack{" + std::to_string(e) + ";" + std::to_string(d) + ";";
+    for (int a : axes)
+      head += std::to_string(a) + ",";
+    s.split[d].resize(s.split[d].size() - axes.size());
+    s.global[d] /= n;
+    s.global[e] *= n;
+    head += "}:";
+    for (int64_t g : s.global)
+      head += std::to_string(g) + "x";
+    s.term = c.terms.node(head, {s.term});
+    s.broadcast = false;
+    s.sourceDims.clear();
+    why.clear();
+    return true;
+  }
+  int64_t rows = s.global[d] / n;
   std::vector<TermId> pieces;
   for (int64_t k = 0; k < n; ++k) {
     std::vector<int64_t> offsets(s.global.size(), 0), sizes = s.global;
@@ -179,6 +201,60 @@ void unstack(RuleContext &c, State &s, int64_t e, const std::vector<int> &axes) 
 }
 
 } // namespace
+
+State stackSlice(RuleContext &c, Operation &op, const State &in) {
+  // stack{e;d;A}(x): along e, the group's n pieces; piece k on the rank at coordinates b
+  // of d's other axes B is x's rows [(b n + k) L, + L) of d, L its local rows. A slice of
+  // piece k is x with d laid out as that window: base k L, coefficient n L times b's
+  // place in B's blocks.
+  llvm::StringRef key = c.terms.key(in.term);
+  int64_t e = -1, d = -1;
+  std::vector<int> axes;
+  if (!key.consume_front("stack{") || key.consumeInteger(10, e) || !key.consume_front(";") ||
+      key.consumeInteger(10, d) || !key.consume_front(";"))
+    return State::unknown(&op, "no layout rule for this slice of a stacked gather");
+  while (!key.starts_with("}")) {
+    int a;
+    if (key.consumeInteger(10, a) || !key.consume_front(","))
+      return State::unknown(&op, "no layout rule for this slice of a stacked gather");
+    axes.push_back(a);
+  }
+  auto slice = cast<ref::SliceOp>(op);
+  auto inType = cast<RankedTensorType>(slice.getInput().getType());
+  ArrayRef<int64_t> off = slice.getOffsets(), size = slice.getSizes(), local = inType.getShape();
+  int64_t n = c.size(axes), rank = (int64_t)local.size();
+  if (e < 0 || d < 0 || e >= rank || d >= rank || n <= 0 || local[e] % n != 0 ||
+      (int64_t)off.size() != rank || (int64_t)size.size() != rank)
+    return State::unknown(&op, "no layout rule for this slice of a stacked gather");
+  int64_t piece = local[e] / n, k = off[e] / piece;
+  bool onePiece = off[e] % piece == 0 && size[e] == piece;
+  for (int64_t x = 0; x < rank; ++x)
+    onePiece &= x == e || (off[x] == 0 && size[x] == local[x]);
+  if (!onePiece)
+    return State::unknown(&op, "a slice of a stacked gather that is not one rank's piece");
+  State out = in;
+  out.term = c.terms.operands(in.term)[0];
+  int64_t rows = local[d];
+  out.global[e] = piece;
+  out.global[d] = in.global[d] * n;
+  Window w;
+  w.length = rows;
+  w.base = k * rows;
+  int64_t stride = n * rows;
+  const DimSplit &major = in.split[d];
+  for (size_t j = major.size(); j-- > 0;) {
+    w.coeff.push_back({major[j], stride});
+    stride *= c.mesh.shape[major[j]];
+  }
+  std::sort(w.coeff.begin(), w.coeff.end());
+  out.split[d].windows = {w};
+  normalizeWindows(c.mesh, out.split[d], out.global[d]);
+  Shape result;
+  std::string why;
+  if (!resultShape(op, result) || !consistent(c, out, result, why))
+    return State::unknown(&op, why.empty() ? "the slice's result type" : why);
+  return out;
+}
 
 static State selectOnRule(RuleContext &c, dist::SelectOnOp op, const std::vector<const State *> &in) {
   // `when` on the ranks at the given coordinates, zeros elsewhere: in each group of the

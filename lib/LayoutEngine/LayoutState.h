@@ -370,6 +370,10 @@ bool batchOfOneProduct(TermPool &terms, mlir::Operation &op, const Shape &global
 bool literalView(TermPool &terms, mlir::Operation &op, TermId &source, std::vector<int64_t> &dims,
                  double &uniform, bool &isUniform);
 
+/// A slice of one piece of a stacked gather over the minor axes of a dimension split
+/// over more (Collectives.cpp): the gathered value's rows as a window.
+State stackSlice(RuleContext &c, mlir::Operation &op, const State &in);
+
 // Windows (Windows.cpp): rows chosen per rank.
 /// The windows of the plain blocks of a dimension of `global` rows split over `axes`
 /// (one window; none where the axes do not divide it).

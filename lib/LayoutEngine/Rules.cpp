@@ -572,6 +572,8 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
   for (const State *s : in)
     if (s->windowed())
       return windowRule(c, op, in, generic);
+  if (isa<ref::SliceOp>(op) && c.terms.headIs(in[0]->term, "stack{"))
+    return stackSlice(c, op, *in[0]);
   if (auto slice = dyn_cast<ref::SliceOp>(op); slice && in[0]->isSplit())
     return sliceRule(c, op, *in[0]);
   return refOpRule(c, op, in);

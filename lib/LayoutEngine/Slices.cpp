@@ -114,6 +114,8 @@ TermId sliceTerm(TermPool &terms, MLIRContext *ctx, TermId term, const Shape &wh
 
 TermId joinedConcat(TermPool &terms, MLIRContext *ctx, const std::string &head,
                     const std::vector<TermId> &operands) {
+  if (operands.size() == 1)
+    return operands[0];
   TermId t = terms.concat(head, operands);
   int64_t cd;
   if (!concatDim(terms, t, cd))

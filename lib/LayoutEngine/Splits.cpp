@@ -451,6 +451,8 @@ SplitResult concatSplit(RuleContext &c, ref::ConcatOp cat, const std::vector<con
   SplitResult r;
   r.split = x.split;
   r.global = x.global;
+  if (in.size() == 1) // a concatenation of one value is that value
+    return r;
   r.global[dim] = 0;
   for (const State *s : in) {
     if (!s->split[dim].empty() || !s->split[dim].windows.empty())

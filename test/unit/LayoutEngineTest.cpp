@@ -1463,3 +1463,50 @@ TEST_CASE("a product by a weight with a batch of one, and a literal's copies", "
     }
   }
 }
+
+TEST_CASE("a gather over the minor axes of a dimension split over more: each piece is a "
+          "window of the rank's rows", "[layouts]") {
+  // DTensor on a 2-D mesh: columns split over (a, b), gathered over b along dim 0 --
+  // the pieces stacked differ with a's coordinate -- then cut and put side by side along
+  // dim 1: each rank's columns over a. Near miss: the pieces put side by side in the
+  // other order.
+  for (int64_t K : {2, 3})
+    for (int64_t J : {1, 2})
+      for (int64_t n : {1, 2})
+        for (bool swapped : {false, true}) {
+          if (swapped && J != 2)
+            continue;
+          std::string N = std::to_string(n), Jn = std::to_string(J * n),
+                      KJn = std::to_string(K * J * n), J2 = std::to_string(2 * J);
+          std::string body = "    %g = dist.all_gather %x over [\"b\"] dim 0 : tensor<2x" + N +
+                             "xf32> -> tensor<" + J2 + "x" + N + "xf32>\n";
+          std::string cat = "    %y = ref.concat ", types;
+          for (int64_t k = 0; k < J; ++k) {
+            int64_t from = swapped ? J - 1 - k : k;
+            body += "    %q" + std::to_string(k) + " = ref.slice %g offsets [" +
+                    std::to_string(2 * from) + ", 0] sizes [2, " + N + "] : tensor<" + J2 +
+                    "x" + N + "xf32>\n";
+            cat += std::string(k ? ", " : "") + "%q" + std::to_string(k);
+            types += std::string(k ? ", " : "") + "tensor<2x" + N + "xf32>";
+          }
+          body += cat + " dim 1 : " + types + "\n    return %y : tensor<2x" + Jn + "xf32>\n";
+          std::string t = fill(
+              spec("%x: tensor<2x" + KJn + "xf32> {ref.name = \"x\"}",
+                   "tensor<2x" + KJn + "xf32> {ref.name = \"y\"}",
+                   "    %y = ref.scale %x by 1.0 : tensor<2x" + KJn + "xf32>\n    return %y : tensor<2x" +
+                       KJn + "xf32>\n",
+                   "%x: tensor<2x" + N +
+                       "xf32> {dist.value = \"x\", dist.layout = #dist.layout<[_, (a, b)]>}",
+                   "tensor<2x" + Jn + "xf32> {dist.value = \"y\", dist.layout = #dist.layout<[_, a]>}",
+                   body),
+              {{"K", K}, {"J", J}});
+          Verdicts got = run(t);
+          INFO(t);
+          Verdict expect = swapped ? Verdict::Violated : Verdict::Verified;
+          CHECK(got.element == expect);
+          if (expect == Verdict::Verified)
+            CHECK(got.layout == Verdict::Verified);
+          else
+            CHECK(got.layout != Verdict::Verified);
+        }
+}
