@@ -75,6 +75,18 @@ std::vector<std::map<std::string, int64_t>> instances() {
   return out;
 }
 
+/// One instance `t`: the element engine's verdict is `expect`, and the layout engine
+/// verifies it exactly when that is Verified.
+void expectVerdict(const std::string &t, Verdict expect) {
+  Verdicts got = run(t);
+  INFO(t);
+  CHECK(got.element == expect);
+  if (expect == Verdict::Verified)
+    CHECK(got.layout == Verdict::Verified);
+  else
+    CHECK(got.layout != Verdict::Verified);
+}
+
 /// Like proves/refutes, for templates whose near miss is one only where b has size 2
 /// (J = 2): `expect` is the element engine's verdict; the layout engine must verify
 /// exactly the instances the element engine verifies among these.
@@ -82,14 +94,7 @@ void decides(const std::string &text, Verdict expect, bool onlyJ2 = false) {
   for (auto &v : instances()) {
     if (onlyJ2 && v["J"] != 2)
       continue;
-    std::string t = fill(text, v);
-    Verdicts got = run(t);
-    INFO(t);
-    CHECK(got.element == expect);
-    if (expect == Verdict::Verified)
-      CHECK(got.layout == Verdict::Verified);
-    else
-      CHECK(got.layout != Verdict::Verified);
+    expectVerdict(fill(text, v), expect);
   }
 }
 
@@ -1259,13 +1264,7 @@ TEST_CASE("a gather along another dimension stacks the blocks; a reduce_scatter 
               std::tuple{swapped, order, Verdict::Violated},
               std::tuple{order, swapped, Verdict::Violated}}) {
           std::string t = stackedSpec(K, J, n, cut, join);
-          Verdicts got = run(t);
-          INFO(t);
-          CHECK(got.element == expect);
-          if (expect == Verdict::Verified)
-            CHECK(got.layout == Verdict::Verified);
-          else
-            CHECK(got.layout != Verdict::Verified);
+          expectVerdict(t, expect);
         }
       }
 }
@@ -1300,11 +1299,8 @@ TEST_CASE("a reshape of stacked pieces: their rows follow each other where the d
   for (auto &v : instances()) {
     if (v["n"] != 2)
       continue;
-    std::string t = fill(spec(refArgs, refRes, refBody, planArgs, planRes, nearBody), v);
-    Verdicts got = run(t);
-    INFO(t);
-    CHECK(got.element == Verdict::Violated);
-    CHECK(got.layout != Verdict::Verified);
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, nearBody), v),
+                  Verdict::Violated);
   }
 }
 
@@ -1370,13 +1366,7 @@ TEST_CASE("a partial average: the ranks' values average to the value; a quotient
       std::string t = fill(spec(refArgs, refRes, refBody, planArgs, planRes(kind),
                                 plan(count.c_str())),
                            v);
-      Verdicts got = run(t);
-      INFO(t);
-      CHECK(got.element == expect);
-      if (expect == Verdict::Verified)
-        CHECK(got.layout == Verdict::Verified);
-      else
-        CHECK(got.layout != Verdict::Verified);
+      expectVerdict(t, expect);
     }
   }
 }
@@ -1405,11 +1395,8 @@ TEST_CASE("a product by a weight with a batch of one, and a literal's copies", "
   };
   for (auto &v : instances()) {
     v["K2"] = 2 * v["K"];
-    std::string good = fill(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%w")), v);
-    Verdicts got = run(good);
-    INFO(good);
-    CHECK(got.element == Verdict::Verified);
-    CHECK(got.layout == Verdict::Verified);
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%w")), v),
+                  Verdict::Verified);
     if (v["J"] != 2)
       continue;
     // The other column block: b's other rank's.
@@ -1421,10 +1408,7 @@ TEST_CASE("a product by a weight with a batch of one, and a literal's copies", "
     return %y : tensor<1x2x{n}xf32>
 )"),
                             v);
-    Verdicts bad = run(near);
-    INFO(near);
-    CHECK(bad.element == Verdict::Violated);
-    CHECK(bad.layout != Verdict::Verified);
+    expectVerdict(near, Verdict::Violated);
   }
 
   // The literal: a 2x2 mask copied over {K} batch entries in the reference.
@@ -1453,13 +1437,7 @@ TEST_CASE("a product by a weight with a batch of one, and a literal's copies", "
       std::string t = fill(spec(maskArgs, maskRes, maskRef(v["K"]), maskPlanArgs, maskPlanRes,
                                 maskPlan(vals)),
                            v);
-      Verdicts got = run(t);
-      INFO(t);
-      CHECK(got.element == expect);
-      if (expect == Verdict::Verified)
-        CHECK(got.layout == Verdict::Verified);
-      else
-        CHECK(got.layout != Verdict::Verified);
+      expectVerdict(t, expect);
     }
   }
 }
@@ -1500,13 +1478,6 @@ TEST_CASE("a gather over the minor axes of a dimension split over more: each pie
                    "tensor<2x" + Jn + "xf32> {dist.value = \"y\", dist.layout = #dist.layout<[_, a]>}",
                    body),
               {{"K", K}, {"J", J}});
-          Verdicts got = run(t);
-          INFO(t);
-          Verdict expect = swapped ? Verdict::Violated : Verdict::Verified;
-          CHECK(got.element == expect);
-          if (expect == Verdict::Verified)
-            CHECK(got.layout == Verdict::Verified);
-          else
-            CHECK(got.layout != Verdict::Verified);
+          expectVerdict(t, swapped ? Verdict::Violated : Verdict::Verified);
         }
 }
