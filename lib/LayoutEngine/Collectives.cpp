@@ -143,9 +143,7 @@ bool stackGather(RuleContext &c, MLIRContext *ctx, State &s, int64_t e,
   Shape global = s.global;
   global[d] = rows;
   global[e] *= n;
-  Builder b(ctx);
-  auto dim = b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(e))});
-  s.term = joinedConcat(c.terms, ctx, headFrom("ref.concat", dim, global), pieces);
+  s.term = joinedConcat(c.terms, ctx, concatHead(ctx, e, global), pieces);
   s.global = global;
   s.split[d].clear();
   s.broadcast = false;

@@ -143,7 +143,6 @@ private:
   bool interleave(const Layout &l, int d, State &s);
   int paddedDim(const Layout &l, const Shape &global) const;
   int64_t paddedSize(const Layout &l, const Shape &global, size_t d) const;
-  DictionaryAttr concatAttrs(int64_t d) const;
   /// recv and stage_select (pipelines).
   State route(Operation &op);
   /// Whether `s` is split or summed over the pipeline axis.
@@ -350,10 +349,6 @@ int64_t Run::paddedSize(const Layout &l, const Shape &global, size_t d) const {
   return (global[d] + k - 1) / k * k;
 }
 
-DictionaryAttr Run::concatAttrs(int64_t d) const {
-  Builder b(spec.plan.getContext());
-  return b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(d))});
-}
 
 /// A dimension split over axes A within k interleaved segments (a fused [gate | up]
 /// weight): rank b holds block b of each segment, side by side. That is the plain block
@@ -379,7 +374,7 @@ bool Run::interleave(const Layout &l, int d, State &s) {
       sizes[d] = len;
       pieces.push_back(sliceTerm(ctx.terms, spec.plan.getContext(), whole, s.global, offsets, sizes));
     }
-  s.term = terms.concat(headFrom("ref.concat", concatAttrs(d), s.global), pieces);
+  s.term = terms.concat(concatHead(spec.plan.getContext(), d, s.global), pieces);
   s.factor = Rational(1);
   s.broadcast = false;
   s.split[d] = axes;
@@ -419,7 +414,7 @@ State Run::bindingState(const Binding &b) {
       TermId padding = terms.leaf("padding of " + b.refName, shapeText(pad));
       Shape global = whole.global;
       global[d] += pad[d];
-      s.term = terms.concat(headFrom("ref.concat", concatAttrs(d), global),
+      s.term = terms.concat(concatHead(spec.plan.getContext(), d, global),
                             {terms.scaled(whole.term, whole.factor), padding});
       s.factor = Rational(1);
       s.global = global;

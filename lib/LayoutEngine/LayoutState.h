@@ -321,6 +321,9 @@ State sliceRule(RuleContext &c, mlir::Operation &op, const State &in);
 /// run of operands, their concatenation).
 TermId sliceTerm(TermPool &terms, mlir::MLIRContext *ctx, TermId term, const Shape &whole,
                  const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes);
+/// The head of the concatenation along `dim` with result shape `shape` (the reference's
+/// ref.concat's, Slices.cpp).
+std::string concatHead(mlir::MLIRContext *ctx, int64_t dim, const Shape &shape);
 /// TermPool::concat, with adjacent slices of one term along the dimension joined into
 /// one slice (the term itself where they cover it).
 TermId joinedConcat(TermPool &terms, mlir::MLIRContext *ctx, const std::string &head,
@@ -369,6 +372,8 @@ bool batchOfOneProduct(TermPool &terms, mlir::Operation &op, const Shape &global
 /// that value (a constant).
 bool literalView(TermPool &terms, mlir::Operation &op, TermId &source, std::vector<int64_t> &dims,
                  double &uniform, bool &isUniform);
+/// t = TermPool::broadcast(shape, dims, source): true, with source and dims.
+bool broadcastParts(const TermPool &terms, TermId t, TermId &source, std::vector<int64_t> &dims);
 
 /// A slice of one piece of a stacked gather over the minor axes of a dimension split
 /// over more (Collectives.cpp): the gathered value's rows as a window.

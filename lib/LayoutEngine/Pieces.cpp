@@ -133,10 +133,8 @@ TermId PieceComparison::Normalizer::concat(int dim, const Shape &shape, const st
   std::vector<TermId> ts;
   for (auto &[t, g] : pieces)
     ts.push_back(terms.scaled(t, g / f));
-  Builder b(ctx);
-  auto attrs = b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim))});
   ++made;
-  return terms.concat(headFrom("ref.concat", attrs, shape), ts);
+  return terms.concat(concatHead(ctx, dim, shape), ts);
 }
 
 bool PieceComparison::Normalizer::piecesOf(TermId t, int &dim, std::vector<Weighted> &pieces) const {

@@ -271,18 +271,13 @@ void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State
     out.source = from.source;
     out.sourceDims = from.sourceDims;
   };
-  double uniform;
-  bool isUniform;
   if (isa<ref::ConstantOp>(op)) {
     out.broadcast = true;
     out.source = terms.one();
     out.sourceDims.clear();
-  } else if (literalView(terms, op, out.source, out.sourceDims, uniform, isUniform)) {
-    out.broadcast = true;
-    if (isUniform) {
-      out.source = terms.one();
-      out.sourceDims.clear();
-    }
+  } else if (isa<ref::LiteralOp>(op)) {
+    // combine gave a literal with copies (literalView) its broadcast term: read it back.
+    out.broadcast = broadcastParts(terms, out.term, out.source, out.sourceDims);
   } else if (auto b = dyn_cast<ref::BroadcastOp>(op)) {
     out.broadcast = true;
     broadcastSource(*in[0], b, out.source, out.sourceDims);

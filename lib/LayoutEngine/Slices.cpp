@@ -43,12 +43,11 @@ bool concatDim(const TermPool &terms, TermId t, int64_t &dim) {
   return key.consume_front("ref.concat{dim=") && !key.consumeInteger(10, dim) && dim >= 0;
 }
 
-namespace {
-DictionaryAttr concatAttrs(MLIRContext *ctx, int64_t dim) {
+std::string concatHead(MLIRContext *ctx, int64_t dim, const Shape &shape) {
   Builder b(ctx);
-  return b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim))});
+  return headFrom("ref.concat",
+                  b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim))}), shape);
 }
-} // namespace
 
 TermId sliceTerm(TermPool &terms, MLIRContext *ctx, TermId term, const Shape &whole,
                  const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes) {
@@ -95,7 +94,7 @@ TermId sliceTerm(TermPool &terms, MLIRContext *ctx, TermId term, const Shape &wh
             break;
           e += pj[cd];
           if (e == to)
-            return terms.concat(headFrom("ref.concat", concatAttrs(ctx, cd), sizes),
+            return terms.concat(concatHead(ctx, cd, sizes),
                                 std::vector<TermId>(ops.begin() + i, ops.begin() + j + 1));
           if (e > to)
             break;
@@ -215,7 +214,7 @@ State sliceRule(RuleContext &c, Operation &op, const State &in) {
     return out;
   }
   out.term = joinedConcat(c.terms, op.getContext(),
-                          headFrom("ref.concat", concatAttrs(op.getContext(), cut), out.global),
+                          concatHead(op.getContext(), cut, out.global),
                           terms);
   return out;
 }

@@ -110,10 +110,7 @@ bool concatOfBroadcasts(TermPool &terms, Operation &op, const Shape &global,
   std::vector<TermId> ts;
   for (const State *s : in)
     ts.push_back(terms.scaled(s->source, s->factor / first.factor));
-  Builder b(op.getContext());
-  auto attrs = b.getDictionaryAttr(
-      {b.getNamedAttr("dim", b.getI64IntegerAttr(at - first.sourceDims.begin()))});
-  source = terms.concat(headFrom("ref.concat", attrs, whole), ts);
+  source = terms.concat(concatHead(op.getContext(), at - first.sourceDims.begin(), whole), ts);
   return true;
 }
 
@@ -165,12 +162,6 @@ bool reshapeOfConcat(TermPool &terms, Operation &op, const Shape &global, const 
     if (x.global[d] != 1)
       return false;
   auto ops = terms.operands(x.term);
-  Builder b(op.getContext());
-  auto concatHead = [&](int64_t dim, const Shape &shape) {
-    return headFrom("ref.concat",
-                    b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim))}),
-                    shape);
-  };
   // Operands of one shape whose dimensions before g are of size 1 follow each other
   // in row-major order along g too: where their concatenation along g is one term (the
   // slices of a value put back together), the reshape is that term's.
@@ -181,7 +172,7 @@ bool reshapeOfConcat(TermPool &terms, Operation &op, const Shape &global, const 
   for (size_t g = 0; same && g < piece.size(); ++g) {
     Shape joined = piece;
     joined[g] *= (int64_t)ops.size();
-    TermId j = joinedConcat(terms, op.getContext(), concatHead((int64_t)g, joined),
+    TermId j = joinedConcat(terms, op.getContext(), concatHead(op.getContext(), (int64_t)g, joined),
                             std::vector<TermId>(ops.begin(), ops.end()));
     int64_t cd;
     if (!concatDim(terms, j, cd)) {
@@ -213,7 +204,7 @@ bool reshapeOfConcat(TermPool &terms, Operation &op, const Shape &global, const 
   }
   if (rows != global[f])
     return false;
-  out = joinedConcat(terms, op.getContext(), concatHead((int64_t)f, global), pieces);
+  out = joinedConcat(terms, op.getContext(), concatHead(op.getContext(), (int64_t)f, global), pieces);
   return true;
 }
 
@@ -235,6 +226,23 @@ bool batchOfOneProduct(TermPool &terms, Operation &op, const Shape &global,
                         {reshapeTerm(terms, op, lhs.term, rows), rhs.term});
   terms.setOp(t, op.getName(), op.getAttrDictionary());
   out = reshapeTerm(terms, op, t, global);
+  return true;
+}
+
+bool broadcastParts(const TermPool &terms, TermId t, TermId &source,
+                    std::vector<int64_t> &dims) {
+  llvm::StringRef key = terms.key(t);
+  if (!key.consume_front("bcast{") || terms.operands(t).size() != 1)
+    return false;
+  std::vector<int64_t> read;
+  while (!key.starts_with("}")) {
+    int64_t d;
+    if (key.consumeInteger(10, d) || !key.consume_front(","))
+      return false;
+    read.push_back(d);
+  }
+  source = terms.operands(t)[0];
+  dims = std::move(read);
   return true;
 }
 
