@@ -20,6 +20,9 @@ gen llama3-405b dp=2,pp=2,cp=2,tp=2 llama3-405b_dp2_pp2_cp2_tp2
 gen deepseek-v3-671b pp=2,ep=2,cp=2,tp=2 deepseek-v3-671b_pp2_ep2_cp2_tp2
 # GPipe under dp x tp with sequence parallelism and ZeRO-2, two microbatches.
 gen llama3-70b dp=2,pp=2,tp=2,sp,zero=2,microbatches=2,schedule=gpipe llama3-70b_dp2_pp2_tp2_sp_zero2_gpipe
+# Each layer stated once (`compact`): a private function per distinct layer, called
+# per layer and microbatch on its stage (1F1B, dp x pp x tp, two microbatches).
+gen llama3-8b dp=2,tp=2,pp=2,microbatches=2,compact llama3-8b_dp2_pp2_tp2_compact
 
 # Seeded bugs in the generated 4-D plan (sed on what the generator writes).
 bug() { # NAME KIND AT DESCRIPTION SED-SCRIPT

@@ -297,9 +297,13 @@ struct LayerWriter {
   std::vector<int64_t> order; // segment starts (rows of hm), in group order
   int64_t seg = 0;
 
+  /// `l` < 0: the body of a layer function (names without a layer prefix).
   LayerWriter(const Generator &gen, Body &b, const Sizes &z, int64_t l)
-      : gen(gen), b(b), z(z), l(l), P("l" + std::to_string(l) + "_"), Bl(z.B), Sl(z.S),
-        T(Bl * Sl), g(z.nh / z.nkv), tpOn(z.plan && z.tp > 1), cpOn(z.plan && z.cp > 1) {}
+      : gen(gen), b(b), z(z), l(l), P(l < 0 ? "" : "l" + std::to_string(l) + "_"), Bl(z.B),
+        Sl(z.S), T(Bl * Sl), g(z.nh / z.nkv), tpOn(z.plan && z.tp > 1),
+        cpOn(z.plan && z.cp > 1) {}
+
+  std::string label() const { return l < 0 ? "layer" : "layer " + std::to_string(l); }
 
   std::string w(const std::string &n) const { return P + n; }
 
@@ -346,7 +350,7 @@ struct LayerWriter {
 };
 
 std::string LayerWriter::attention(const std::string &x) {
-  b.comment("layer " + std::to_string(l) + ": attention");
+  b.comment(label() + ": attention");
   std::string h = gatherSeq(b.norm(P + "h1", x, w("norm1")));
   std::string h2 = b.reshape(P + "h1_2d", h, {T, z.H});
   std::string q = b.matmul(P + "q", h2, w("wq"));
@@ -414,7 +418,7 @@ std::string LayerWriter::feedForwardInput(const std::string &x) {
 
 std::string LayerWriter::mlp(const std::string &x) {
   std::string hm = feedForwardInput(x);
-  b.comment("layer " + std::to_string(l) + ": SwiGLU MLP");
+  b.comment(label() + ": SwiGLU MLP");
   std::string gt = b.unary<ref::SiluOp>(P + "gate_act", b.matmul(P + "gate", hm, w("wg")));
   std::string up = b.matmul(P + "up", hm, w("wu"));
   std::string act = b.binary<ref::MulOp>(P + "act", gt, up);
@@ -424,7 +428,7 @@ std::string LayerWriter::mlp(const std::string &x) {
 
 std::string LayerWriter::moe(const std::string &x, std::vector<std::string> &auxTerms) {
   std::string hm = feedForwardInput(x);
-  b.comment("layer " + std::to_string(l) + ": mixture of experts (top-" + std::to_string(z.k) +
+  b.comment(label() + ": mixture of experts (top-" + std::to_string(z.k) +
             " of " + std::to_string(z.E) + ", capacity " + std::to_string(z.C) + ")");
   std::string hmSeq = hm; // the tokens in sequence order (the shared expert's input)
   if (!z.plan && gen.p.cp > 1)
@@ -531,11 +535,73 @@ std::string LayerWriter::loadBalancing(const std::string &chosen, const std::str
 
 std::string Generator::layer(Body &b, const Sizes &z, int64_t l, std::string x,
                   std::vector<std::string> &auxTerms) {
+  if (p.compact)
+    return layerCall(b, z, l, x, auxTerms);
   LayerWriter lw(*this, b, z, l);
   x = lw.attention(x);
   if (!moeLayer[l])
     return lw.mlp(x);
   return lw.moe(x, auxTerms);
+}
+
+/// The private function computing a layer like `l` at sizes `z` (written the first time
+/// it is asked for): its arguments are the layer's input and weights, its results the
+/// layer's output and load-balancing terms.
+const Generator::LayerFunction &Generator::layerFunction(const Sizes &z, int64_t l) {
+  std::ostringstream key;
+  key << z.plan << moeLayer[l] << ' ' << z.B << ' ' << z.S << ' ' << z.Sres << ' ' << z.H << ' '
+      << z.C << ' ' << z.groups << ' ' << z.Sglobal << ' ' << z.sp;
+  for (const std::string &a : z.tokenAxes)
+    key << ' ' << a;
+  auto found = layerFunctions.find(key.str());
+  if (found != layerFunctions.end())
+    return found->second;
+  LayerFunction f;
+  f.name = std::string(z.plan ? "plan" : "ref") + "_layer" + (moeLayer[l] ? "_moe" : "");
+  std::string base = f.name;
+  for (int k = 2; module.lookupSymbol(f.name); ++k)
+    f.name = base + "_" + std::to_string(k);
+  std::vector<Arg> args{{"x", {z.B, z.Sres, z.H}, {}}};
+  std::string prefix = "l" + std::to_string(l) + "_";
+  for (const Weight &w : weights)
+    if (w.layer == l) {
+      f.weights.push_back(w.name.substr(prefix.size()));
+      args.push_back({f.weights.back(), z.plan ? localShape(w) : w.global, {}});
+    }
+  Body cb(ctx, args);
+  LayerWriter lw(*this, cb, z, -1);
+  std::string x = lw.attention("x");
+  std::vector<std::string> aux;
+  std::string out = moeLayer[l] ? lw.moe(x, aux) : lw.mlp(x);
+  std::vector<std::pair<std::string, mlir::NamedAttrList>> results{{out, {}}};
+  for (const std::string &a : aux)
+    results.push_back({a, {}});
+  mlir::func::FuncOp fn = finishFunction(module, f.name, cb, cb.lines, results, comments);
+  f.results.assign(fn.getResultTypes().begin(), fn.getResultTypes().end());
+  fn.setPrivate();
+  if (z.plan)
+    fn->setAttr(dist::kMeshAttr, mlir::FlatSymbolRefAttr::get(&ctx, "mesh"));
+  return layerFunctions[key.str()] = f;
+}
+
+std::string Generator::layerCall(Body &b, const Sizes &z, int64_t l, const std::string &x,
+                                 std::vector<std::string> &auxTerms) {
+  const LayerFunction &f = layerFunction(z, l);
+  std::string prefix = "l" + std::to_string(l) + "_";
+  mlir::SmallVector<mlir::Value> operands{b.v(x)};
+  for (const std::string &w : f.weights)
+    operands.push_back(b.v(prefix + w));
+  std::string r = b.name(prefix + "out");
+  mlir::OpBuilder builder(&ctx);
+  auto call = mlir::func::CallOp::create(builder, b.loc(r), f.name, f.results, operands);
+  b.place(call, r);
+  for (size_t i = 1; i < f.results.size(); ++i) {
+    std::string a = r + "#" + std::to_string(i);
+    b.val[a] = call->getResult(i);
+    b.shape[a] = {};
+    auxTerms.push_back(a);
+  }
+  return r;
 }
 
 std::string Generator::step(Body &b, const Sizes &z, const std::string &x, const std::string &labels,
@@ -629,10 +695,10 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
     std::string key = item.substr(0, eq), val = eq == std::string::npos ? "" : item.substr(eq + 1);
     if (!seen.insert(key).second)
       return (err = "--parallel: '" + key + "' is given twice", false);
-    if (key == "sp") {
+    if (key == "sp" || key == "compact") {
       if (eq != std::string::npos)
-        return (err = "--parallel: sp takes no value", false);
-      p.sp = true;
+        return (err = "--parallel: " + key + " takes no value", false);
+      (key == "sp" ? p.sp : p.compact) = true;
       continue;
     }
     if (key == "schedule") {
@@ -671,7 +737,7 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
     if (!slot)
       return (err = "--parallel: unknown item '" + item +
                     "' (expected dp, tp, pp, ep, cp, zero, microbatches, layers, chunks, cf = N, "
-                    "sp, schedule = gpipe|1f1b|interleaved, size = full|reduced, seq = N)",
+                    "sp, compact, schedule = gpipe|1f1b|interleaved, size = full|reduced, seq = N)",
               false);
     char *end = nullptr;
     long v = std::strtol(val.c_str(), &end, 10);

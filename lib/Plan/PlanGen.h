@@ -53,12 +53,16 @@ struct Parallel {
   /// sizes the element engine decides in seconds.
   bool fullSize = false;
   int64_t seq = 0;
+  /// `compact`: each distinct layer written once as a private function (one for the
+  /// reference, one for the plan; MoE layers their own) and called per layer and
+  /// microbatch (docs/calls.md). Default: written out.
+  bool compact = false;
 };
 
 /// Reads a model configuration (JSON). Errors name the file and the JSON path.
 bool readModel(const std::string &path, Model &m, Diagnostics &diags);
 /// Parses "dp=2,tp=2,sp,ep=2,cp=2,zero=2,microbatches=2,pp=2,schedule=1f1b,chunks=2,
-/// layers=2,size=full,seq=4096".
+/// layers=2,size=full,seq=4096,compact".
 bool parseParallel(const std::string &text, Parallel &p, std::string &err);
 /// Writes the spec. False with a reason for configurations it cannot generate.
 bool generate(const Model &m, const Parallel &p, std::string &mlir, std::string &err);

@@ -249,9 +249,23 @@ struct Generator {
   /// The sequence positions the rank holds, and the local sizes.
   Sizes sizes(bool plan) const;
 
-  /// x [B, Sres, H] -> the layer's output; `P` prefixes names.
+  /// x [B, Sres, H] -> the layer's output; `P` prefixes names. Under `compact`, a
+  /// call of the layer's function (layerCall).
   std::string layer(Body &b, const Sizes &z, int64_t l, std::string x,
                     std::vector<std::string> &auxTerms);
+
+  /// A layer stated once (`compact`): its function's name, the names of its weight
+  /// arguments (after `x`, without the layer prefix) and its result types.
+  struct LayerFunction {
+    std::string name;
+    std::vector<std::string> weights;
+    std::vector<mlir::Type> results;
+  };
+  /// By the sizes and kind of layer they compute.
+  std::map<std::string, LayerFunction> layerFunctions;
+  const LayerFunction &layerFunction(const Sizes &z, int64_t l);
+  std::string layerCall(Body &b, const Sizes &z, int64_t l, const std::string &x,
+                        std::vector<std::string> &auxTerms);
 
   /// The forward of one microbatch: its cross-entropy sum over the global count, and
   /// (in `aux`) its layers' load-balancing terms.

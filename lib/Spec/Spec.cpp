@@ -170,6 +170,8 @@ bool planproof::parseMlirSpecText(MLIRContext &ctx, const std::string &path, con
     for (auto [i, arg] : llvm::enumerate(def.arguments))
       if (i < def.block->getNumArguments() && arg.loc.isValid())
         spec.names[def.block->getArgument(i)] = text(arg.loc);
+  if (!inlineCalls(*module, spec, diags))
+    return false;
   spec.modules.push_back(std::move(module));
   return true;
 }
@@ -394,6 +396,8 @@ struct Checker {
     std::vector<func::FuncOp> refs, plans;
     for (auto &m : spec.modules)
       m->walk([&](func::FuncOp f) {
+        if (f.isPrivate())
+          return; // stated once and called (lib/Spec/Calls.cpp), never an entry
         if (f->hasAttr(ref::kReferenceAttr))
           refs.push_back(f);
         if (f->hasAttr(dist::kMeshAttr) && !f->hasAttr(dist::kResumeAttr))
@@ -674,6 +678,8 @@ bool planproof::analyzeSpec(Spec &spec, Diagnostics &diags) {
         OwningOpRef<ModuleOp>(cast<ModuleOp>(m.get().getOperation()->clone(*spec.writtenMap))));
   // Derive the reference backward pass where the reference asks for it (ref.grad).
   for (auto &m : spec.modules) {
+    if (!spec.undecidable.empty())
+      break; // the calls were not expanded (lib/Spec/Calls.cpp)
     // The results of ref.grad are replaced and their ops erased: forget their names, or
     // an op allocated later at the same address would inherit one.
     // A derived gradient keeps the name written for the ref.grad result it replaces, so

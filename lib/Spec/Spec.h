@@ -210,6 +210,13 @@ void registerDialects(mlir::MLIRContext &ctx);
 bool parseMlirSpecText(mlir::MLIRContext &ctx, const std::string &path,
                        const std::string &contents, Spec &spec, Diagnostics &diags);
 
+/// Expands every func.call of `module` in place (lib/Spec/Calls.cpp): a repeated piece
+/// of the step stated once as a private function. Names and places of the expanded ops
+/// are recorded in `spec`; the private functions are erased. False with located errors
+/// for malformed calls (undefined, public or bodiless callees, recursion); past the
+/// expansion limit nothing is expanded and the spec is undecidable.
+bool inlineCalls(mlir::ModuleOp module, Spec &spec, Diagnostics &diags);
+
 /// While alive, records every diagnostic MLIR emits in `ctx` (parser, verifiers, the
 /// dialects' shape rules) in `diags`: errors with their place, notes and warnings as
 /// notes of the error before them. With a source manager, each error and note gets

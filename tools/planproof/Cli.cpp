@@ -71,7 +71,7 @@ Usage:
                                                (docs/replay.md)
   planproof plan --model MODEL.json --parallel dp=N,tp=N,sp,ep=N,cp=N,pp=N,zero=N,
                  microbatches=N[,schedule=gpipe|1f1b|interleaved,chunks=N,layers=N,
-                 cf=X] [-o OUT.mlir]
+                 cf=X,size=full,seq=N,compact] [-o OUT.mlir]
                                                write the reference step and the plan of
                                                a model configuration (docs/plan.md)
   planproof plan --recipe SPEC.plan [-o OUT.mlir]
