@@ -345,6 +345,8 @@ std::string printModule(ModuleOp module, const Comments &comments) {
     std::string line = text.substr(start, end - start);
     start = end;
     size_t f = line.find("func.func @");
+    if (f == std::string::npos && (f = line.find("func.func private @")) != std::string::npos)
+      f += 8; // a layer function (compact)
     if (f != std::string::npos) {
       size_t n = f + 11, e = line.find('(', n);
       func = line.substr(n, e - n);

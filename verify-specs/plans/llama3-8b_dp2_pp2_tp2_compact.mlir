@@ -3,7 +3,17 @@
 // parallel: dp=2 tp=2 ep=1 cp=1 zero=0 microbatches=2 pp=2 schedule=1f1b
 // reduced:  2 layers, hidden 4, 4 heads (2 KV) of 2, FFN 4, vocabulary 3, batch 4 x sequence 4
 module attributes {planproof.expect = {verdict = "verified"}} {
-  func.func private @ref_layer(%x: tensor<2x4x4xf32>, %norm1: tensor<4xf32>, %wq: tensor<4x8xf32>, %wk: tensor<4x4xf32>, %wv: tensor<4x4xf32>, %wo: tensor<8x4xf32>, %norm2: tensor<4xf32>, %wg: tensor<4x4xf32>, %wu: tensor<4x4xf32>, %wd: tensor<4x4xf32>) -> tensor<2x4x4xf32> {
+  func.func private @ref_layer(%x: tensor<2x4x4xf32>,
+      %norm1: tensor<4xf32>,
+      %wq: tensor<4x8xf32>,
+      %wk: tensor<4x4xf32>,
+      %wv: tensor<4x4xf32>,
+      %wo: tensor<8x4xf32>,
+      %norm2: tensor<4xf32>,
+      %wg: tensor<4x4xf32>,
+      %wu: tensor<4x4xf32>,
+      %wd: tensor<4x4xf32>) -> tensor<2x4x4xf32> {
+    // layer: attention
     %h1 = ref.rms_norm %x, %norm1 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %h1_2d = ref.reshape %h1 : tensor<2x4x4xf32> -> tensor<8x4xf32>
     %q = ref.matmul %h1_2d, %wq contract(1, 0) : tensor<8x4xf32>, tensor<4x8xf32>
@@ -32,6 +42,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %x_attn = ref.add %x, %attn_3d : tensor<2x4x4xf32>
     %h2 = ref.rms_norm %x_attn, %norm2 eps 1.000000e-05 : tensor<2x4x4xf32>, tensor<4xf32>
     %h2_2d = ref.reshape %h2 : tensor<2x4x4xf32> -> tensor<8x4xf32>
+    // layer: SwiGLU MLP
     %gate = ref.matmul %h2_2d, %wg contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
     %gate_act = ref.silu %gate : tensor<8x4xf32>
     %up = ref.matmul %h2_2d, %wu contract(1, 0) : tensor<8x4xf32>, tensor<4x4xf32>
@@ -130,7 +141,17 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head = ref.grad %loss wrt %l0_norm1, %l0_wq, %l0_wk, %l0_wv, %l0_wo, %l0_norm2, %l0_wg, %l0_wu, %l0_wd, %l1_norm1, %l1_wq, %l1_wk, %l1_wv, %l1_wo, %l1_norm2, %l1_wg, %l1_wu, %l1_wd, %normf, %lm_head : tensor<f32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32> -> tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32>
     return %loss, %d_l0_norm1, %d_l0_wq, %d_l0_wk, %d_l0_wv, %d_l0_wo, %d_l0_norm2, %d_l0_wg, %d_l0_wu, %d_l0_wd, %d_l1_norm1, %d_l1_wq, %d_l1_wk, %d_l1_wv, %d_l1_wo, %d_l1_norm2, %d_l1_wg, %d_l1_wu, %d_l1_wd, %d_normf, %d_lm_head : tensor<f32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x3xf32>
   }
-  func.func private @plan_layer(%x: tensor<1x4x4xf32>, %norm1: tensor<4xf32>, %wq: tensor<4x4xf32>, %wk: tensor<4x2xf32>, %wv: tensor<4x2xf32>, %wo: tensor<4x4xf32>, %norm2: tensor<4xf32>, %wg: tensor<4x2xf32>, %wu: tensor<4x2xf32>, %wd: tensor<2x4xf32>) -> tensor<1x4x4xf32> attributes {dist.mesh = @mesh} {
+  func.func private @plan_layer(%x: tensor<1x4x4xf32>,
+      %norm1: tensor<4xf32>,
+      %wq: tensor<4x4xf32>,
+      %wk: tensor<4x2xf32>,
+      %wv: tensor<4x2xf32>,
+      %wo: tensor<4x4xf32>,
+      %norm2: tensor<4xf32>,
+      %wg: tensor<4x2xf32>,
+      %wu: tensor<4x2xf32>,
+      %wd: tensor<2x4xf32>) -> tensor<1x4x4xf32> attributes {dist.mesh = @mesh} {
+    // layer: attention
     %h1 = ref.rms_norm %x, %norm1 eps 1.000000e-05 : tensor<1x4x4xf32>, tensor<4xf32>
     %tp_entry = dist.all_reduce %h1 over ["tp"] "avg" : tensor<1x4x4xf32> -> tensor<1x4x4xf32>
     %h1_2d = ref.reshape %tp_entry : tensor<1x4x4xf32> -> tensor<4x4xf32>
@@ -162,6 +183,7 @@ module attributes {planproof.expect = {verdict = "verified"}} {
     %h2 = ref.rms_norm %x_attn, %norm2 eps 1.000000e-05 : tensor<1x4x4xf32>, tensor<4xf32>
     %tp_entry_1 = dist.all_reduce %h2 over ["tp"] "avg" : tensor<1x4x4xf32> -> tensor<1x4x4xf32>
     %h2_2d = ref.reshape %tp_entry_1 : tensor<1x4x4xf32> -> tensor<4x4xf32>
+    // layer: SwiGLU MLP
     %gate = ref.matmul %h2_2d, %wg contract(1, 0) : tensor<4x4xf32>, tensor<4x2xf32>
     %gate_act = ref.silu %gate : tensor<4x2xf32>
     %up = ref.matmul %h2_2d, %wu contract(1, 0) : tensor<4x4xf32>, tensor<4x2xf32>
