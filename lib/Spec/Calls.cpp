@@ -197,6 +197,11 @@ struct Inliner {
       functions[f.getSymName()] = f;
       all.push_back(f);
     });
+    for (func::FuncOp f : all)
+      if (f.isPrivate() && (f->hasAttr(ref::kReferenceAttr) || f->hasAttr(dist::kResumeAttr)))
+        return error(f.getLoc(), "@" + f.getSymName().str() +
+                                     " is private: the reference and resuming plan functions "
+                                     "are public (private functions are only called)");
     bool anyCall = false;
     module.walk([&](func::CallOp) { anyCall = true; });
     if (!anyCall)

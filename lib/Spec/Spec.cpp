@@ -394,10 +394,14 @@ struct Checker {
   /// The reference, plan and resuming plan functions of the modules, and the plan's mesh.
   bool findFunctions(std::vector<func::FuncOp> &resumes) {
     std::vector<func::FuncOp> refs, plans;
+    int privatePlans = 0;
     for (auto &m : spec.modules)
       m->walk([&](func::FuncOp f) {
-        if (f.isPrivate())
-          return; // stated once and called (lib/Spec/Calls.cpp), never an entry
+        if (f.isPrivate()) {
+          // Stated once and called (lib/Spec/Calls.cpp), never an entry.
+          privatePlans += f->hasAttr(dist::kMeshAttr);
+          return;
+        }
         if (f->hasAttr(ref::kReferenceAttr))
           refs.push_back(f);
         if (f->hasAttr(dist::kMeshAttr) && !f->hasAttr(dist::kResumeAttr))
@@ -417,7 +421,9 @@ struct Checker {
                                 std::to_string(plans.size()) +
                                 (plans.size() > 1 ? " (a plan that resumes from the other's "
                                                     "checkpoint is marked 'dist.resume')"
-                                                  : ""));
+                                 : privatePlans    ? " (private functions are only called: the "
+                                                     "plan function is public)"
+                                                   : ""));
     spec.reference = refs[0];
     spec.plan = plans[0];
     if (spec.reference.getBody().getBlocks().size() != 1 || spec.plan.getBody().getBlocks().size() != 1)
