@@ -8,13 +8,12 @@ text and its parsing, not the proof.
 """
 import argparse
 import os
-import platform
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_layout import plan, verify  # noqa: E402
+from common import write_results  # noqa: E402
 
 CONFIGS = [
     ("llama3-405b", "dp=64,tp=8", "Llama3-405B, dp 64 x tp 8"),
@@ -31,10 +30,7 @@ def main():
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="planproof-calls-")
     path = os.path.join(tmp, "plan.mlir")
-    out = ["Command: python3 bench/bench_calls.py --runs %d" % a.runs, "",
-           "Machine: %s (%d cores), %s" % (platform.node() or "?", os.cpu_count() or 0,
-                                         time.strftime("%Y-%m-%d")), "",
-           "Plans by `planproof plan --parallel ...,size=full` written out and with "
+    out = ["Plans by `planproof plan --parallel ...,size=full` written out and with "
            "`compact` (each distinct layer a private function, called per layer and "
            "microbatch), verified by `planproof verify --engine layout`; medians of %d runs, "
            "peak memory the largest." % a.runs, "",
@@ -53,8 +49,7 @@ def main():
                        f"{r['mib']:.0f} |")
     text = "\n".join(out) + "\n"
     if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+        write_results(a.out, "python3 bench/bench_calls.py --runs %d" % a.runs, text)
     print(text)
 
 
