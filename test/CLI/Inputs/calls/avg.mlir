@@ -1,7 +1,7 @@
 // Two MLP layers, each stated once as a function and called twice, in the reference
 // and in the plan (TP=2, column- then row-parallel): the all_reduce of the plan's
 // layer averages partial sums that need a sum, so both layers are wrong.
-module attributes {planproof.expect = {verdict = "violated"}} {
+module attributes {planproof.expect = {verdict = "violated", kind = "reduction", at = "%l0"}} {
   func.func private @ref_layer(%x: tensor<2x4xf32>, %w1: tensor<4x4xf32>, %w2: tensor<4x4xf32>)
       -> tensor<2x4xf32> {
     %h = ref.matmul %x, %w1 contract(1, 0) : tensor<2x4xf32>, tensor<4x4xf32>
