@@ -59,7 +59,7 @@ struct Inliner {
   Spec &spec;
   Diagnostics &diags;
   llvm::StringMap<func::FuncOp> functions;
-  /// Per function: 0 unvisited, 1 on the DFS path, 2 expanded.
+  /// Per function: 0 unvisited, 1 on the DFS path, 2 measured.
   llvm::DenseMap<Operation *, int> visit;
   /// Per function: the ops its body holds once its calls are expanded (saturating).
   llvm::DenseMap<Operation *, uint64_t> size;
