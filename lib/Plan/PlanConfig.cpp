@@ -131,4 +131,38 @@ bool parseParallel(const std::string &text, Parallel &p, std::string &err) {
   return true;
 }
 
+std::string printParallel(const Parallel &p) {
+  std::string out;
+  auto item = [&](const std::string &s) { out += (out.empty() ? "" : ",") + s; };
+  for (auto [n, v] : {std::pair<const char *, int64_t>{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp},
+                      {"ep", p.ep}, {"cp", p.cp}})
+    if (v != 1)
+      item(std::string(n) + "=" + std::to_string(v));
+  if (p.sp)
+    item("sp");
+  if (p.zero)
+    item("zero=" + std::to_string(p.zero));
+  if (p.microbatches != 1)
+    item("microbatches=" + std::to_string(p.microbatches));
+  if (p.schedule != "1f1b")
+    item("schedule=" + p.schedule);
+  if (p.chunks)
+    item("chunks=" + std::to_string(p.chunks));
+  if (p.layers)
+    item("layers=" + std::to_string(p.layers));
+  if (p.capacityFactor > 0) {
+    std::ostringstream cf;
+    cf.precision(17);
+    cf << p.capacityFactor;
+    item("cf=" + cf.str());
+  }
+  if (p.fullSize)
+    item("size=full");
+  if (p.seq)
+    item("seq=" + std::to_string(p.seq));
+  if (p.compact)
+    item("compact");
+  return out;
+}
+
 } // namespace planproof::plangen

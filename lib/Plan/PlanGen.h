@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace planproof::plangen {
 
@@ -80,6 +81,49 @@ struct Recipe {
 };
 /// Generates and edits a `.plan` file's spec; errors name the file and the JSON path.
 bool loadRecipe(const std::string &path, Recipe &r, Diagnostics &diags);
+
+/// One edit of a generated plan's text: `replace` (the text occurs exactly once),
+/// `replace_all` (at least once), `move_line` (the one line holding `from` moved before
+/// the one line holding `to`).
+struct Edit {
+  enum Kind { Replace, ReplaceAll, MoveLine } kind = Replace;
+  std::string from, to;
+};
+/// A `.plan` file read, its model read, nothing generated.
+struct RecipeFile {
+  std::string path, description;
+  std::string modelRef;  // as written, relative to the file
+  std::string modelPath; // the model's path from here
+  Model model;
+  std::string parallelText;
+  Parallel parallel;
+  std::vector<Edit> edits;
+  Recipe expect; // the expectation (mlir and atLine unset)
+};
+bool readRecipeFile(const std::string &path, RecipeFile &r, Diagnostics &diags);
+/// Applies one edit to `text`; false with why it does not apply.
+bool applyEdit(const Edit &e, std::string &text, std::string &why);
+/// --parallel's text of `p` (parseParallel reads it back to `p`).
+std::string printParallel(const Parallel &p);
+
+/// Shrinking a recipe (PlanShrink.cpp, `planproof shrink`, docs/plan.md): the
+/// configurations of the same model, parallelism kinds, schedule and options at
+/// reduced sizes with smaller degrees, layers and microbatches -- every degree above 1
+/// stays above 1 -- smallest first (ranks x layers x microbatches), at most `limit`.
+std::vector<Parallel> smallerConfigurations(const Model &m, const Parallel &big, size_t limit);
+/// A recipe's edits carried over to the plan of another configuration of the same
+/// model. Each edit's text is read as a pattern whose runs of digits are holes (a
+/// layer, a stage, a microbatch, a size); it takes the occurrence in `text` whose
+/// numbers agree best with the edit's own and with the numbers matched so far (ties:
+/// the first), and its replacement takes the matched numbers where the edit's does.
+/// The edits are applied in order to `text`, as the recipe applies them.
+struct Translation {
+  std::vector<Edit> edits;
+  std::string at; // the counterpart of the expectation's `at` ("" if none)
+  std::string text;
+};
+bool translateEdits(const std::vector<Edit> &edits, const std::string &at,
+                    const std::string &text, Translation &out, std::string &why);
 
 } // namespace planproof::plangen
 

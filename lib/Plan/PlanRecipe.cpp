@@ -48,19 +48,39 @@ bool stringField(const nlohmann::json &j, const char *key, std::string &out) {
   return true;
 }
 
-/// Applies edit `e` (number `i`) to `text`; false with why.
-bool applyEdit(const nlohmann::json &e, std::string &text, std::string &why) {
-  std::string from, to, before;
+/// Reads edit JSON `e` into `out`; false with why.
+bool readEdit(const nlohmann::json &e, Edit &out, std::string &why) {
   if (!e.is_object()) {
     why = "must be an object";
     return false;
   }
-  if (stringField(e, "replace", from) || stringField(e, "replace_all", from)) {
-    bool all = e.contains("replace_all");
-    if (!stringField(e, "with", to)) {
+  if (stringField(e, "replace", out.from) || stringField(e, "replace_all", out.from)) {
+    out.kind = e.contains("replace_all") ? Edit::ReplaceAll : Edit::Replace;
+    if (!stringField(e, "with", out.to)) {
       why = "needs \"with\", a string";
       return false;
     }
+    return true;
+  }
+  if (stringField(e, "move_line", out.from)) {
+    out.kind = Edit::MoveLine;
+    if (!stringField(e, "before", out.to)) {
+      why = "needs \"before\", a string";
+      return false;
+    }
+    return true;
+  }
+  why = "an edit is {\"replace\": .., \"with\": ..}, {\"replace_all\": .., \"with\": ..} or "
+        "{\"move_line\": .., \"before\": ..}";
+  return false;
+}
+
+} // namespace
+
+bool applyEdit(const Edit &e, std::string &text, std::string &why) {
+  const std::string &from = e.from, &to = e.to;
+  if (e.kind != Edit::MoveLine) {
+    bool all = e.kind == Edit::ReplaceAll;
     size_t n = count(text, from);
     if (!from.empty() && to.size() > from.size() &&
         (int64_t)(text.size() + n * (to.size() - from.size())) > kMaxInputBytes) {
@@ -79,85 +99,95 @@ bool applyEdit(const nlohmann::json &e, std::string &text, std::string &why) {
       text.replace(at, from.size(), to);
     return true;
   }
-  if (stringField(e, "move_line", from)) {
-    if (!stringField(e, "before", before)) {
-      why = "needs \"before\", a string";
-      return false;
-    }
-    if (count(text, from) != 1 || count(text, before) != 1) {
-      why = "move_line: the line to move and the line before which it goes must each occur "
-            "exactly once in the generated plan";
-      return false;
-    }
-    auto [b, e2] = lineOf(text, text.find(from));
-    std::string line = text.substr(b, e2 - b);
-    text.erase(b, e2 - b);
-    size_t target = lineOf(text, text.find(before)).first;
-    text.insert(target, line);
-    return true;
+  if (count(text, from) != 1 || count(text, to) != 1) {
+    why = "move_line: the line to move and the line before which it goes must each occur "
+          "exactly once in the generated plan";
+    return false;
   }
-  why = "an edit is {\"replace\": .., \"with\": ..}, {\"replace_all\": .., \"with\": ..} or "
-        "{\"move_line\": .., \"before\": ..}";
-  return false;
+  auto [b, e2] = lineOf(text, text.find(from));
+  std::string line = text.substr(b, e2 - b);
+  text.erase(b, e2 - b);
+  size_t target = lineOf(text, text.find(to)).first;
+  text.insert(target, line);
+  return true;
 }
 
-} // namespace
-
-bool loadRecipe(const std::string &path, Recipe &r, Diagnostics &diags) {
+bool readRecipeFile(const std::string &path, RecipeFile &r, Diagnostics &diags) {
   std::string text;
   if (!readInputFile(path, text, diags))
     return false;
+  r.path = path;
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto fail = [&](const std::string &where, const std::string &why) {
     return diags.error({path}, (where.empty() ? "" : where + ": ") + why);
   };
   if (j.is_discarded() || !j.is_object())
     return fail("", "a generated spec (.plan) is a JSON object");
-  std::string modelPath, parallel;
-  if (!stringField(j, "model", modelPath))
+  stringField(j, "description", r.description);
+  if (!stringField(j, "model", r.modelRef))
     return fail("model", "missing, or not a string (a model configuration, relative to this file)");
-  if (!stringField(j, "parallel", parallel))
+  if (!stringField(j, "parallel", r.parallelText))
     return fail("parallel", "missing, or not a string (planproof plan's --parallel)");
   namespace fs = std::filesystem;
-  fs::path model = fs::path(path).parent_path() / modelPath;
-  Model m;
-  if (!readModel(model.string(), m, diags))
+  r.modelPath = (fs::path(path).parent_path() / r.modelRef).string();
+  if (!readModel(r.modelPath, r.model, diags))
     return false;
-  Parallel p;
   std::string err;
-  if (!parseParallel(parallel, p, err))
+  if (!parseParallel(r.parallelText, r.parallel, err))
     return fail("parallel", err);
-  if (!generate(m, p, r.mlir, err))
-    return fail("parallel", "cannot generate this configuration: " + err);
-  if ((int64_t)r.mlir.size() > kMaxInputBytes)
-    return fail("parallel", "the generated plan is larger than " +
-                                std::to_string(kMaxInputBytes >> 20) + " MiB (the input limit)");
   if (auto edits = j.find("edits"); edits != j.end()) {
     if (!edits->is_array())
       return fail("edits", "must be an array");
-    for (size_t i = 0; i < edits->size(); ++i)
-      if (!applyEdit((*edits)[i], r.mlir, err))
+    for (size_t i = 0; i < edits->size(); ++i) {
+      r.edits.emplace_back();
+      if (!readEdit((*edits)[i], r.edits.back(), err))
         return fail("edits[" + std::to_string(i) + "]", err);
+    }
   }
   auto expect = j.find("expect");
   if (expect == j.end())
     return true;
-  if (!expect->is_object() || !stringField(*expect, "verdict", r.verdict))
+  Recipe &x = r.expect;
+  if (!expect->is_object() || !stringField(*expect, "verdict", x.verdict))
     return fail("expect", "an object with \"verdict\" (verified, violated or inconclusive)");
-  if (r.verdict != "verified" && r.verdict != "violated" && r.verdict != "inconclusive")
-    return fail("expect.verdict", "verified, violated or inconclusive, not '" + r.verdict + "'");
-  r.expected = true;
-  stringField(*expect, "kind", r.kind);
-  stringField(*expect, "at", r.at);
-  if (stringField(*expect, "engine", r.engine) && r.engine != "element" &&
-      r.engine != "layout" && r.engine != "auto")
-    return fail("expect.engine", "element, layout or auto, not '" + r.engine + "'");
-  if (r.verdict == "violated" && r.kind.empty())
+  if (x.verdict != "verified" && x.verdict != "violated" && x.verdict != "inconclusive")
+    return fail("expect.verdict", "verified, violated or inconclusive, not '" + x.verdict + "'");
+  x.expected = true;
+  stringField(*expect, "kind", x.kind);
+  stringField(*expect, "at", x.at);
+  if (stringField(*expect, "engine", x.engine) && x.engine != "element" &&
+      x.engine != "layout" && x.engine != "auto")
+    return fail("expect.engine", "element, layout or auto, not '" + x.engine + "'");
+  if (x.verdict == "violated" && x.kind.empty())
     return fail("expect.kind", "a violation's kind is needed");
+  return true;
+}
+
+bool loadRecipe(const std::string &path, Recipe &r, Diagnostics &diags) {
+  RecipeFile file;
+  if (!readRecipeFile(path, file, diags))
+    return false;
+  auto fail = [&](const std::string &where, const std::string &why) {
+    return diags.error({path}, where + ": " + why);
+  };
+  std::string err;
+  if (!generate(file.model, file.parallel, r.mlir, err))
+    return fail("parallel", "cannot generate this configuration: " + err);
+  if ((int64_t)r.mlir.size() > kMaxInputBytes)
+    return fail("parallel", "the generated plan is larger than " +
+                                std::to_string(kMaxInputBytes >> 20) + " MiB (the input limit)");
+  for (size_t i = 0; i < file.edits.size(); ++i)
+    if (!applyEdit(file.edits[i], r.mlir, err))
+      return fail("edits[" + std::to_string(i) + "]", err);
+  std::string text = std::move(r.mlir);
+  r = file.expect;
+  r.mlir = std::move(text);
   if (!r.at.empty()) {
     // The line that defines `at` in the generated plan: where an inconclusive
-    // verdict's first place must be.
-    std::string def = r.at + " = ";
+    // verdict's first place must be. A value inside a call is named after the call
+    // (`%l0_out/attn_ar`, docs/calls.md): its line is the callee's.
+    size_t slash = r.at.rfind('/');
+    std::string def = (slash == std::string::npos ? r.at : "%" + r.at.substr(slash + 1)) + " = ";
     size_t at = r.mlir.find(def);
     if (at == std::string::npos || count(r.mlir, def) != 1)
       return fail("expect.at", "'" + r.at + "' is not defined exactly once in the generated plan");

@@ -288,3 +288,101 @@ TEST_CASE("context parallelism: zigzag chunks, causal offsets, chunk gradients",
     CHECK(byLayouts != Verdict::Verified);
   }
 }
+
+// Shrinking a recipe (lib/Plan/PlanShrink.cpp): the edits carried over to the plan of
+// a smaller configuration, and the configurations tried, smallest first.
+
+TEST_CASE("a recipe's edits find their ops in another configuration's plan", "[plan][shrink]") {
+  using plangen::Edit;
+  std::string text = "  %l0_ar = dist.all_reduce %l0_y over [\"tp\"] \"sum\" : tensor<1x4xf32>\n"
+                     "  %l1_ar = dist.all_reduce %l1_y over [\"tp\"] \"sum\" : tensor<1x4xf32>\n"
+                     "  %acc_l1_w = ref.add %g_mb0, %g_mb1 : tensor<4xf32>\n"
+                     "  %d_l1_w = dist.all_reduce %acc_l1_w over [\"dp\"] \"sum\"\n"
+                     "  dist.send %l1_x from 0 to 1 tag \"act/c1/mb0\"\n"
+                     "  dist.send %l1_x from 0 to 1 tag \"act/c1/mb1\"\n"
+                     "  %mb1_dout = dist.recv from 1 to 0 tag \"grad/c1/mb1\"\n";
+  plangen::Translation tr;
+  std::string why;
+  SECTION("a layer's index and the sizes are holes; the with-text takes what they matched") {
+    std::vector<Edit> edits = {
+        {Edit::Replace, "%l97_ar = dist.all_reduce %l97_y over [\"tp\"] \"sum\" : tensor<1x16384xf32>",
+         "%l97_ar = dist.all_reduce %l97_y over [\"tp\"] \"avg\" : tensor<1x16384xf32>"}};
+    REQUIRE(plangen::translateEdits(edits, "%l97_ar", text, tr, why));
+    REQUIRE(tr.edits.size() == 1);
+    // Neither layer agrees with 97: the first occurrence.
+    CHECK(tr.edits[0].from == "%l0_ar = dist.all_reduce %l0_y over [\"tp\"] \"sum\" : tensor<1x4xf32>");
+    CHECK(tr.edits[0].to == "%l0_ar = dist.all_reduce %l0_y over [\"tp\"] \"avg\" : tensor<1x4xf32>");
+    CHECK(tr.at == "%l0_ar");
+    CHECK_THAT(tr.text, Contains("%l0_y over [\"tp\"] \"avg\""));
+    CHECK_THAT(tr.text, Contains("%l1_y over [\"tp\"] \"sum\""));
+  }
+  SECTION("the occurrence whose numbers agree with the edit's is taken") {
+    std::vector<Edit> edits = {{Edit::Replace, "%l1_ar = dist.all_reduce", "%l1_ar = dist.all_gather"}};
+    REQUIRE(plangen::translateEdits(edits, "", text, tr, why));
+    CHECK(tr.edits[0].from == "%l1_ar = dist.all_reduce");
+  }
+  SECTION("a name's uniquing suffix may be absent in the smaller plan") {
+    std::vector<Edit> edits = {{Edit::Replace, "%d_l1_w = dist.all_reduce %acc_l1_w_2 over",
+                                "%d_l1_w = ref.scale %acc_l1_w_2 by 1.0 over"}};
+    REQUIRE(plangen::translateEdits(edits, "%d_l1_w", text, tr, why));
+    CHECK(tr.edits[0].from == "%d_l1_w = dist.all_reduce %acc_l1_w over");
+    CHECK(tr.edits[0].to == "%d_l1_w = ref.scale %acc_l1_w by 1.0 over");
+    // A suffix is optional only at a name's end: `%l1_x` is not `%l1_xs`.
+    std::vector<Edit> other = {{Edit::Replace, "%acc_l1_ws_2 = ref.add", "x"}};
+    CHECK_FALSE(plangen::translateEdits(other, "", text, tr, why));
+    CHECK_THAT(why, Contains("edits[0]: no counterpart of '%acc_l1_ws_2 = ref.add'"));
+  }
+  SECTION("later edits agree with the numbers the earlier ones matched; move_line") {
+    std::vector<Edit> edits = {
+        {Edit::Replace, "dist.send %l29_x from 14 to 15 tag \"act/c15/mb1\"",
+         "dist.send %l29_x from 14 to 15 tag \"act/c15/mb1\" {late}"},
+        {Edit::MoveLine, "%mb1_dout = dist.recv from 15 to 14", "dist.send %l29_x from 14 to 15 tag \"act/c15/mb1\""}};
+    REQUIRE(plangen::translateEdits(edits, "", text, tr, why));
+    CHECK(tr.edits[0].from == "dist.send %l1_x from 0 to 1 tag \"act/c1/mb1\"");
+    CHECK(tr.edits[1].from == "%mb1_dout = dist.recv from 1 to 0");
+    CHECK(tr.edits[1].to == "dist.send %l1_x from 0 to 1 tag \"act/c1/mb1\"");
+    CHECK(tr.text.find("%mb1_dout") < tr.text.find("tag \"act/c1/mb1\" {late}"));
+  }
+  SECTION("replace_all: every occurrence, each with its own numbers") {
+    std::vector<Edit> edits = {{Edit::ReplaceAll, "%l7_y over [\"tp\"] \"sum\"", "%l7_y over [\"tp\"] \"max\""}};
+    REQUIRE(plangen::translateEdits(edits, "", text, tr, why));
+    CHECK(tr.edits.size() == 2);
+    CHECK_THAT(tr.text, Contains("%l0_y over [\"tp\"] \"max\""));
+    CHECK_THAT(tr.text, Contains("%l1_y over [\"tp\"] \"max\""));
+  }
+  SECTION("an edit without a counterpart, or an ambiguous one, is refused") {
+    std::vector<Edit> none = {{Edit::Replace, "%l3_router = ref.softmax", "x"}};
+    CHECK_FALSE(plangen::translateEdits(none, "", text, tr, why));
+    CHECK_THAT(why, Contains("no counterpart"));
+    std::vector<Edit> twice = {{Edit::Replace, "dist.send %l1_x from 0 to 1", "x"}};
+    CHECK_FALSE(plangen::translateEdits(twice, "", text, tr, why));
+    CHECK_THAT(why, Contains("occurs 2 times"));
+  }
+}
+
+TEST_CASE("smaller configurations keep each parallelism kind, smallest first", "[plan][shrink]") {
+  plangen::Model m;
+  Diagnostics diags;
+  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, diags));
+  plangen::Parallel big;
+  std::string err;
+  REQUIRE(plangen::parseParallel("dp=8,tp=2,pp=4,microbatches=4,sp,zero=2,size=full,seq=256", big, err));
+  auto configs = plangen::smallerConfigurations(m, big, 1000);
+  REQUIRE(!configs.empty());
+  CHECK(plangen::printParallel(configs.front()) == "dp=2,tp=2,pp=2,sp,zero=2,layers=2");
+  auto cost = [](const plangen::Parallel &p) {
+    return p.dp * p.tp * p.pp * p.layers * p.microbatches;
+  };
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const plangen::Parallel &p = configs[i];
+    CHECK((p.dp > 1 && p.tp > 1 && p.pp > 1 && p.sp && p.zero == 2 && !p.fullSize && !p.seq));
+    CHECK((p.dp <= 8 && p.tp <= 2 && p.pp <= 4 && p.microbatches <= 4));
+    CHECK((8 % p.dp == 0 && 4 % p.pp == 0));
+    if (i)
+      CHECK(cost(configs[i - 1]) <= cost(p));
+    plangen::Parallel back;
+    REQUIRE(plangen::parseParallel(plangen::printParallel(p), back, err));
+    CHECK(plangen::printParallel(back) == plangen::printParallel(p));
+  }
+  CHECK(plangen::smallerConfigurations(m, big, 3).size() == 3);
+}

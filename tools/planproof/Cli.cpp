@@ -6,6 +6,7 @@
 // planproof import-xla BEFORE AFTER               a spec from XLA's dumps
 // planproof replay SPEC                           numbers (CmdReplay.cpp)
 // planproof plan --model M --parallel P           write a plan
+// planproof shrink SPEC.plan                      a recipe's bug at small degrees (CmdShrink.cpp)
 //
 // What the commands share, the short commands, and the dispatch (Cli.h).
 //
@@ -77,6 +78,15 @@ Usage:
   planproof plan --recipe SPEC.plan [-o OUT.mlir]
                                                the plan of a generated spec (a
                                                configuration and edits, docs/plan.md)
+  planproof shrink SPEC.plan [-o SMALL.plan] [--tries N] [--format text|json]
+                                               a generated spec's bug at reduced sizes and
+                                               smaller degrees: the first configuration
+                                               (smallest first, at most N, default 24)
+                                               where the edits carry over, the plan
+                                               without them verifies and with them the
+                                               element engine shows a counterexample that
+                                               running it confirms; written as a recipe
+                                               (exit 1 reproduced, 3 not)
   planproof --help | --version
 
 Options:
@@ -572,6 +582,8 @@ int planproof::cliMain(int argc, char **argv, bool watchdog) {
       return cmdReplay(args);
     if (cmd == "plan")
       return cmdPlan(args);
+    if (cmd == "shrink")
+      return cmdShrink(args);
   } catch (const std::exception &e) {
     std::cerr << "planproof: internal error: " << e.what() << "\n";
     return 3;

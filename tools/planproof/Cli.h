@@ -114,6 +114,7 @@ int cmdCheckSpecs(std::vector<std::string> args);
 int cmdImport(std::vector<std::string> args);
 int cmdImportXla(std::vector<std::string> args);
 int cmdExport(std::vector<std::string> args);
+int cmdShrink(std::vector<std::string> args);
 } // namespace cli
 } // namespace planproof
 
