@@ -325,6 +325,19 @@ std::string normalizeAt(std::string s) {
   return s;
 }
 
+/// For a recipe with edits (a seeded bug) left inconclusive: where a counterexample
+/// may be found (planproof shrink, CmdShrink.cpp).
+void shrinkHint(const std::string &path) {
+  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".plan") != 0)
+    return;
+  plangen::RecipeFile recipe;
+  Diagnostics ignored;
+  if (plangen::readRecipeFile(path, recipe, ignored) && !recipe.edits.empty())
+    std::cout << path << ": note: `planproof shrink " << path
+              << "` looks for this recipe's bug at reduced sizes and smaller degrees, where "
+                 "the element engine can show a counterexample\n";
+}
+
 int cmdVerify(std::vector<std::string> args) {
   Options o;
   std::string err, ref, plan;
@@ -380,6 +393,8 @@ int cmdVerify(std::vector<std::string> args) {
     std::cout << renderHtml(spec, r);
   else
     std::cout << renderText(spec, r);
+  if (o.format == "text" && r.verdict == Verdict::Inconclusive && ref.empty())
+    shrinkHint(path);
   // In the planproof tool (not a harness calling cliMain), the process ends here and
   // its memory goes back with it: tearing down a large plan's IR and context first
   // would be a tenth of its run (the same reasoning as clang's -disable-free).

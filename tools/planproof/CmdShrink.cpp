@@ -31,6 +31,7 @@
 #include "Spec/Spec.h"
 #include "Support/Deadline.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -57,6 +58,7 @@ struct Found {
   VerifyResult result;
   int confirmed = 0, counterexamples = 0;
   std::string replay;
+  bool schedule = false; // only schedule violations (the exact check's wait cycle)
 };
 
 nlohmann::ordered_json editJson(const plangen::Edit &e) {
@@ -141,6 +143,15 @@ bool tryConfiguration(const plangen::RecipeFile &big, const plangen::Parallel &p
   f.result = verifySpec(f.spec, o.verify);
   if (f.result.verdict != Verdict::Violated)
     return (why = "with the edits: " + verdictText(f.result), false);
+  // A pipeline schedule's violation (unmatched messages, a deadlock) is found by the
+  // exact schedule check at the plan's degrees: its wait cycle is its witness, and a
+  // plan that deadlocks cannot be replayed.
+  f.schedule = std::all_of(f.result.violations.begin(), f.result.violations.end(),
+                           [](const Violation &v) { return v.kind == "schedule"; });
+  if (f.schedule) {
+    f.parallel = p;
+    return true;
+  }
   for (const Violation &v : f.result.violations) {
     if (!v.hasCounterexample)
       continue;
@@ -191,10 +202,14 @@ void printText(const plangen::RecipeFile &big, const std::vector<Tried> &tried,
                       ? ", where the violation is reported"
                       : "; the violation is reported at " + f->result.violations.front().at)
               << "\n";
-  std::cout << "  without the edits the plan is verified; counterexamples confirmed by running "
-               "them: "
-            << f->confirmed << " of " << f->counterexamples << "; the replay " << f->replay
-            << "\n";
+  if (f->schedule)
+    std::cout << "  without the edits the plan is verified; with them the exact schedule check "
+                 "finds the violation (its wait cycle is the witness; nothing to replay)\n";
+  else
+    std::cout << "  without the edits the plan is verified; counterexamples confirmed by "
+                 "running them: "
+              << f->confirmed << " of " << f->counterexamples << "; the replay " << f->replay
+              << "\n";
   std::cout << renderText(f->spec, f->result);
   if (!out.empty())
     std::cout << "wrote " << out << " (planproof plan --recipe " << out
@@ -214,7 +229,8 @@ void printJson(const plangen::RecipeFile &big, const std::vector<Tried> &tried,
     j["at_counterpart"] = f->tr.at;
     j["counterexamples_confirmed"] = f->confirmed;
     j["counterexamples"] = f->counterexamples;
-    j["replay"] = f->replay;
+    j["replay"] = f->schedule ? "not run (a schedule violation)" : f->replay;
+    j["schedule"] = f->schedule;
     j["report"] = nlohmann::ordered_json::parse(renderJson(f->spec, f->result), nullptr, false);
   }
   std::cout << j.dump(2) << "\n";
