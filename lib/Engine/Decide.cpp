@@ -92,7 +92,12 @@ double ConcreteSearch::draw(uint32_t s, int trial) {
 // Delta debugging in doubles: zero halves, quarters, ... of the inputs while the
 // difference survives, then turn the remaining values into ones (within budget).
 void ConcreteSearch::minimize(std::vector<double> &point) {
-  int budget = minimizeFound ? 150 : 0;
+  // Minimizing is also what makes the exact confirmation that follows affordable: on a
+  // deep model's tape (10^7-10^8 terms) an exact evaluation of a dense point (every
+  // term nonzero, in rationals) costs minutes, of a minimized one seconds. So even
+  // when only the verdict is wanted, the point is minimized where the tape is large.
+  constexpr size_t kLargeTape = size_t(4) << 20;
+  int budget = minimizeFound || tape.work() > kLargeTape ? 150 : 0;
   for (double target : {0.0, 1.0}) {
     for (size_t chunk = std::max<size_t>(1, support.size() / 2);; chunk /= 2) {
       for (size_t start = 0; start < support.size() && budget > 0; start += chunk) {

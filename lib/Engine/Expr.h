@@ -322,6 +322,8 @@ public:
   void run(const std::vector<double> &inputs);
   /// The value of root `i` (in the order given) at the last run.
   double root(size_t i) const { return values[roots[i]]; }
+  /// What one run costs: the nodes, terms and factors it walks.
+  size_t work() const { return nodes.size() + terms.size() + factors.size(); }
 
 private:
   uint32_t visitPoly(const ExprPool &pool, PolyId p);

@@ -70,9 +70,13 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
   for (const std::vector<Pending> &p : pending)
     decided -= (int64_t)p.size();
   while (true) {
-    std::vector<size_t> wave; // outputs with an element to decide now
+    // Outputs with an element to decide now: every output's next one, or, when only
+    // the verdict is wanted, as many as there are threads -- the first difference ends
+    // the run, and on a deep model each decision can take seconds.
+    std::vector<size_t> wave;
     for (size_t o = 0; o < pending.size(); ++o)
-      if (!done[o] && next[o] < pending[o].size())
+      if (!done[o] && next[o] < pending[o].size() &&
+          (!options.verdictOnly || wave.size() < threads))
         wave.push_back(o);
     if (wave.empty())
       break;

@@ -31,6 +31,10 @@ namespace planproof::plangen {
 
 namespace {
 
+/// At most this many occurrences of a pattern are looked at, and a replace_all carries
+/// over to at most kDistinctLimit distinct texts (each a pass over the plan).
+constexpr size_t kAllLimit = 1 << 16, kDistinctLimit = 256;
+
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 bool isIdent(char c) {
   return std::isalnum((unsigned char)c) || c == '_' || c == '$' || c == '.' || c == '-';
@@ -209,7 +213,7 @@ void remember(NumberMap &sigma, const Pattern &p, const Match &m) {
 bool locate(const std::string &text, const std::string &s, NumberMap &sigma, Pattern &p,
             Match &m) {
   p = toPattern(s);
-  std::vector<Match> ms = findMatches(text, p, 1 << 20);
+  std::vector<Match> ms = findMatches(text, p, kAllLimit);
   const Match *b = best(ms, p, sigma);
   if (!b)
     return false;
@@ -217,8 +221,6 @@ bool locate(const std::string &text, const std::string &s, NumberMap &sigma, Pat
   remember(sigma, p, m);
   return true;
 }
-
-constexpr size_t kAllLimit = 1 << 16;
 
 /// Ascending divisors of `d` that are at least 2, at most `n` of them; {1} for 1.
 std::vector<int64_t> smallDegrees(int64_t d, size_t n) {
@@ -255,6 +257,11 @@ bool translateEdits(const std::vector<Edit> &edits, const std::string &at,
         std::string from = out.text.substr(each.begin, each.end - each.begin);
         if (seen.insert(from).second)
           made.push_back({Edit::ReplaceAll, from, carryOver(e.to, p, each)});
+        // Each distinct text is one pass over the plan: bounded.
+        if (made.size() > kDistinctLimit)
+          return (why = where + "more than " + std::to_string(kDistinctLimit) +
+                        " distinct counterparts of '" + e.from + "'",
+                  false);
       }
     } else {
       Pattern q;
