@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <string>
 #include <unistd.h>
 
@@ -385,4 +386,42 @@ TEST_CASE("smaller configurations keep each parallelism kind, smallest first", "
     CHECK(plangen::printParallel(back) == plangen::printParallel(p));
   }
   CHECK(plangen::smallerConfigurations(m, big, 3).size() == 3);
+}
+
+TEST_CASE("carrying over random pieces of a plan: no crash, identity stays identity",
+          "[plan][shrink]") {
+  using plangen::Edit;
+  plangen::Model m;
+  Diagnostics diags;
+  REQUIRE(plangen::readModel(modelPath("llama3-8b.json"), m, diags));
+  plangen::Parallel big, small;
+  std::string err, bigText, smallText;
+  REQUIRE(plangen::parseParallel("dp=4,tp=2,pp=2,microbatches=3,layers=3", big, err));
+  REQUIRE(plangen::parseParallel("dp=2,tp=2,pp=2,microbatches=2,layers=2", small, err));
+  REQUIRE(plangen::generate(m, big, bigText, err));
+  REQUIRE(plangen::generate(m, small, smallText, err));
+  std::mt19937 rng(7);
+  int carried = 0;
+  for (int i = 0; i < 300; ++i) {
+    // A piece of one line of the larger plan, as a recipe's edit would quote it.
+    size_t at = std::uniform_int_distribution<size_t>(0, bigText.size() - 2)(rng);
+    size_t lineEnd = bigText.find('\n', at);
+    size_t len = std::uniform_int_distribution<size_t>(1, 80)(rng);
+    std::string piece = bigText.substr(at, std::min(len, lineEnd - at));
+    if (piece.empty())
+      continue;
+    Edit::Kind kind = i % 3 == 0 ? Edit::ReplaceAll : Edit::Replace;
+    plangen::Translation tr;
+    std::string why;
+    // The same text as its own replacement: whatever it carries over to is unchanged.
+    if (plangen::translateEdits({{kind, piece, piece}}, "", smallText, tr, why)) {
+      ++carried;
+      CHECK(tr.text == smallText);
+      for (const Edit &e : tr.edits)
+        CHECK(e.from == e.to);
+    } else {
+      CHECK(!why.empty());
+    }
+  }
+  CHECK(carried > 50); // most pieces of a plan have a counterpart in a smaller one
 }
