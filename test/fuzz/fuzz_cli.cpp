@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // Commands and options as given; every other word (a path: "@", a directory, an
   // output file) becomes the fuzzed file, so that no run reads or writes elsewhere.
   static const std::vector<std::string> commands = {"verify", "check-specs", "import", "export",
-                                                    "replay", "plan", "--help", "--version"};
+                                                    "replay", "plan", "shrink", "--help", "--version"};
   std::vector<std::string> args{"planproof"};
   std::istringstream words(line);
   for (std::string w; words >> w && args.size() < 24;) {
@@ -65,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     args.push_back(keep && w != "@" ? w : file);
   }
   // Every run is bounded: the fuzzer's own time limit catches what the CLI does not.
-  if (args.size() > 1 && (args[1] == "verify" || args[1] == "replay" || args[1] == "check-specs")) {
+  if (args.size() > 1 && (args[1] == "verify" || args[1] == "replay" || args[1] == "check-specs" ||
+                          args[1] == "shrink")) {
     args.push_back("--time-limit");
     args.push_back("2");
   }
