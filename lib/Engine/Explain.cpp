@@ -133,6 +133,8 @@ bool Engine::explainReduction(const ExplainSite &site, Violation &viol) {
           return o->getAttr("axes") == op->getAttr("axes") && r.exact() && r.layout.isPartial() &&
                  r.layout.partialAxes() == pa;
         });
+        if (fix->alike.empty())
+          fix->alike = writtenAlike(op);
         viol.fix = fix;
       } else if (kind != pk) {
         viol.message = head + "expected reduction \"" + pk + "\" over " + axesStr(mesh, pa) +
@@ -144,6 +146,8 @@ bool Engine::explainReduction(const ExplainSite &site, Violation &viol) {
           return o->getAttr("kind") == op->getAttr("kind") && r.exact() && r.layout.isPartial() &&
                  reduceKindName(r.layout.partial[0].second) == pk;
         });
+        if (fix->alike.empty())
+          fix->alike = writtenAlike(op);
         viol.fix = fix;
       } else {
         viol.kind = "sharding";
