@@ -101,6 +101,9 @@ struct RecipeFile {
   Recipe expect; // the expectation (mlir and atLine unset)
 };
 bool readRecipeFile(const std::string &path, RecipeFile &r, Diagnostics &diags);
+/// The spec of a recipe read: generated, edited, its expectation's line found
+/// (loadRecipe is readRecipeFile, then this).
+bool buildRecipe(const RecipeFile &file, Recipe &r, Diagnostics &diags);
 /// Applies one edit to `text`; false with why it does not apply.
 bool applyEdit(const Edit &e, std::string &text, std::string &why);
 /// --parallel's text of `p` (parseParallel reads it back to `p`).

@@ -165,8 +165,11 @@ bool readRecipeFile(const std::string &path, RecipeFile &r, Diagnostics &diags) 
 
 bool loadRecipe(const std::string &path, Recipe &r, Diagnostics &diags) {
   RecipeFile file;
-  if (!readRecipeFile(path, file, diags))
-    return false;
+  return readRecipeFile(path, file, diags) && buildRecipe(file, r, diags);
+}
+
+bool buildRecipe(const RecipeFile &file, Recipe &r, Diagnostics &diags) {
+  const std::string &path = file.path;
   auto fail = [&](const std::string &where, const std::string &why) {
     return diags.error({path}, where + ": " + why);
   };

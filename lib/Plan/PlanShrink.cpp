@@ -128,6 +128,10 @@ std::vector<Match> findMatches(const std::string &text, const Pattern &p, size_t
     if (p.nums.empty() || p.lits[1].empty())
       return out; // nothing but digits: no anchor (the edit is not translated)
     const std::string &anchor = p.lits[1];
+    Pattern rest = p; // the pattern after its first number
+    rest.lits.erase(rest.lits.begin());
+    rest.nums.erase(rest.nums.begin());
+    rest.optional.erase(rest.optional.begin());
     for (size_t at = text.find(anchor); at != std::string::npos && out.size() < limit;
          at = text.find(anchor, at + 1)) {
       size_t b = at;
@@ -135,10 +139,6 @@ std::vector<Match> findMatches(const std::string &text, const Pattern &p, size_t
         --b;
       if (b == at)
         continue;
-      Pattern rest = p;
-      rest.lits.erase(rest.lits.begin());
-      rest.nums.erase(rest.nums.begin());
-      rest.optional.erase(rest.optional.begin());
       Match m;
       if (matchFrom(text, rest, b, at + anchor.size(), m)) {
         m.caps.insert(m.caps.begin(), text.substr(b, at - b));

@@ -284,7 +284,7 @@ int planproof::cli::cmdShrink(std::vector<std::string> args) {
     // The recipe must hold at its own configuration: its edits apply to the plan it
     // generates (the production plan, which is then let go).
     plangen::Recipe whole;
-    if (!plangen::loadRecipe(path, whole, errors))
+    if (!plangen::buildRecipe(big, whole, errors))
       return badInput(path, errors, o.format);
   }
   o.verify.deadline = Deadline(o.timeLimit);
