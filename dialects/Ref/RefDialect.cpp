@@ -455,6 +455,13 @@ LogicalResult EmbeddingGradOp::verify() {
   return success();
 }
 
+LogicalResult OneHotOp::verify() {
+  auto r = getResult().getType();
+  if (r.getRank() != 2 || r.getDimSize(0) != getIds().getType().getDimSize(0))
+    return emitOpError() << "needs [tokens] ids and a [tokens, classes] result";
+  return success();
+}
+
 LogicalResult RefDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   if (name == kReferenceAttr) {

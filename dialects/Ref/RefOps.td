@@ -727,6 +727,31 @@ def Ref_EmbeddingOp : Ref_Op<"embedding"> {
   let assemblyFormat = "$table `,` $ids (`offset` $offset^)? attr-dict `:` type($table) `,` type($ids)";
 }
 
+def Ref_OneHotOp : Ref_ExplicitTypeOp<"one_hot"> {
+  let summary = "the rows of the identity selected by integer token id";
+  let description = [{
+    `result[t, j] = 1` when `ids[t] == offset + j`, and `0` otherwise; `offset` (an
+    `index`, default 0) says which global class column `j` is, and the result type
+    gives the columns. The same as `ref.embedding` of the `[classes, classes]`
+    identity with that offset, without writing the identity out (a vocabulary of 128k
+    classes would take 16 billion values): the labels of a cross-entropy, and the
+    columns of them that a vocabulary-parallel rank holds (its offset the first class
+    of its shard, computed from `dist.axis_index`). Ids outside the columns give rows
+    of zeros.
+
+    ```mlir
+    %hot = ref.one_hot %labels : tensor<3xi64> -> tensor<3x8xf32>
+    %hot_part = ref.one_hot %labels offset %first : tensor<3xi64> -> tensor<3x4xf32>
+    ```
+  }];
+  let arguments = (ins PP_I64Vector:$ids, Optional<Index>:$offset);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = [{
+    $ids (`offset` $offset^)? attr-dict `:` type($ids) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Ref_EmbeddingGradOp : Ref_ExplicitTypeOp<"embedding_grad"> {
   let summary = "gradient of an embedding lookup with respect to its table";
   let description = [{

@@ -424,6 +424,7 @@ State causalOffsetRule(RuleContext &c, mlir::Operation &op, const std::vector<co
 State positionMaskRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 State embeddingRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 State embeddingGradRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+State oneHotRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 
 /// all_reduce, reduce_scatter, all_gather, all_to_all, shard_slice (Collectives.cpp).
 State collectiveRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);

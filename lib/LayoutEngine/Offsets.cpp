@@ -2,7 +2,7 @@
 //
 // causal_softmax with a query chunk's global start, position_mask with each rank's
 // query and key offsets, embedding and embedding_grad with a vocabulary shard's first
-// row: each offset is a constant plus a linear function of the rank's coordinates
+// row, one_hot with its shard's first class: each offset is a constant plus a linear function of the rank's coordinates
 // (dist.axis_index arithmetic, Index.cpp), and each rule compares it with the window
 // of rows the rank holds (Windows.cpp), coefficient by coefficient
 // (docs/layout-engine.md, "Context parallelism: rows chosen per rank").
@@ -143,6 +143,37 @@ State embeddingRule(RuleContext &c, Operation &op, const std::vector<const State
   out.partial = sortedUnion({}, rows);
   out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
                           {c.terms.scaled(table.term, table.factor), ids.term});
+  c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
+  std::string why;
+  if (!consistent(c, out, local, why))
+    return State::unknown(&op, why);
+  return out;
+}
+
+/// one_hot with an offset (a vocabulary-parallel rank's labels): the rank's column j is
+/// class offset + j, so it holds the window of columns its offset names of the one-hot
+/// over every column the ranks' windows reach ([id == offset + j] is that one-hot's
+/// element at column offset + j for every id, ids outside the columns included). Where
+/// the reach is the reference's classes, the term is the reference's one-hot; where the
+/// windows are blocks, the split is a plain one (normalizeWindows).
+State oneHotRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  const State &ids = *in[0], &off = *in[1];
+  Shape local;
+  if (!resultShape(op, local) || local.size() != 2 || ids.split.size() != 1)
+    return State::unknown(&op, "`ref.one_hot` needs [tokens] ids and a [tokens, classes] result");
+  if (!ids.partial.empty() || !ids.partialMax.empty() || hasZero(ids))
+    return State::unknown(&op, "`ref.one_hot` of partial ids");
+  DimSplit cols;
+  int64_t reach = 0;
+  if (!offsetWindow(c, off, local[1], cols, reach))
+    return State::unknown(&op, "the one-hot offset is not a constant plus a multiple of the "
+                               "rank's coordinates, or it is negative on some rank");
+  State out;
+  out.known = true;
+  out.split = {ids.split[0], cols};
+  out.global = {ids.global[0], reach};
+  out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
+                          {c.terms.scaled(ids.term, ids.factor)});
   c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
   std::string why;
   if (!consistent(c, out, local, why))

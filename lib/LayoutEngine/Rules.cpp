@@ -542,8 +542,10 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
     for (const State *s : in)
       if (s->known && !s->rankCoeff.empty())
         return windowRule(c, op, in, generic);
-  // A vocabulary shard's first row.
+  // A vocabulary shard's first row (or class).
   if (isa<ref::EmbeddingOp, ref::EmbeddingGradOp>(op) && op.getNumOperands() == 3)
+    return windowRule(c, op, in, generic);
+  if (isa<ref::OneHotOp>(op) && op.getNumOperands() == 2)
     return windowRule(c, op, in, generic);
   State bad;
   if (!operandStates(op, in, bad))

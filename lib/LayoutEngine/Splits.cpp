@@ -573,6 +573,14 @@ SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const Sta
     r.global = {ids.global[0], table.global[1]};
     return r;
   }
+  if (isa<ref::OneHotOp>(op)) {
+    // Without an offset (Windows.cpp has the vocabulary shard's): every class, for
+    // each token.
+    SplitResult r;
+    r.split = {in[0]->split[0], DimSplit()};
+    r.global = {in[0]->global[0], local[1]};
+    return r;
+  }
   if (isa<ref::EmbeddingGradOp>(op)) {
     // Every row of the table, summed over the rank's tokens: partial over their axes.
     const State &dx = *in[0], &ids = *in[1];

@@ -637,6 +637,12 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
       return State::unknown(&op, "no layout rule for `" + opName(op) + "` on a split table");
     return isa<ref::EmbeddingOp>(op) ? embeddingRule(c, op, in) : embeddingGradRule(c, op, in);
   }
+  if (isa<ref::OneHotOp>(op) && in.size() == 2) {
+    for (const State *s : in)
+      if (!s->known)
+        return *s;
+    return oneHotRule(c, op, in);
+  }
   for (const State *s : in)
     if (!s->known)
       return *s;
@@ -704,7 +710,7 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
     return reduced(r.getDims());
   if (isa<ref::CrossEntropySumOp>(op) || isa<ref::EmbeddingGradOp>(op))
     return reduced({0}); // the tokens are summed
-  if (isa<ref::EmbeddingOp>(op))
+  if (isa<ref::EmbeddingOp, ref::OneHotOp>(op))
     return generic(in); // a lookup per token
   if (isa<ref::ReshapeOp>(op))
     return windowReshape(c, op, *in[0], generic);

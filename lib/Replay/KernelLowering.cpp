@@ -215,10 +215,11 @@ bool Lowering::layoutOps(Operation *op, const std::vector<const DevTensor *> &in
 bool Lowering::routing(Operation *op, const std::vector<const DevTensor *> &in,
                         const std::vector<double> &idx, const Shape &rs, DevTensor &result) {
   using namespace planproof::ref;
-  if (isa<TopkMaskOp, CapacityDispatchOp, PositionMaskOp, DocumentMaskOp, MaskedSoftmaxOp>(op)) {
-    // Routing bookkeeping (a [tokens, experts] mask) and attention masks: computed on
-    // the host with the shared semantics, then uploaded. (masked_softmax too, for
-    // now: it has no device kernel of its own yet.)
+  if (isa<TopkMaskOp, CapacityDispatchOp, PositionMaskOp, DocumentMaskOp, MaskedSoftmaxOp,
+          OneHotOp>(op)) {
+    // Routing bookkeeping (a [tokens, experts] mask), attention masks and one-hot
+    // labels: computed on the host with the shared semantics, then uploaded.
+    // (masked_softmax too, for now: it has no device kernel of its own yet.)
     std::vector<Tensor<double>> xs(in.size());
     std::vector<const Tensor<double> *> ptrs;
     for (size_t k = 0; k < in.size(); ++k) {

@@ -234,6 +234,16 @@ template <class D> struct Evaluator {
           }
           out.data[a * W + w] = d.sum(terms);
         }
+    } else if (isa<OneHotOp>(op)) {
+      // Column j is global class offset + j: [id == offset + j].
+      V offset = indices.empty() ? d.constant(Rational(0)) : indices[0];
+      const Tensor<V> &ids = *in[0];
+      Shape shape = resultShape(op);
+      out = Tensor<V>(shape, d.constant(Rational(0)));
+      for (int64_t t = 0; t < shape[0]; ++t)
+        for (int64_t j = 0; j < shape[1]; ++j)
+          out.data[t * shape[1] + j] =
+              d.apply(Fn::Eq, {ids.data[t], d.add(offset, d.constant(Rational(j)))});
     } else if (auto tk = dyn_cast<TopkMaskOp>(op)) {
       // Element e of each row: topk(row..., e, k), a function of the whole row.
       const Tensor<V> &x = *in[0];

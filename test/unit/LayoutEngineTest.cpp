@@ -120,6 +120,16 @@ void refutes(const std::string &text) {
   }
 }
 
+/// Like refutes, for near misses that are ones only where blocks have 2 elements (n > 1).
+void refutesWithBlocks(const std::string &text) {
+  for (auto &v : instances()) {
+    if (v["n"] < 2)
+      continue;
+    Verdicts got = run(fill(text, v));
+    CHECK(got.element == Verdict::Violated);
+    CHECK(got.layout != Verdict::Verified);
+  }
+}
 // Types, as the templates write them.
 const char *kRefXW = R"(%x: tensor<{B}x{Kn}xf32> {ref.name = "x"}, %w: tensor<{Kn}x{KJn}xf32> {ref.name = "w"})";
 
@@ -1051,14 +1061,9 @@ TEST_CASE("position_mask with each rank's query offset: the rows of the whole ma
   };
   proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %k0")));
-  for (auto &v : instances()) { // a stride of n - 1 differs from n's only where n > 1
-    if (v["n"] < 2)
-      continue;
-    Verdicts got = run(fill(spec(refArgs, refRes, refBody, planArgs, planRes,
-                                 plan("arith.muli %r, %nm1")), v));
-    CHECK(got.element == Verdict::Violated);
-    CHECK(got.layout != Verdict::Verified);
-  }
+  // A stride of n - 1 differs from n's only where n > 1.
+  refutesWithBlocks(
+      spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %nm1")));
 }
 
 TEST_CASE("vocabulary-parallel embedding: each rank's rows from its offset", "[layouts]") {
@@ -1087,6 +1092,41 @@ TEST_CASE("vocabulary-parallel embedding: each rank's rows from its offset", "[l
   proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "sum")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %zero", "sum")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "avg")));
+}
+
+TEST_CASE("vocabulary-parallel one_hot: each rank's classes from its offset", "[layouts]") {
+  // The classes split over a: each rank's one-hot columns start at its first class,
+  // its logits' block picked by them (zeros for the labels of other ranks: a partial
+  // sum over a). Near misses: every rank's offset 0; a stride of one class fewer than
+  // the block; the pick averaged over a.
+  const char *refArgs = R"(%logits: tensor<3x{Kn}xf32> {ref.name = "logits"}, %ids: tensor<3xi64> {ref.name = "ids", ref.bound = {Kn} : i64})";
+  std::string refRes = R"(tensor<3x{Kn}xf32> {ref.name = "hot"}, tensor<3xf32> {ref.name = "picked"})";
+  std::string refBody = R"(    %hot = ref.one_hot %ids : tensor<3xi64> -> tensor<3x{Kn}xf32>
+    %p = ref.mul %logits, %hot : tensor<3x{Kn}xf32>
+    %picked = ref.reduce_sum %p dims [1] : tensor<3x{Kn}xf32>
+    return %hot, %picked : tensor<3x{Kn}xf32>, tensor<3xf32>
+)";
+  std::string planArgs = R"(%logits: tensor<3x{n}xf32> {dist.value = "logits", dist.layout = #dist.layout<[_, a]>}, %ids: tensor<3xi64> {dist.value = "ids", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<3x{n}xf32> {dist.value = "hot", dist.layout = #dist.layout<[_, a]>}, tensor<3xf32> {dist.value = "picked", dist.layout = #dist.layout<[_]>})";
+  auto plan = [](const char *first, const char *kind) {
+    return std::string(R"(    %r = dist.axis_index "a" : index
+    %n = arith.constant {n} : index
+    %one = arith.constant 1 : index
+    %nm1 = arith.subi %n, %one : index
+    %zero = arith.constant 0 : index
+    %first = )") + first + R"( : index
+    %hot = ref.one_hot %ids offset %first : tensor<3xi64> -> tensor<3x{n}xf32>
+    %p = ref.mul %logits, %hot : tensor<3x{n}xf32>
+    %part = ref.reduce_sum %p dims [1] : tensor<3x{n}xf32>
+    %picked = dist.all_reduce %part over ["a"] ")" + kind + R"(" : tensor<3xf32> -> tensor<3xf32>
+    return %hot, %picked : tensor<3x{n}xf32>, tensor<3xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "sum")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %zero", "sum")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "avg")));
+  refutesWithBlocks(
+      spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %nm1", "sum")));
 }
 
 TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
