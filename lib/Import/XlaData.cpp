@@ -125,22 +125,15 @@ const Val &Translator::idsOperand(const Val &v) {
   return v;
 }
 
-/// one_hot(ids) as [T, classes]: the embedding of the classes x classes identity.
+/// one_hot(ids) as [T, classes]: the identity's rows selected by id (`one_hot`, the
+/// identity never written out).
 std::string Translator::oneHot(const Val &ids, int64_t classes) {
-  if (classes > 1024)
-    unsupported("a one-hot over more than 1024 classes");
-  auto it = identities.find(classes);
-  if (it == identities.end()) {
-    json values = json::array();
-    for (int64_t i = 0; i < classes; ++i)
-      for (int64_t j = 0; j < classes; ++j)
-        values.push_back(i == j ? 1 : 0);
-    std::vector<int64_t> shape = {classes, classes};
-    it = identities.emplace(classes, emit("literal", {}, {{"values", values}}, &shape,
-                                          "identity_" + std::to_string(classes))).first;
-  }
   useRows(ids, classes);
-  return emit("embedding", {it->second, ids.name}, nullptr, nullptr, cur->name + "_onehot");
+  int64_t tokens = 1; // the i64 input is flat: every id of the view
+  for (int64_t d : ids.dims)
+    tokens *= d;
+  std::vector<int64_t> shape = {tokens, classes};
+  return emit("one_hot", {ids.name}, nullptr, &shape, cur->name + "_onehot");
 }
 
 /// gather in the two forms JAX emits for token ids:

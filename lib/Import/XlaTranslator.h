@@ -236,7 +236,6 @@ private:
   Val scatterAdd(const std::vector<const Val *> &in);
   const Val &idsOperand(const Val &v);
   std::string oneHot(const Val &ids, int64_t classes);
-  std::map<int64_t, std::string> identities;  // the V x V identity literal, by V
   std::vector<int64_t> attrInts(const char *k) {
     auto it = cur->attrs.find(k);
     return it == cur->attrs.end() ? std::vector<int64_t>{} : ints(it->second, k);

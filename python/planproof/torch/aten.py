@@ -964,14 +964,15 @@ def _index_put(t, node, x, indices, values, accumulate=False):
     if m is None or m.ids != cols.ids or (m.lo, m.hi) != (cols.mask.lo, cols.mask.hi) or \
             m.hi - m.lo != c or t.shapes[v] != [n]:
         t.fail("index_put of values that are not zero for the ids outside the shard")
-    hot = _offset_embedding(t, _identity_literal(t, c), cols.ids, m.lo, c)
+    hot = _offset_one_hot(t, cols.ids, m.lo, c)
     return t.emit("mul", [hot, t.broadcast_to(t.reshape(v, [n, 1]), [n, c])], [n, c])
 
 
-def _identity_literal(t, n):
-    return t.emit("literal", [], [n, n],
-                  {"values": [1.0 if i == j else 0.0 for i in range(n) for j in range(n)]},
-                  result_shape_attr=True)
+def _offset_one_hot(t, ids, lo, classes):
+    """[id == lo + j] for the `classes` columns j: the rows of the identity the ids
+    select with the offset lo (ids outside [lo, lo + classes) give rows of zeros)."""
+    offset = t.emit("arith.constant", [], [], {"value": int(lo)})
+    return t.emit("one_hot", [ids, offset], [t.shapes[ids][0], classes], result_shape_attr=True)
 
 
 def _offset_embedding(t, table, ids, lo, rows):
@@ -983,12 +984,11 @@ def _offset_embedding(t, table, ids, lo, rows):
 def _mask_value(t, m, shape):
     """A mask of the ids as a float tensor: [id in [lo, hi)] is the sum of the identity's
     rows the ids select with the offset lo; [id outside] is 1 minus that."""
+    if m.lo is None or m.hi is None or m.hi - m.lo <= 0:
+        t.fail(f"a mask of the ids in [{m.lo}, {m.hi}) (covered: a nonempty shard)")
     rows = m.hi - m.lo
-    if m.lo is None or m.hi is None or rows <= 0 or rows > 256:
-        t.fail(f"a mask of the ids in [{m.lo}, {m.hi}) (covered: a shard of at most 256 rows)")
     n = t.shapes[m.ids][0]
-    inside = t.emit("reduce_sum", [_offset_embedding(t, _identity_literal(t, rows), m.ids,
-                                                     m.lo, rows)], [n], {"dims": [1]})
+    inside = t.emit("reduce_sum", [_offset_one_hot(t, m.ids, m.lo, rows)], [n], {"dims": [1]})
     v = inside if m.kind == "inside" else t.emit("sub", [t.value(1.0, [n]), inside], [n])
     v = t.reshape(v, shape)
     t.mask_of[v] = m
@@ -1002,7 +1002,7 @@ def _offset_pick(t, x, ids, lo, hi, shape):
     n, c = t.shapes[x]
     if hi - lo != c:
         t.fail(f"a pick of ids in [{lo}, {hi}) from {c} columns")
-    hot = _offset_embedding(t, _identity_literal(t, c), ids, lo, c)
+    hot = _offset_one_hot(t, ids, lo, c)
     picked = t.emit("reduce_sum", [t.emit("mul", [x, hot], [n, c])], [n], {"dims": [1]})
     return t.reshape(picked, shape)
 
@@ -1313,15 +1313,12 @@ def _cat(t, node, tensors, dim=0):
 
 
 def _one_hot(t, node, target, classes):
-    """The one-hot rows of the labels `target` (an i64 input), [N, classes]: rows of the
-    identity looked up by label (torch requires every label to be a class, so the
-    labels are bounded by `classes`; ignored labels are outside that domain)."""
+    """The one-hot rows of the labels `target` (an i64 input), [N, classes]: `one_hot`,
+    the identity's rows selected by label (torch requires every label to be a class, so
+    the labels are bounded by `classes`; ignored labels are outside that domain)."""
     ids = _ids(t, node, target)
     t.int_bounds[ids] = min(t.int_bounds.get(ids, classes), classes)
-    eye = t.emit("literal", [], [classes, classes],
-                 {"values": [1.0 if i == j else 0.0 for i in range(classes) for j in range(classes)]},
-                 result_shape_attr=True)
-    return t.emit("embedding", [eye, ids], [t.shapes[ids][0], classes])
+    return t.emit("one_hot", [ids], [t.shapes[ids][0], classes], result_shape_attr=True)
 
 
 @rule(aten.nll_loss_forward.default)
