@@ -42,6 +42,8 @@ class TermPool {
 public:
   TermId leaf(const std::string &input, const std::string &type);
   TermId node(const std::string &head, const std::vector<TermId> &operands);
+  /// Whether `t` is a product (ref.mul), whose operands node() keeps in term order.
+  bool commutative(TermId t) const;
   /// The sum (`head`: ref.add's, with its type) of factor x term `operands`, as a
   /// term and a factor, in a normal form: scales and nested sums of the same head are
   /// distributed into summands, equal summands merged (a + 2a = 3a), zeros dropped,
@@ -349,6 +351,12 @@ bool concatOfBroadcasts(TermPool &terms, mlir::Operation &op, const Shape &globa
                         const std::vector<const State *> &in, TermId &source);
 /// The term of t reshaped to `shape` (reshapes compose).
 TermId reshapeTerm(TermPool &terms, mlir::Operation &op, TermId t, const Shape &shape);
+/// f(reshape(x)) as reshape(f(x)) for an elementwise function f; a sum of a sum as one
+/// sum (Views.cpp). False where `op` and its operand `x` are not of that form.
+bool functionOfReshape(TermPool &terms, mlir::Operation &op, const State &x, const Shape &global,
+                       TermId &out);
+bool sumOfSum(TermPool &terms, mlir::Operation &op, const State &x, const Shape &global,
+              TermId &out);
 /// Whether `op` is a transpose that only moves dimensions of size 1 of a value of
 /// shape `in` (a reshape).
 bool unitTranspose(mlir::Operation &op, const Shape &in);

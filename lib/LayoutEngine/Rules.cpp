@@ -93,6 +93,14 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
     out = {reshapeTerm(terms, op, in[0]->term, global), in[0]->factor};
     return true;
   }
+  if (TermId t; in.size() == 1 && functionOfReshape(terms, op, *in[0], global, t)) {
+    out = {t, Rational(1)};
+    return true;
+  }
+  if (TermId t; in.size() == 1 && sumOfSum(terms, op, *in[0], global, t)) {
+    out = {t, in[0]->factor};
+    return true;
+  }
   // A mean is the sum over the count of its elements.
   if (auto m = dyn_cast<ref::ReduceMeanOp>(op); m && in.size() == 1) {
     int64_t count = 1;

@@ -13,6 +13,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <tuple>
 
 using namespace mlir;
 
@@ -54,7 +55,15 @@ TermId TermPool::node(const std::string &head, const std::vector<TermId> &operan
   std::string shortHead = head.substr(0, head.find_first_of("{:"));
   if (shortHead.rfind("ref.", 0) == 0)
     shortHead = shortHead.substr(4);
+  // A product commutes (elementwise, of operands of one shape): its operands in term
+  // order, so that x * y and y * x are one term.
+  if (shortHead == "mul" && operands.size() == 2 && operands[1] < operands[0])
+    return intern(head, shortHead, {operands[1], operands[0]});
   return intern(head, shortHead, operands);
+}
+
+bool TermPool::commutative(TermId t) const {
+  return args[t].size() == 2 && llvm::StringRef(headTexts[headOf[t]]).starts_with("ref.mul{");
 }
 
 std::vector<TermId> TermPool::flatten(const std::string &prefix,
@@ -177,7 +186,8 @@ void TermPool::factorShared(std::vector<std::pair<TermId, Rational>> &kept) {
   // Summands of one multilinear op (matmul, batch_matmul, mul: linear in each operand
   // separately) sharing an operand: sum_i w_i op(a, x_i) = op(a, sum_i w_i x_i). A
   // weight gradient computed as two separately derived gradients added meets the
-  // reference's one product of the summed cotangent.
+  // reference's one product of the summed cotangent. A product (ref.mul) commutes, and
+  // its operands are in term order (node): it may share either operand.
   auto multilinear = [&](TermId t) {
     if (args[t].size() != 2 || t >= ops.size() || !ops[t].first)
       return false;
@@ -188,49 +198,67 @@ void TermPool::factorShared(std::vector<std::pair<TermId, Rational>> &kept) {
     return it->second;
   };
   for (unsigned shared = 0; shared < 2 && kept.size() >= 2; ++shared) {
-    // (head, shared operand) of each candidate, sorted: groups are runs of one key.
-    std::vector<std::pair<uint64_t, uint32_t>> keys;
-    for (size_t i = 0; i < kept.size(); ++i)
-      if (multilinear(kept[i].first))
-        keys.push_back({(uint64_t)headOf[kept[i].first] << 32 | args[kept[i].first][shared],
-                        (uint32_t)i});
+    // (head, shared operand) of each candidate, sorted: groups are runs of one key; a
+    // product is a candidate by both operands in the first pass.
+    struct Candidate {
+      uint64_t key;
+      uint32_t index, at; // at: the shared operand's position
+      bool operator<(const Candidate &o) const {
+        return std::tie(key, index, at) < std::tie(o.key, o.index, o.at);
+      }
+    };
+    std::vector<Candidate> keys;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      TermId t = kept[i].first;
+      if (!multilinear(t))
+        continue;
+      bool commutes = commutative(t);
+      if (commutes && shared == 1)
+        continue;
+      for (unsigned at : commutes ? std::vector<unsigned>{0, 1} : std::vector<unsigned>{shared})
+        keys.push_back({(uint64_t)headOf[t] << 32 | args[t][at], (uint32_t)i, at});
+    }
     std::sort(keys.begin(), keys.end());
-    bool any = false;
-    for (size_t k = 1; k < keys.size() && !any; ++k)
-      any = keys[k].first == keys[k - 1].first;
-    if (!any)
-      continue;
     std::vector<bool> drop(kept.size(), false);
     std::vector<std::pair<TermId, Rational>> out;
+    bool factored = false;
     for (size_t k = 0; k < keys.size();) {
       size_t e = k + 1;
-      while (e < keys.size() && keys[e].first == keys[k].first)
+      while (e < keys.size() && keys[e].key == keys[k].key)
         ++e;
-      if (e - k < 2) {
-        k = e;
+      // The run's summands not already factored with another shared operand.
+      std::vector<const Candidate *> group;
+      for (size_t m = k; m < e; ++m)
+        if (!drop[keys[m].index] &&
+            (group.empty() || group.back()->index != keys[m].index))
+          group.push_back(&keys[m]);
+      k = e;
+      if (group.size() < 2)
         continue;
-      }
-      TermId first = kept[keys[k].second].first;
+      factored = true;
+      TermId first = kept[group[0]->index].first;
       OperationName name = OperationName::getFromOpaquePointer(ops[first].first);
       auto attrs = cast<DictionaryAttr>(Attribute::getFromOpaquePointer(ops[first].second));
       MLIRContext *ctx = name.getIdentifier().getContext();
+      unsigned at0 = group[0]->at;
       const std::string &add = head(OperationName("ref.add", ctx), DictionaryAttr::get(ctx),
-                                    shapeOf(args[first][1 - shared]));
+                                    shapeOf(args[first][1 - at0]));
       std::vector<std::pair<TermId, Rational>> inner;
-      for (size_t m = k; m < e; ++m) {
-        inner.push_back({args[kept[keys[m].second].first][1 - shared], kept[keys[m].second].second});
-        drop[keys[m].second] = true;
+      for (const Candidate *c : group) {
+        inner.push_back({args[kept[c->index].first][1 - c->at], kept[c->index].second});
+        drop[c->index] = true;
       }
-      k = e;
       auto [x, f] = sum(add, inner);
       if (f.isZero())
         continue;
-      TermId a = args[first][shared];
-      TermId t = node(headTexts[headOf[first]], shared == 0 ? std::vector<TermId>{a, x}
-                                                            : std::vector<TermId>{x, a});
+      TermId a = args[first][at0];
+      TermId t = node(headTexts[headOf[first]], at0 == 0 ? std::vector<TermId>{a, x}
+                                                        : std::vector<TermId>{x, a});
       setOp(t, name, attrs);
       out.push_back({t, f});
     }
+    if (!factored)
+      continue;
     for (size_t i = 0; i < kept.size(); ++i)
       if (!drop[i])
         out.push_back(kept[i]);

@@ -843,6 +843,48 @@ TEST_CASE("dropout masks of exact streams: each rank draws its block's counters"
   }
 }
 
+TEST_CASE("a function of a reshape is the reshape of the function; sums of sums merge; "
+          "products commute", "[layouts]") {
+  // As captures write a vocabulary-parallel log-sum-exp and pick: the row sum reshaped
+  // to [B, 1] for its all_reduce, the log taken there and reshaped back; the product in
+  // the other operand order, summed over the classes, then over the rows. Near misses:
+  // the log taken before the all_reduce; the rows averaged instead of summed.
+  const char *refArgs = R"(%x: tensor<{B}x{Kn}xf32> {ref.name = "x"}, %w: tensor<{B}x{Kn}xf32> {ref.name = "w"})";
+  std::string refRes = R"(tensor<{B}xf32> {ref.name = "lse"}, tensor<f32> {ref.name = "pick"})";
+  std::string refBody = R"(    %e = ref.exp %x : tensor<{B}x{Kn}xf32>
+    %s = ref.reduce_sum %e dims [1] : tensor<{B}x{Kn}xf32>
+    %lse = ref.log %s : tensor<{B}xf32>
+    %p = ref.mul %w, %x : tensor<{B}x{Kn}xf32>
+    %pick = ref.reduce_sum %p dims [0, 1] : tensor<{B}x{Kn}xf32>
+    return %lse, %pick : tensor<{B}xf32>, tensor<f32>
+)";
+  std::string planArgs = R"(%x: tensor<{B}x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>}, %w: tensor<{B}x{n}xf32> {dist.value = "w", dist.layout = #dist.layout<[_, a]>})";
+  std::string planRes = R"(tensor<{B}xf32> {dist.value = "lse", dist.layout = #dist.layout<[_]>}, tensor<f32> {dist.value = "pick", dist.layout = #dist.layout<[]>})";
+  auto plan = [](bool logFirst, const char *rows) {
+    std::string lse = logFirst ? R"(    %l = ref.log %s1 : tensor<{B}x1xf32>
+    %t = dist.all_reduce %l over ["a"] "sum" : tensor<{B}x1xf32> -> tensor<{B}x1xf32>
+)"
+                               : R"(    %t1 = dist.all_reduce %s1 over ["a"] "sum" : tensor<{B}x1xf32> -> tensor<{B}x1xf32>
+    %t = ref.log %t1 : tensor<{B}x1xf32>
+)";
+    return std::string(R"(    %e = ref.exp %x : tensor<{B}x{n}xf32>
+    %s = ref.reduce_sum %e dims [1] : tensor<{B}x{n}xf32>
+    %s1 = ref.reshape %s : tensor<{B}xf32> -> tensor<{B}x1xf32>
+)") + lse + R"(    %lse = ref.reshape %t : tensor<{B}x1xf32> -> tensor<{B}xf32>
+    %p = ref.mul %x, %w : tensor<{B}x{n}xf32>
+    %ps = ref.reduce_sum %p dims [1] : tensor<{B}x{n}xf32>
+    %ps1 = ref.reshape %ps : tensor<{B}xf32> -> tensor<{B}x1xf32>
+    %pa = dist.all_reduce %ps1 over ["a"] "sum" : tensor<{B}x1xf32> -> tensor<{B}x1xf32>
+    %pb = ref.reshape %pa : tensor<{B}x1xf32> -> tensor<{B}xf32>
+    %pick = )" + rows + R"( %pb dims [0] : tensor<{B}xf32>
+    return %lse, %pick : tensor<{B}xf32>, tensor<f32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan(false, "ref.reduce_sum")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan(true, "ref.reduce_sum")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan(false, "ref.reduce_mean")));
+}
+
 TEST_CASE("a product transposed is the product of the other order; reshapes compose",
           "[layouts]") {
   // dw = x^T dy (contract(0, 0)), written by the plan as (dy^T x)^T on its split batch,
