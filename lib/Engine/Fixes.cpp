@@ -199,10 +199,22 @@ bool Engine::checkFix(Violation &v) {
     std::shared_ptr<const PlanEdit> narrow = v.fix;
     v.fix = wider;
     if (fixRemoves(v)) {
-      std::string others;
-      for (Operation *o : wider->alike)
-        if (spec.writtenMap->lookupOrNull(o))
+      // Like ops expanded from this op of a called function are the one op written
+      // there: one edit fixes them all.
+      std::string here = toSourceLoc(v.fix->op->getLoc()).str(), others;
+      auto function = spec.functionAt.find(here);
+      int copies = 1;
+      for (Operation *o : wider->alike) {
+        if (!spec.writtenMap->lookupOrNull(o))
+          continue;
+        if (function != spec.functionAt.end() && toSourceLoc(o->getLoc()).str() == here)
+          ++copies;
+        else
           others += (others.empty() ? "`" : ", `") + opName(o) + "`";
+      }
+      if (copies > 1)
+        v.hint += " of " + function->second + " (one edit: each of its " +
+                  std::to_string(copies) + " calls runs it)";
       if (!others.empty())
         v.hint += ", and likewise in " + others;
       return true;

@@ -159,6 +159,9 @@ struct Inliner {
     for (Operation &op : body.without_terminator()) {
       Operation *copy = b.clone(op, map);
       copy->walk([&](Operation *inner) {
+        // (An op of a function the callee calls keeps the function it was written in.)
+        spec.functionAt.try_emplace(toSourceLoc(inner->getLoc()).str(),
+                                    "@" + callee.getSymName().str());
         inner->setLoc(CallSiteLoc::get(inner->getLoc(), call.getLoc()));
         if (stage && !inner->hasAttr(dist::kStageAttr) && inner == copy)
           inner->setAttr(dist::kStageAttr, stage);

@@ -180,6 +180,9 @@ struct Spec {
   /// Derived gradients (the values replacing ref.grad results): the name of the value
   /// each is the gradient of.
   llvm::DenseMap<mlir::Value, std::string> gradientOf;
+  /// The function (`@name`) each op of a called function was written in, by the op's
+  /// place ("file:line:col"): every expansion of the op has that place (Calls.cpp).
+  std::map<std::string, std::string> functionAt;
   /// Source lines of each loaded file, for diagnostic snippets.
   std::map<std::string, std::vector<std::string>> sources;
   Expectation expect;
