@@ -253,6 +253,22 @@ func.func @embedding_grad_rows(%g: tensor<3x4xf32>, %ids: tensor<3xi64>) {
 
 // -----
 
+func.func @one_hot_tokens(%ids: tensor<3xi64>) {
+  // expected-error @+1 {{needs [tokens] ids and a [tokens, classes] result}}
+  %h = ref.one_hot %ids : tensor<3xi64> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @one_hot_rank(%ids: tensor<3xi64>) {
+  // expected-error @+1 {{needs [tokens] ids and a [tokens, classes] result}}
+  %h = ref.one_hot %ids : tensor<3xi64> -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
 func.func @bad_role(%x: tensor<2xf32>) {
   // expected-error @+1 {{'ref.role' must be a violation kind}}
   %y = ref.gelu %x {ref.role = "speed"} : tensor<2xf32>

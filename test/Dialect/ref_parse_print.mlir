@@ -108,6 +108,10 @@ func.func @embedding(%t: tensor<8x4xf32>, %ids: tensor<3xi64>, %g: tensor<3x4xf3
   %y = ref.embedding %t, %ids offset %off : tensor<8x4xf32>, tensor<3xi64>
   // CHECK: ref.embedding_grad %{{.*}}, %{{.*}} offset %{{.*}} : tensor<3x4xf32>, tensor<3xi64> -> tensor<8x4xf32>
   %d = ref.embedding_grad %g, %ids offset %off : tensor<3x4xf32>, tensor<3xi64> -> tensor<8x4xf32>
+  // CHECK: ref.one_hot %{{.*}} : tensor<3xi64> -> tensor<3x8xf32>
+  %h = ref.one_hot %ids : tensor<3xi64> -> tensor<3x8xf32>
+  // CHECK: ref.one_hot %{{.*}} offset %{{.*}} : tensor<3xi64> -> tensor<3x4xf32>
+  %hp = ref.one_hot %ids offset %off : tensor<3xi64> -> tensor<3x4xf32>
   return
 }
 
