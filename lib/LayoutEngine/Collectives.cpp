@@ -95,6 +95,17 @@ bool unsplitDim(RuleContext &c, State &s, int64_t dim, const std::vector<int> &a
   return true;
 }
 
+/// `s` named by the opaque stack term `head` (its parameters; the global shape is
+/// appended) of its term.
+void nameStack(RuleContext &c, State &s, std::string head) {
+  head += "}:";
+  for (int64_t g : s.global)
+    head += std::to_string(g) + "x";
+  s.term = c.terms.node(head, {s.term});
+  s.broadcast = false;
+  s.sourceDims.clear();
+}
+
 /// all_gather along dim e of a value split over `axes` -- exactly those, in that
 /// order -- along another dimension d, e whole: rank k of the group holds block k of d,
 /// and every rank receives the blocks side by side along e. Its value is the
@@ -123,12 +134,7 @@ bool stackGather(RuleContext &c, MLIRContext *ctx, State &s, int64_t e,
     s.split[d].resize(s.split[d].size() - axes.size());
     s.global[d] /= n;
     s.global[e] *= n;
-    head += "}:";
-    for (int64_t g : s.global)
-      head += std::to_string(g) + "x";
-    s.term = c.terms.node(head, {s.term});
-    s.broadcast = false;
-    s.sourceDims.clear();
+    nameStack(c, s, head);
     why.clear();
     return true;
   }
@@ -149,6 +155,93 @@ bool stackGather(RuleContext &c, MLIRContext *ctx, State &s, int64_t e,
   s.broadcast = false;
   s.sourceDims.clear();
   why.clear();
+  return true;
+}
+
+/// all_gather along dim e (whole) over axes A of a value split along another dim d over
+/// the axes of A that split it -- the minor axes of d's split, in A's order -- and
+/// replicated over the rest of A: piece k of the stack (k's digits the coordinates on
+/// A, in A's order) is the block of d of the ranks with those coordinates. XLA writes a
+/// device permutation so: such a gather, then a shard_slice in another order of A
+/// (permutedPick). The value is named by a `gstack` term of the operand's, which records
+/// e, d and A with the axes that split d; no reference computes it.
+bool permutingGather(RuleContext &c, State &s, int64_t e, const std::vector<int> &axes) {
+  if (axes.empty() || e < 0 || e >= (int64_t)s.split.size() || !s.split[e].empty() ||
+      !s.split[e].windows.empty() || intersects(axes, s.partial) || !s.partialMax.empty())
+    return false;
+  for (int64_t d = 0; d < (int64_t)s.split.size(); ++d) {
+    DimSplit &ds = s.split[d];
+    std::vector<int> splitting;
+    for (int a : axes)
+      if (std::find(ds.begin(), ds.end(), a) != ds.end())
+        splitting.push_back(a);
+    if (d == e || splitting.empty() || !ds.windows.empty() ||
+        !std::equal(splitting.begin(), splitting.end(), ds.end() - splitting.size()))
+      continue;
+    // Every other axis of A replicates the value.
+    for (int a : axes)
+      if (std::find(splitting.begin(), splitting.end(), a) == splitting.end() &&
+          (intersects({a}, s.splitAxes()) || !s.rankCoeff.empty()))
+        return false;
+    std::string head = "gstack{" + std::to_string(e) + ";" + std::to_string(d) + ";";
+    for (int a : axes)
+      head += std::to_string(a) +
+              (std::find(splitting.begin(), splitting.end(), a) != splitting.end() ? "s," : "r,");
+    ds.resize(ds.size() - splitting.size());
+    s.global[d] /= c.size(splitting);
+    s.global[e] *= c.size(axes);
+    nameStack(c, s, head);
+    return true;
+  }
+  return false;
+}
+
+/// shard_slice along e over axes B of a `gstack` over A (permutingGather), B a
+/// permutation of A with the same size at each position: the rank at coordinates c picks
+/// piece k = c's coordinates on B in B's order, whose digits in A's order are the same
+/// numbers -- A's i-th coordinate of the piece's ranks is c's on B's i-th axis. So the
+/// rank holds the block of d of the ranks whose coordinate on each splitting axis A_i is
+/// its own on B_i: d split over its major axes, then B_i for each A_i that split it.
+bool permutedPick(RuleContext &c, State &s, int64_t e, const std::vector<int> &b) {
+  llvm::StringRef key = c.terms.key(s.term);
+  int64_t ge = -1, d = -1;
+  if (!key.consume_front("gstack{") || key.consumeInteger(10, ge) || !key.consume_front(";") ||
+      key.consumeInteger(10, d) || !key.consume_front(";") || ge != e)
+    return false;
+  std::vector<int> a;
+  std::vector<bool> splits;
+  while (!key.starts_with("}")) {
+    int x;
+    if (key.consumeInteger(10, x) || key.empty())
+      return false;
+    splits.push_back(key.front() == 's');
+    a.push_back(x);
+    key = key.drop_front();
+    if (!key.consume_front(","))
+      return false;
+  }
+  std::vector<int> sortedA = a, sortedB = b;
+  std::sort(sortedA.begin(), sortedA.end());
+  std::sort(sortedB.begin(), sortedB.end());
+  if (a.size() != b.size() || sortedA != sortedB || d < 0 || d >= (int64_t)s.split.size() ||
+      intersects(b, s.partial))
+    return false;
+  std::vector<int> mapped;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (c.mesh.shape[a[i]] != c.mesh.shape[b[i]])
+      return false;
+    if (splits[i])
+      mapped.push_back(b[i]);
+  }
+  DimSplit ds = s.split[d];
+  for (int x : mapped)
+    if (intersects({x}, s.splitAxes()))
+      return false;
+  ds.insert(ds.end(), mapped.begin(), mapped.end());
+  s.split[d] = ds;
+  s.global[d] *= c.size(mapped);
+  s.global[e] /= c.size(a);
+  s.term = c.terms.operands(s.term)[0];
   return true;
 }
 
@@ -325,7 +418,8 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
   };
   if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
     if (!unsplit(g.getDim(), "gathers", why) &&
-        (zigzag || !stackGather(c, op.getContext(), s, g.getDim(), axes, why)))
+        (zigzag || !stackGather(c, op.getContext(), s, g.getDim(), axes, why)) &&
+        (zigzag || !permutingGather(c, s, g.getDim(), axes)))
       return State::unknown(&op, why);
   } else if (auto p = dyn_cast<dist::ShardPadOp>(op)) {
     // Each rank's block in zeros of the whole: summed over the group of `axes` the
@@ -347,6 +441,10 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
     if (!scatter(s.split[r.getDim()], s.global[r.getDim()], why))
       return State::unknown(&op, why);
     unstack(c, s, r.getDim(), axes);
+  } else if (auto sl = dyn_cast<dist::ShardSliceOp>(op);
+             sl && !zigzag && c.terms.headIs(s.term, "gstack{")) {
+    if (!permutedPick(c, s, sl.getDim(), axes)) // a device permutation
+      return State::unknown(&op, "a pick of a gather that is not a permutation of its axes");
   } else if (auto sl = dyn_cast<dist::ShardSliceOp>(op)) {
     if (!dimOf(sl.getDim()) || intersects(axes, s.splitAxes()) || intersects(axes, s.partial))
       return State::unknown(&op, "it slices over axes its operand is already split or partial "

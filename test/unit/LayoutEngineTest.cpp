@@ -885,6 +885,37 @@ TEST_CASE("a function of a reshape is the reshape of the function; sums of sums 
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan(false, "ref.reduce_mean")));
 }
 
+TEST_CASE("a device permutation: a gather over more axes than split the value, then a "
+          "pick in another order", "[layouts]") {
+  // XLA's re-layout of a weight whose rows are split over (a, b) to rows split over
+  // (b, c), on a K x K x K mesh: each rank's block gathered along a dimension of 1 over
+  // [a, b, c] (c replicates it), picked over [b, c, a] -- rank (a, b, c)
+  // takes the block of the ranks whose a is its b and whose b is its c -- then gathered
+  // over [b, c]. Near miss: picked over [c, b, a] (rows over (c, b)), gathered over
+  // [b, c]: the blocks in the other order.
+  for (int64_t K : {2, 3}) {
+    for (const char *pick : {"\"b\", \"c\", \"a\"", "\"c\", \"b\", \"a\""}) {
+      std::map<std::string, int64_t> v = {{"K", K}, {"KK", K * K}, {"KKK", K * K * K}};
+      std::string text = fill(std::string(R"(module {
+  func.func @reference(%w: tensor<1x{KK}x2xf32> {ref.name = "w"}) -> (tensor<1x{KK}x2xf32> {ref.name = "y"}) attributes {ref.reference} {
+    %y = ref.scale %w by 2.0 : tensor<1x{KK}x2xf32>
+    return %y : tensor<1x{KK}x2xf32>
+  }
+  dist.mesh @mesh axes = ["a", "b", "c"] shape = [{K}, {K}, {K}]
+  func.func @plan(%w: tensor<1x1x2xf32> {dist.value = "w", dist.layout = #dist.layout<[_, (a, b), _]>}) -> (tensor<1x{KK}x2xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _, _]>}) attributes {dist.mesh = @mesh} {
+    %g = dist.all_gather %w over ["a", "b", "c"] dim 0 : tensor<1x1x2xf32> -> tensor<{KKK}x1x2xf32>
+    %p = dist.shard_slice %g over [)") + pick + R"(] dim 0 : tensor<{KKK}x1x2xf32> -> tensor<1x1x2xf32>
+    %s = ref.scale %p by 2.0 : tensor<1x1x2xf32>
+    %y = dist.all_gather %s over ["b", "c"] dim 1 : tensor<1x1x2xf32> -> tensor<1x{KK}x2xf32>
+    return %y : tensor<1x{KK}x2xf32>
+  }
+}
+)", v);
+      expectVerdict(text, pick[1] == 'b' ? Verdict::Verified : Verdict::Violated);
+    }
+  }
+}
+
 TEST_CASE("a product transposed is the product of the other order; reshapes compose",
           "[layouts]") {
   // dw = x^T dy (contract(0, 0)), written by the plan as (dy^T x)^T on its split batch,
