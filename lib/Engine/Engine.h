@@ -260,6 +260,9 @@ private:
   std::vector<RefValue> refValues;
   std::deque<SymTensor> transposedRefs; // stable addresses for transposeFinder
   std::vector<Value> refValueOf; // the reference Value of each refValues entry (or null)
+  /// Whether reference value `ref` depends on the reference's loss normalization
+  /// (an op with ref.role = "loss-normalization"; Localize.cpp).
+  bool reachedByNormalization(int ref) const;
 public:
   /// relatePlanValues, on this engine.
   std::vector<PlanValueRelation> relateAll(std::string &why) {

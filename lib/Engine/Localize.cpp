@@ -545,6 +545,30 @@ Operation *Engine::findCulprit(const FailedObligation &f, func::ReturnOp ret, Vi
   return culprit;
 }
 
+/// Whether reference value `ref` depends on a value the reference marks as its loss
+/// normalization (ref.role = "loss-normalization"); an input or unknown value does not.
+bool Engine::reachedByNormalization(int ref) const {
+  if (ref < 0 || ref >= (int)refValueOf.size() || !refValueOf[ref])
+    return false;
+  llvm::DenseSet<Operation *> seen;
+  std::vector<Operation *> work;
+  if (Operation *def = refValueOf[ref].getDefiningOp())
+    work.push_back(def);
+  while (!work.empty()) {
+    Operation *op = work.back();
+    work.pop_back();
+    if (!seen.insert(op).second)
+      continue;
+    auto role = op->getAttrOfType<StringAttr>("ref.role");
+    if (role && role.getValue() == "loss-normalization")
+      return true;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        work.push_back(def);
+  }
+  return false;
+}
+
 /// What is wrong at `culprit`, an op of the plan, for failure `f`: the explanation, its
 /// kind refined by the reference's roles, and the first undefined op (`undefinedAt`,
 /// described by `undefinedViol`) when there is one.
@@ -566,12 +590,14 @@ void Engine::explainCulprit(Operation *culprit, const FailedObligation &f, Opera
                      "reference's sum of squares: the norm must sum the squares of every "
                      "parameter's gradient, over every stage and shard that holds one";
   }
-  // A constant factor on values of a step whose reference normalizes its loss
-  // (ref.role = "loss-normalization") is a normalization error: an average on top
-  // of a global token count, gradients rescaled per microbatch.
+  // A constant factor on values that the reference's loss normalization reaches
+  // (ref.role = "loss-normalization": the loss and its gradients) is a normalization
+  // error: an average on top of a global token count, gradients rescaled per
+  // microbatch. (A forward activation off by a factor -- an average where a layer's
+  // sum belongs -- stays a reduction error.)
   Relation res = culprit->getNumResults() ? relationOf(culprit->getResult(0)) : Relation();
   if (viol.kind == "reduction" && res.related() && !res.scale.isOne() &&
-      llvm::is_contained(refRoles, "loss-normalization"))
+      llvm::is_contained(refRoles, "loss-normalization") && reachedByNormalization(res.ref))
     viol.kind = "loss-normalization";
   // Wrong values first seen in an updated parameter or optimizer state (the
   // reference marks its update with ref.role = "optimizer") come from the update.
