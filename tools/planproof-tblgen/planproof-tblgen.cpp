@@ -70,9 +70,11 @@ std::string jsonKind(const Operator &op, const mlir::tblgen::NamedAttribute &na)
 std::vector<Operator> jsonOps(const llvm::RecordKeeper &records) {
   std::vector<Operator> ops;
   for (const llvm::Record *def : records.getAllDerivedDefinitions("Op")) {
-    // Only this file's dialect: the ops of included files are theirs.
+    // Only the ops of the dialect this file defines (some in files it includes for
+    // it); the ops of other dialects included are theirs.
+    const llvm::Record *dialect = Operator(def).getDialect().getDef();
     if (!records.getInputFilename().empty() &&
-        llvm::SrcMgr.FindBufferContainingLoc(def->getLoc().front()) !=
+        llvm::SrcMgr.FindBufferContainingLoc(dialect->getLoc().front()) !=
             llvm::SrcMgr.getMainFileID())
       continue;
     const llvm::RecordVal *in = def->getValue("inJsonFormat");
