@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """A planner's loop through the public API (issue 16): candidate plans one op apart,
-re-verified by the layout engine in one Session (the reference loaded and run once,
-plan states reused: Session::loadPlan) and, side by side, each in a fresh Session.
+re-verified by the layout engine three ways: edited in place (Session::edit, the layout
+engine re-deriving only what the edited op reaches), loaded as text against the loaded
+reference (Session::loadPlan: the reference's run and plan states seen before reused),
+and each in a fresh Session.
 
 Plans written by `planproof plan ...,size=full` (the models' real sizes); the loop is
 bench/planner/PlannerBench.cpp (`planproof-bench-planner SPEC N`): candidate i flips
-the reduction of one collective ("sum" <-> "avg"), every other candidate undoes it.
+the reduction ("sum" <-> "avg") of one collective an edit can change (in these plans,
+which derive their backward pass, the collectives after the loss: the gradients'),
+every other candidate undoes it.
 
     python3 bench/bench_planner.py --candidates 40 --out bench/results-planner.md
 """
@@ -36,18 +40,19 @@ def main():
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="planproof-planner-")
     command = "python3 bench/bench_planner.py --candidates %d" % a.candidates
-    out = ["Per-candidate wall time (load + verify by the layout engine), median and "
-           "quartiles over the candidates, in one process:", "",
-           "| model | plan | plan ops | reuse: median ms (quartiles) | fresh: median ms (quartiles) "
-           "| saved | plan states reused | verdicts (verified / not) |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["Per-candidate wall time (edit or load, then verify by the layout engine), median "
+           "and quartiles over the candidates, in one process:", "",
+           "| model | plan | plan ops | edit: median ms (quartiles) | reuse: median ms (quartiles) "
+           "| fresh: median ms (quartiles) | edit / fresh | states re-derived after an edit "
+           "| verdicts (verified / not) |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for model, par, what in CONFIGS:
         path = os.path.join(tmp, "plan.mlir")
         subprocess.run([PLANPROOF, "plan", "--model", os.path.join(MODELS, model + ".json"),
                         "--parallel", par + ",size=full", "-o", path], check=True)
         p = subprocess.run([BENCH, path, str(a.candidates)], capture_output=True, text=True)
         if p.returncode != 0:
-            out.append(f"| {model} | {what} | | failed: {p.stderr.strip()[:100]} | | | | |")
+            out.append(f"| {model} | {what} | | failed: {p.stderr.strip()[:100]} | | | | | |")
             continue
         lines = {l.split(":")[0]: l for l in p.stdout.splitlines()}
         ops = lines["base"].split(", ")[1].split()[0]
@@ -56,13 +61,15 @@ def main():
             med = float(line.split("median ")[1].split(" ms")[0])
             q = line.split("quartiles ")[1].split(")")[0]
             ver = line.split("; ")[1]
-            reused = line.split("reused ")[1]
+            reused = float(line.split("reused ")[1].rstrip("%"))
             return med, q, ver, reused
 
-        rm, rq, rv, rr = parse(lines["reuse"])
+        em, eq, ev, er = parse(lines["edit"])
+        rm, rq, _, _ = parse(lines["reuse"])
         fm, fq, _, _ = parse(lines["fresh"])
-        out.append(f"| {model} | {what} | {ops} | {rm:.2f} ({rq}) | {fm:.2f} ({fq}) | "
-                   f"{100 * (1 - rm / fm):.0f}% | {rr} | {rv.replace(' verified, ', ' / ').replace(' not', '')} |")
+        out.append(f"| {model} | {what} | {ops} | {em:.2f} ({eq}) | {rm:.2f} ({rq}) | "
+                   f"{fm:.2f} ({fq}) | {em / fm:.2f} | {100 - er:.1f}% | "
+                   f"{ev.replace(' verified, ', ' / ').replace(' not', '')} |")
     text = "\n".join(out) + "\n"
     if a.out:
         write_results(a.out, command, text)

@@ -4,17 +4,23 @@
 //
 // SPEC is a reference and a plan (as `planproof plan` writes them). The loop makes
 // CANDIDATES candidate plans, each one op away from the plan: candidate i changes the
-// reduction of the i-th collective that has one ("sum" <-> "avg"), and every other
-// candidate is the plan itself again, as a planner alternates between a change and its
-// undo. Each candidate is verified by the layout engine two ways:
+// reduction ("sum" <-> "avg") of the (i/2)-th collective that Session::edit can change
+// in place (in a plan that derives its backward pass: those after the loss, the
+// gradients' collectives), and every other candidate is the plan itself again, as a
+// planner alternates between a change and its undo. Each candidate is verified by the
+// layout engine three ways:
 //
-//   reuse   Session::loadPlan against the loaded spec (the reference neither parsed nor
-//           derived again) and Session::verify in the same session (the reference's
-//           run and every plan state seen before reused);
+//   edit    Session::edit on the loaded spec (the undo edits for the odd candidates)
+//           and Session::verify in the same session: only the states the edited op
+//           reaches are derived again;
+//   reuse   Session::loadPlan of the candidate's text against the loaded spec (the
+//           reference neither parsed nor derived again) and Session::verify in the same
+//           session (the reference's run and every plan state seen before reused);
 //   fresh   a new Session, the whole text loaded and verified.
 //
 // Prints one line per way: the median and quartiles of the per-candidate wall time in
-// ms (load + verify), the verdicts, and the share of plan states reused.
+// ms (edit or load, then verify), the verdicts, and the share of plan states reused.
+// The three ways must agree on every candidate's verdict.
 //
 //===----------------------------------------------------------------------===//
 #include "planproof/planproof.h"
@@ -35,26 +41,38 @@ double ms(std::chrono::steady_clock::time_point a) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
 }
 
-/// Candidate i: `plan` with the reduction of the (i/2)-th collective flipped (odd i:
-/// the plan unchanged).
-std::string candidate(const std::string &plan, size_t i, std::string &what) {
-  what = "unchanged";
-  if (i % 2 == 1)
-    return plan;
-  std::vector<size_t> sites;
-  for (size_t at = plan.find("] \"sum\""); at != std::string::npos; at = plan.find("] \"sum\"", at + 1))
-    sites.push_back(at + 2);
-  for (size_t at = plan.find("] \"avg\""); at != std::string::npos; at = plan.find("] \"avg\"", at + 1))
-    sites.push_back(at + 2);
-  if (sites.empty())
-    return plan;
-  std::sort(sites.begin(), sites.end());
-  size_t at = sites[(i / 2) % sites.size()];
+/// A collective with a reduction: its result's name and where its "sum" or "avg" is
+/// in the plan's text.
+struct Site {
+  std::string value;
+  size_t at;
+};
+
+std::vector<Site> sites(const std::string &plan) {
+  std::vector<Site> out;
+  for (size_t line = 0; line < plan.size();) {
+    size_t end = plan.find('\n', line);
+    if (end == std::string::npos)
+      end = plan.size();
+    std::string text = plan.substr(line, end - line);
+    size_t eq = text.find(" = dist.");
+    size_t kind = text.find("] \"sum\"");
+    if (kind == std::string::npos)
+      kind = text.find("] \"avg\"");
+    size_t name = text.find('%');
+    if (eq != std::string::npos && kind != std::string::npos && name < eq)
+      out.push_back({text.substr(name, eq - name), line + kind + 2});
+    line = end + 1;
+  }
+  return out;
+}
+
+/// `plan` with the reduction at `site` flipped.
+std::string flipped(const std::string &plan, const Site &site, std::string &to) {
   std::string out = plan;
-  bool isSum = out.compare(at, 5, "\"sum\"") == 0;
-  out.replace(at, 5, isSum ? "\"avg\"" : "\"sum\"");
-  size_t line = out.rfind('\n', at);
-  what = out.substr(line + 1, out.find('\n', at) - line - 1);
+  bool isSum = out.compare(site.at, 5, "\"sum\"") == 0;
+  to = isSum ? "\"avg\"" : "\"sum\"";
+  out.replace(site.at, 5, to);
   return out;
 }
 
@@ -101,11 +119,60 @@ int main(int argc, char **argv) {
   }
   Result first = session.verify(*base, o);
   double baseMs = ms(t0);
+  // The sites an edit may change (trying each once on a spec of its own).
+  std::vector<Site> editable;
+  {
+    Session probe;
+    auto spec = probe.load(argv[1], o);
+    if (!spec) {
+      std::fprintf(stderr, "%s\n", spec.error().diagnostics.c_str());
+      return 2;
+    }
+    for (const Site &site : sites(planText)) {
+      std::string to;
+      flipped(planText, site, to);
+      auto undo = probe.edit(*spec, {{site.value, "kind", to}});
+      if (undo)
+        editable.push_back(site);
+      if (undo && !probe.edit(*spec, *undo)) {
+        std::fprintf(stderr, "%s: the undo edit failed\n", site.value.c_str());
+        return 1;
+      }
+    }
+  }
+  if (editable.empty()) {
+    std::fprintf(stderr, "%s: no collective an edit can change\n", argv[1]);
+    return 2;
+  }
 
-  Way reuse, fresh;
+  // The edit way in a session of its own (a session's layout cache keeps the last plan
+  // run, which the other ways' candidates would replace).
+  Session editing;
+  auto edited = editing.load(argv[1], o);
+  if (!edited) {
+    std::fprintf(stderr, "%s\n", edited.error().diagnostics.c_str());
+    return 2;
+  }
+  editing.verify(*edited, o);
+  Way edit, reuse, fresh;
+  std::vector<PlanEdit> undo;
   for (int i = 0; i < n; ++i) {
-    std::string what, plan = candidate(planText, i, what);
+    const Site &site = editable[(i / 2) % editable.size()];
+    std::string to, plan = i % 2 ? planText : flipped(planText, site, to);
     auto t = std::chrono::steady_clock::now();
+    auto edits = editing.edit(*edited, i % 2 ? undo : std::vector<PlanEdit>{{site.value, "kind", to}});
+    if (!edits) {
+      std::fprintf(stderr, "candidate %d: %s\n", i, edits.error().message.c_str());
+      return 1;
+    }
+    undo = *edits;
+    Result e = editing.verify(*edited, o);
+    edit.times.push_back(ms(t));
+    (e.verdict == Verdict::Verified ? edit.verified : edit.other)++;
+    edit.reused += e.stats.reusedStates;
+    edit.ops += e.stats.planOps;
+
+    t = std::chrono::steady_clock::now();
     auto spec = session.loadPlan(*base, "candidate.mlir", plan, o);
     if (!spec) {
       std::fprintf(stderr, "candidate %d: %s\n", i, spec.error().message.c_str());
@@ -128,17 +195,31 @@ int main(int argc, char **argv) {
     fresh.times.push_back(ms(t));
     (f.verdict == Verdict::Verified ? fresh.verified : fresh.other)++;
     fresh.ops += f.stats.planOps;
-    if (f.verdict != r.verdict) {
-      std::fprintf(stderr, "candidate %d (%s): verdicts differ\n", i, what.c_str());
+    // The same reasons, but for the file name the loaded text went by.
+    auto reasons = [&](const Result &x) {
+      std::string all;
+      for (const auto &[at, why] : x.inconclusive)
+        all += at.str() + ": " + why + "\n";
+      for (size_t at = all.find("candidate.mlir"); at != std::string::npos;
+           at = all.find("candidate.mlir", at + 1))
+        all.replace(at, 14, argv[1]);
+      return all;
+    };
+    std::string named = reasons(f);
+    if (f.verdict != r.verdict || f.verdict != e.verdict || named != reasons(e)) {
+      std::fprintf(stderr, "candidate %d (%s): the ways' reports differ\n--- edit:\n%s\n--- "
+                           "fresh:\n%s\n", i, site.value.c_str(), reasons(e).c_str(), named.c_str());
       return 1;
     }
   }
-  std::printf("base: %s, %lld plan ops, %lld reference ops, loaded and verified in %.1f ms\n",
+  std::printf("base: %s, %lld plan ops, %lld reference ops, loaded and verified in %.1f ms; "
+              "%zu collectives an edit can change\n",
               verdictName(first.verdict), (long long)first.stats.planOps,
-              (long long)first.stats.referenceOps, baseMs);
-  for (auto [name, w] : {std::pair<const char *, Way *>{"reuse", &reuse}, {"fresh", &fresh}})
+              (long long)first.stats.referenceOps, baseMs, editable.size());
+  for (auto [name, w] : {std::pair<const char *, Way *>{"edit", &edit}, {"reuse", &reuse},
+                         {"fresh", &fresh}})
     std::printf("%s: median %.2f ms (quartiles %.2f, %.2f) over %d candidates; %d verified, "
-                "%d not; plan states reused %.0f%%\n",
+                "%d not; plan states reused %.2f%%\n",
                 name, quantile(w->times, 0.5), quantile(w->times, 0.25),
                 quantile(w->times, 0.75), n, w->verified, w->other,
                 w->ops ? 100.0 * w->reused / w->ops : 0.0);

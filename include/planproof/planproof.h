@@ -163,6 +163,16 @@ struct ReplayResult {
 
 class Session;
 
+/// One change of a loaded plan (Session::edit): attribute `attribute` of the plan op
+/// that defines `value` (a result's SSA name as the plan writes it, "%g1") becomes `to`,
+/// in MLIR's attribute syntax ("\"avg\"", `["dp", "tp"]`, `1 : i64`); an empty `to`
+/// removes an optional attribute.
+struct PlanEdit {
+  std::string value;
+  std::string attribute;
+  std::string to;
+};
+
 /// A loaded spec. Lives in the Session that loaded it and must not outlive it.
 class Spec {
 public:
@@ -203,6 +213,17 @@ public:
   /// (docs/layout-engine.md, "Reuse").
   Expected<Spec> loadPlan(const Spec &base, const std::string &name, const std::string &planText,
                           const Options &options = {});
+  /// Changes the plan of `spec` in place, a planner's move: each edit sets one attribute
+  /// of one plan op (a collective's reduction or axes, the dimension it gathers, a
+  /// shard's axes), all or none. The edited ops are checked as loading checks them (the
+  /// op's verifier, sizes and constants, a pipelined plan's analysis); what fails is
+  /// an Error and leaves the plan as it was. Returns the edits that undo these. The
+  /// next verify() with the layout engine re-derives only the states the edited ops
+  /// reach (docs/layout-engine.md, "Reuse"). In a plan that derives its backward pass
+  /// (ref.grad), the ops on the way to the differentiated loss cannot change in place
+  /// (the derived ops would not follow; the gradient collectives after it can), nor a
+  /// spec loaded at reduced sizes: load the changed text with loadPlan.
+  Expected<std::vector<PlanEdit>> edit(Spec &spec, const std::vector<PlanEdit> &edits);
   /// Decides the spec. Never throws. With the layout engine (Options::engine Layout or
   /// Auto), what it derived is kept for later specs of this session that share the
   /// reference; the verdict is the same as without it.

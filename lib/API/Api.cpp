@@ -14,6 +14,7 @@
 #include "Report/Report.h"
 #include "Import/LoadSpec.h"
 #include "Plan/PlanGen.h"
+#include "Spec/Edit.h"
 #include "Spec/Spec.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -150,6 +151,25 @@ Expected<Spec> Session::loadPlan(const Spec &base, const std::string &name,
     spec.reduceShapes = base.impl->spec.reduceShapes;
     return loadPlanWithReference(impl->ctx, base.impl->spec, name, planText, spec, errors);
   });
+}
+
+Expected<std::vector<PlanEdit>> Session::edit(Spec &spec, const std::vector<PlanEdit> &edits) {
+  std::vector<AttributeEdit> in, undo;
+  for (const PlanEdit &e : edits)
+    in.push_back({e.value, e.attribute, e.to});
+  Diagnostics errors;
+  bool ok;
+  try {
+    ok = editPlan(spec.impl->spec, in, undo, errors);
+  } catch (const std::exception &e) {
+    ok = errors.error({spec.name()}, std::string("the plan could not be edited: ") + e.what());
+  }
+  if (!ok)
+    return toError(spec.name(), errors);
+  std::vector<PlanEdit> out;
+  for (const AttributeEdit &e : undo)
+    out.push_back({e.value, e.attribute, e.to});
+  return out;
 }
 
 Result Session::verify(const Spec &spec, const Options &options) {

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
 #include <chrono>
@@ -60,6 +61,18 @@ struct planproof::LayoutCache::Impl {
   /// Plan op results by memoKey.
   std::unordered_map<std::string, State> plan;
   static constexpr size_t kMaxPlanStates = 1 << 20; // then start afresh
+  /// The last completed plan run: its spec (Spec::serial), plan function, edit
+  /// generation and mesh, and every plan value's state. A run on that spec again
+  /// re-derives only the ops edited since (Spec::edited) and those an operand whose
+  /// state changed reaches; every other state is the one a fresh run would derive, as
+  /// each rule reads only the op and its operands' states (and pipeline routes, which
+  /// are re-derived always).
+  struct Last {
+    uint64_t serial = 0, generation = 0;
+    Operation *plan = nullptr;
+    std::string mesh;
+    llvm::DenseMap<Value, State> states;
+  } last;
 };
 
 planproof::LayoutCache::LayoutCache() : impl(std::make_unique<Impl>()) {}
@@ -132,8 +145,17 @@ public:
   /// The reference's states from `cache`, if it holds this reference's; else runs it
   /// and fills the cache.
   void reference(VerifyStats &stats, LayoutCache::Impl &cache);
-  /// The plan, reusing and filling `cache->plan` where given.
+  /// The plan, reusing and filling `cache->plan` where given, and re-deriving only
+  /// what edits reach where `cache->last` holds a run of this spec.
   void plan(VerifyStats &stats, LayoutCache::Impl *cache);
+  /// Keeps this run's plan states in `cache.last` (after a run that completed).
+  void keep(LayoutCache::Impl &cache) {
+    cache.last.serial = spec.serial;
+    cache.last.generation = spec.generation;
+    cache.last.plan = spec.plan.getOperation();
+    cache.last.mesh = meshKey;
+    cache.last.states = std::move(planStates);
+  }
   void plan(VerifyStats &stats);
   /// Compares every output; false with the reasons where one is not shown equal.
   bool outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked);
@@ -217,10 +239,15 @@ private:
     return d.empty() ? "" : "; the terms first differ at " + d;
   }
 
+  /// Continues `cache.last` where it holds a run of this spec: the ops edited since,
+  /// into `dirty`, and the states into planStates. False for a fresh run.
+  bool resume(LayoutCache::Impl &cache, llvm::DenseSet<Operation *> &dirty);
+
   const Spec &spec;
   const VerifyOptions &options;
   TermPool &terms;
   RuleContext ctx;
+  std::string meshKey;
   llvm::DenseMap<Value, State> ref, planStates;
   std::vector<State> refOutputs;
   /// Every term the reference computes (for the departure of an output not shown
@@ -293,7 +320,7 @@ void Run::reference(VerifyStats &stats) {
 }
 
 void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
-  std::vector<uintptr_t> key = spec.referenceKey();
+  const std::vector<uintptr_t> &key = spec.referenceKeyOnce();
   Block &body = spec.reference.getBody().front();
   if (!key.empty() && key == cache.key && spec.refInputs == cache.inputs &&
       spec.refOutputs == cache.outputs && spec.refInputBounds == cache.bounds &&
@@ -312,6 +339,7 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   // cache's, so it is emptied too, before this run fills it).
   cache.key.clear();
   cache.plan.clear();
+  cache.last = LayoutCache::Impl::Last();
   cache.terms = TermPool();
   reference(stats);
   cache.argStates.clear();
@@ -328,7 +356,7 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   cache.outputs = spec.refOutputs;
   cache.bounds = spec.refInputBounds;
   cache.nonnegative = spec.refInputNonnegative;
-  cache.key = std::move(key);
+  cache.key = key;
 }
 
 /// The one split dimension of `global` that layout `l` pads (its axes do not divide it),
@@ -447,17 +475,37 @@ State Run::bindingState(const Binding &b) {
   return s;
 }
 
+bool Run::resume(LayoutCache::Impl &cache, llvm::DenseSet<Operation *> &dirty) {
+  LayoutCache::Impl::Last &last = cache.last;
+  bool same = spec.serial != 0 && last.serial == spec.serial &&
+              last.plan == spec.plan.getOperation() && last.mesh == meshKey &&
+              last.generation <= spec.generation;
+  if (same) {
+    for (auto &[generation, op] : spec.edited)
+      if (generation > last.generation)
+        dirty.insert(op);
+    planStates = std::move(last.states);
+  }
+  last = LayoutCache::Impl::Last(); // (until this run completes)
+  return same;
+}
+
 void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
   Block &body = spec.plan.getBody().front();
-  std::string mesh;
+  std::string &mesh = meshKey;
+  llvm::DenseSet<Operation *> dirty;
+  llvm::DenseSet<Value> changed;
+  bool resumed = false;
   if (cache) {
     if (cache->plan.size() > LayoutCache::Impl::kMaxPlanStates)
       cache->plan.clear();
     for (size_t a = 0; a < spec.mesh.shape.size(); ++a)
       mesh += spec.mesh.axes[a] + "=" + std::to_string(spec.mesh.shape[a]) + ",";
     mesh += "@" + std::to_string(spec.pipelineAxis) + "|";
+    resumed = resume(*cache, dirty);
   }
-  for (const Binding &b : spec.planInputs) {
+  // (Edits never change bindings: a resumed run keeps the inputs' states.)
+  for (const Binding &b : resumed ? std::vector<Binding>() : spec.planInputs) {
     State s = bindingState(b);
     if (spec.pipelineAxis >= 0 && s.known && overPipeline(s))
       s = State::unknown(nullptr, "plan input `" + b.refName +
@@ -467,11 +515,17 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
   std::vector<Operation *> ops = spec.planOps();
   int64_t done = 0;
   for (Operation *op : ops) {
-    options.deadline.check("the layout engine's plan run");
-    Progress::count("the layout engine's plan run", ++done, (int64_t)ops.size());
+    ++done;
     if (isa<func::ReturnOp>(op))
       continue;
     ++stats.planOps;
+    if (resumed && !dirty.count(op) && !isa<dist::RecvOp, dist::StageSelectOp>(op) &&
+        llvm::none_of(op->getOperands(), [&](Value v) { return changed.count(v); })) {
+      ++stats.reusedStates; // its rule's input is unchanged
+      continue;
+    }
+    options.deadline.check("the layout engine's plan run");
+    Progress::count("the layout engine's plan run", done, (int64_t)ops.size());
     std::vector<const State *> in;
     for (Value v : op->getOperands())
       in.push_back(&planStates[v]);
@@ -497,8 +551,12 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     // the one exception: a partial sum over the pipeline axis, see route.)
     if (spec.pipelineAxis >= 0 && s.known && overPipeline(s) && !isa<dist::StageSelectOp>(op))
       s = State::unknown(op, "the value is split or summed over the pipeline axis");
-    for (Value r : op->getResults())
-      planStates[r] = s;
+    for (Value r : op->getResults()) {
+      State &old = planStates[r];
+      if (resumed && !(old == s))
+        changed.insert(r);
+      old = s;
+    }
   }
 }
 
@@ -725,6 +783,8 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     run.plan(r.stats, cache);
     if (run.outputs(r.inconclusiveReasons, r.stats.obligations))
       r.verdict = Verdict::Verified;
+    if (cache)
+      run.keep(*cache);
     r.stats.decidedCanonical = r.verdict == Verdict::Verified ? r.stats.obligations : 0;
   } catch (const TimeLimit &t) {
     r.inconclusiveReasons.push_back({SourceLoc{spec.path}, t.what()});

@@ -275,6 +275,16 @@ struct State {
   std::vector<int> splitAxes() const;
 };
 
+/// The same state in every field (an unknown state's reason and place included).
+inline bool operator==(const State &a, const State &b) {
+  return a.known == b.known && a.why == b.why && a.origin == b.origin &&
+         a.partialOperand == b.partialOperand && a.term == b.term && a.factor == b.factor &&
+         a.global == b.global && a.split == b.split && a.partial == b.partial &&
+         a.partialMax == b.partialMax && a.broadcast == b.broadcast && a.source == b.source &&
+         a.sourceDims == b.sourceDims && a.rankCoeff == b.rankCoeff && a.isConst == b.isConst &&
+         a.constValue == b.constValue;
+}
+
 /// The mesh and the term pool the rules work in.
 struct RuleContext {
   const Mesh &mesh;

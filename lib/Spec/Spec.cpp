@@ -25,6 +25,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -613,67 +614,6 @@ struct Checker {
 };
 } // namespace
 
-/// Every tensor type in the modules has a static shape inside the caps of
-/// Support/Limits.h, and every float constant is an exact rational (docs/semantics.md):
-/// checked before anything computes with sizes or constants, for MLIR and JSON alike.
-static bool validateSizesAndConstants(Spec &spec, Diagnostics &diags) {
-  std::string first;
-  auto report = [&](Location loc, const std::string &msg) {
-    return diags.error(toSourceLoc(loc), msg, spec.path);
-  };
-  auto checkType = [&](Type t, Location loc, const std::string &what) {
-    if (isa<UnrankedTensorType>(t))
-      return report(loc, what + " is an unranked tensor: shapes must be written out");
-    auto r = dyn_cast<RankedTensorType>(t);
-    if (!r)
-      return true;
-    std::string why = shapeProblem(r.getShape(), ShapedType::kDynamic);
-    if (!why.empty())
-      return report(loc, what + " has an unsupported shape: " + why);
-    return true;
-  };
-  bool ok = true;
-  for (auto &m : spec.modules) {
-    m->walk([&](Operation *op) {
-      if (!ok)
-        return WalkResult::interrupt();
-      std::string name = op->getName().getStringRef().str();
-      for (auto [i, t] : llvm::enumerate(op->getResultTypes()))
-        if (!(ok = checkType(t, op->getLoc(), "result #" + std::to_string(i) + " of '" + name + "'")))
-          return WalkResult::interrupt();
-      for (Region &region : op->getRegions())
-        for (Block &block : region)
-          for (BlockArgument arg : block.getArguments())
-            if (!(ok = checkType(arg.getType(), arg.getLoc(),
-                                 "argument #" + std::to_string(arg.getArgNumber()) + " of '" +
-                                     name + "'")))
-              return WalkResult::interrupt();
-      if (auto f = dyn_cast<func::FuncOp>(op))
-        for (auto [i, t] : llvm::enumerate(f.getResultTypes()))
-          if (!(ok = checkType(t, op->getLoc(), "result #" + std::to_string(i) + " of function @" +
-                                                     f.getSymName().str())))
-            return WalkResult::interrupt();
-      if (!isa<ref::RefDialect>(op->getDialect()))
-        return WalkResult::advance();
-      for (NamedAttribute a : op->getAttrs()) {
-        auto f = dyn_cast<FloatAttr>(a.getValue());
-        if (!f)
-          continue;
-        Rational r;
-        std::string why;
-        if (!exactConstant(f.getValueAsDouble(), r, why)) {
-          ok = report(op->getLoc(), "'" + name + "' attribute '" + a.getName().str() + "': " + why);
-          return WalkResult::interrupt();
-        }
-      }
-      return WalkResult::advance();
-    });
-    if (!ok)
-      return false;
-  }
-  return true;
-}
-
 bool planproof::analyzeSpec(Spec &spec, Diagnostics &diags) {
   if (!validateSizesAndConstants(spec, diags))
     return false;
@@ -739,6 +679,8 @@ bool planproof::analyzeSpec(Spec &spec, Diagnostics &diags) {
       if (it != byName.end())
         spec.planGradSeeds.push_back(it->second);
     }
+  static std::atomic<uint64_t> serials{0};
+  spec.serial = ++serials;
   return true;
 }
 

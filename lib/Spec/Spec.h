@@ -24,6 +24,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <map>
 #include <memory>
@@ -135,6 +136,33 @@ struct Spec {
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> recvFrom;
   std::vector<mlir::Operation *> planOrder;
   std::vector<ScheduleProblem> scheduleProblems;
+  /// This spec among every spec analyzed in the process (analyzeSpec; never 0 once
+  /// analyzed): an engine's cache of a run on this spec's plan is keyed by it, never by
+  /// addresses, which a later spec may reuse.
+  uint64_t serial = 0;
+  /// Edits of the plan in place (lib/Spec/Edit.h): how many were applied, and each
+  /// edited op with the generation its edit made. A cache of a run at generation g
+  /// re-derives what the ops edited after g reach.
+  uint64_t generation = 0;
+  std::vector<std::pair<uint64_t, mlir::Operation *>> edited;
+  /// The source lines of edited ops as written, and per attribute its value as written
+  /// and now: `sources` shows such a line with "  // edited: kind = \"avg\"" appended
+  /// while a value differs from the written one, so that a report's snippet shows the
+  /// plan that was verified.
+  struct EditedLine {
+    std::string written;
+    std::map<std::string, std::pair<std::string, std::string>> values;
+  };
+  std::map<std::pair<std::string, unsigned>, EditedLine> editedLines;
+  /// What edits look up, made by the first one (edits change attributes only, so it
+  /// stays true): the plan's ops by result name, whether the plan derives a backward
+  /// pass, and the ops on the way to the losses it differentiates.
+  struct EditIndex {
+    std::map<std::string, mlir::Operation *> byName;
+    bool derived = false;
+    llvm::DenseSet<mlir::Operation *> differentiated;
+  };
+  std::shared_ptr<EditIndex> editIndex;
   /// The reference's structure, exactly, for the engines' caches (a planner's
   /// candidates share their reference): its context; the function's attributes (its
   /// type and argument attributes); per op its name, attribute dictionary and result
@@ -143,6 +171,13 @@ struct Spec {
   /// names, bounds and signs run to the same values. Empty (never equal to a cached
   /// key) when an op has regions, which the key does not describe.
   std::vector<uintptr_t> referenceKey() const;
+  /// referenceKey, computed once (the reference is never edited after analyzeSpec).
+  const std::vector<uintptr_t> &referenceKeyOnce() const {
+    if (!referenceKeyMemo)
+      referenceKeyMemo = std::make_shared<std::vector<uintptr_t>>(referenceKey());
+    return *referenceKeyMemo;
+  }
+  mutable std::shared_ptr<std::vector<uintptr_t>> referenceKeyMemo;
   /// The plan's ops in execution order (planOrder, or the order written).
   std::vector<mlir::Operation *> planOps() const {
     if (!planOrder.empty())
@@ -239,6 +274,14 @@ private:
 /// the pipeline fields of `spec`, and for any plan the execution order. Returns false
 /// with located errors for malformed input.
 bool analyzePipeline(Spec &spec, Diagnostics &diags);
+
+/// Every tensor type of `op` (results, block arguments, a function's results) has a
+/// static shape inside the caps of Support/Limits.h, and every float attribute of a
+/// `ref` op is an exact rational (lib/Spec/Validate.cpp); else a located error.
+bool validateOpSizesAndConstants(mlir::Operation *op, const std::string &path,
+                                 Diagnostics &diags);
+/// validateOpSizesAndConstants for every op of the spec's modules.
+bool validateSizesAndConstants(Spec &spec, Diagnostics &diags);
 
 /// Checks the loaded module(s) and fills the spec's functions, mesh and bindings.
 /// Exposed for the JSON importer, which builds the module itself.

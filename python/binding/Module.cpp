@@ -21,6 +21,7 @@
 #include <atomic>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 namespace py = pybind11;
 using namespace planproof::api;
@@ -236,7 +237,33 @@ void bindLoading(py::class_<PySession> &session) {
           py::keep_alive<0, 1>(),
           "Loads a candidate plan (MLIR: the mesh and the plan function) against the "
           "reference of `base`, a spec this session loaded; the reference is neither parsed "
-          "nor derived again, and the layout engine reuses its run.");
+          "nor derived again, and the layout engine reuses its run.")
+      .def(
+          "edit",
+          [](PySession &s, PySpec &spec,
+             const std::vector<std::tuple<std::string, std::string, std::string>> &edits) {
+            Use use(s);
+            mine(s, spec);
+            std::vector<PlanEdit> in;
+            for (const auto &[value, attribute, to] : edits)
+              in.push_back({value, attribute, to});
+            Expected<std::vector<PlanEdit>> r = [&] {
+              py::gil_scoped_release unlocked;
+              return s.session.edit(spec.spec, in);
+            }();
+            if (!r)
+              raise(r.error());
+            std::vector<std::tuple<std::string, std::string, std::string>> undo;
+            for (const PlanEdit &e : *r)
+              undo.emplace_back(e.value, e.attribute, e.to);
+            return undo;
+          },
+          py::arg("spec"), py::arg("edits"),
+          "Changes the plan of `spec` in place, all edits or none: each (value, attribute, "
+          "to) sets attribute `attribute` of the plan op defining `value` ('%g1') to `to` "
+          "in MLIR syntax ('\"avg\"', '[\"dp\"]'; '' removes it). Returns the edits that "
+          "undo these. The layout engine then re-derives only what the edited ops reach. "
+          "Raises SpecError for an edit that cannot be made (nothing changes).");
 }
 
 /// Session's decisions: verify and replay.

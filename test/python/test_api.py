@@ -215,6 +215,37 @@ def test_planner_loop_reuses_the_reference():
         other.load_plan(base, plan)
 
 
+def test_planner_loop_edits_the_loaded_plan():
+    text = planproof.plan(MODEL, "dp=4,tp=4,sp,layers=1,size=full")
+    session = planproof.Session()
+    spec = session.load_text(text, name="base.mlir")
+    assert session.verify(spec, engine="layout").verdict == "verified"
+    # A gradient's all_reduce over dp (after the loss the plan differentiates).
+    grad = '%g_l0_wq over ["dp"] "sum"'
+    line = next(l for l in text.splitlines() if grad in l)
+    name = line.split("=")[0].strip()
+    undo = session.edit(spec, [(name, "kind", '"avg"')])
+    assert undo == [(name, "kind", '"sum"')]
+    r = session.verify(spec, engine="layout")
+    alone = planproof.Session()
+    byitself = alone.verify(alone.load_text(text.replace(grad, grad.replace("sum", "avg")),
+                                            name="base.mlir"), engine="layout")
+    assert r.verdict == byitself.verdict == "inconclusive"
+    assert [(str(a), w) for a, w in r.inconclusive] == [(str(a), w) for a, w in byitself.inconclusive]
+    assert 0 < r.stats.reused_states < r.stats.plan_ops
+    assert session.edit(spec, undo) == [(name, "kind", '"avg"')]
+    back = session.verify(spec, engine="layout")
+    assert back.verdict == "verified" and back.stats.reused_states == back.stats.plan_ops
+    # Edits that cannot be made raise and change nothing.
+    with pytest.raises(SpecError, match="no op of the plan function defines"):
+        session.edit(spec, [("%nowhere", "kind", '"avg"')])
+    with pytest.raises(SpecError, match="on the way to a loss the plan differentiates"):
+        session.edit(spec, [("%tokens", "kind", '"avg"')])
+    assert session.verify(spec, engine="layout").verdict == "verified"
+    with pytest.raises(ValueError, match="another Session"):
+        planproof.Session().edit(spec, undo)
+
+
 def test_sessions_in_threads():
     results = []
 
