@@ -3,11 +3,13 @@
 //   planproof-bench-planner SPEC.mlir CANDIDATES
 //
 // SPEC is a reference and a plan (as `planproof plan` writes them). The loop makes
-// CANDIDATES candidate plans, each one op away from the plan: candidate i changes the
-// reduction ("sum" <-> "avg") of the (i/2)-th collective that Session::edit can change
-// in place (in a plan that derives its backward pass: those after the loss, the
-// gradients' collectives), and every other candidate is the plan itself again, as a
-// planner alternates between a change and its undo. Each candidate is verified by the
+// CANDIDATES candidate plans, each one op away from the plan: candidate i makes the
+// (i/2)-th change, in the plan's order, that Session::edit can make in place -- a
+// collective's other reduction ("sum" <-> "avg") or its other axis ("dp" <-> "tp") --
+// and every other candidate is the plan itself again, as a planner alternates between a
+// change and its undo. (In these plans, which derive their backward pass, a forward
+// collective's change is made on its derived adjoint too; a reduce_scatter's reduction,
+// which the derivation reads, cannot change in place.) Each candidate is verified by the
 // layout engine three ways:
 //
 //   edit    Session::edit on the loaded spec (the undo edits for the odd candidates)
@@ -41,13 +43,17 @@ double ms(std::chrono::steady_clock::time_point a) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
 }
 
-/// A collective with a reduction: its result's name and where its "sum" or "avg" is
-/// in the plan's text.
+/// One change of a collective: its result's name, the attribute and its new value, and
+/// where in the plan's text the old value's `width` characters are, with the new text.
 struct Site {
-  std::string value;
-  size_t at;
+  std::string value, attribute, to;
+  size_t at, width;
+  std::string text;
 };
 
+/// Per collective: the other reduction ("sum" <-> "avg"), and the other axis of a
+/// collective over one of "dp" and "tp" (the same group size on these meshes, so the
+/// shapes still fit).
 std::vector<Site> sites(const std::string &plan) {
   std::vector<Site> out;
   for (size_t line = 0; line < plan.size();) {
@@ -55,24 +61,27 @@ std::vector<Site> sites(const std::string &plan) {
     if (end == std::string::npos)
       end = plan.size();
     std::string text = plan.substr(line, end - line);
-    size_t eq = text.find(" = dist.");
-    size_t kind = text.find("] \"sum\"");
-    if (kind == std::string::npos)
-      kind = text.find("] \"avg\"");
-    size_t name = text.find('%');
-    if (eq != std::string::npos && kind != std::string::npos && name < eq)
-      out.push_back({text.substr(name, eq - name), line + kind + 2});
+    size_t eq = text.find(" = dist."), name = text.find('%');
+    if (eq != std::string::npos && name < eq) {
+      std::string value = text.substr(name, eq - name);
+      for (auto [from, to] : {std::pair<const char *, const char *>{"] \"sum\"", "\"avg\""},
+                              {"] \"avg\"", "\"sum\""}})
+        if (size_t at = text.find(from); at != std::string::npos)
+          out.push_back({value, "kind", to, line + at + 2, 5, to});
+      for (auto [from, to] : {std::pair<const char *, const char *>{"over [\"tp\"]", "[\"dp\"]"},
+                              {"over [\"dp\"]", "[\"tp\"]"}})
+        if (size_t at = text.find(from); at != std::string::npos)
+          out.push_back({value, "axes", to, line + at + 5, 6, to});
+    }
     line = end + 1;
   }
   return out;
 }
 
-/// `plan` with the reduction at `site` flipped.
-std::string flipped(const std::string &plan, const Site &site, std::string &to) {
+/// `plan` with `site` changed.
+std::string changed(const std::string &plan, const Site &site) {
   std::string out = plan;
-  bool isSum = out.compare(site.at, 5, "\"sum\"") == 0;
-  to = isSum ? "\"avg\"" : "\"sum\"";
-  out.replace(site.at, 5, to);
+  out.replace(site.at, site.width, site.text);
   return out;
 }
 
@@ -129,9 +138,7 @@ int main(int argc, char **argv) {
       return 2;
     }
     for (const Site &site : sites(planText)) {
-      std::string to;
-      flipped(planText, site, to);
-      auto undo = probe.edit(*spec, {{site.value, "kind", to}});
+      auto undo = probe.edit(*spec, {{site.value, site.attribute, site.to}});
       if (undo)
         editable.push_back(site);
       if (undo && !probe.edit(*spec, *undo)) {
@@ -141,7 +148,7 @@ int main(int argc, char **argv) {
     }
   }
   if (editable.empty()) {
-    std::fprintf(stderr, "%s: no collective an edit can change\n", argv[1]);
+    std::fprintf(stderr, "%s: no change an edit can make\n", argv[1]);
     return 2;
   }
 
@@ -158,9 +165,11 @@ int main(int argc, char **argv) {
   std::vector<PlanEdit> undo;
   for (int i = 0; i < n; ++i) {
     const Site &site = editable[(i / 2) % editable.size()];
-    std::string to, plan = i % 2 ? planText : flipped(planText, site, to);
+    std::string plan = i % 2 ? planText : changed(planText, site);
     auto t = std::chrono::steady_clock::now();
-    auto edits = editing.edit(*edited, i % 2 ? undo : std::vector<PlanEdit>{{site.value, "kind", to}});
+    auto edits = editing.edit(*edited, i % 2 ? undo
+                                             : std::vector<PlanEdit>{{site.value, site.attribute,
+                                                                      site.to}});
     if (!edits) {
       std::fprintf(stderr, "candidate %d: %s\n", i, edits.error().message.c_str());
       return 1;
@@ -213,7 +222,7 @@ int main(int argc, char **argv) {
     }
   }
   std::printf("base: %s, %lld plan ops, %lld reference ops, loaded and verified in %.1f ms; "
-              "%zu collectives an edit can change\n",
+              "%zu changes an edit can make\n",
               verdictName(first.verdict), (long long)first.stats.planOps,
               (long long)first.stats.referenceOps, baseMs, editable.size());
   for (auto [name, w] : {std::pair<const char *, Way *>{"edit", &edit}, {"reuse", &reuse},

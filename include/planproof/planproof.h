@@ -220,9 +220,9 @@ public:
   /// an Error and leaves the plan as it was. Returns the edits that undo these. The
   /// next verify() with the layout engine re-derives only the states the edited ops
   /// reach (docs/layout-engine.md, "Reuse"). In a plan that derives its backward pass
-  /// (ref.grad), the ops on the way to the differentiated loss cannot change in place
-  /// (the derived ops would not follow; the gradient collectives after it can), nor a
-  /// spec loaded at reduced sizes: load the changed text with loadPlan.
+  /// (ref.grad), a collective's change is made on the adjoint collectives derived from
+  /// it too; what else a derivative rule read (a matmul's dimensions) cannot change in
+  /// place, nor a spec loaded at reduced sizes: load the changed text with loadPlan.
   Expected<std::vector<PlanEdit>> edit(Spec &spec, const std::vector<PlanEdit> &edits);
   /// Decides the spec. Never throws. With the layout engine (Options::engine Layout or
   /// Auto), what it derived is kept for later specs of this session that share the

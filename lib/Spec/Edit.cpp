@@ -51,30 +51,35 @@ std::string notEditable(const Spec &spec) {
   if (!spec.reducedDims.empty())
     return "the spec was loaded at reduced sizes (docs/shape-reduction.md): an edit of the "
            "reduced plan would not be an edit of the plan; edit the spec and load it again";
-  if (derivesBackward(spec) && (spec.planGradSeeds.empty() || !spec.writtenMap))
-    return "the plan derives its backward pass (ref.grad) from a loss planproof cannot "
-           "name: load the changed plan instead";
+  if (derivesBackward(spec) && !spec.writtenMap)
+    return "the plan derives its backward pass (ref.grad) and its ops as written were not "
+           "kept: load the changed plan instead";
   return "";
 }
 
-/// The ops a derived backward pass was derived from: every op some seed (a loss the
-/// plan differentiates) depends on.
-llvm::DenseSet<Operation *> differentiated(const Spec &spec) {
-  llvm::DenseSet<Operation *> seen;
-  std::vector<Operation *> work;
-  for (Value seed : spec.planGradSeeds)
-    if (Operation *def = seed.getDefiningOp())
-      work.push_back(def);
-  while (!work.empty()) {
-    Operation *op = work.back();
-    work.pop_back();
-    if (!seen.insert(op).second)
-      continue;
-    for (Value v : op->getOperands())
-      if (Operation *def = v.getDefiningOp())
-        work.push_back(def);
+/// The attribute of an adjoint collective that mirrors attribute `attr` of the
+/// collective `op` whose derivative rule made it (Autodiff.h, `ruled`), or "" where
+/// there is none; `why` says why the edit cannot be mirrored.
+std::string mirrored(Operation *op, const std::string &attr, Attribute to, std::string &why) {
+  std::string name = op->getName().getStringRef().str();
+  if (isa<dist::AllReduceOp>(op)) {
+    if (attr == "kind") {
+      auto k = dyn_cast_or_null<StringAttr>(to);
+      if (!k || (k.getValue() != "sum" && k.getValue() != "avg"))
+        why = "the derivation has a rule for an all_reduce \"sum\" or \"avg\" only";
+      return attr;
+    }
+    return attr == "axes" ? attr : "";
   }
-  return seen;
+  if (isa<dist::AllGatherOp, dist::ShardSliceOp, dist::ShardPadOp>(op) ||
+      (isa<dist::ReduceScatterOp>(op) && attr != "kind"))
+    return attr == "axes" || attr == "dim" || attr == "zigzag" ? attr : "";
+  if (isa<dist::AllToAllOp>(op))
+    return attr == "axes" ? attr : attr == "split_dim" ? "concat_dim"
+                                 : attr == "concat_dim" ? "split_dim" : "";
+  if (isa<dist::SelectOnOp>(op))
+    return attr == "on" ? attr : "";
+  return "";
 }
 
 const Spec::EditIndex &indexOf(Spec &spec) {
@@ -85,8 +90,6 @@ const Spec::EditIndex &indexOf(Spec &spec) {
       if (Operation *def = v.getDefiningOp(); def && def->getBlock() == &body)
         index->byName[name] = def;
     index->derived = derivesBackward(spec);
-    if (index->derived)
-      index->differentiated = differentiated(spec);
     spec.editIndex = index;
   }
   return *spec.editIndex;
@@ -97,6 +100,8 @@ struct Resolved {
   Operation *op;
   StringAttr name;
   Attribute to; // null: remove
+  /// An adjoint collective the derivation made, edited alike (not written, no undo).
+  bool mirror = false;
 };
 
 class Editor {
@@ -128,10 +133,12 @@ public:
     }
     ++spec.generation;
     for (auto it = done.rbegin(); it != done.rend(); ++it)
-      undo.push_back({it->first.value, it->first.name.str(),
-                      printed(it->second)});
+      if (!it->first.mirror)
+        undo.push_back({it->first.value, it->first.name.str(), printed(it->second)});
     for (auto &[r, old] : done) {
       spec.edited.push_back({spec.generation, r.op});
+      if (r.mirror)
+        continue;
       annotate(r.op, r.name.str(), printed(old), printed(r.to));
       // The plan as written, which checked fixes edit, changes alike.
       if (spec.writtenMap)
@@ -180,10 +187,7 @@ private:
     const Spec::EditIndex &index = indexOf(spec);
     const std::map<std::string, Operation *> &byName = index.byName;
     MLIRContext *ctx = spec.plan.getContext();
-    // A derived backward pass was made from the ops on the way to its loss: those cannot
-    // change in place (the gradient collectives after it can).
     bool derived = index.derived;
-    const llvm::DenseSet<Operation *> &onPath = index.differentiated;
     for (size_t i = 0; i < edits.size(); ++i) {
       const AttributeEdit &e = edits[i];
       std::string name = e.value.rfind('%', 0) == 0 ? e.value : "%" + e.value;
@@ -195,10 +199,7 @@ private:
       if (derived && !spec.writtenMap->lookupOrNull(op))
         return fail(i, "`" + name + "` was made by the derivation of the plan's backward pass "
                        "(ref.grad), not written: edit the op it was derived from");
-      if (derived && onPath.count(op))
-        return fail(i, "`" + name + "` is on the way to a loss the plan differentiates "
-                       "(ref.grad): the derived backward pass would not follow an edit of it; "
-                       "load the changed plan instead");
+
       if (isa<func::ReturnOp>(op) || op->getNumRegions())
         return fail(i, "`" + opName + "` cannot be edited");
       if (isa<ref::DropoutMaskOp, dist::SaveOp, dist::LoadOp>(op))
@@ -222,6 +223,22 @@ private:
       if (!e.to.empty() && !parse(i, e.to, ctx, r.to))
         return false;
       todo.push_back(r);
+      // A derivative rule read the op: its adjoint collectives take the same change (a
+      // fresh derivation would make them so); any other change would leave the derived
+      // ops behind.
+      if (derived && spec.ruled.count(op)) {
+        std::string why, to = mirrored(op, e.attribute, r.to, why);
+        if (to.empty() || !why.empty())
+          return fail(i, "`" + name + "` is differentiated by the plan's derivation (ref.grad)" +
+                             (why.empty() ? ", and only a collective's axes, dimensions or "
+                                            "reduction change in place with its adjoint"
+                                          : ": " + why) +
+                             "; load the changed plan instead");
+        auto it = spec.adjoints.find(op);
+        if (it != spec.adjoints.end())
+          for (Operation *adjoint : it->second)
+            todo.push_back({name, adjoint, StringAttr::get(ctx, to), r.to, true});
+      }
     }
     return true;
   }

@@ -35,14 +35,15 @@ struct AttributeEdit {
 /// edit) in place, in order, all or none; `undo` receives the edits that restore the
 /// plan as it was. Only an attribute the op's definition declares (an inherent one)
 /// may change: not `dist.*` annotations (stages, layouts, draws), which analyses read.
-/// Refused, with an error naming the edit and nothing changed: in a plan that derives
-/// its backward pass (ref.grad), an op on the way to the loss it differentiates (the
-/// derived ops would not follow the edit; the gradient collectives after ref.grad can
-/// change) or an op the derivation made; a spec whose sizes were reduced on load;
-/// dropout masks and checkpoint ops; names the plan does not define; attribute text
-/// that does not parse; a result the op's verifier or the size and constant checks
-/// reject. Each applied edit records its op in
-/// `spec.edited` under a new `spec.generation`.
+/// In a plan that derives its backward pass (ref.grad), the derived ops must stay what
+/// a fresh derivation of the edited plan makes: an op no derivative rule read (it was
+/// used as a value only) changes alone; a collective whose rule ran changes with the
+/// adjoint collectives its rule made (the same axes, reduction, dimension; Autodiff.h);
+/// anything else a rule read is refused, as is an op the derivation made.
+/// Refused too, with an error naming the edit and nothing changed: a spec whose sizes
+/// were reduced on load; dropout masks and checkpoint ops; names the plan does not
+/// define; attribute text that does not parse; a result the op's verifier or the size
+/// and constant checks reject.
 bool editPlan(Spec &spec, const std::vector<AttributeEdit> &edits,
               std::vector<AttributeEdit> &undo, Diagnostics &diags);
 

@@ -618,6 +618,8 @@ bool planproof::analyzeSpec(Spec &spec, Diagnostics &diags) {
   if (!validateSizesAndConstants(spec, diags))
     return false;
   spec.written.clear();
+  spec.ruled.clear();
+  spec.adjoints.clear();
   spec.writtenMap = std::make_shared<IRMapping>();
   for (auto &m : spec.modules)
     spec.written.push_back(
@@ -651,7 +653,13 @@ bool planproof::analyzeSpec(Spec &spec, Diagnostics &diags) {
         return;
       spec.names[now] = it->second;
     };
-    if (failed(expandGradOps(*m, why, where, [&](Value v) { return spec.nameOf(v); }, replaced))) {
+    auto ruled = [&](Operation *op, Operation *adjoint) {
+      spec.ruled.insert(op);
+      if (adjoint)
+        spec.adjoints[op].push_back(adjoint);
+    };
+    if (failed(expandGradOps(*m, why, where, [&](Value v) { return spec.nameOf(v); }, replaced,
+                             ruled))) {
       spec.undecidable = why;
       spec.undecidableAt = toSourceLoc(where);
       break;

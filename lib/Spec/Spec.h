@@ -154,13 +154,18 @@ struct Spec {
     std::map<std::string, std::pair<std::string, std::string>> values;
   };
   std::map<std::pair<std::string, unsigned>, EditedLine> editedLines;
+  /// What the derivation of backward passes read (expandGradOps' `ruled`): the ops
+  /// whose derivative rule ran, and each collective's adjoint collectives. An edit of
+  /// an op no rule read leaves the derived ops what a fresh derivation would make; an
+  /// edit of a collective's attribute is made on its adjoints too (Edit.h).
+  llvm::DenseSet<mlir::Operation *> ruled;
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *, 1>> adjoints;
   /// What edits look up, made by the first one (edits change attributes only, so it
-  /// stays true): the plan's ops by result name, whether the plan derives a backward
-  /// pass, and the ops on the way to the losses it differentiates.
+  /// stays true): the plan's ops by result name, and whether the plan derives a
+  /// backward pass.
   struct EditIndex {
     std::map<std::string, mlir::Operation *> byName;
     bool derived = false;
-    llvm::DenseSet<mlir::Operation *> differentiated;
   };
   std::shared_ptr<EditIndex> editIndex;
   /// The reference's structure, exactly, for the engines' caches (a planner's

@@ -37,9 +37,10 @@ public:
   /// the block; null to use the block's own order.
   Differentiator(GradOp grad, std::function<std::string(Value)> nameOf,
                  std::function<void(Value, Value, Value)> replaced = nullptr,
-                 const llvm::DenseMap<Operation *, size_t> *positions = nullptr)
+                 const llvm::DenseMap<Operation *, size_t> *positions = nullptr,
+                 std::function<void(Operation *, Operation *)> ruled = nullptr)
       : grad(grad), b(grad), loc(grad.getLoc()), gradLoc(grad.getLoc()), nameOf(nameOf),
-        replaced(replaced), positions(positions) {}
+        replaced(replaced), positions(positions), ruled(ruled) {}
 
   LogicalResult run(std::string &why, Location &where);
 
@@ -104,6 +105,15 @@ private:
   Location gradLoc;
   std::function<std::string(Value)> nameOf;
   std::function<void(Value, Value, Value)> replaced;
+  /// Told each op whose derivative rule ran (with null) and each adjoint collective a
+  /// collective's rule made (expandGradOps).
+  std::function<void(Operation *, Operation *)> ruled;
+  /// `v`, the adjoint collective made by `op`'s rule, told to `ruled`.
+  Value madeBy(Operation *op, Value v) {
+    if (ruled)
+      ruled(op, v.getDefiningOp());
+    return v;
+  }
   const llvm::DenseMap<Operation *, size_t> *positions = nullptr;
   llvm::StringMap<unsigned> counters;
   llvm::DenseSet<Value> active;
@@ -417,30 +427,35 @@ std::optional<LogicalResult> Differentiator::backpropComposites(Operation *op, V
   return success();
 }
 
-/// The vector-Jacobian rules of rank-local cuts, selections, routing and collectives (their adjoints); none when `op` is not one of them.
+/// The vector-Jacobian rules of rank-local cuts, selections, routing and collectives (their
+/// adjoints); none when `op` is not one of them.
 std::optional<LogicalResult> Differentiator::backpropCollectives(Operation *op, Value g) {
   auto give = [&](unsigned i, llvm::function_ref<Value()> make) { contribute(op, i, make); };
   if (auto ss = dyn_cast<dist::ShardSliceOp>(op)) {
     // Each rank's copy of the replicated value gets its block's share of the gradient,
     // zeros elsewhere: partial over `axes` until the plan sums it.
     give(0, [&]() -> Value {
-      return dist::ShardPadOp::create(b, loc, typeOf(ss.getInput()), g, ss.getAxesAttr(),
-                                      ss.getDimAttr(), ss.getZigzagAttr());
+      return madeBy(op,
+                     dist::ShardPadOp::create(b, loc, typeOf(ss.getInput()), g, ss.getAxesAttr(),
+                                              ss.getDimAttr(), ss.getZigzagAttr()));
     });
   } else if (auto sp = dyn_cast<dist::ShardPadOp>(op)) {
     give(0, [&]() -> Value {
-      return dist::ShardSliceOp::create(b, loc, typeOf(sp.getInput()), g, sp.getAxesAttr(),
-                                        sp.getDimAttr(), sp.getZigzagAttr());
+      return madeBy(op,
+                     dist::ShardSliceOp::create(b, loc, typeOf(sp.getInput()), g, sp.getAxesAttr(),
+                                                sp.getDimAttr(), sp.getZigzagAttr()));
     });
   } else if (auto sel = dyn_cast<dist::SelectOnOp>(op)) {
     // The gradient goes to the operand each rank took.
     if (!isa<RankedTensorType>(sel.getType()))
       return failure();
     give(0, [&]() -> Value {
-      return dist::SelectOnOp::create(b, loc, g, constant(typeOf(g), 0.0), sel.getOnAttr());
+      return madeBy(
+          op, dist::SelectOnOp::create(b, loc, g, constant(typeOf(g), 0.0), sel.getOnAttr()));
     });
     give(1, [&]() -> Value {
-      return dist::SelectOnOp::create(b, loc, constant(typeOf(g), 0.0), g, sel.getOnAttr());
+      return madeBy(
+          op, dist::SelectOnOp::create(b, loc, constant(typeOf(g), 0.0), g, sel.getOnAttr()));
     });
   } else if (isa<TopkMaskOp, CapacityDispatchOp>(op)) {
     // Piecewise constant in its operand: no gradient flows (the router learns through
@@ -449,28 +464,30 @@ std::optional<LogicalResult> Differentiator::backpropCollectives(Operation *op, 
     // In a plan, ref.grad differentiates the sum of every rank's loss: the adjoint of
     // an all_to_all is the all_to_all back.
     give(0, [&]() -> Value {
-      return dist::AllToAllOp::create(b, loc, typeOf(a2a.getInput()), g, a2a.getAxesAttr(),
-                                      a2a.getConcatDimAttr(), a2a.getSplitDimAttr());
+      return madeBy(op,
+                     dist::AllToAllOp::create(b, loc, typeOf(a2a.getInput()), g, a2a.getAxesAttr(),
+                                              a2a.getConcatDimAttr(), a2a.getSplitDimAttr()));
     });
   } else if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
     give(0, [&]() -> Value {
-      return dist::ReduceScatterOp::create(b, loc, typeOf(ag.getInput()), g, ag.getAxesAttr(),
-                                           ag.getDimAttr(), ag.getZigzagAttr(),
-                                           b.getStringAttr("sum"));
+      return madeBy(op, dist::ReduceScatterOp::create(b, loc, typeOf(ag.getInput()), g,
+                                                       ag.getAxesAttr(), ag.getDimAttr(),
+                                                       ag.getZigzagAttr(), b.getStringAttr("sum")));
     });
   } else if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
     if (rs.getKind() != "sum")
       return failure();
     give(0, [&]() -> Value {
-      return dist::AllGatherOp::create(b, loc, typeOf(rs.getInput()), g, rs.getAxesAttr(),
-                                       rs.getDimAttr(), rs.getZigzagAttr());
+      return madeBy(op,
+                     dist::AllGatherOp::create(b, loc, typeOf(rs.getInput()), g, rs.getAxesAttr(),
+                                               rs.getDimAttr(), rs.getZigzagAttr()));
     });
   } else if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
     if (ar.getKind() != "sum" && ar.getKind() != "avg")
       return failure();
     give(0, [&]() -> Value {
-      return dist::AllReduceOp::create(b, loc, typeOf(ar.getInput()), g, ar.getAxesAttr(),
-                                       ar.getKindAttr());
+      return madeBy(op, dist::AllReduceOp::create(b, loc, typeOf(ar.getInput()), g,
+                                                   ar.getAxesAttr(), ar.getKindAttr()));
     });
   } else {
     return std::nullopt;
@@ -574,6 +591,8 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     if (isa<DetachOp>(op))
       continue; // a detached wrt value: its gradient stops here
     bool collective = isa<dist::CollectiveOp, dist::SelectOnOp>(op);
+    if (ruled)
+      ruled(op, nullptr);
     if ((!isa<RefDialect>(op->getDialect()) && !collective) ||
         failed(backprop(op, it->second))) {
       why = "autodiff: no derivative rule for '" + op->getName().getStringRef().str() + "'";
@@ -622,7 +641,8 @@ struct ExpandGradPass : PassWrapper<ExpandGradPass, OperationPass<ModuleOp>> {
 
 LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Location &where,
                                       std::function<std::string(Value)> nameOf,
-                                      std::function<void(Value, Value, Value)> replaced) {
+                                      std::function<void(Value, Value, Value)> replaced,
+                                      std::function<void(Operation *, Operation *)> ruled) {
   SmallVector<GradOp> grads;
   root->walk([&](GradOp g) { grads.push_back(g); });
   llvm::DenseMap<Operation *, size_t> positions;
@@ -634,7 +654,7 @@ LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Locati
         positions[&op] = i++;
     }
   for (GradOp g : grads)
-    if (failed(Differentiator(g, nameOf, replaced, &positions).run(why, where)))
+    if (failed(Differentiator(g, nameOf, replaced, &positions, ruled).run(why, where)))
       return failure();
   return success();
 }

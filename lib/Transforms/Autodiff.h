@@ -26,10 +26,18 @@ namespace planproof {
 /// `replaced`, when given, is told each ref.grad result, the value that replaces it and
 /// the `wrt` value it is the gradient of (so that diagnostics can keep the names the
 /// spec's author wrote).
+/// `ruled`, when given, is told (op, null) for each op whose derivative rule ran --
+/// a rule reads its own op's attributes and no other op's, so an op never told was
+/// read by the derivation as a value only -- and (collective, adjoint) for each adjoint
+/// collective a collective's rule made, whose attributes are the collective's
+/// (all_reduce: axes, kind; all_gather and reduce_scatter, shard_slice and shard_pad:
+/// axes, dim, zigzag of each other; all_to_all: axes, its split_dim the other's
+/// concat_dim and back; select_on: on).
 mlir::LogicalResult
 expandGradOps(mlir::Operation *root, std::string &why, mlir::Location &where,
               std::function<std::string(mlir::Value)> nameOf = nullptr,
-              std::function<void(mlir::Value, mlir::Value, mlir::Value)> replaced = nullptr);
+              std::function<void(mlir::Value, mlir::Value, mlir::Value)> replaced = nullptr,
+              std::function<void(mlir::Operation *, mlir::Operation *)> ruled = nullptr);
 
 /// `--ref-expand-grad` for planproof-opt.
 std::unique_ptr<mlir::Pass> createExpandGradPass();

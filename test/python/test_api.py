@@ -239,8 +239,19 @@ def test_planner_loop_edits_the_loaded_plan():
     # Edits that cannot be made raise and change nothing.
     with pytest.raises(SpecError, match="no op of the plan function defines"):
         session.edit(spec, [("%nowhere", "kind", '"avg"')])
-    with pytest.raises(SpecError, match="on the way to a loss the plan differentiates"):
-        session.edit(spec, [("%tokens", "kind", '"avg"')])
+    # A forward collective: its derived adjoint changes with it, as a fresh derivation
+    # of the changed text would make it.
+    rs = '%l0_attn_3d over ["tp"] dim 1 "sum"'
+    undo = session.edit(spec, [("%l0_attn_rs", "axes", '["dp"]')])
+    r = session.verify(spec, engine="layout")
+    byitself = alone.verify(alone.load_text(text.replace(rs, rs.replace('"tp"', '"dp"')),
+                                            name="base.mlir"), engine="layout")
+    assert r.verdict == byitself.verdict == "inconclusive"
+    assert [(str(a), w) for a, w in r.inconclusive] == [(str(a), w) for a, w in byitself.inconclusive]
+    session.edit(spec, undo)
+    # What the derivation read beyond a collective's own attributes: load the text.
+    with pytest.raises(SpecError, match="is differentiated by the plan's derivation"):
+        session.edit(spec, [("%l0_attn_rs", "kind", '"avg"')])
     assert session.verify(spec, engine="layout").verdict == "verified"
     with pytest.raises(ValueError, match="another Session"):
         planproof.Session().edit(spec, undo)

@@ -147,37 +147,87 @@ TEST_CASE("edits that cannot be made are errors that change nothing", "[api][edi
   CHECK(session.verify(*spec, layout).stats.reusedStates > 0);
 }
 
-TEST_CASE("a plan that derives its backward pass is edited after its loss only",
+TEST_CASE("in a plan that derives its backward pass, a collective's edit reaches its adjoint",
           "[api][edit]") {
-  auto text = generatePlan(PLANPROOF_SOURCE_DIR "/verify-specs/models/llama3-8b.json",
-                           "dp=2,tp=2,layers=1");
-  REQUIRE(text);
+  const std::string text = [] {
+    auto t = generatePlan(PLANPROOF_SOURCE_DIR "/verify-specs/models/llama3-8b.json",
+                          "dp=2,tp=2,sp,layers=1");
+    REQUIRE(t);
+    return *t;
+  }();
   Options layout;
   layout.engine = Options::Engine::Layout;
   Session session;
-  auto spec = session.loadText("gen.mlir", *text, layout);
+  auto spec = session.loadText("gen.mlir", text, layout);
   REQUIRE(spec);
-  REQUIRE(session.verify(*spec, layout).verdict == Verdict::Verified);
-  // A forward collective: the derived backward pass was made from it.
-  auto forward = session.edit(*spec, {{"%tokens", "kind", "\"avg\""}});
-  REQUIRE_FALSE(forward);
-  CHECK(forward.error().message.find("on the way to a loss the plan differentiates") !=
-        std::string::npos);
-  // A gradient's all_reduce over dp, after ref.grad: in place, and decided as the
-  // edited text is.
-  const std::string grad = "%g_l0_wq over [\"dp\"] \"sum\"";
-  REQUIRE(text->find(grad) != std::string::npos);
-  std::string name = text->substr(0, text->find(grad));
-  name = name.substr(name.rfind('%'));
-  name = name.substr(0, name.find(' '));
-  auto undo = session.edit(*spec, {{name, "kind", "\"avg\""}});
+  Result first = session.verify(*spec, layout);
+  REQUIRE(first.verdict == Verdict::Verified);
+  // Every collective of the plan, forward (its derived adjoint edited alike) and
+  // backward, in two ways each: the other reduction, and the other mesh axis (the
+  // same group size, so the shapes still fit). Each edit is decided as the edited text
+  // loaded afresh is, and its undo gives the plan back.
+  struct Change {
+    std::string value, attribute, to, from, into;
+  };
+  std::vector<Change> changes;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    size_t eq = line.find(" = dist.");
+    if (eq == std::string::npos || line.find("over [") == std::string::npos)
+      continue;
+    std::string value = line.substr(line.find('%'), eq - line.find('%'));
+    for (auto [from, into] : {std::pair<std::string, std::string>{"] \"sum\"", "] \"avg\""},
+                              {"] \"avg\"", "] \"sum\""}})
+      if (line.find(from) != std::string::npos)
+        changes.push_back({value, "kind", into.substr(2), line, replaced(line, from, into)});
+    for (auto [from, into] : {std::pair<std::string, std::string>{"over [\"tp\"]", "[\"dp\"]"},
+                              {"over [\"dp\"]", "[\"tp\"]"}})
+      if (line.find(from) != std::string::npos)
+        changes.push_back({value, "axes", into, line, replaced(line, from, "over " + into)});
+  }
+  REQUIRE(changes.size() > 20);
+  int forward = 0;
+  for (const Change &c : changes) {
+    INFO(c.value << " " << c.attribute << " = " << c.to);
+    auto undo = session.edit(*spec, {{c.value, c.attribute, c.to}});
+    REQUIRE(undo);
+    Result edited = session.verify(*spec, layout);
+    Result byItself = fresh("gen.mlir", replaced(text, c.from, c.into), layout);
+    CHECK(edited.verdict == byItself.verdict);
+    CHECK(reasons(edited) == reasons(byItself));
+    forward += edited.stats.reusedStates < edited.stats.planOps - 1; // an adjoint re-derived too
+    REQUIRE(session.edit(*spec, *undo));
+    Result back = session.verify(*spec, layout);
+    CHECK(back.verdict == Verdict::Verified);
+    CHECK(reasons(back) == reasons(first));
+  }
+  CHECK(forward > 5);
+  // The element engine on an edited forward collective: as on its text.
+  const std::string rs = "%l0_attn_3d over [\"tp\"] dim 1 \"sum\"";
+  auto undo = session.edit(*spec, {{"%l0_attn_rs", "axes", "[\"dp\"]"}});
   REQUIRE(undo);
-  Result edited = session.verify(*spec, layout);
-  Result byItself =
-      fresh("gen.mlir", replaced(*text, grad, "%g_l0_wq over [\"dp\"] \"avg\""), layout);
-  CHECK(edited.verdict == Verdict::Inconclusive);
-  CHECK(reasons(edited) == reasons(byItself));
+  Result element = session.verify(*spec);
+  Result elementAlone =
+      fresh("gen.mlir", replaced(text, rs, "%l0_attn_3d over [\"dp\"] dim 1 \"sum\""), {});
+  CHECK(element.verdict == Verdict::Violated);
+  CHECK(reasons(element) == reasons(elementAlone));
   REQUIRE(session.edit(*spec, *undo));
+
+  // What a derivative rule read beyond a collective's own attributes cannot change in
+  // place, nor a reduction the derivation has no rule for, nor an op it made.
+  auto rule = session.edit(*spec, {{"%l0_attn_rs", "kind", "\"avg\""}});
+  REQUIRE_FALSE(rule);
+  CHECK(rule.error().message.find("is differentiated by the plan's derivation") !=
+        std::string::npos);
+  auto max = session.edit(*spec, {{"%tokens", "kind", "\"max\""}});
+  REQUIRE(max); // %tokens: no rule read it (the loss's scale, no parameter's path)
+  REQUIRE(session.edit(*spec, *max));
+  const std::string dense = "%l0_q = ref.matmul";
+  REQUIRE(text.find(dense) != std::string::npos);
+  auto matmul = session.edit(*spec, {{"%l0_q", "lhs_dim", "0 : i64"}});
+  REQUIRE_FALSE(matmul);
+  CHECK(matmul.error().message.find("only a collective's axes, dimensions or reduction") !=
+        std::string::npos);
   CHECK(session.verify(*spec, layout).verdict == Verdict::Verified);
 }
 
