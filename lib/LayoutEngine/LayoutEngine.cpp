@@ -112,6 +112,16 @@ void stateKey(const State &s, std::string &out) {
     out += "r" + std::to_string(a) + "*" + std::to_string(k);
   if (s.isConst)
     out += "c" + std::to_string(s.constValue);
+  if (s.rowSums) {
+    const State::RowSums &r = *s.rowSums;
+    out += "R" + std::to_string(r.of) + "/" + std::to_string(r.dim) + "/" + r.a.str() + "/" +
+           r.b.str() + "/";
+    for (int64_t k : r.at)
+      out += std::to_string(k) + ",";
+    State split; // the split, as a state's
+    split.split = r.split;
+    stateKey(split, out);
+  }
   out += "#";
 }
 

@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <optional>
 #include <vector>
 
 namespace planproof {
@@ -250,6 +251,22 @@ struct State {
   /// An index constant's value (arith.constant), for products by constants.
   bool isConst = false;
   int64_t constValue = 0;
+  /// A partial sum whose summand on every rank is known (RowSums.cpp): a x (the sums
+  /// along `dim`, the class dimension, of the rank's block of the one-hot term `of`
+  /// under `split`) + b. The value's dimension k indexes dimension at[k] of the one-hot
+  /// (-1: a copy along a broadcast dimension). Set only by annotateRowSums.
+  struct RowSums {
+    TermId of = 0;
+    int dim = -1;
+    std::vector<DimSplit> split;
+    Rational a = Rational(1), b = Rational(0);
+    std::vector<int64_t> at;
+    bool operator==(const RowSums &o) const {
+      return of == o.of && dim == o.dim && split == o.split && a == o.a && b == o.b &&
+             at == o.at;
+    }
+  };
+  std::optional<RowSums> rowSums;
 
   static State unknown(mlir::Operation *at, std::string why) {
     State s;
@@ -282,7 +299,7 @@ inline bool operator==(const State &a, const State &b) {
          a.global == b.global && a.split == b.split && a.partial == b.partial &&
          a.partialMax == b.partialMax && a.broadcast == b.broadcast && a.source == b.source &&
          a.sourceDims == b.sourceDims && a.rankCoeff == b.rankCoeff && a.isConst == b.isConst &&
-         a.constValue == b.constValue;
+         a.constValue == b.constValue && a.rowSums == b.rowSums;
 }
 
 /// The mesh and the term pool the rules work in.
@@ -490,6 +507,16 @@ struct SplitResult {
 /// contracted axes and factor from its operands' states, `local` its result's shape.
 SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                       const Shape &local);
+
+/// `out` (op's result state by its rule) with the summands of a partial sum of a
+/// one-hot's row sums where op keeps them known on every rank, and without any
+/// operand's otherwise (RowSums.cpp).
+void annotateRowSums(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                     State &out);
+/// A product of a one-hot's blocks and a function of their own row sums (RowSums.cpp):
+/// true, with the one-hot times that function at 1.
+bool oneHotTimesRowSums(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                        State &out);
 
 /// Whether t is an index constant's leaf, and its value (Index.cpp).
 bool constantLeaf(const TermPool &terms, TermId t, int64_t &v);

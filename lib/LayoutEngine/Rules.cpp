@@ -237,11 +237,20 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
     return true;
   }
   const std::string &head = terms.head(op.getName(), op.getAttrDictionary(), global);
-  if (isa<ref::AddOp>(op)) { // the normal form of sums (TermPool::sum)
+  // The normal form of sums (TermPool::sum); a difference is the sum with the second
+  // summand's weight negated, a - b = a + (-1) b (exact).
+  if (isa<ref::AddOp, ref::SubOp>(op)) {
     std::vector<std::pair<TermId, Rational>> weighted;
     for (const State *s : in)
       weighted.push_back({s->term, s->factor});
-    auto [t, f] = terms.sum(head, weighted);
+    if (isa<ref::SubOp>(op) && weighted.size() == 2)
+      weighted[1].second = Rational(0) - weighted[1].second;
+    MLIRContext *ctx = op.getContext();
+    const std::string &sumHead =
+        isa<ref::SubOp>(op) ? terms.head(OperationName(ref::AddOp::getOperationName(), ctx),
+                                         DictionaryAttr::get(ctx), global)
+                            : head;
+    auto [t, f] = terms.sum(sumHead, weighted);
     out = {t, f};
     return true;
   }
@@ -524,7 +533,21 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
 
 } // namespace
 
+namespace {
+State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *> &in);
+} // namespace
+
 State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  State out;
+  if (oneHotTimesRowSums(c, op, in, out))
+    return out;
+  out = planRuleOf(c, op, in);
+  annotateRowSums(c, op, in, out);
+  return out;
+}
+
+namespace {
+State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
   if (isa<dist::AxisIndexOp>(op))
     return indexRule(c, op, in);
   if (isa<dist::DistDialect>(op.getDialect())) {
@@ -583,5 +606,6 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
     return sliceRule(c, op, *in[0]);
   return refOpRule(c, op, in);
 }
+} // namespace
 
 } // namespace planproof::layouts

@@ -1202,6 +1202,67 @@ TEST_CASE("vocabulary-parallel one_hot: each rank's classes from its offset", "[
       spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %nm1", "sum")));
 }
 
+TEST_CASE("a one-hot's block times a function of its own row sums: the function at 1",
+          "[layouts]") {
+  // Each rank's one-hot columns (classes split over a) times an affine function of
+  // their own row sums, which are 0 or 1: the one-hot times the function at 1
+  // (torchtitan's loss-parallel update: one_hot * ((1 - row sums) - 1) = -one_hot).
+  // Near misses: the row sums of a one-hot every rank takes from class 0; the sums of
+  // the other dimension (a class's count, which may exceed 1); another ids' one-hot
+  // times these row sums.
+  const char *refArgs = R"(%ids: tensor<3xi64> {ref.name = "ids", ref.bound = {Kn} : i64}, %other: tensor<3xi64> {ref.name = "other", ref.bound = {Kn} : i64})";
+  auto ref = [](const char *factor) {
+    return std::string(R"(    %hot = ref.one_hot %ids : tensor<3xi64> -> tensor<3x{Kn}xf32>
+    %out = ref.scale %hot by )") + factor + R"( : tensor<3x{Kn}xf32>
+    return %out : tensor<3x{Kn}xf32>
+)";
+  };
+  std::string refRes = R"(tensor<3x{Kn}xf32> {ref.name = "out"})";
+  std::string planArgs = R"(%ids: tensor<3xi64> {dist.value = "ids", dist.layout = #dist.layout<[_]>}, %other: tensor<3xi64> {dist.value = "other", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<3x{n}xf32> {dist.value = "out", dist.layout = #dist.layout<[_, a]>})";
+  auto plan = [](const char *summed, const char *sums, const char *function,
+                 const char *times) {
+    return std::string(R"(    %r = dist.axis_index "a" : index
+    %n = arith.constant {n} : index
+    %zero = arith.constant 0 : index
+    %first = arith.muli %r, %n : index
+    %first0 = arith.muli %r, %zero : index
+    %hot = ref.one_hot %ids offset %first : tensor<3xi64> -> tensor<3x{n}xf32>
+    %hot0 = ref.one_hot %ids offset %first0 : tensor<3xi64> -> tensor<3x{n}xf32>
+    %hotb = ref.one_hot %other offset %first : tensor<3xi64> -> tensor<3x{n}xf32>
+    %one = ref.constant 1.0 : tensor<3xf32>
+    %s = ref.reduce_sum )") + summed + " " + sums + "\n" + function + R"(
+    %hb = ref.broadcast %h dims [0] : tensor<3xf32> -> tensor<3x{n}xf32>
+    %out = ref.mul )" + times + R"(, %hb : tensor<3x{n}xf32>
+    return %out : tensor<3x{n}xf32>
+)";
+  };
+  const char *rows = "dims [1] : tensor<3x{n}xf32>";
+  const char *torchtitan = R"(    %keep = ref.sub %one, %s : tensor<3xf32>
+    %h = ref.sub %keep, %one : tensor<3xf32>)";
+  const char *affine = R"(    %s3 = ref.scale %s by 3.0 : tensor<3xf32>
+    %h = ref.add %one, %s3 : tensor<3xf32>)";
+  proves(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, plan("%hot", rows, torchtitan, "%hot")));
+  // 1 + 3 s, and the product in the other order.
+  std::string swapped = plan("%hot", rows, affine, "%hot");
+  swapped.replace(swapped.find("ref.mul %hot, %hb"), 17, "ref.mul %hb, %hot");
+  proves(spec(refArgs, refRes, ref("4.0"), planArgs, planRes, swapped));
+  refutes(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, plan("%hot0", rows, torchtitan, "%hot")));
+  refutes(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, plan("%hot", rows, torchtitan, "%hotb")));
+  // The sums of a class's column over the rows: broadcast along the rows instead.
+  std::string columns = plan("%hot", "dims [0] : tensor<3x{n}xf32>", torchtitan, "%hot");
+  columns.replace(columns.find("ref.broadcast %h dims [0] : tensor<3xf32>"),
+                  std::string("ref.broadcast %h dims [0] : tensor<3xf32>").size(),
+                  "ref.broadcast %h dims [1] : tensor<{n}xf32>");
+  for (const char *t : {"%keep = ref.sub %one, %s : tensor<3xf32>", "%h = ref.sub %keep, %one : tensor<3xf32>"})
+    columns.replace(columns.find(t), std::string(t).size(),
+                    std::string(t).replace(std::string(t).find("tensor<3xf32>"), 13, "tensor<{n}xf32>"));
+  columns.replace(columns.find("%one = ref.constant 1.0 : tensor<3xf32>"),
+                  std::string("%one = ref.constant 1.0 : tensor<3xf32>").size(),
+                  "%one = ref.constant 1.0 : tensor<{n}xf32>");
+  refutesWithBlocks(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, columns));
+}
+
 TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
           "[layouts]") {
   // [gate | up] fused and split within its two segments: each rank's columns are its
