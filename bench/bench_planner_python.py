@@ -2,11 +2,12 @@
 """The planner's loop of examples/planner/planner.py through the Python binding (issue
 17): a small auto-parallelizer enumerating the dp x tp (x SP) layouts of a Llama3-8B
 block (reduced sizes) on N ranks and, per layout, candidates one all-reduce apart
-(dropped, narrowed, averaged). Each candidate is loaded against its layout's reference
-(Session.load_plan) and decided by the layout engine, then the element engine where it
-does not prove it; side by side, each candidate in a fresh session (the whole spec
-parsed, differentiated and run again). Per-candidate medians, kept (verified) and
-rejected (violated) apart, and the share the reuse saves.
+(dropped, narrowed, averaged). A narrowed or averaged all-reduce is an edit of the
+loaded plan (Session.edit, then undone), a dropped one is loaded against its layout's
+reference (Session.load_plan); each is decided by the layout engine, then the element
+engine where it does not prove it; side by side, each candidate in a fresh session (the
+whole spec parsed, differentiated and run again). Per-candidate medians, kept
+(verified) and rejected (violated) apart, and the share the reuse saves.
 
     python3 bench/bench_planner_python.py --out bench/results-planner-python.md
 """
@@ -29,7 +30,7 @@ def main():
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     command = "python3 bench/bench_planner_python.py"
-    out = ["Per-candidate wall time (load_plan + verify, engine \"auto\"), median over the "
+    out = ["Per-candidate wall time (edit or load_plan, then verify, engine \"auto\"), median over the "
            "candidates, in one process; \"fresh\": the same candidate in a new Session.", "",
            "| ranks | layouts | candidates | kept / rejected | all: reuse / fresh ms | saved "
            "| kept: reuse / fresh ms | rejected: reuse / fresh ms |",

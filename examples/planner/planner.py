@@ -12,9 +12,12 @@ communication optimizer does, tries to make it cheaper one collective at a time:
     narrow   reduce over fewer mesh axes (a smaller group)
     avg      average instead of sum (a smaller gradient scale)
 
-Each candidate is loaded against the layout's reference (Session.load_plan: the
-reference is parsed and differentiated once per layout) and decided by the layout
-engine, which reuses every state it derived before, then by the element engine where the
+A narrowed or averaged all-reduce is an edit of the loaded plan (Session.edit: the
+collective's attribute changed in place, with its derived adjoint, then undone), which
+the layout engine re-verifies by re-deriving only the states the edit reaches; a
+dropped one is loaded as text against the layout's reference (Session.load_plan: the
+reference is parsed and differentiated once per layout), reusing every state derived
+before. Each is decided by the layout engine, then by the element engine where the
 layout engine cannot prove it (engine "auto"). The planner keeps the verified candidates
 and prints why each rejected one is wrong: the kind, the op and planproof's message.
 
@@ -64,7 +67,8 @@ def plan_part(text):
 
 
 def moves(plan):
-    """Every one-collective change the optimizer tries: (description, candidate text)."""
+    """Every one-collective change the optimizer tries: (description, candidate text, the
+    edit that makes it of the loaded plan -- (value, attribute, to) -- or None)."""
     lines = plan.split("\n")
     for i, line in enumerate(lines):
         m = ALL_REDUCE.match(line)
@@ -75,15 +79,17 @@ def moves(plan):
         # drop: the operand stands for the result everywhere below.
         use = re.compile(re.escape(result) + r"(?![\w$.-])")
         rest = [use.sub(operand, x) for x in lines[i + 1:]]
-        yield f"drop the all_reduce of {result}", "\n".join(lines[:i] + rest)
+        yield f"drop the all_reduce of {result}", "\n".join(lines[:i] + rest), None
         if len(axis_list) > 1:
             for keep in axis_list:
                 narrowed = line.replace(f"over [{axes}]", f"over [{keep}]")
                 yield (f"reduce {result} over {keep} only",
-                       "\n".join(lines[:i] + [narrowed] + lines[i + 1:]))
+                       "\n".join(lines[:i] + [narrowed] + lines[i + 1:]),
+                       (result, "axes", f"[{keep}]"))
         if kind == "sum":
             flipped = line.replace('"sum"', '"avg"')
-            yield f"average {result} instead of summing", "\n".join(lines[:i] + [flipped] + lines[i + 1:])
+            yield (f"average {result} instead of summing",
+                   "\n".join(lines[:i] + [flipped] + lines[i + 1:]), (result, "kind", '"avg"'))
 
 
 def why(result):
@@ -126,12 +132,17 @@ def main():
         if not a.quiet:
             print(f"{par}: as generated: verified ({base_ms:.0f} ms, reference loaded and run)")
         plan = plan_part(text)
-        for n, (what, cand) in enumerate(moves(plan)):
+        for n, (what, cand, edit) in enumerate(moves(plan)):
             if a.max_moves and n >= a.max_moves:
                 break
             t = time.perf_counter()
-            spec = session.load_plan(base, cand, name=f"{par}: {what}")
-            r = session.verify(spec, engine="auto", check_fixes=False)
+            if edit:
+                undo = session.edit(base, [edit])
+                r = session.verify(base, engine="auto", check_fixes=False)
+                session.edit(base, undo)
+            else:
+                spec = session.load_plan(base, cand, name=f"{par}: {what}")
+                r = session.verify(spec, engine="auto", check_fixes=False)
             ms = 1e3 * (time.perf_counter() - t)
             times.append(ms)
             if a.fresh:

@@ -491,9 +491,10 @@ bool Run::resume(LayoutCache::Impl &cache, llvm::DenseSet<Operation *> &dirty) {
               last.plan == spec.plan.getOperation() && last.mesh == meshKey &&
               last.generation <= spec.generation;
   if (same) {
-    for (auto &[generation, op] : spec.edited)
-      if (generation > last.generation)
-        dirty.insert(op);
+    // (Appended in generation order: the edits since are the last ones.)
+    for (auto it = spec.edited.rbegin(); it != spec.edited.rend() && it->first > last.generation;
+         ++it)
+      dirty.insert(it->second);
     planStates = std::move(last.states);
   }
   last = LayoutCache::Impl::Last(); // (until this run completes)
