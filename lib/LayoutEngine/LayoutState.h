@@ -508,6 +508,17 @@ struct SplitResult {
 SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                       const Shape &local);
 
+/// The split of each rank's reshape of its block of x (local shape inLocal) to
+/// outLocal: a ref.reshape's rule (Splits.cpp).
+SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
+                           const Shape &outLocal);
+/// A concatenation of the consecutive unit slices of one value along another
+/// dimension, each of local size 1 along the concatenated one, split there (a
+/// row-parallel output's positions stacked along a batch that FSDP splits): each rank's
+/// reshape of its block of the value (Views.cpp). False where that does not apply.
+bool concatOfUnitSlices(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                        State &out);
+
 /// `out` (op's result state by its rule) with the summands of a partial sum of a
 /// one-hot's row sums where op keeps them known on every rank, and without any
 /// operand's otherwise (RowSums.cpp).

@@ -602,6 +602,8 @@ State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *>
       return windowRule(c, op, in, generic);
   if (isa<ref::SliceOp>(op) && c.terms.headIs(in[0]->term, "stack{"))
     return stackSlice(c, op, *in[0]);
+  if (State s; concatOfUnitSlices(c, op, in, s))
+    return s;
   if (auto slice = dyn_cast<ref::SliceOp>(op); slice && in[0]->isSplit())
     return sliceRule(c, op, *in[0]);
   return refOpRule(c, op, in);

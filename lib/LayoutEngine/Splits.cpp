@@ -250,10 +250,23 @@ std::vector<Placement> placements(const std::vector<size_t> &places,
   return options;
 }
 
+SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
+                           const Shape &outLocal);
+
 SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Shape &outLocal) {
   auto inType = cast<RankedTensorType>(op.getOperand(0).getType());
-  Shape inLocal(inType.getShape().begin(), inType.getShape().end());
+  return reshapeSplitIn(c, x, Shape(inType.getShape().begin(), inType.getShape().end()),
+                        outLocal);
+}
+
+SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
+                           const Shape &outLocal) {
   SplitResult r;
+  // A reshape back to the shape x's term was reshaped from (the two then compose to
+  // that term): that global shape first, where the split can take it.
+  if (c.terms.headIs(x.term, "ref.reshape{") &&
+      reshapeByGlobal(c, x, inLocal, outLocal, c.terms.shapeOf(c.terms.operands(x.term)[0]), r))
+    return r;
   if (auto it = c.referenceReshapes.find(x.global); it != c.referenceReshapes.end())
     for (const Shape &target : it->second)
       if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
@@ -506,6 +519,11 @@ SplitResult batchDimsSplit(RuleContext &c, Operation &op, const State &x, const 
 }
 
 } // namespace
+
+SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
+                           const Shape &outLocal) {
+  return reshapeSplitIn(c, x, inLocal, outLocal);
+}
 
 SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const State *> &in,
                       const Shape &local) {

@@ -256,6 +256,71 @@ bool reshapeOfConcat(TermPool &terms, Operation &op, const Shape &global, const 
 }
 
 
+/// Each operand a slice k along b of one value v (at offset k, of size 1, whole along
+/// every other dimension; k = 0, 1, ... covering b), of local size 1 along the
+/// concatenated dimension e, which they split, every dimension between e and b of size
+/// 1: in row-major order each rank's slices follow each other, so its concatenation is
+/// its reshape of its block of v (b is not split: a slice's block is the block's
+/// slice). The state is the reshape rule's (reshapeSplitOf) of v's.
+bool concatOfUnitSlices(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                        State &out) {
+  auto cat = dyn_cast<ref::ConcatOp>(op);
+  if (!cat || in.size() < 2)
+    return false;
+  int64_t e = cat.getDim(), n = (int64_t)in.size();
+  const State &x = *in[0];
+  if (e < 0 || e >= (int64_t)x.split.size() || x.split[e].empty() || x.windowed())
+    return false;
+  TermId v = 0;
+  Shape whole;
+  int64_t b = -1;
+  for (int64_t k = 0; k < n; ++k) {
+    const State &s = *in[k];
+    TermId input;
+    std::vector<int64_t> offsets, sizes;
+    if (!s.known || s.split != x.split || s.partial != x.partial || s.factor != x.factor ||
+        !s.partialMax.empty() || s.broadcast || !s.rankCoeff.empty() || s.isConst ||
+        !sliceParts(c.terms, s.term, input, offsets, sizes) || (k > 0 && input != v))
+      return false;
+    if (k == 0) {
+      v = input;
+      whole = c.terms.shapeOf(v);
+      for (size_t d = 0; d < offsets.size() && d < whole.size(); ++d)
+        if (sizes[d] == 1 && whole[d] == n)
+          b = (int64_t)d;
+      if (b < 0 || b == e || whole.size() != sizes.size() || s.global != Shape(sizes))
+        return false;
+    }
+    for (size_t d = 0; d < whole.size(); ++d)
+      if ((int64_t)d == b ? offsets[d] != k || sizes[d] != 1
+                          : offsets[d] != 0 || sizes[d] != whole[d])
+        return false;
+  }
+  if (!x.split[b].empty() || whole[e] != c.size(x.split[e]))
+    return false; // b split, or more than one row along e on a rank
+  for (int64_t d = std::min(e, b) + 1; d < std::max(e, b); ++d)
+    if (whole[d] != 1)
+      return false;
+  State of = x;
+  of.term = v;
+  of.global = whole;
+  Shape local = whole, outLocal;
+  for (size_t d = 0; d < whole.size(); ++d)
+    local[d] = whole[d] / c.size(x.split[d]);
+  auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+  if (!type)
+    return false;
+  outLocal.assign(type.getShape().begin(), type.getShape().end());
+  SplitResult r = reshapeSplitOf(c, of, local, outLocal);
+  if (!r.why.empty())
+    return false;
+  out = of;
+  out.term = r.global == whole ? v : reshapeTerm(c.terms, op, v, r.global);
+  out.global = r.global;
+  out.split = r.split;
+  return true;
+}
+
 bool batchOfOne(const State &lhs, const State &rhs, int64_t lhsDim) {
   return lhsDim == 2 && lhs.global.size() == 3 && rhs.global.size() == 3 &&
          rhs.global[0] == 1 && rhs.split[0].empty() && rhs.split[0].windows.empty() &&

@@ -1263,6 +1263,36 @@ TEST_CASE("a one-hot's block times a function of its own row sums: the function 
   refutesWithBlocks(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, columns));
 }
 
+TEST_CASE("unit slices of a split batch stacked along it: each rank's reshape of its block",
+          "[layouts]") {
+  // A row-parallel output's positions stacked along the batch (torchtitan's sequence
+  // parallelism), where the batch is split over a (FSDP): each rank's concatenation of
+  // its one batch row's position slices is the reshape of its block; a function of it,
+  // reshaped back, is the reference's. Near misses: two slices in the other order; one
+  // slice twice.
+  const char *refArgs = R"(%x: tensor<{KJ}x4x2xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{KJ}x4x2xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %y = ref.exp %x : tensor<{KJ}x4x2xf32>
+    return %y : tensor<{KJ}x4x2xf32>
+)";
+  std::string planArgs = R"(%x: tensor<1x4x2xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _, _]>})";
+  std::string planRes = R"(tensor<1x4x2xf32> {dist.value = "y", dist.layout = #dist.layout<[(a, b), _, _]>})";
+  auto plan = [](const char *order) {
+    return std::string(R"(    %p0 = ref.slice %x offsets [0, 0, 0] sizes [1, 1, 2] : tensor<1x4x2xf32>
+    %p1 = ref.slice %x offsets [0, 1, 0] sizes [1, 1, 2] : tensor<1x4x2xf32>
+    %p2 = ref.slice %x offsets [0, 2, 0] sizes [1, 1, 2] : tensor<1x4x2xf32>
+    %p3 = ref.slice %x offsets [0, 3, 0] sizes [1, 1, 2] : tensor<1x4x2xf32>
+    %s = ref.concat )") + order + R"( dim 0 : tensor<1x1x2xf32>, tensor<1x1x2xf32>, tensor<1x1x2xf32>, tensor<1x1x2xf32>
+    %e = ref.exp %s : tensor<4x1x2xf32>
+    %y = ref.reshape %e : tensor<4x1x2xf32> -> tensor<1x4x2xf32>
+    return %y : tensor<1x4x2xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%p0, %p1, %p2, %p3")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%p1, %p0, %p2, %p3")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%p0, %p0, %p2, %p3")));
+}
+
 TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
           "[layouts]") {
   // [gate | up] fused and split within its two segments: each rank's columns are its
