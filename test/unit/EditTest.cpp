@@ -254,3 +254,28 @@ TEST_CASE("an edit of a pipelined plan is analyzed as its text is", "[api][edit]
   REQUIRE(session.edit(*spec, *undo));
   CHECK(session.verify(*spec, layout).verdict == Verdict::Verified);
 }
+
+TEST_CASE("an edit of a JSON spec names its op by the JSON result's name", "[api][edit]") {
+  const std::string path = kSpecs + "json/mlp_tp2.json";
+  std::string text = readFile(path);
+  Options layout;
+  layout.engine = Options::Engine::Layout;
+  Session session;
+  auto spec = session.load(path, layout);
+  REQUIRE(spec);
+  REQUIRE(session.verify(*spec, layout).verdict == Verdict::Verified);
+  // `y_pre`, the forward all_reduce (its first "kind" in the file), averaged.
+  auto undo = session.edit(*spec, {{"y_pre", "kind", "\"avg\""}});
+  REQUIRE(undo);
+  size_t at = text.find("\"kind\": \"sum\"");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 13, "\"kind\": \"avg\"");
+  Result edited = session.verify(*spec, layout);
+  CHECK(edited.verdict == Verdict::Inconclusive);
+  CHECK(reasons(edited) == reasons(fresh(path, text, layout)));
+  Result element = session.verify(*spec);
+  CHECK(element.verdict == Verdict::Violated);
+  CHECK(reasons(element) == reasons(fresh(path, text, {})));
+  REQUIRE(session.edit(*spec, *undo));
+  CHECK(session.verify(*spec, layout).verdict == Verdict::Verified);
+}
