@@ -508,6 +508,12 @@ struct SplitResult {
 SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                       const Shape &local);
 
+/// A plan op's rule input, exactly, as text: the mesh (`mesh`), the op's name,
+/// attributes and types (by identity) and its operands' states; "" when an operand's
+/// state is unknown (MemoKey.cpp). LayoutCache keeps result states under it.
+std::string memoKey(const std::string &mesh, mlir::Operation &op,
+                    const std::vector<const State *> &in);
+
 /// The split of each rank's reshape of its block of x (local shape inLocal) to
 /// outLocal: a ref.reshape's rule (Splits.cpp).
 SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
