@@ -378,12 +378,33 @@ bool concatOfBroadcasts(TermPool &terms, mlir::Operation &op, const Shape &globa
                         const std::vector<const State *> &in, TermId &source);
 /// The term of t reshaped to `shape` (reshapes compose).
 TermId reshapeTerm(TermPool &terms, mlir::Operation &op, TermId t, const Shape &shape);
-/// f(reshape(x)) as reshape(f(x)) for an elementwise function f; a sum of a sum as one
-/// sum (Views.cpp). False where `op` and its operand `x` are not of that form.
+/// f(reshape(x)) as reshape(f(x)) for an elementwise function f (Views.cpp). False
+/// where `op` and its operand `x` are not of that form.
 bool functionOfReshape(TermPool &terms, mlir::Operation &op, const State &x, const Shape &global,
                        TermId &out);
-bool sumOfSum(TermPool &terms, mlir::Operation &op, const State &x, const Shape &global,
-              TermId &out);
+
+// Reshapes (Reshapes.cpp): functions of reshaped values as reshapes of functions.
+/// A run of dimensions of one shape (`a`) and the run of another (`b`) that a
+/// row-major reshape between them maps onto each other (dimensions of size 1 in none).
+struct ReshapeGroup {
+  std::vector<int64_t> a, b;
+};
+/// The groups of a reshape between shapes a and b, in order; false when their element
+/// counts differ.
+bool reshapeGroups(const Shape &a, const Shape &b, std::vector<ReshapeGroup> &groups);
+/// Term b, of shape s, reshaped to t without a reshape at its head (the operand of a
+/// reshape from t, or a broadcast copying whole groups): true, with it.
+bool reshapedOperand(TermPool &terms, mlir::Operation &op, TermId b, const Shape &s,
+                     const Shape &t, TermId &out);
+/// Elementwise `op` of operands that are reshapes of values of shape `inner` (or
+/// reshaped to it by reshapedOperand): true, with their states in that shape.
+bool elementwiseOfReshapes(TermPool &terms, mlir::Operation &op, const Shape &global,
+                           const std::vector<const State *> &in, Shape &inner,
+                           std::vector<State> &lifted);
+/// The term of the sum of u over `dims` (result shape `global`): sums of sums merged,
+/// sums of reshapes over whole groups written as reshapes of sums.
+TermId sumTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,
+               const Shape &global);
 /// Whether `op` is a transpose that only moves dimensions of size 1 of a value of
 /// shape `in` (a reshape).
 bool unitTranspose(mlir::Operation &op, const Shape &in);

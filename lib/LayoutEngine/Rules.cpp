@@ -97,21 +97,21 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
     out = {t, Rational(1)};
     return true;
   }
-  if (TermId t; in.size() == 1 && sumOfSum(terms, op, *in[0], global, t)) {
-    out = {t, in[0]->factor};
+  // Sums in one form (Reshapes.cpp: a sum of a sum, a sum of a reshape over whole
+  // groups); a mean is the sum over the count of its elements.
+  if (auto sum = dyn_cast<ref::ReduceSumOp>(op); sum && in.size() == 1) {
+    std::vector<int64_t> dims(sum.getDims().begin(), sum.getDims().end());
+    out = {sumTerm(terms, op, in[0]->term, dims, global), in[0]->factor};
     return true;
   }
-  // A mean is the sum over the count of its elements.
   if (auto m = dyn_cast<ref::ReduceMeanOp>(op); m && in.size() == 1) {
     int64_t count = 1;
     for (int64_t d : m.getDims())
       if (d >= 0 && d < (int64_t)in[0]->global.size())
         count *= in[0]->global[d];
     if (count > 0) {
-      OperationName sum(ref::ReduceSumOp::getOperationName(), op.getContext());
-      out = {terms.node(terms.head(sum, op.getAttrDictionary(), global), {in[0]->term}),
-             in[0]->factor / Rational(count)};
-      terms.setOp(out.term, sum, op.getAttrDictionary());
+      std::vector<int64_t> dims(m.getDims().begin(), m.getDims().end());
+      out = {sumTerm(terms, op, in[0]->term, dims, global), in[0]->factor / Rational(count)};
       return true;
     }
   }
@@ -158,7 +158,8 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
 /// as linearity allows (the same function for reference and plan, so that the same
 /// computation gives the same term whichever way its constants were grouped).
 bool combine(TermPool &terms, Operation &op, const Shape &global,
-             const std::vector<const State *> &in, Combined &out, std::string &why) {
+             const std::vector<const State *> &in, Combined &out, std::string &why,
+             int depth = 0) {
   if (auto s = dyn_cast<ref::ScaleOp>(op)) {
     Rational f;
     if (!exactConstant(s.getFactorAttr().getValueAsDouble(), f, why))
@@ -231,6 +232,19 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
       !in[1]->factor.isZero()) {
     out = {in[0]->term, in[0]->factor / in[1]->factor};
     return true;
+  }
+  // An elementwise op of values reshaped alike is the reshape of the op (Reshapes.cpp).
+  Shape inner;
+  std::vector<State> lifted;
+  if (depth < 2 && elementwiseOfReshapes(terms, op, global, in, inner, lifted)) {
+    std::vector<const State *> at;
+    for (const State &s : lifted)
+      at.push_back(&s);
+    Combined c;
+    if (combine(terms, op, inner, at, c, why, depth + 1)) {
+      out = {reshapeTerm(terms, op, c.term, global), c.factor};
+      return true;
+    }
   }
   if (TermId t; in.size() == 2 && batchOfOneProduct(terms, op, global, *in[0], *in[1], t)) {
     out = {t, in[0]->factor * in[1]->factor};

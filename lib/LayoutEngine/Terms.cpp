@@ -307,6 +307,22 @@ std::string TermPool::difference(TermId a, TermId b) const {
   while (a != b) {
     if (head(a) != head(b) || args[a].size() != args[b].size())
       return head(a) + " where the reference has " + head(b);
+    // Operands kept in term order (a product's two, a sum's summands) pair up by
+    // value: where one operand of each side has no equal on the other, those differ.
+    if (commutative(a) || llvm::StringRef(head(a)).starts_with("ref.add{")) {
+      std::vector<TermId> onlyA, onlyB;
+      for (TermId x : args[a])
+        if (std::find(args[b].begin(), args[b].end(), x) == args[b].end())
+          onlyA.push_back(x);
+      for (TermId x : args[b])
+        if (std::find(args[a].begin(), args[a].end(), x) == args[a].end())
+          onlyB.push_back(x);
+      if (onlyA.size() == 1 && onlyB.size() == 1) {
+        a = onlyA[0];
+        b = onlyB[0];
+        continue;
+      }
+    }
     size_t i = 0;
     while (args[a][i] == args[b][i])
       ++i; // some operand differs, since a != b and heads are equal

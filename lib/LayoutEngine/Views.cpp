@@ -131,48 +131,20 @@ TermId reshapeTerm(TermPool &terms, Operation &op, TermId t, const Shape &shape)
 }
 
 /// An elementwise function of a reshape is the reshape of the function, element by
-/// element: f(reshape(x)) = reshape(f(x)). (Captures reshape a row sum to [N, 1] for its
-/// all_reduce and take the log of that; a reference takes the log of the sum.)
+/// element: f(reshape(x)) = reshape(f(x)), and f(c reshape(x)) = reshape(f(c x)).
+/// (Captures reshape a row sum to [N, 1] for its all_reduce and take the log of that;
+/// a reference takes the log of the sum.)
 bool functionOfReshape(TermPool &terms, Operation &op, const State &x, const Shape &global,
                        TermId &out) {
-  if (!isa<ref::ScalarFunctionOp>(op) || op.getNumOperands() != 1 || !x.factor.isOne() ||
+  if (!isa<ref::ScalarFunctionOp>(op) || op.getNumOperands() != 1 ||
       !terms.headIs(x.term, "ref.reshape{"))
     return false;
-  TermId u = terms.operands(x.term)[0];
-  TermId fu = terms.node(terms.head(op.getName(), op.getAttrDictionary(), terms.shapeOf(u)), {u});
+  // c reshape(u) = reshape(c u): the factor goes inside, as f takes it.
+  TermId v = terms.operands(x.term)[0];
+  TermId u = terms.scaled(v, x.factor);
+  TermId fu = terms.node(terms.head(op.getName(), op.getAttrDictionary(), terms.shapeOf(v)), {u});
   terms.setOp(fu, op.getName(), op.getAttrDictionary());
   out = reshapeTerm(terms, op, fu, global);
-  return true;
-}
-
-/// A sum of a sum is one sum over both sets of dimensions: reduce_sum(reduce_sum(x, A),
-/// B) = reduce_sum(x, A + B'), B' the dimensions of x that B names among those A kept.
-bool sumOfSum(TermPool &terms, Operation &op, const State &x, const Shape &global,
-              TermId &out) {
-  auto sum = dyn_cast<ref::ReduceSumOp>(op);
-  OperationName name = op.getName();
-  DictionaryAttr attrs;
-  if (!sum || !terms.headIs(x.term, "ref.reduce_sum{") || !terms.opOf(x.term, name, attrs))
-    return false;
-  auto inner = attrs.getAs<DenseI64ArrayAttr>("dims");
-  if (!inner)
-    return false;
-  TermId u = terms.operands(x.term)[0];
-  std::set<int64_t> all(inner.asArrayRef().begin(), inner.asArrayRef().end());
-  std::vector<int64_t> kept;
-  for (int64_t d = 0; d < (int64_t)terms.shapeOf(u).size(); ++d)
-    if (!all.count(d))
-      kept.push_back(d);
-  for (int64_t d : sum.getDims()) {
-    if (d < 0 || d >= (int64_t)kept.size())
-      return false;
-    all.insert(kept[d]);
-  }
-  Builder b(op.getContext());
-  auto merged = b.getDictionaryAttr(
-      {b.getNamedAttr("dims", b.getDenseI64ArrayAttr(std::vector<int64_t>(all.begin(), all.end())))});
-  out = terms.node(terms.head(op.getName(), merged, global), {u});
-  terms.setOp(out, op.getName(), merged);
   return true;
 }
 

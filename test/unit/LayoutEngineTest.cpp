@@ -1293,6 +1293,92 @@ TEST_CASE("unit slices of a split batch stacked along it: each rank's reshape of
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%p0, %p0, %p2, %p3")));
 }
 
+TEST_CASE("functions of values reshaped alike are reshapes of the functions", "[layouts]") {
+  // torchtitan with FSDP stacks a batch row's positions along the batch ([1, S, H] on
+  // each rank becomes [S, 1, H]) and computes its RMSNorm there: the square, the mean
+  // over H, the added constant and rsqrt, the broadcasts of the inverse root and of the
+  // weight, the products. Each meets the reference's [B, S, H] computation as a reshape
+  // of one term. Near miss: the weight broadcast along the positions (dimension 0 of
+  // the stacked shape is a group of its own, so it lifts, to another value).
+  const char *refArgs = R"(%x: tensor<{KJ}x2x2xf32> {ref.name = "x"}, %w: tensor<2xf32> {ref.name = "w"})";
+  std::string refRes = R"(tensor<{KJ}x2x2xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %sq = ref.mul %x, %x : tensor<{KJ}x2x2xf32>
+    %m = ref.reduce_mean %sq dims [2] : tensor<{KJ}x2x2xf32>
+    %m1 = ref.reshape %m : tensor<{KJ}x2xf32> -> tensor<{KJ}x2x1xf32>
+    %c = ref.constant 5.000000e-01 : tensor<{KJ}x2x1xf32>
+    %a = ref.add %m1, %c : tensor<{KJ}x2x1xf32>
+    %r = ref.rsqrt %a : tensor<{KJ}x2x1xf32>
+    %r2 = ref.reshape %r : tensor<{KJ}x2x1xf32> -> tensor<{KJ}x2xf32>
+    %rb = ref.broadcast %r2 dims [0, 1] : tensor<{KJ}x2xf32> -> tensor<{KJ}x2x2xf32>
+    %y0 = ref.mul %x, %rb : tensor<{KJ}x2x2xf32>
+    %wb = ref.broadcast %w dims [2] : tensor<2xf32> -> tensor<{KJ}x2x2xf32>
+    %y = ref.mul %y0, %wb : tensor<{KJ}x2x2xf32>
+    return %y : tensor<{KJ}x2x2xf32>
+)";
+  std::string planArgs = R"(%x: tensor<1x2x2xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _, _]>}, %w: tensor<2xf32> {dist.value = "w", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<1x2x2xf32> {dist.value = "y", dist.layout = #dist.layout<[(a, b), _, _]>})";
+  auto plan = [](const char *weightDim) {
+    return std::string(R"(    %s = ref.reshape %x : tensor<1x2x2xf32> -> tensor<2x1x2xf32>
+    %sq = ref.mul %s, %s : tensor<2x1x2xf32>
+    %m = ref.reduce_mean %sq dims [2] : tensor<2x1x2xf32>
+    %m1 = ref.reshape %m : tensor<2x1xf32> -> tensor<2x1x1xf32>
+    %c = ref.constant 5.000000e-01 : tensor<2x1x1xf32>
+    %a = ref.add %m1, %c : tensor<2x1x1xf32>
+    %r = ref.rsqrt %a : tensor<2x1x1xf32>
+    %r2 = ref.reshape %r : tensor<2x1x1xf32> -> tensor<2x1xf32>
+    %rb = ref.broadcast %r2 dims [0, 1] : tensor<2x1xf32> -> tensor<2x1x2xf32>
+    %y0 = ref.mul %s, %rb : tensor<2x1x2xf32>
+    %wb = ref.broadcast %w dims [)") + weightDim + R"(] : tensor<2xf32> -> tensor<2x1x2xf32>
+    %y1 = ref.mul %y0, %wb : tensor<2x1x2xf32>
+    %y = ref.reshape %y1 : tensor<2x1x2xf32> -> tensor<1x2x2xf32>
+    return %y : tensor<1x2x2xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("2")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("0")));
+}
+
+TEST_CASE("a sum over whole groups of a reshape is the reshape of the sum; a broadcast "
+          "copying whole groups is one", "[layouts]") {
+  // [1, 4, 2] merged to [4, 2] keeps H whole: a sum (mean) over it is the reference's
+  // sum over H, and a product by the weight broadcast along it the reference's
+  // product. Near misses: [1, 4, 2] as [2, 4] (one group) summed over its dimension 0,
+  // or times the weight broadcast along it (each row by one weight element).
+  const char *refArgs = R"(%x: tensor<{KJ}x4x2xf32> {ref.name = "x"}, %w: tensor<2xf32> {ref.name = "w"})";
+  std::string refRes = R"(tensor<{KJ}x4xf32> {ref.name = "s"}, tensor<{KJ}x4x2xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %s = ref.reduce_mean %x dims [2] : tensor<{KJ}x4x2xf32>
+    %wb = ref.broadcast %w dims [2] : tensor<2xf32> -> tensor<{KJ}x4x2xf32>
+    %y = ref.mul %x, %wb : tensor<{KJ}x4x2xf32>
+    return %s, %y : tensor<{KJ}x4xf32>, tensor<{KJ}x4x2xf32>
+)";
+  std::string planArgs = R"(%x: tensor<1x4x2xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _, _]>}, %w: tensor<2xf32> {dist.value = "w", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<1x4xf32> {dist.value = "s", dist.layout = #dist.layout<[(a, b), _]>}, tensor<1x4x2xf32> {dist.value = "y", dist.layout = #dist.layout<[(a, b), _, _]>})";
+  auto plan = [](bool sumRight, bool productRight) {
+    std::string sum = sumRight ? R"(    %v = ref.reshape %x : tensor<1x4x2xf32> -> tensor<4x2xf32>
+    %m = ref.reduce_mean %v dims [1] : tensor<4x2xf32>
+)"
+                               : R"(    %v = ref.reshape %x : tensor<1x4x2xf32> -> tensor<2x4xf32>
+    %m = ref.reduce_mean %v dims [0] : tensor<2x4xf32>
+)";
+    std::string product = productRight ? R"(    %u = ref.reshape %x : tensor<1x4x2xf32> -> tensor<4x2xf32>
+    %wb = ref.broadcast %w dims [1] : tensor<2xf32> -> tensor<4x2xf32>
+    %p = ref.mul %u, %wb : tensor<4x2xf32>
+    %y = ref.reshape %p : tensor<4x2xf32> -> tensor<1x4x2xf32>
+)"
+                                       : R"(    %u = ref.reshape %x : tensor<1x4x2xf32> -> tensor<2x4xf32>
+    %wb = ref.broadcast %w dims [0] : tensor<2xf32> -> tensor<2x4xf32>
+    %p = ref.mul %u, %wb : tensor<2x4xf32>
+    %y = ref.reshape %p : tensor<2x4xf32> -> tensor<1x4x2xf32>
+)";
+    return sum + R"(    %s = ref.reshape %m : tensor<4xf32> -> tensor<1x4xf32>
+)" + product + R"(    return %s, %y : tensor<1x4xf32>, tensor<1x4x2xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan(true, true)));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan(false, true)));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan(true, false)));
+}
+
 TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
           "[layouts]") {
   // [gate | up] fused and split within its two segments: each rank's columns are its

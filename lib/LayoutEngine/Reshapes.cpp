@@ -1,0 +1,218 @@
+//===- Reshapes.cpp - functions of reshaped values as reshapes of functions ----===//
+//
+// A reshape moves no element: it renames positions. So an elementwise function of
+// values reshaped alike is the reshape of the function of the values, and a reduction
+// over dimensions that a reshape keeps whole is the reshape of the reduction
+// (docs/layout-engine.md, "Reshapes"). Frameworks compute one activation in shapes of
+// their own choosing -- torchtitan's FSDP stacks sequence positions along the batch
+// ([B, S, H] becomes [B S, 1, H]) -- so the reference's and the plan's terms meet only
+// when both are written as a reshape of the computation in the shape they share.
+// Rules.cpp's `combine` applies these identities to reference and plan alike.
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+
+#include "Ref/RefDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+/// The groups of a row-major reshape between shapes `a` and `b` of one element count:
+/// the shortest runs of dimensions of more than one element whose products agree, in
+/// order (a reshape merges or splits each run and moves no element across runs).
+/// Dimensions of size 1 belong to no group. False when the counts differ.
+bool reshapeGroups(const Shape &a, const Shape &b, std::vector<ReshapeGroup> &groups) {
+  groups.clear();
+  std::vector<int64_t> x, y;
+  for (size_t d = 0; d < a.size(); ++d)
+    if (a[d] != 1)
+      x.push_back((int64_t)d);
+  for (size_t d = 0; d < b.size(); ++d)
+    if (b[d] != 1)
+      y.push_back((int64_t)d);
+  size_t i = 0, j = 0;
+  while (i < x.size() || j < y.size()) {
+    if (i == x.size() || j == y.size() || a[x[i]] <= 0 || b[y[j]] <= 0)
+      return false;
+    ReshapeGroup g;
+    int64_t p = a[x[i]], q = b[y[j]];
+    g.a.push_back(x[i++]);
+    g.b.push_back(y[j++]);
+    while (p != q) {
+      if (p < q) {
+        if (i == x.size() || a[x[i]] <= 0 || p > INT64_MAX / a[x[i]])
+          return false;
+        p *= a[x[i]];
+        g.a.push_back(x[i++]);
+      } else {
+        if (j == y.size() || b[y[j]] <= 0 || q > INT64_MAX / b[y[j]])
+          return false;
+        q *= b[y[j]];
+        g.b.push_back(y[j++]);
+      }
+    }
+    groups.push_back(std::move(g));
+  }
+  return true;
+}
+
+/// Term `b` (of shape `s`) reshaped to `t`, written without a reshape at its head: the
+/// operand of a reshape from `t`; or, for a broadcast that copies whole groups of the
+/// reshape (every dimension of more than one element of a group copied, or every one
+/// a source dimension, the source dimensions in order), the broadcast in shape `t` of
+/// its source reshaped by the same groups (dimensions of size 1 of `t` are copies).
+/// False for any other term: the reshape would stay at the head.
+bool reshapedOperand(TermPool &terms, Operation &op, TermId b, const Shape &s,
+                     const Shape &t, TermId &out) {
+  if (terms.headIs(b, "ref.reshape{") && terms.shapeOf(terms.operands(b)[0]) == t) {
+    out = terms.operands(b)[0];
+    return true;
+  }
+  TermId source;
+  std::vector<int64_t> dims;
+  std::vector<ReshapeGroup> groups;
+  if (!broadcastParts(terms, b, source, dims) || !reshapeGroups(s, t, groups))
+    return false;
+  for (size_t k = 0; k + 1 < dims.size(); ++k)
+    if (dims[k] >= dims[k + 1])
+      return false;
+  std::set<int64_t> sourceDims(dims.begin(), dims.end());
+  std::vector<int64_t> toDims;
+  Shape sourceShape;
+  for (const ReshapeGroup &g : groups) {
+    size_t copied = 0;
+    for (int64_t d : g.a)
+      copied += !sourceDims.count(d);
+    if (copied != 0 && copied != g.a.size())
+      return false;
+    if (copied)
+      continue;
+    for (int64_t d : g.b) {
+      toDims.push_back(d);
+      sourceShape.push_back(t[d]);
+    }
+  }
+  if (terms.shapeOf(source) != sourceShape)
+    source = reshapeTerm(terms, op, source, sourceShape);
+  out = toDims.size() == t.size() ? source : terms.broadcast(t, toDims, source);
+  return true;
+}
+
+/// An elementwise op whose operands all have the result's shape, one of them a reshape
+/// of a value of shape `inner` and every other one reshaped to `inner` without a reshape
+/// at its head (reshapedOperand): true, with the operands' states in shape `inner`
+/// (same factors; no split: only terms are built from them). The op of those is the
+/// op's value reshaped back, element for element.
+bool elementwiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
+                           const std::vector<const State *> &in, Shape &inner,
+                           std::vector<State> &lifted) {
+  if (!op.hasTrait<OpTrait::Elementwise>() || in.size() < 2 || op.getNumResults() != 1)
+    return false;
+  // The reshaped operand whose operand comes first in term order decides the shape, so
+  // the choice depends on the terms only.
+  TermId from = 0;
+  bool any = false;
+  for (const State *s : in) {
+    if (s->global != global || !terms.headIs(s->term, "ref.reshape{"))
+      continue;
+    TermId u = terms.operands(s->term)[0];
+    if (!any || u < from)
+      from = u;
+    any = true;
+  }
+  if (!any)
+    return false;
+  inner = terms.shapeOf(from);
+  if (inner == global)
+    return false;
+  lifted.clear();
+  for (const State *s : in) {
+    if (s->global != global)
+      return false;
+    State x;
+    x.known = true;
+    x.global = inner;
+    x.split.assign(inner.size(), DimSplit());
+    x.factor = s->factor;
+    if (!reshapedOperand(terms, op, s->term, global, inner, x.term))
+      return false;
+    x.broadcast = broadcastParts(terms, x.term, x.source, x.sourceDims);
+    if (!x.broadcast && terms.shapeOf(x.term) != inner)
+      return false;
+    lifted.push_back(std::move(x));
+  }
+  return true;
+}
+
+/// The sum of `u` over `dims`, of result shape `global`: a sum of a sum is one sum over
+/// both sets of dimensions; a sum of a reshape over whole groups of the reshape (every
+/// dimension of more than one element of a group summed, or none) is the reshape of
+/// the sum over the operand's dimensions of those groups.
+TermId sumTerm(TermPool &terms, Operation &op, TermId u, const std::vector<int64_t> &dims,
+               const Shape &global) {
+  MLIRContext *ctx = op.getContext();
+  OperationName name(ref::ReduceSumOp::getOperationName(), ctx);
+  Builder b(ctx);
+  Shape shape = terms.shapeOf(u);
+  std::vector<ReshapeGroup> groups;
+  if (terms.headIs(u, "ref.reshape{")) {
+    TermId v = terms.operands(u)[0];
+    Shape from = terms.shapeOf(v);
+    std::set<int64_t> summed(dims.begin(), dims.end());
+    std::vector<int64_t> inner;
+    bool whole = reshapeGroups(shape, from, groups);
+    for (size_t k = 0; whole && k < groups.size(); ++k) {
+      size_t n = 0;
+      for (int64_t d : groups[k].a)
+        n += summed.count(d);
+      whole = n == 0 || n == groups[k].a.size();
+      if (n)
+        inner.insert(inner.end(), groups[k].b.begin(), groups[k].b.end());
+    }
+    if (whole) {
+      std::sort(inner.begin(), inner.end());
+      Shape kept;
+      for (int64_t d = 0; d < (int64_t)from.size(); ++d)
+        if (!std::binary_search(inner.begin(), inner.end(), d))
+          kept.push_back(from[d]);
+      TermId s = inner.empty() ? v : sumTerm(terms, op, v, inner, kept);
+      return terms.shapeOf(s) == global ? s : reshapeTerm(terms, op, s, global);
+    }
+  }
+  std::vector<int64_t> all(dims.begin(), dims.end());
+  DictionaryAttr attrs;
+  OperationName innerName = name;
+  if (terms.headIs(u, "ref.reduce_sum{") && terms.opOf(u, innerName, attrs)) {
+    if (auto first = attrs.getAs<DenseI64ArrayAttr>("dims")) {
+      TermId v = terms.operands(u)[0];
+      std::set<int64_t> merged(first.asArrayRef().begin(), first.asArrayRef().end());
+      std::vector<int64_t> kept;
+      for (int64_t d = 0; d < (int64_t)terms.shapeOf(v).size(); ++d)
+        if (!merged.count(d))
+          kept.push_back(d);
+      bool ok = true;
+      for (int64_t d : dims)
+        if (d < 0 || d >= (int64_t)kept.size())
+          ok = false;
+        else
+          merged.insert(kept[d]);
+      if (ok) {
+        u = v;
+        all.assign(merged.begin(), merged.end());
+      }
+    }
+  }
+  auto attr = b.getDictionaryAttr({b.getNamedAttr("dims", b.getDenseI64ArrayAttr(all))});
+  TermId t = terms.node(terms.head(name, attr, global), {u});
+  terms.setOp(t, name, attr);
+  return t;
+}
+
+} // namespace planproof::layouts
