@@ -401,6 +401,11 @@ bool reshapedOperand(TermPool &terms, mlir::Operation &op, TermId b, const Shape
 bool elementwiseOfReshapes(TermPool &terms, mlir::Operation &op, const Shape &global,
                            const std::vector<const State *> &in, Shape &inner,
                            std::vector<State> &lifted);
+/// batch_matmul of an operand with one batch entry on every rank, its batch adjacent to
+/// its contracted dimension, by one with a batch of one contracting those entries'
+/// rows: true, with the operands' states, the former merged to [1, B R, N].
+bool batchIntoRows(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                   std::vector<State> &out);
 /// The term of the sum of u over `dims` (result shape `global`): sums of sums merged,
 /// sums of reshapes over whole groups written as reshapes of sums.
 TermId sumTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,

@@ -215,4 +215,64 @@ TermId sumTerm(TermPool &terms, Operation &op, TermId u, const std::vector<int64
   return t;
 }
 
+
+/// Dimension d - 1 of `a` has one entry on every rank (split over axes A, |A| of them)
+/// and dimension d is whole: on every rank the block is also that of `a` reshaped with
+/// the two merged (row-major, entry p's run of d is the merged dimension's block p
+/// under A, and dimension d - 1 becomes of size 1). True, with that state.
+bool mergedIntoNext(RuleContext &c, Operation &op, const State &a, int64_t d, State &out) {
+  if (!a.known || d < 1 || d >= (int64_t)a.global.size() || a.split.size() != a.global.size() ||
+      a.windowed() || !a.partialMax.empty() || a.split[d - 1].empty() || !a.split[d].empty() ||
+      a.global[d] <= 0 || c.size(a.split[d - 1]) != a.global[d - 1] ||
+      a.global[d - 1] > INT64_MAX / a.global[d])
+    return false;
+  out = a;
+  out.global[d - 1] = 1;
+  out.global[d] = a.global[d - 1] * a.global[d];
+  out.split[d - 1] = DimSplit();
+  out.split[d] = a.split[d - 1];
+  out.term = reshapeTerm(c.terms, op, a.term, out.global);
+  out.broadcast = false;
+  out.sourceDims.clear();
+  out.rowSums.reset();
+  return true;
+}
+
+/// batch_matmul of operands whose contracted dimensions the ranks cut differently
+/// only because a dimension before one of them has one entry on every rank: XLA's
+/// weight gradients contract batch and sequence at once, the batch split over dp with
+/// one entry per rank ([B, S, D] by [1, B S, F], or [F, B, S] by [B, S, D]). Where
+/// merging such a dimension into the contracted one (mergedIntoNext) of the lhs, the
+/// rhs or both makes the contracted dimensions of one size and split alike, and the
+/// batch dimensions split alike (or the rhs a batch of one, batchOfOne): true, with
+/// those operands' states. Each describes the same blocks as the original, so the
+/// product's rule applies to them as to any true description of the operands.
+bool batchIntoRows(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                   std::vector<State> &out) {
+  auto m = dyn_cast<ref::BatchMatmulOp>(op);
+  if (!m || in.size() != 2 || !in[0]->known || !in[1]->known ||
+      in[0]->global.size() != 3 || in[1]->global.size() != 3)
+    return false;
+  int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
+  auto fits = [&](const State &a, const State &b) {
+    return a.global[ld] == b.global[rd] && a.split[ld] == b.split[rd] &&
+           ((a.split[0] == b.split[0] && a.global[0] == b.global[0]) || batchOfOne(a, b, ld));
+  };
+  if (fits(*in[0], *in[1]))
+    return false; // the product's rule takes them as they are
+  State l, r;
+  bool canL = mergedIntoNext(c, op, *in[0], ld, l), canR = mergedIntoNext(c, op, *in[1], rd, r);
+  for (int choice = 1; choice <= 3; ++choice) {
+    bool mergeL = choice & 1, mergeR = choice & 2;
+    if ((mergeL && !canL) || (mergeR && !canR))
+      continue;
+    const State &a = mergeL ? l : *in[0], &b = mergeR ? r : *in[1];
+    if (!fits(a, b))
+      continue;
+    out = {a, b};
+    return true;
+  }
+  return false;
+}
+
 } // namespace planproof::layouts

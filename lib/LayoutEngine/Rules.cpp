@@ -620,6 +620,8 @@ State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *>
     return s;
   if (auto slice = dyn_cast<ref::SliceOp>(op); slice && in[0]->isSplit())
     return sliceRule(c, op, *in[0]);
+  if (std::vector<State> merged; batchIntoRows(c, op, in, merged))
+    return refOpRule(c, op, {&merged[0], &merged[1]});
   return refOpRule(c, op, in);
 }
 } // namespace

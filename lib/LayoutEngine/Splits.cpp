@@ -262,15 +262,16 @@ SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Sh
 SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
                            const Shape &outLocal) {
   SplitResult r;
-  // A reshape back to the shape x's term was reshaped from (the two then compose to
-  // that term): that global shape first, where the split can take it.
-  if (c.terms.headIs(x.term, "ref.reshape{") &&
-      reshapeByGlobal(c, x, inLocal, outLocal, c.terms.shapeOf(c.terms.operands(x.term)[0]), r))
-    return r;
+  // The global shapes the reference reshapes x's global shape to, then a reshape back
+  // to the shape x's term was reshaped from (the two then compose to that term), where
+  // the split can take them.
   if (auto it = c.referenceReshapes.find(x.global); it != c.referenceReshapes.end())
     for (const Shape &target : it->second)
       if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
         return r;
+  if (c.terms.headIs(x.term, "ref.reshape{") &&
+      reshapeByGlobal(c, x, inLocal, outLocal, c.terms.shapeOf(c.terms.operands(x.term)[0]), r))
+    return r;
   r.split.assign(outLocal.size(), {});
   // Per split group, the ways its axes may be placed on the group's output dimensions.
   std::vector<std::vector<Placement>> choices;

@@ -1379,6 +1379,83 @@ TEST_CASE("a sum over whole groups of a reshape is the reshape of the sum; a bro
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan(true, false)));
 }
 
+TEST_CASE("a batch with one entry per rank merges into the contracted rows", "[layouts]") {
+  // XLA's weight gradient contracts batch and sequence at once: dW = sum over b, s of
+  // x[b, s, :]^T g[b, s, :]. The reference merges them ([1, D, B S]); the plan, its batch
+  // split with one entry per rank, multiplies x's transpose [D, B, S] by g [B, S, F] --
+  // D whole (a batch of 1) or split over b with one entry per rank (then g is a batch
+  // of one for every entry) -- or x's transpose reshaped to [1, D, B S] by g, and sums
+  // over the batch axes. Near misses: g's entries on the ranks in the other axis order
+  // (x's batch entry times another's g), and the sum an average.
+  const char *refArgs = R"(%x: tensor<{B}x2x{D}xf32> {ref.name = "x"}, %g: tensor<{B}x2x4xf32> {ref.name = "g"})";
+  std::string refRes = R"(tensor<{D}x4xf32> {ref.name = "dw"})";
+  std::string refBody = R"(    %xp = ref.transpose %x perm [2, 0, 1] : tensor<{B}x2x{D}xf32>
+    %xt = ref.reshape %xp : tensor<{D}x{B}x2xf32> -> tensor<1x{D}x{B2}xf32>
+    %gr = ref.reshape %g : tensor<{B}x2x4xf32> -> tensor<1x{B2}x4xf32>
+    %p = ref.batch_matmul %xt, %gr contract(2, 1) : tensor<1x{D}x{B2}xf32>, tensor<1x{B2}x4xf32>
+    %dw = ref.reshape %p : tensor<1x{D}x4xf32> -> tensor<{D}x4xf32>
+    return %dw : tensor<{D}x4xf32>
+)";
+  auto planArgs = [](const char *xLayout, const char *gAxes, int64_t d) {
+    return std::string(R"(%x: tensor<1x2x)") + std::to_string(d) +
+           R"(xf32> {dist.value = "x", dist.layout = #dist.layout<)" + xLayout +
+           R"(>}, %g: tensor<1x2x4xf32> {dist.value = "g", dist.layout = #dist.layout<[)" +
+           gAxes + R"(, _, _]>})";
+  };
+  auto planRes = [](const char *layout) {
+    return std::string(R"(tensor<1x4xf32> {dist.value = "dw", dist.layout = #dist.layout<)") +
+           layout + ">}";
+  };
+  // x's transpose [D, B, S] (D one entry per rank) by g [B, S, F].
+  auto transposed = [](const char *axes, const char *kind) {
+    return std::string(R"(    %xt = ref.transpose %x perm [2, 0, 1] : tensor<1x2x1xf32>
+    %p = ref.batch_matmul %xt, %g contract(2, 1) : tensor<1x1x2xf32>, tensor<1x2x4xf32>
+    %q = ref.reshape %p : tensor<1x1x4xf32> -> tensor<1x4xf32>
+    %dw = dist.all_reduce %q over )") + axes + " \"" + kind + R"(" : tensor<1x4xf32> -> tensor<1x4xf32>
+    return %dw : tensor<1x4xf32>
+)";
+  };
+  // x's transpose gathered, reshaped to [1, D, B S] and cut back: only g is merged.
+  std::string rhsOnly = R"(    %xt = ref.transpose %x perm [0, 2, 1] : tensor<1x2x1xf32>
+    %xs = dist.all_gather %xt over ["a", "b"] dim 0 : tensor<1x1x2xf32> -> tensor<{B}x1x2xf32>
+    %xm = ref.transpose %xs perm [1, 0, 2] : tensor<{B}x1x2xf32>
+    %xr = ref.reshape %xm : tensor<1x{B}x2xf32> -> tensor<1x1x{B2}xf32>
+    %xl = dist.shard_slice %xr over ["a", "b"] dim 2 : tensor<1x1x{B2}xf32> -> tensor<1x1x2xf32>
+    %p = ref.batch_matmul %xl, %g contract(2, 1) : tensor<1x1x2xf32>, tensor<1x2x4xf32>
+    %q = ref.reshape %p : tensor<1x1x4xf32> -> tensor<1x4xf32>
+    %dw = dist.all_reduce %q over ["a", "b"] "sum" : tensor<1x4xf32> -> tensor<1x4xf32>
+    return %dw : tensor<1x4xf32>
+)";
+  for (auto v : instances()) {
+    // The batch over (a, b), D = 1.
+    v["B"] = v["KJ"];
+    v["B2"] = 2 * v["KJ"];
+    v["D"] = 1;
+    std::string args = planArgs("[(a, b), _, _]", "(a, b)", 1), res = planRes("[_, _]");
+    expectVerdict(fill(spec(refArgs, refRes, refBody, args, res,
+                            transposed(R"(["a", "b"])", "sum")), v),
+                  Verdict::Verified);
+    expectVerdict(fill(spec(refArgs, refRes, refBody, args, res, rhsOnly), v), Verdict::Verified);
+    expectVerdict(fill(spec(refArgs, refRes, refBody, args, res,
+                            transposed(R"(["a", "b"])", "avg")), v),
+                  Verdict::Violated);
+    if (v["J"] == 2)
+      expectVerdict(fill(spec(refArgs, refRes, refBody,
+                              planArgs("[(a, b), _, _]", "(b, a)", 1), res,
+                              transposed(R"(["a", "b"])", "sum")),
+                         v),
+                    Verdict::Violated);
+    // The batch over a, D over b (one entry per rank): g is a batch of one.
+    v["B"] = v["K"];
+    v["B2"] = 2 * v["K"];
+    v["D"] = v["J"];
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs("[a, _, b]", "a", 1),
+                            planRes("[b, _]"), transposed(R"(["a"])", "sum")),
+                       v),
+                  Verdict::Verified);
+  }
+}
+
 TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
           "[layouts]") {
   // [gate | up] fused and split within its two segments: each rank's columns are its
