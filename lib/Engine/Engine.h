@@ -263,6 +263,8 @@ private:
   /// Whether reference value `ref` depends on the reference's loss normalization
   /// (an op with ref.role = "loss-normalization"; Localize.cpp).
   bool reachedByNormalization(int ref) const;
+  std::set<int> dataAxes() const;
+  bool overModelAxesOnly(Operation *op) const;
 public:
   /// relatePlanValues, on this engine.
   std::vector<PlanValueRelation> relateAll(std::string &why) {

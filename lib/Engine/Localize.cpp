@@ -545,28 +545,87 @@ Operation *Engine::findCulprit(const FailedObligation &f, func::ReturnOp ret, Vi
   return culprit;
 }
 
-/// Whether reference value `ref` depends on a value the reference marks as its loss
-/// normalization (ref.role = "loss-normalization"); an input or unknown value does not.
-bool Engine::reachedByNormalization(int ref) const {
-  if (ref < 0 || ref >= (int)refValueOf.size() || !refValueOf[ref])
-    return false;
+/// Visits the ops `work` holds and those they depend on, each once, until `visit`
+/// returns true (then true); `input` sees every operand no op defines.
+static bool anyUpstream(std::vector<Operation *> work,
+                        llvm::function_ref<bool(Operation *)> visit,
+                        llvm::function_ref<void(Value)> input) {
   llvm::DenseSet<Operation *> seen;
-  std::vector<Operation *> work;
-  if (Operation *def = refValueOf[ref].getDefiningOp())
-    work.push_back(def);
   while (!work.empty()) {
     Operation *op = work.back();
     work.pop_back();
     if (!seen.insert(op).second)
       continue;
-    auto role = op->getAttrOfType<StringAttr>("ref.role");
-    if (role && role.getValue() == "loss-normalization")
+    if (visit(op))
       return true;
-    for (Value v : op->getOperands())
+    for (Value v : op->getOperands()) {
       if (Operation *def = v.getDefiningOp())
         work.push_back(def);
+      else
+        input(v);
+    }
   }
   return false;
+}
+
+static bool normalizes(Operation *op) {
+  auto role = op->getAttrOfType<StringAttr>("ref.role");
+  return role && role.getValue() == "loss-normalization";
+}
+
+/// Whether reference value `ref` depends on a value the reference marks as its loss
+/// normalization (ref.role = "loss-normalization"); an input or unknown value does not.
+bool Engine::reachedByNormalization(int ref) const {
+  if (ref < 0 || ref >= (int)refValueOf.size() || !refValueOf[ref])
+    return false;
+  Operation *def = refValueOf[ref].getDefiningOp();
+  return def && anyUpstream({def}, normalizes, [](Value) {});
+}
+
+/// The mesh axes that split the batch: those splitting a plan input bound to a
+/// reference input of integer type (tokens, labels, ids) or one the reference's loss
+/// normalization (ref.role = "loss-normalization") is computed from (a token mask).
+/// Empty where the spec shows none.
+std::set<int> Engine::dataAxes() const {
+  llvm::DenseSet<Value> normInputs;
+  std::vector<Operation *> roots;
+  for (Value v : refValueOf)
+    if (Operation *def = v ? v.getDefiningOp() : nullptr; def && normalizes(def))
+      roots.push_back(def);
+  anyUpstream(roots, [](Operation *) { return false; },
+              [&](Value v) { normInputs.insert(v); });
+  std::set<int> axes;
+  for (const Binding &b : spec.planInputs) {
+    auto it = refIndexByName.find(b.refName);
+    if (it == refIndexByName.end() || it->second < 0 || it->second >= (int)refValueOf.size() ||
+        !refValueOf[it->second])
+      continue;
+    Value v = refValueOf[it->second];
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    bool data = normInputs.count(v) || (type && isa<IntegerType>(type.getElementType()));
+    if (!data)
+      continue;
+    for (const auto &d : b.layout.dims)
+      axes.insert(d.begin(), d.end());
+  }
+  return axes;
+}
+
+/// Whether `op` is a collective over mesh axes none of which splits the batch (a model
+/// axis: tp, ep, pp), where the batch's axes are known.
+bool Engine::overModelAxesOnly(Operation *op) const {
+  auto names = op->getAttrOfType<ArrayAttr>("axes");
+  if (!isa<dist::DistDialect>(op->getDialect()) || !names || names.empty())
+    return false;
+  std::set<int> data = dataAxes();
+  if (data.empty())
+    return false;
+  for (Attribute a : names) {
+    auto name = dyn_cast<StringAttr>(a);
+    if (!name || data.count(mesh.axisIndex(name.str())))
+      return false;
+  }
+  return true;
 }
 
 /// What is wrong at `culprit`, an op of the plan, for failure `f`: the explanation, its
@@ -594,10 +653,12 @@ void Engine::explainCulprit(Operation *culprit, const FailedObligation &f, Opera
   // (ref.role = "loss-normalization": the loss and its gradients) is a normalization
   // error: an average on top of a global token count, gradients rescaled per
   // microbatch. (A forward activation off by a factor -- an average where a layer's
-  // sum belongs -- stays a reduction error.)
+  // sum belongs -- stays a reduction error, as does a collective over model axes only:
+  // an average over tp where the sum belongs is no question of the token count.)
   Relation res = culprit->getNumResults() ? relationOf(culprit->getResult(0)) : Relation();
   if (viol.kind == "reduction" && res.related() && !res.scale.isOne() &&
-      llvm::is_contained(refRoles, "loss-normalization") && reachedByNormalization(res.ref))
+      llvm::is_contained(refRoles, "loss-normalization") && reachedByNormalization(res.ref) &&
+      !overModelAxesOnly(culprit))
     viol.kind = "loss-normalization";
   // Wrong values first seen in an updated parameter or optimizer state (the
   // reference marks its update with ref.role = "optimizer") come from the update.
