@@ -79,6 +79,7 @@ public:
   std::map<std::string, NumTensor> refOut[4];
   PlanValues<KVal> planVals;
   std::vector<std::vector<NumTensor>> planOut;
+  std::vector<bool> nonnegative; // drawnNonnegative, on first use
 
   Arith storage(SumOrder order = SumOrder::Forward) const { return {o.dtype, order}; }
   double roundStorage(double x) const {
@@ -90,6 +91,8 @@ public:
   /// Reference input `i` in `a`'s buffers: the storage-precision values (drawn or given)
   /// for every run, the truth included.
   DevTensor input(Device &dev, const Arith &a, unsigned i) {
+    if (nonnegative.empty())
+      nonnegative = drawnNonnegative(spec);
     Type t = spec.reference.getArgument(i).getType();
     Shape shape;
     if (auto r = dyn_cast<RankedTensorType>(t))
@@ -103,7 +106,7 @@ public:
         v[l] = integral ? given->second[l] : roundStorage(given->second[l]);
       dev.upload(out.buf, v);
     } else {
-      int64_t bound = t.isIndex() ? 1000 : spec.refInputNonnegative[i] ? -1 : spec.refInputBounds[i];
+      int64_t bound = t.isIndex() ? 1000 : nonnegative[i] ? -1 : spec.refInputBounds[i];
       // Integer inputs (ids, masks, counters) are exact in any storage.
       Arith ar = storage();
       if (bound > 0 && ar.dtype == ReplayDtype::BF16)

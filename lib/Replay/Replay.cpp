@@ -92,18 +92,82 @@ void phase(const std::string &p, func::FuncOp f) {
 }
 
 
+} // namespace
+
+/// Whether `v` is a constant whose every element is positive (a constant, a literal, or
+/// a layout op of one).
+static bool positiveConstant(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false;
+  if (auto c = dyn_cast<ref::ConstantOp>(def))
+    return c.getValueAttr().getValueAsDouble() > 0;
+  if (auto l = dyn_cast<ref::LiteralOp>(def))
+    return !l.getValues().empty() &&
+           llvm::all_of(l.getValues(), [](double x) { return x > 0; });
+  if (isa<ref::BroadcastOp, ref::ReshapeOp, ref::TransposeOp>(def))
+    return positiveConstant(def->getOperand(0));
+  return false;
+}
+
+/// The reference inputs the replay draws from |N(0, 1)|: those declared nonnegative
+/// (`ref.nonnegative`), and those the reference takes a root or a logarithm of through
+/// sums, positive scalings and layout ops only -- an optimizer's second moments as a
+/// capture writes them, sqrt(b2 v + (1 - b2) g g), undefined at a negative draw. This
+/// chooses inputs only; no proof assumes it.
+std::vector<bool> replay::drawnNonnegative(const Spec &spec) {
+  std::vector<bool> out = spec.refInputNonnegative;
+  out.resize(spec.reference.getNumArguments(), false);
+  std::vector<Value> work;
+  spec.reference.walk([&](Operation *op) {
+    if (isa<ref::SqrtOp, ref::RsqrtOp, ref::LogOp>(op))
+      work.push_back(op->getOperand(0));
+  });
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.back();
+    work.pop_back();
+    if (!seen.insert(v).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner()->getParentOp() == spec.reference.getOperation() &&
+          arg.getArgNumber() < out.size())
+        out[arg.getArgNumber()] = true;
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    if (isa<ref::AddOp, ref::BroadcastOp, ref::ReshapeOp, ref::TransposeOp, ref::SliceOp>(def)) {
+      for (Value o : def->getOperands())
+        work.push_back(o);
+    } else if (auto s = dyn_cast<ref::ScaleOp>(def)) {
+      if (s.getFactorAttr().getValueAsDouble() > 0)
+        work.push_back(s->getOperand(0));
+    } else if (isa<ref::MulOp>(def) && def->getOperand(0) != def->getOperand(1)) {
+      for (unsigned i = 0; i < 2; ++i)
+        if (positiveConstant(def->getOperand(1 - i)))
+          work.push_back(def->getOperand(i));
+    } else if (isa<ref::DivOp>(def) && positiveConstant(def->getOperand(1))) {
+      work.push_back(def->getOperand(0));
+    }
+  }
+  return out;
+}
+
+namespace {
+
 /// The reference inputs, drawn once from the seed (rounded to the storage precision,
 /// since that is what the data is).
 std::map<std::string, NumTensor> drawInputs(const Spec &spec, const ReplayOptions &o,
                                             const NumericDomain &d, uint64_t streamBase = 0) {
   std::map<std::string, NumTensor> in;
+  std::vector<bool> nonnegative = drawnNonnegative(spec);
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i) {
     Type t = spec.reference.getArgument(i).getType();
     Shape shape;
     if (auto r = dyn_cast<RankedTensorType>(t))
       shape.assign(r.getShape().begin(), r.getShape().end());
     NumTensor v(shape, 0.0);
-    int64_t bound = t.isIndex() ? 1000 : spec.refInputNonnegative[i] ? -1 : spec.refInputBounds[i];
+    int64_t bound = t.isIndex() ? 1000 : nonnegative[i] ? -1 : spec.refInputBounds[i];
     auto given = o.given.find(spec.refInputs[i]);
     if (given != o.given.end() && streamBase == 0) {
       for (size_t l = 0; l < v.data.size(); ++l)

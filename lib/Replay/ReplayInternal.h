@@ -161,6 +161,9 @@ template <class F> void parallelChunks(int64_t n, int64_t grain, F body) {
     t.join();
 }
 
+/// Per reference input: whether the replay draws it from |N(0, 1)| (Replay.cpp).
+std::vector<bool> drawnNonnegative(const Spec &spec);
+
 struct NumCheckpoint; // Replay.cpp: a numeric checkpoint of a two-step spec
 struct RngRecord;     // Replay.cpp: independent-mode random draws at a seed
 
