@@ -217,20 +217,21 @@ TermId sumTerm(TermPool &terms, Operation &op, TermId u, const std::vector<int64
 
 
 /// Dimension d - 1 of `a` has one entry on every rank (split over axes A, |A| of them)
-/// and dimension d is whole: on every rank the block is also that of `a` reshaped with
-/// the two merged (row-major, entry p's run of d is the merged dimension's block p
-/// under A, and dimension d - 1 becomes of size 1). True, with that state.
+/// and dimension d is split over axes C (or whole): on every rank the block is also
+/// that of `a` reshaped with the two merged, split over A then C (row-major: the rank
+/// at (p, q) holds entry p's block q of d, the merged dimension's block p |C| + q; and
+/// dimension d - 1 becomes of size 1). True, with that state.
 bool mergedIntoNext(RuleContext &c, Operation &op, const State &a, int64_t d, State &out) {
   if (!a.known || d < 1 || d >= (int64_t)a.global.size() || a.split.size() != a.global.size() ||
-      a.windowed() || !a.partialMax.empty() || a.split[d - 1].empty() || !a.split[d].empty() ||
-      a.global[d] <= 0 || c.size(a.split[d - 1]) != a.global[d - 1] ||
-      a.global[d - 1] > INT64_MAX / a.global[d])
+      a.windowed() || !a.partialMax.empty() || a.split[d - 1].empty() || a.global[d] <= 0 ||
+      c.size(a.split[d - 1]) != a.global[d - 1] || a.global[d - 1] > INT64_MAX / a.global[d])
     return false;
   out = a;
   out.global[d - 1] = 1;
   out.global[d] = a.global[d - 1] * a.global[d];
   out.split[d - 1] = DimSplit();
   out.split[d] = a.split[d - 1];
+  out.split[d].insert(out.split[d].end(), a.split[d].begin(), a.split[d].end());
   out.term = reshapeTerm(c.terms, op, a.term, out.global);
   out.broadcast = false;
   out.sourceDims.clear();

@@ -228,12 +228,14 @@ bool reshapeOfConcat(TermPool &terms, Operation &op, const Shape &global, const 
 }
 
 
-/// Each operand a slice k along b of one value v (at offset k, of size 1, whole along
+/// Each operand a slice k along b of one value v (at offset k m, of size m, whole along
 /// every other dimension; k = 0, 1, ... covering b), of local size 1 along the
 /// concatenated dimension e, which they split, every dimension between e and b of size
-/// 1: in row-major order each rank's slices follow each other, so its concatenation is
-/// its reshape of its block of v (b is not split: a slice's block is the block's
-/// slice). The state is the reshape rule's (reshapeSplitOf) of v's.
+/// 1, and e before b where m > 1: in row-major order each rank's slices follow each
+/// other, so its concatenation is its reshape of its block of v (b is not split: a
+/// slice's block is the block's slice). The state is the reshape rule's
+/// (reshapeSplitOf) of v's. (PyTorch stacks a sequence's tp chunks so before a
+/// reduce_scatter: one position each, or several.)
 bool concatOfUnitSlices(RuleContext &c, Operation &op, const std::vector<const State *> &in,
                         State &out) {
   auto cat = dyn_cast<ref::ConcatOp>(op);
@@ -245,7 +247,7 @@ bool concatOfUnitSlices(RuleContext &c, Operation &op, const std::vector<const S
     return false;
   TermId v = 0;
   Shape whole;
-  int64_t b = -1;
+  int64_t b = -1, m = 1;
   for (int64_t k = 0; k < n; ++k) {
     const State &s = *in[k];
     TermId input;
@@ -257,14 +259,21 @@ bool concatOfUnitSlices(RuleContext &c, Operation &op, const std::vector<const S
     if (k == 0) {
       v = input;
       whole = c.terms.shapeOf(v);
-      for (size_t d = 0; d < offsets.size() && d < whole.size(); ++d)
-        if (sizes[d] == 1 && whole[d] == n)
-          b = (int64_t)d;
-      if (b < 0 || b == e || whole.size() != sizes.size() || s.global != Shape(sizes))
+      if (whole.size() != sizes.size())
         return false;
+      for (size_t d = 0; d < whole.size(); ++d)
+        if (sizes[d] != whole[d]) {
+          if (b >= 0)
+            return false; // sliced along two dimensions
+          b = (int64_t)d;
+        }
+      if (b < 0 || b == e || sizes[b] <= 0 || whole[b] != n * sizes[b] ||
+          s.global != Shape(sizes) || (sizes[b] > 1 && e > b))
+        return false;
+      m = sizes[b];
     }
     for (size_t d = 0; d < whole.size(); ++d)
-      if ((int64_t)d == b ? offsets[d] != k || sizes[d] != 1
+      if ((int64_t)d == b ? offsets[d] != k * m || sizes[d] != m
                           : offsets[d] != 0 || sizes[d] != whole[d])
         return false;
   }

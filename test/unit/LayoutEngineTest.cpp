@@ -1263,7 +1263,7 @@ TEST_CASE("a one-hot's block times a function of its own row sums: the function 
   refutesWithBlocks(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, columns));
 }
 
-TEST_CASE("unit slices of a split batch stacked along it: each rank's reshape of its block",
+TEST_CASE("slices of a split batch stacked along it: each rank's reshape of its block",
           "[layouts]") {
   // A row-parallel output's positions stacked along the batch (torchtitan's sequence
   // parallelism), where the batch is split over a (FSDP): each rank's concatenation of
@@ -1291,6 +1291,19 @@ TEST_CASE("unit slices of a split batch stacked along it: each rank's reshape of
   proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%p0, %p1, %p2, %p3")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%p1, %p0, %p2, %p3")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%p0, %p0, %p2, %p3")));
+  // Chunks of two positions (a sequence cut in two for tp = 2): the same, with the
+  // chunks in the other order as the near miss.
+  auto chunks = [](const char *order) {
+    return std::string(R"(    %p0 = ref.slice %x offsets [0, 0, 0] sizes [1, 2, 2] : tensor<1x4x2xf32>
+    %p1 = ref.slice %x offsets [0, 2, 0] sizes [1, 2, 2] : tensor<1x4x2xf32>
+    %s = ref.concat )") + order + R"( dim 0 : tensor<1x2x2xf32>, tensor<1x2x2xf32>
+    %e = ref.exp %s : tensor<2x2x2xf32>
+    %y = ref.reshape %e : tensor<2x2x2xf32> -> tensor<1x4x2xf32>
+    return %y : tensor<1x4x2xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, chunks("%p0, %p1")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, chunks("%p1, %p0")));
 }
 
 TEST_CASE("functions of values reshaped alike are reshapes of the functions", "[layouts]") {
@@ -1387,11 +1400,11 @@ TEST_CASE("a batch with one entry per rank merges into the contracted rows", "[l
   // of one for every entry) -- or x's transpose reshaped to [1, D, B S] by g, and sums
   // over the batch axes. Near misses: g's entries on the ranks in the other axis order
   // (x's batch entry times another's g), and the sum an average.
-  const char *refArgs = R"(%x: tensor<{B}x2x{D}xf32> {ref.name = "x"}, %g: tensor<{B}x2x4xf32> {ref.name = "g"})";
+  const char *refArgs = R"(%x: tensor<{B}x{S}x{D}xf32> {ref.name = "x"}, %g: tensor<{B}x{S}x4xf32> {ref.name = "g"})";
   std::string refRes = R"(tensor<{D}x4xf32> {ref.name = "dw"})";
-  std::string refBody = R"(    %xp = ref.transpose %x perm [2, 0, 1] : tensor<{B}x2x{D}xf32>
-    %xt = ref.reshape %xp : tensor<{D}x{B}x2xf32> -> tensor<1x{D}x{B2}xf32>
-    %gr = ref.reshape %g : tensor<{B}x2x4xf32> -> tensor<1x{B2}x4xf32>
+  std::string refBody = R"(    %xp = ref.transpose %x perm [2, 0, 1] : tensor<{B}x{S}x{D}xf32>
+    %xt = ref.reshape %xp : tensor<{D}x{B}x{S}xf32> -> tensor<1x{D}x{B2}xf32>
+    %gr = ref.reshape %g : tensor<{B}x{S}x4xf32> -> tensor<1x{B2}x4xf32>
     %p = ref.batch_matmul %xt, %gr contract(2, 1) : tensor<1x{D}x{B2}xf32>, tensor<1x{B2}x4xf32>
     %dw = ref.reshape %p : tensor<1x{D}x4xf32> -> tensor<{D}x4xf32>
     return %dw : tensor<{D}x4xf32>
@@ -1429,6 +1442,7 @@ TEST_CASE("a batch with one entry per rank merges into the contracted rows", "[l
   for (auto v : instances()) {
     // The batch over (a, b), D = 1.
     v["B"] = v["KJ"];
+    v["S"] = 2;
     v["B2"] = 2 * v["KJ"];
     v["D"] = 1;
     std::string args = planArgs("[(a, b), _, _]", "(a, b)", 1), res = planRes("[_, _]");
@@ -1453,6 +1467,22 @@ TEST_CASE("a batch with one entry per rank merges into the contracted rows", "[l
                             planRes("[b, _]"), transposed(R"(["a"])", "sum")),
                        v),
                   Verdict::Verified);
+    // The batch over a, the sequence over b (sequence parallelism): the merged rows
+    // split over a, then b.
+    v["S"] = 2 * v["J"];
+    v["B2"] = v["S"] * v["K"];
+    v["D"] = 1;
+    expectVerdict(fill(spec(refArgs, refRes, refBody,
+                            std::string(R"(%x: tensor<1x2x1xf32> {dist.value = "x", dist.layout = #dist.layout<[a, b, _]>}, %g: tensor<1x2x4xf32> {dist.value = "g", dist.layout = #dist.layout<[a, b, _]>})"),
+                            planRes("[_, _]"), transposed(R"(["a", "b"])", "sum")),
+                       v),
+                  Verdict::Verified);
+    if (v["J"] == 2 && v["K"] == 2) // g's batch and sequence chunks swapped on the ranks
+      expectVerdict(fill(spec(refArgs, refRes, refBody,
+                              std::string(R"(%x: tensor<1x2x1xf32> {dist.value = "x", dist.layout = #dist.layout<[a, b, _]>}, %g: tensor<1x2x4xf32> {dist.value = "g", dist.layout = #dist.layout<[b, a, _]>})"),
+                              planRes("[_, _]"), transposed(R"(["a", "b"])", "sum")),
+                         v),
+                    Verdict::Violated);
   }
 }
 
