@@ -544,6 +544,11 @@ std::string memoKey(const std::string &mesh, mlir::Operation &op,
 /// outLocal: a ref.reshape's rule (Splits.cpp).
 SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
                            const Shape &outLocal);
+/// x described under global shape `target` with the same blocks on every rank (a
+/// reshape whose local shape is unchanged: the reshape rule's split for that global
+/// shape; Splits.cpp). False where no split of `target` gives the ranks x's blocks.
+bool placedAs(RuleContext &c, mlir::Operation &op, const State &x, const Shape &target,
+              State &out);
 /// A concatenation of the consecutive unit slices of one value along another
 /// dimension, each of local size 1 along the concatenated one, split there (a
 /// row-parallel output's positions stacked along a batch that FSDP splits): each rank's

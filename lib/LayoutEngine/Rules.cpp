@@ -436,7 +436,29 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   // alike (its copied ones take any split: a block of copies is copies).
   std::vector<const State *> in = operands;
   std::vector<State> adopted;
-  adopted.reserve(2 * in.size()); // pointers into it stay valid: at most two per operand
+  adopted.reserve(3 * in.size()); // pointers into it stay valid: at most three per operand
+  // An elementwise operand holding its blocks under another global shape than the
+  // first plain operand (where a reshape made dimensions of local size 1, the global
+  // shape is a choice) is described under that one's (placedAs), where that gives the
+  // same split: the same blocks on every rank.
+  // (A broadcast that copies nothing -- a reshape adding dimensions of size 1 -- is
+  // such an operand too.)
+  if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
+    auto plain = [](const State *s) { return s->known && !(s->broadcast && s->copies()); };
+    const State *lead = nullptr;
+    for (const State *s : in)
+      if (!lead && plain(s))
+        lead = s;
+    for (size_t i = 0; lead && i < in.size(); ++i) {
+      const State &b = *in[i];
+      State moved;
+      if (in[i] != lead && plain(&b) && b.global != lead->global &&
+          placedAs(c, op, b, lead->global, moved) && moved.split == lead->split) {
+        adopted.push_back(std::move(moved));
+        in[i] = &adopted.back();
+      }
+    }
+  }
   // (A concatenation likewise along a dimension no operand splits: a constant piece
   // takes the others' split and global sizes but along that dimension.)
   auto concat = dyn_cast<ref::ConcatOp>(op);

@@ -526,6 +526,29 @@ SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
   return reshapeSplitIn(c, x, inLocal, outLocal);
 }
 
+bool placedAs(RuleContext &c, Operation &op, const State &x, const Shape &target, State &out) {
+  if (!x.known || x.windowed() || x.global == target || !x.partialMax.empty())
+    return false;
+  Shape local;
+  for (size_t d = 0; d < x.global.size(); ++d) {
+    int64_t k = c.size(x.split[d]);
+    if (k <= 0 || x.global[d] % k)
+      return false;
+    local.push_back(x.global[d] / k);
+  }
+  SplitResult r;
+  if (!reshapeByGlobal(c, x, local, local, target, r) || !r.why.empty())
+    return false;
+  out = x;
+  out.global = target;
+  out.split = r.split;
+  out.term = reshapeTerm(c.terms, op, x.term, target);
+  out.broadcast = false;
+  out.sourceDims.clear();
+  out.rowSums.reset();
+  return true;
+}
+
 SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const State *> &in,
                       const Shape &local) {
   if (auto b = dyn_cast<ref::BroadcastOp>(op)) // (its copies may take a split)

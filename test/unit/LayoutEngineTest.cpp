@@ -1486,6 +1486,47 @@ TEST_CASE("a batch with one entry per rank merges into the contracted rows", "[l
   }
 }
 
+TEST_CASE("an elementwise operand's blocks under another global shape are re-described",
+          "[layouts]") {
+  // z [4 KJ] reshaped on each rank to [1, 4]: the reference reshapes z to [1, 4 KJ] as
+  // well as to [KJ, 4], so the reshape's global shape is a choice; x + z takes z's
+  // blocks under x's global shape [KJ, 4] (the same blocks on every rank). Near miss
+  // (b of size 2): z's blocks in the other axis order, which no description of x's
+  // layout gives.
+  const char *refArgs = R"(%x: tensor<{KJ}x4xf32> {ref.name = "x"}, %z: tensor<{KJ4}xf32> {ref.name = "z"})";
+  std::string refRes = R"(tensor<{KJ}x4xf32> {ref.name = "y"}, tensor<1x{KJ4}xf32> {ref.name = "w"})";
+  std::string refBody = R"(    %w = ref.reshape %z : tensor<{KJ4}xf32> -> tensor<1x{KJ4}xf32>
+    %zr = ref.reshape %z : tensor<{KJ4}xf32> -> tensor<{KJ}x4xf32>
+    %y = ref.add %x, %zr : tensor<{KJ}x4xf32>
+    return %y, %w : tensor<{KJ}x4xf32>, tensor<1x{KJ4}xf32>
+)";
+  auto planArgs = [](const char *zAxes) {
+    return std::string(R"(%x: tensor<1x4xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _]>}, %z: tensor<4xf32> {dist.value = "z", dist.layout = #dist.layout<[)") +
+           zAxes + "]>}";
+  };
+  std::string planRes = R"(tensor<1x4xf32> {dist.value = "y", dist.layout = #dist.layout<[(a, b), _]>}, tensor<1x{KJ4}xf32> {dist.value = "w", dist.layout = #dist.layout<[_, _]>})";
+  // (w gathers z in z's own axis order, so only y can be wrong.)
+  auto body = [](const char *gather) {
+    return std::string(R"(    %zr = ref.reshape %z : tensor<4xf32> -> tensor<1x4xf32>
+    %y = ref.add %x, %zr : tensor<1x4xf32>
+    %w = dist.all_gather %zr over )") + gather + R"( dim 1 : tensor<1x4xf32> -> tensor<1x{KJ4}xf32>
+    return %y, %w : tensor<1x4xf32>, tensor<1x{KJ4}xf32>
+)";
+  };
+  for (auto v : instances()) {
+    v["KJ4"] = 4 * v["KJ"];
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs("(a, b)"), planRes,
+                            body(R"(["a", "b"])")),
+                       v),
+                  Verdict::Verified);
+    if (v["J"] == 2)
+      expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs("(b, a)"), planRes,
+                              body(R"(["b", "a"])")),
+                         v),
+                    Verdict::Violated);
+  }
+}
+
 TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
           "[layouts]") {
   // [gate | up] fused and split within its two segments: each rank's columns are its
