@@ -406,6 +406,10 @@ bool elementwiseOfReshapes(TermPool &terms, mlir::Operation &op, const Shape &gl
 /// rows: true, with the operands' states, the former merged to [1, B R, N].
 bool batchIntoRows(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                    std::vector<State> &out);
+/// A broadcast with copies described under global shape `target` with the same blocks
+/// (its source re-described by placedAs): true, with that state (Reshapes.cpp).
+bool broadcastPlacedAs(RuleContext &c, mlir::Operation &op, const State &x,
+                       const Shape &target, State &out);
 /// The term of the sum of u over `dims` (result shape `global`): sums of sums merged,
 /// sums of reshapes over whole groups written as reshapes of sums.
 TermId sumTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,
@@ -545,10 +549,11 @@ std::string memoKey(const std::string &mesh, mlir::Operation &op,
 SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
                            const Shape &outLocal);
 /// x described under global shape `target` with the same blocks on every rank (a
-/// reshape whose local shape is unchanged: the reshape rule's split for that global
-/// shape; Splits.cpp). False where no split of `target` gives the ranks x's blocks.
+/// reshape whose local shape is unchanged, or is `targetLocal`, a reshape of it: the
+/// reshape rule's split for that global shape; Splits.cpp). False where no split of
+/// `target` gives the ranks x's blocks.
 bool placedAs(RuleContext &c, mlir::Operation &op, const State &x, const Shape &target,
-              State &out);
+              State &out, const Shape *targetLocal = nullptr);
 /// A concatenation of the consecutive unit slices of one value along another
 /// dimension, each of local size 1 along the concatenated one, split there (a
 /// row-parallel output's positions stacked along a batch that FSDP splits): each rank's

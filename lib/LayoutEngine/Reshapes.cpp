@@ -276,4 +276,80 @@ bool batchIntoRows(RuleContext &c, Operation &op, const std::vector<const State 
   return false;
 }
 
+
+/// A broadcast x (with copies) described under global shape `target` with the same
+/// blocks on every rank: its copied dimensions whole groups of the reshape between the
+/// shapes, its source described under the source dimensions' shape in `target`
+/// (placedAs) -- the broadcast of the same blocks of the same source. Its copied
+/// dimensions come out whole (a block of copies is copies under any split). False
+/// where that fails.
+bool broadcastPlacedAs(RuleContext &c, Operation &op, const State &x, const Shape &target,
+                       State &out) {
+  std::vector<ReshapeGroup> groups;
+  if (!x.known || !x.broadcast || x.windowed() || !x.partialMax.empty() ||
+      !reshapeGroups(x.global, target, groups))
+    return false;
+  for (size_t k = 0; k + 1 < x.sourceDims.size(); ++k)
+    if (x.sourceDims[k] >= x.sourceDims[k + 1])
+      return false;
+  std::set<int64_t> sourceDims(x.sourceDims.begin(), x.sourceDims.end());
+  std::vector<int64_t> toDims;
+  for (const ReshapeGroup &g : groups) {
+    size_t copied = 0;
+    for (int64_t d : g.a)
+      copied += !sourceDims.count(d);
+    if (copied != 0 && copied != g.a.size())
+      return false;
+    if (!copied)
+      toDims.insert(toDims.end(), g.b.begin(), g.b.end());
+  }
+  // The copied dimensions are whole on every rank, or the source's split says nothing
+  // of their blocks.
+  for (size_t d = 0; d < x.global.size(); ++d)
+    if (!sourceDims.count((int64_t)d) && !x.split[d].empty())
+      return false;
+  State src = x;
+  src.broadcast = false;
+  src.sourceDims.clear();
+  src.term = x.source;
+  src.global.clear();
+  src.split.clear();
+  for (int64_t d : x.sourceDims) {
+    src.global.push_back(x.global[d]);
+    src.split.push_back(x.split[d]);
+  }
+  // Every rank's block keeps its local shape (x's: an elementwise op's operands share
+  // one type, so `target` has x's rank), so the source's local shape in `target` is
+  // that of the target's source dimensions.
+  if (target.size() != x.global.size())
+    return false;
+  Shape srcTarget, srcLocal;
+  for (int64_t d : toDims)
+    srcTarget.push_back(target[d]);
+  Shape local;
+  for (size_t d = 0; d < x.global.size(); ++d) {
+    int64_t k = c.size(x.split[d]);
+    if (k <= 0 || x.global[d] % k)
+      return false;
+    local.push_back(x.global[d] / k);
+  }
+  for (int64_t d : toDims)
+    srcLocal.push_back(local[d]);
+  State placed;
+  if (src.global == srcTarget)
+    placed = src;
+  else if (!placedAs(c, op, src, srcTarget, placed, &srcLocal))
+    return false;
+  out = x;
+  out.global = target;
+  out.split.assign(target.size(), DimSplit());
+  for (size_t k = 0; k < toDims.size(); ++k)
+    out.split[toDims[k]] = placed.split[k];
+  out.source = placed.term;
+  out.sourceDims = toDims;
+  out.term = c.terms.broadcast(target, toDims, placed.term);
+  out.rowSums.reset();
+  return true;
+}
+
 } // namespace planproof::layouts

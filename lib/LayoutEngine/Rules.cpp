@@ -452,8 +452,12 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
     for (size_t i = 0; lead && i < in.size(); ++i) {
       const State &b = *in[i];
       State moved;
-      if (in[i] != lead && plain(&b) && b.global != lead->global &&
-          placedAs(c, op, b, lead->global, moved) && moved.split == lead->split) {
+      if (in[i] == lead || !b.known || b.global == lead->global)
+        continue;
+      // (A broadcast with copies: its source so described; the adoption below gives
+      // its copied dimensions the lead's split.)
+      if (plain(&b) ? placedAs(c, op, b, lead->global, moved) && moved.split == lead->split
+                    : broadcastPlacedAs(c, op, b, lead->global, moved)) {
         adopted.push_back(std::move(moved));
         in[i] = &adopted.back();
       }

@@ -526,7 +526,8 @@ SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
   return reshapeSplitIn(c, x, inLocal, outLocal);
 }
 
-bool placedAs(RuleContext &c, Operation &op, const State &x, const Shape &target, State &out) {
+bool placedAs(RuleContext &c, Operation &op, const State &x, const Shape &target, State &out,
+              const Shape *targetLocal) {
   if (!x.known || x.windowed() || x.global == target || !x.partialMax.empty())
     return false;
   Shape local;
@@ -537,7 +538,8 @@ bool placedAs(RuleContext &c, Operation &op, const State &x, const Shape &target
     local.push_back(x.global[d] / k);
   }
   SplitResult r;
-  if (!reshapeByGlobal(c, x, local, local, target, r) || !r.why.empty())
+  if (!reshapeByGlobal(c, x, local, targetLocal ? *targetLocal : local, target, r) ||
+      !r.why.empty())
     return false;
   out = x;
   out.global = target;

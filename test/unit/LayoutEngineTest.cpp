@@ -1527,6 +1527,48 @@ TEST_CASE("an elementwise operand's blocks under another global shape are re-des
   }
 }
 
+TEST_CASE("a broadcast's source blocks under another global shape are re-described",
+          "[layouts]") {
+  // Row scalars s [4 KJ] reshaped on each rank to [1, 4] and broadcast along the hidden
+  // dimension: where the reshape took the global shape [1, 4 KJ] (the reference reshapes
+  // s that way first), x * broadcast(s) takes the broadcast under x's global shape
+  // [KJ, 4, 2], its source described as [KJ, 4] (the same blocks). Near miss (b of size
+  // 2): s's blocks in the other axis order.
+  const char *refArgs = R"(%x: tensor<{KJ}x4x2xf32> {ref.name = "x"}, %s: tensor<{KJ4}xf32> {ref.name = "s"})";
+  std::string refRes = R"(tensor<{KJ}x4x2xf32> {ref.name = "y"}, tensor<1x{KJ4}xf32> {ref.name = "w"})";
+  std::string refBody = R"(    %w = ref.reshape %s : tensor<{KJ4}xf32> -> tensor<1x{KJ4}xf32>
+    %sr = ref.reshape %s : tensor<{KJ4}xf32> -> tensor<{KJ}x4xf32>
+    %sb = ref.broadcast %sr dims [0, 1] : tensor<{KJ}x4xf32> -> tensor<{KJ}x4x2xf32>
+    %y = ref.mul %x, %sb : tensor<{KJ}x4x2xf32>
+    return %y, %w : tensor<{KJ}x4x2xf32>, tensor<1x{KJ4}xf32>
+)";
+  auto planArgs = [](const char *sAxes) {
+    return std::string(R"(%x: tensor<1x4x2xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _, _]>}, %s: tensor<4xf32> {dist.value = "s", dist.layout = #dist.layout<[)") +
+           sAxes + "]>}";
+  };
+  std::string planRes = R"(tensor<1x4x2xf32> {dist.value = "y", dist.layout = #dist.layout<[(a, b), _, _]>}, tensor<1x{KJ4}xf32> {dist.value = "w", dist.layout = #dist.layout<[_, _]>})";
+  auto body = [](const char *gather) {
+    return std::string(R"(    %sr = ref.reshape %s : tensor<4xf32> -> tensor<1x4xf32>
+    %sb = ref.broadcast %sr dims [0, 1] : tensor<1x4xf32> -> tensor<1x4x2xf32>
+    %y = ref.mul %x, %sb : tensor<1x4x2xf32>
+    %w = dist.all_gather %sr over )") + gather + R"( dim 1 : tensor<1x4xf32> -> tensor<1x{KJ4}xf32>
+    return %y, %w : tensor<1x4x2xf32>, tensor<1x{KJ4}xf32>
+)";
+  };
+  for (auto v : instances()) {
+    v["KJ4"] = 4 * v["KJ"];
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs("(a, b)"), planRes,
+                            body(R"(["a", "b"])")),
+                       v),
+                  Verdict::Verified);
+    if (v["J"] == 2)
+      expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs("(b, a)"), planRes,
+                              body(R"(["b", "a"])")),
+                         v),
+                    Verdict::Violated);
+  }
+}
+
 TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
           "[layouts]") {
   // [gate | up] fused and split within its two segments: each rank's columns are its
