@@ -548,6 +548,9 @@ std::string memoKey(const std::string &mesh, mlir::Operation &op,
 /// outLocal: a ref.reshape's rule (Splits.cpp).
 SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
                            const Shape &outLocal);
+/// Each rank's block shape of x (global over blocks per dimension); false where a
+/// split does not divide (padded or windowed layouts).
+bool localShape(RuleContext &c, const State &x, Shape &local);
 /// x described under global shape `target` with the same blocks on every rank (a
 /// reshape whose local shape is unchanged, or is `targetLocal`, a reshape of it: the
 /// reshape rule's split for that global shape; Splits.cpp). False where no split of

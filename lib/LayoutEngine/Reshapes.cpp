@@ -63,6 +63,32 @@ bool reshapeGroups(const Shape &a, const Shape &b, std::vector<ReshapeGroup> &gr
   return true;
 }
 
+/// The dimensions of shape `t` that a broadcast of shape `s` with source dimensions
+/// `dims` (in order) has as source dimensions once reshaped to `t`: where every group
+/// of the reshape is copied whole (each of its dimensions of more than one element) or
+/// a source group whole. False otherwise.
+static bool sourceDimsIn(const Shape &s, const Shape &t, const std::vector<int64_t> &dims,
+                         std::vector<int64_t> &toDims) {
+  std::vector<ReshapeGroup> groups;
+  if (!reshapeGroups(s, t, groups))
+    return false;
+  for (size_t k = 0; k + 1 < dims.size(); ++k)
+    if (dims[k] >= dims[k + 1])
+      return false;
+  std::set<int64_t> sourceDims(dims.begin(), dims.end());
+  toDims.clear();
+  for (const ReshapeGroup &g : groups) {
+    size_t copied = 0;
+    for (int64_t d : g.a)
+      copied += !sourceDims.count(d);
+    if (copied != 0 && copied != g.a.size())
+      return false;
+    if (!copied)
+      toDims.insert(toDims.end(), g.b.begin(), g.b.end());
+  }
+  return true;
+}
+
 /// Term `b` (of shape `s`) reshaped to `t`, written without a reshape at its head: the
 /// operand of a reshape from `t`; or, for a broadcast that copies whole groups of the
 /// reshape (every dimension of more than one element of a group copied, or every one
@@ -76,29 +102,12 @@ bool reshapedOperand(TermPool &terms, Operation &op, TermId b, const Shape &s,
     return true;
   }
   TermId source;
-  std::vector<int64_t> dims;
-  std::vector<ReshapeGroup> groups;
-  if (!broadcastParts(terms, b, source, dims) || !reshapeGroups(s, t, groups))
+  std::vector<int64_t> dims, toDims;
+  if (!broadcastParts(terms, b, source, dims) || !sourceDimsIn(s, t, dims, toDims))
     return false;
-  for (size_t k = 0; k + 1 < dims.size(); ++k)
-    if (dims[k] >= dims[k + 1])
-      return false;
-  std::set<int64_t> sourceDims(dims.begin(), dims.end());
-  std::vector<int64_t> toDims;
   Shape sourceShape;
-  for (const ReshapeGroup &g : groups) {
-    size_t copied = 0;
-    for (int64_t d : g.a)
-      copied += !sourceDims.count(d);
-    if (copied != 0 && copied != g.a.size())
-      return false;
-    if (copied)
-      continue;
-    for (int64_t d : g.b) {
-      toDims.push_back(d);
-      sourceShape.push_back(t[d]);
-    }
-  }
+  for (int64_t d : toDims)
+    sourceShape.push_back(t[d]);
   if (terms.shapeOf(source) != sourceShape)
     source = reshapeTerm(terms, op, source, sourceShape);
   out = toDims.size() == t.size() ? source : terms.broadcast(t, toDims, source);
@@ -285,28 +294,14 @@ bool batchIntoRows(RuleContext &c, Operation &op, const std::vector<const State 
 /// where that fails.
 bool broadcastPlacedAs(RuleContext &c, Operation &op, const State &x, const Shape &target,
                        State &out) {
-  std::vector<ReshapeGroup> groups;
-  if (!x.known || !x.broadcast || x.windowed() || !x.partialMax.empty() ||
-      !reshapeGroups(x.global, target, groups))
-    return false;
-  for (size_t k = 0; k + 1 < x.sourceDims.size(); ++k)
-    if (x.sourceDims[k] >= x.sourceDims[k + 1])
-      return false;
-  std::set<int64_t> sourceDims(x.sourceDims.begin(), x.sourceDims.end());
   std::vector<int64_t> toDims;
-  for (const ReshapeGroup &g : groups) {
-    size_t copied = 0;
-    for (int64_t d : g.a)
-      copied += !sourceDims.count(d);
-    if (copied != 0 && copied != g.a.size())
-      return false;
-    if (!copied)
-      toDims.insert(toDims.end(), g.b.begin(), g.b.end());
-  }
+  if (!x.known || !x.broadcast || x.windowed() || !x.partialMax.empty() ||
+      !sourceDimsIn(x.global, target, x.sourceDims, toDims))
+    return false;
   // The copied dimensions are whole on every rank, or the source's split says nothing
   // of their blocks.
   for (size_t d = 0; d < x.global.size(); ++d)
-    if (!sourceDims.count((int64_t)d) && !x.split[d].empty())
+    if (!llvm::is_contained(x.sourceDims, (int64_t)d) && !x.split[d].empty())
       return false;
   State src = x;
   src.broadcast = false;
@@ -327,12 +322,8 @@ bool broadcastPlacedAs(RuleContext &c, Operation &op, const State &x, const Shap
   for (int64_t d : toDims)
     srcTarget.push_back(target[d]);
   Shape local;
-  for (size_t d = 0; d < x.global.size(); ++d) {
-    int64_t k = c.size(x.split[d]);
-    if (k <= 0 || x.global[d] % k)
-      return false;
-    local.push_back(x.global[d] / k);
-  }
+  if (!localShape(c, x, local))
+    return false;
   for (int64_t d : toDims)
     srcLocal.push_back(local[d]);
   State placed;

@@ -526,17 +526,23 @@ SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,
   return reshapeSplitIn(c, x, inLocal, outLocal);
 }
 
-bool placedAs(RuleContext &c, Operation &op, const State &x, const Shape &target, State &out,
-              const Shape *targetLocal) {
-  if (!x.known || x.windowed() || x.global == target || !x.partialMax.empty())
-    return false;
-  Shape local;
-  for (size_t d = 0; d < x.global.size(); ++d) {
+bool localShape(RuleContext &c, const State &x, Shape &local) {
+  local.clear();
+  for (size_t d = 0; d < x.global.size() && d < x.split.size(); ++d) {
     int64_t k = c.size(x.split[d]);
     if (k <= 0 || x.global[d] % k)
       return false;
     local.push_back(x.global[d] / k);
   }
+  return local.size() == x.global.size();
+}
+
+bool placedAs(RuleContext &c, Operation &op, const State &x, const Shape &target, State &out,
+              const Shape *targetLocal) {
+  Shape local;
+  if (!x.known || x.windowed() || x.global == target || !x.partialMax.empty() ||
+      !localShape(c, x, local))
+    return false;
   SplitResult r;
   if (!reshapeByGlobal(c, x, local, targetLocal ? *targetLocal : local, target, r) ||
       !r.why.empty())
