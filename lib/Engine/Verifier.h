@@ -94,6 +94,11 @@ struct VerifyOptions {
   /// edited plan is verified): deciding also stops at the first obligation that stays
   /// undecided, since the verdict can then no longer be "verified".
   bool proofOnly = false;
+  /// The process ends after this run (the planproof tool's verify, which then exits
+  /// without tearing anything down): an engine may leave its working memory to the
+  /// process's exit instead of freeing it (as clang's -disable-free does; freeing a
+  /// production plan's terms and states was a twentieth of its run).
+  bool keepMemory = false;
 };
 
 struct VerifyStats {

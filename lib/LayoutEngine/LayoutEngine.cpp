@@ -17,6 +17,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/BuryPointer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -601,7 +602,7 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       SourceLoc at = u.origin ? toSourceLoc(u.origin->getLoc()) : toSourceLoc(b.loc);
       std::string what = u.origin ? "`" + u.origin->getName().getStringRef().str() + "`" : "";
       reasons.push_back({at, out + (want.known ? "" : "the reference: ") + what +
-                                 (what.empty() ? "" : ": ") + u.why +
+                                 (what.empty() ? "" : ": ") + u.reason() +
                                  (want.known ? partialSince(u) : "")});
       continue;
     }
@@ -721,8 +722,9 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
       r.verdict = Verdict::Violated;
       return finish();
     }
-    TermPool own;
-    Run run(spec, options, cache ? cache->terms : own);
+    auto own = std::make_unique<TermPool>();
+    auto runPtr = std::make_unique<Run>(spec, options, cache ? cache->terms : *own);
+    Run &run = *runPtr;
     if (cache)
       run.reference(r.stats, *cache);
     else
@@ -733,6 +735,10 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     if (cache)
       run.keep(*cache);
     r.stats.decidedCanonical = r.verdict == Verdict::Verified ? r.stats.obligations : 0;
+    if (options.keepMemory) {
+      llvm::BuryPointer(std::move(runPtr));
+      llvm::BuryPointer(std::move(own));
+    }
   } catch (const TimeLimit &t) {
     r.inconclusiveReasons.push_back({SourceLoc{spec.path}, t.what()});
   } catch (const std::exception &e) {

@@ -207,9 +207,13 @@ inline bool operator!=(const DimSplit &a, const DimSplit &b) { return !(a == b);
 /// the value). Axes of size 1 never appear. Or unknown, with why and where.
 struct State {
   bool known = false;
-  /// Why the state is unknown (the default: a value no rule gave a state, such as an
-  /// index argument without a binding).
-  std::string why = "a value the layout engine does not follow";
+  /// Why the state is unknown; empty: a value no rule gave a state, such as an index
+  /// argument without a binding (reason() says so). Empty by default, so that making
+  /// a state allocates nothing.
+  std::string why;
+  std::string reason() const {
+    return why.empty() ? "a value the layout engine does not follow" : why;
+  }
   mlir::Operation *origin = nullptr; // where an unknown state arose (null: an argument)
   /// For an unknown state: the operand of `origin` that is a partial sum the op is not
   /// linear in (-1: not that reason).

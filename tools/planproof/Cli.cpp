@@ -383,6 +383,7 @@ int cmdVerify(std::vector<std::string> args) {
     progress.reset(); // erased before the errors are written
     return badInput(path, errors, o.format);
   }
+  o.verify.keepMemory = watchdogEnabled; // the process ends below (std::_Exit)
   VerifyResult r = runEngines(spec, o);
   progress.reset();
   if (o.format == "json")
