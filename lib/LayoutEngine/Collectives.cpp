@@ -57,6 +57,8 @@ bool reduceOver(RuleContext &c, State &s, const std::vector<int> &axes, StringRe
 /// blocks, or zigzag chunks of the block it had.
 bool scatterDim(RuleContext &c, const State &s, DimSplit &d, int64_t global,
                 const std::vector<int> &axes, bool zigzag, std::string &why) {
+  if (!d.windows.empty() && !zigzag) // rows chosen per rank: each keeps a part of them
+    return scatterWindows(c.mesh, d, global, axes, why);
   if (!d.windows.empty()) {
     why = "it splits a dimension whose rows are already chosen per rank (" + c.show(s) + ")";
     return false;
@@ -110,7 +112,9 @@ void nameStack(RuleContext &c, State &s, std::string head) {
 /// order -- along another dimension d, e whole: rank k of the group holds block k of d,
 /// and every rank receives the blocks side by side along e. Its value is the
 /// concatenation along e of the term's slices of d in group order (split elsewhere as
-/// it was): the stacked gather a sequence-parallel norm makes before a reshape.
+/// it was): the stacked gather a sequence-parallel norm makes before a reshape. With e
+/// split over other axes (plain blocks), each rank receives its block of each piece:
+/// e laid out in windows (stackedWindows). DTensor gathers a feature dimension so.
 bool stackGather(RuleContext &c, MLIRContext *ctx, State &s, int64_t e,
                  const std::vector<int> &axes, std::string &why) {
   int64_t d = -1;
@@ -120,10 +124,12 @@ bool stackGather(RuleContext &c, MLIRContext *ctx, State &s, int64_t e,
         std::equal(axes.begin(), axes.end(), ks.end() - axes.size()))
       d = (int64_t)k;
   }
-  if (d < 0 || axes.empty() || !s.split[e].empty() || !s.split[e].windows.empty() ||
-      intersects(axes, s.partial))
+  if (d < 0 || axes.empty() || !s.split[e].windows.empty() || intersects(axes, s.partial) ||
+      intersects(axes, s.split[e]))
     return false;
   int64_t n = c.size(axes);
+  if (s.split[d].size() > axes.size() && !s.split[e].empty())
+    return false;
   if (s.split[d].size() > axes.size()) {
     // Split over more axes B before them: the blocks stacked differ with the rank's
     // coordinates on B. The value is named by a `stack` term of the operand's (which no
@@ -149,6 +155,14 @@ bool stackGather(RuleContext &c, MLIRContext *ctx, State &s, int64_t e,
   Shape global = s.global;
   global[d] = rows;
   global[e] *= n;
+  if (!s.split[e].empty()) {
+    // e split over other axes S: every rank receives its S-block of each piece, one
+    // after the other (Stacks.cpp) -- windows.
+    s.split[e].windows = stackedWindows(c.mesh, s.split[e], s.global[e], n);
+    if (s.split[e].windows.empty())
+      return false;
+    normalizeWindows(c.mesh, s.split[e], global[e]);
+  }
   s.term = joinedConcat(c.terms, ctx, concatHead(ctx, e, global), pieces);
   s.global = global;
   s.split[d].clear();
@@ -250,45 +264,32 @@ bool permutedPick(RuleContext &c, State &s, int64_t e, const std::vector<int> &b
 /// another dimension d in group order, rank k holds y's block k of d -- the state of y
 /// split along d.
 void unstack(RuleContext &c, State &s, int64_t e, const std::vector<int> &axes) {
-  int64_t cd;
-  if (static_cast<const std::vector<int> &>(s.split[e]) != axes || !s.split[e].windows.empty() ||
-      !concatDim(c.terms, s.term, cd) || cd != e)
-    return;
-  auto ops = c.terms.operands(s.term);
-  int64_t n = c.size(axes);
-  if (n < 2 || (int64_t)ops.size() != n)
+  if (static_cast<const std::vector<int> &>(s.split[e]) != axes || !s.split[e].windows.empty())
     return;
   TermId y = 0;
   int64_t d = -1;
   Shape whole;
-  for (int64_t k = 0; k < n; ++k) {
-    TermId input;
-    std::vector<int64_t> off, size;
-    if (!sliceParts(c.terms, ops[k], input, off, size) || (k > 0 && input != y))
-      return;
-    if (k == 0) {
-      y = input;
-      whole = c.terms.shapeOf(y);
-      if (whole.size() != s.global.size() || off.size() != whole.size())
-        return;
-      for (size_t x = 0; x < whole.size(); ++x)
-        if (size[x] != whole[x])
-          d = d < 0 ? (int64_t)x : -2;
-      if (d < 0 || d == e || !s.split[d].empty() || !s.split[d].windows.empty() ||
-          whole[d] != n * size[d] || whole[e] * n != s.global[e])
-        return;
-    }
-    for (size_t x = 0; x < whole.size(); ++x) {
-      bool ok = (int64_t)x == d ? off[x] == k * (whole[d] / n) && size[x] == whole[d] / n
-                                : off[x] == 0 && size[x] == whole[x];
-      if (!ok)
-        return;
-    }
-  }
+  if (!blocksStacked(c.terms, s.term, e, c.size(axes), y, d, whole) ||
+      whole.size() != s.global.size() || whole[e] * c.size(axes) != s.global[e] ||
+      !s.split[d].empty() || !s.split[d].windows.empty())
+    return;
   s.term = y;
   s.global = whole;
   s.split[d].assign(axes.begin(), axes.end());
   s.split[e].clear();
+}
+
+/// After a split (reduce_scatter, shard_slice): a reshape of y whose blocks are those
+/// of a split of y itself (placedAs, each rank's block of local shape `local`) is
+/// described as y so split. A stack of a batch's single rows concatenated along it
+/// (concatOfUnitSlices) is the reshape of the value; split over the pieces' axes, it is
+/// the value split along the pieces' dimension, as the reference holds it.
+void unreshape(RuleContext &c, Operation &op, State &s, const Shape &local) {
+  if (!s.known || !c.terms.headIs(s.term, "ref.reshape{"))
+    return;
+  State moved;
+  if (placedAs(c, op, s, c.terms.shapeOf(c.terms.operands(s.term)[0]), moved, &local))
+    s = std::move(moved);
 }
 
 } // namespace
@@ -440,7 +441,9 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
       return State::unknown(&op, why);
     if (!scatter(s.split[r.getDim()], s.global[r.getDim()], why))
       return State::unknown(&op, why);
-    unstack(c, s, r.getDim(), axes);
+    if (!unstackWindows(c, s, r.getDim(), axes))
+      unstack(c, s, r.getDim(), axes);
+    unreshape(c, op, s, local);
   } else if (auto sl = dyn_cast<dist::ShardSliceOp>(op);
              sl && !zigzag && c.terms.headIs(s.term, "gstack{")) {
     if (!permutedPick(c, s, sl.getDim(), axes)) // a device permutation
@@ -451,7 +454,9 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
                                  "over (" + c.show(s) + ")");
     if (!scatter(s.split[sl.getDim()], s.global[sl.getDim()], why))
       return State::unknown(&op, why);
-    unstack(c, s, sl.getDim(), axes);
+    if (!unstackWindows(c, s, sl.getDim(), axes))
+      unstack(c, s, sl.getDim(), axes);
+    unreshape(c, op, s, local);
   } else if (auto a = dyn_cast<dist::AllToAllOp>(op)) {
     // Rank i of a group sends block j of dim s to rank j, which concatenates what it
     // receives along dim c in group order. Where the group's axes are the minor axes

@@ -471,6 +471,34 @@ bool windowReach(const Mesh &mesh, const Window &w, int64_t &lo, int64_t &hi);
 bool windowsFit(const Mesh &mesh, const DimSplit &d, int64_t global, int64_t local,
                 std::string &why);
 std::string windowsText(const Mesh &mesh, const DimSplit &d, int64_t global);
+/// The runs of `windows` (one rank's rows, in order) that fall in its local rows
+/// [lo, hi), each window cut to them.
+std::vector<Window> cutWindows(const std::vector<Window> &windows, int64_t lo, int64_t hi);
+
+// Stacked pieces (Stacks.cpp): a value's chunks concatenated along a split dimension.
+/// Dimension d laid out in windows, split further over `axes` (reduce_scatter,
+/// shard_slice): the rank at position t of the group keeps part t of its rows. Where
+/// part t is part 0 moved by t x delta rows, d's windows become part 0's, moving by
+/// delta per step of the group's position; false, with why, otherwise.
+bool scatterWindows(const Mesh &mesh, DimSplit &d, int64_t global, const std::vector<int> &axes,
+                    std::string &why);
+/// After a split of windowed dimension e over `axes`: where the term is the
+/// concatenation along e of a term y's n blocks of another (whole) dimension d in
+/// order, and each window moves by one piece per step of the group's position and
+/// stays within a piece, the rank holds rows of y's block of d at its position: the
+/// state of y split along d over `axes`, e laid out in the windows less that motion.
+bool unstackWindows(RuleContext &c, State &s, int64_t e, const std::vector<int> &axes);
+/// Whether t is the concatenation along e of a term y's n blocks of another dimension d,
+/// in order, each whole elsewhere: true, with y, d and y's shape.
+bool blocksStacked(const TermPool &terms, TermId t, int64_t e, int64_t n, TermId &y,
+                   int64_t &d, Shape &whole);
+/// Where every rank's windows of d lie within one piece of the term's concatenation
+/// along d, the state of that piece (the windows moved by its offset).
+void narrowToPiece(RuleContext &c, State &s, int64_t d);
+/// The windows of n pieces of `rows` rows each split over `axes` in plain blocks: each
+/// piece's block, one after the other (none where the axes do not divide the rows).
+std::vector<Window> stackedWindows(const Mesh &mesh, const std::vector<int> &axes,
+                                   int64_t rows, int64_t n);
 /// The rules for ops whose operands are laid out in windows (and causal_softmax with
 /// an offset); `generic` is the rule every other op gets, which the window rules call
 /// where the windows pass through unchanged.

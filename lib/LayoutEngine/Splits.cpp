@@ -456,7 +456,11 @@ SplitResult rotarySplit(RuleContext &c, const std::vector<const State *> &in) {
 }
 
 /// concat along a dimension no operand splits, of operands split alike elsewhere: each
-/// rank concatenates its blocks, which are the blocks of the concatenation.
+/// rank concatenates its blocks, which are the blocks of the concatenation. Along a
+/// dimension every operand splits alike (plain blocks over the same axes S), each rank
+/// holds its block of each operand, one after the other: the concatenation laid out in
+/// windows, one per operand -- its S-block, moved by the operand's offset (PyTorch
+/// stacks a value's chunks so before a reduce_scatter along a batch split over S).
 SplitResult concatSplit(RuleContext &c, ref::ConcatOp cat, const std::vector<const State *> &in) {
   int64_t dim = cat.getDim();
   const State &x = *in[0];
@@ -468,8 +472,10 @@ SplitResult concatSplit(RuleContext &c, ref::ConcatOp cat, const std::vector<con
   if (in.size() == 1) // a concatenation of one value is that value
     return r;
   r.global[dim] = 0;
+  const DimSplit &along = x.split[dim];
+  std::vector<Window> windows;
   for (const State *s : in) {
-    if (!s->split[dim].empty() || !s->split[dim].windows.empty())
+    if (!s->split[dim].windows.empty() || s->split[dim] != along)
       return fail("it concatenates along dimension " + std::to_string(dim) + ", which an "
                   "operand splits (" + c.show(*s) + ")");
     bool alike = s->split == x.split && s->global.size() == x.global.size();
@@ -477,7 +483,19 @@ SplitResult concatSplit(RuleContext &c, ref::ConcatOp cat, const std::vector<con
       alike = (int64_t)d == dim || s->global[d] == x.global[d];
     if (!alike)
       return fail("its operands are split differently (" + c.show(x) + " and " + c.show(*s) + ")");
-    r.global[dim] += s->global[dim];
+    if (!along.empty()) {
+      std::vector<Window> block = plainWindows(c.mesh, along, s->global[dim]);
+      if (block.size() != 1 || !checkedAdd(block[0].base, r.global[dim], block[0].base))
+        return fail("it concatenates along dimension " + std::to_string(dim) +
+                    ", whose blocks do not divide an operand's rows (" + c.show(*s) + ")");
+      windows.push_back(block[0]);
+    }
+    if (!checkedAdd(r.global[dim], s->global[dim], r.global[dim]))
+      return fail("a concatenation of more rows than fit 64 bits");
+  }
+  if (!along.empty()) {
+    r.split[dim].windows = windows;
+    normalizeWindows(c.mesh, r.split[dim], r.global[dim]);
   }
   return r;
 }

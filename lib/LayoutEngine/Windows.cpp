@@ -178,24 +178,15 @@ State windowSlice(RuleContext &c, Operation &op, const State &x) {
       termCut = true;
       continue;
     }
-    std::vector<Window> cut;
-    int64_t at = 0, lo = off[d], hi = off[d] + size[d];
-    for (const Window &w : dd.windows) {
-      int64_t s = std::max(at, lo), e = std::min(at + w.length, hi);
-      if (s < e) {
-        Window p = w;
-        p.length = e - s;
-        if (!p.zero)
-          p.base += s - at;
-        cut.push_back(p);
-      }
-      at += w.length;
-    }
-    dd.windows = cut;
+    dd.windows = cutWindows(dd.windows, off[d], off[d] + size[d]);
     normalizeWindows(c.mesh, dd, out.global[d]);
   }
   if (termCut)
     out.term = sliceTerm(c.terms, op.getContext(), x.term, x.global, termOff, termSize);
+  else
+    for (size_t d = 0; d < rank; ++d) // a piece of stacked pieces (Stacks.cpp)
+      if (!(off[d] == 0 && size[d] == inLocal[d]))
+        narrowToPiece(c, out, (int64_t)d);
   std::string why;
   if (!consistent(c, out, local, why))
     return State::unknown(&op, why);

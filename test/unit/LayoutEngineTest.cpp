@@ -1675,19 +1675,25 @@ namespace {
 /// Sequence parallelism as PyTorch writes it, for a mesh of K x J: x [B, K*n, 2] whole
 /// cut into K pieces along dim 1 stacked along dim 0, reduce_scatter'ed over a (an
 /// average of copies: the value), gathered back along dim 0 and the pieces put side by
-/// side again. `cutOrder`/`joinOrder`: the pieces' order in each concatenation.
+/// side again. `cutOrder`/`joinOrder`: the pieces' order in each concatenation. With
+/// `rowsPerRank` > 0 the batch is split over b, that many rows on each rank (B =
+/// rowsPerRank x J): the stack along dim 0 holds each rank's block of every piece, as
+/// DTensor moves a split between dimensions through dimension 0 when the batch is split.
 std::string stackedSpec(int64_t K, int64_t J, int64_t n, const std::vector<int64_t> &cutOrder,
-                        const std::vector<int64_t> &joinOrder) {
-  std::string B = "2", S = std::to_string(K * n), N = std::to_string(n),
-              KB = std::to_string(K * 2);
-  std::string whole = "tensor<" + B + "x" + S + "x2xf32>", piece = "tensor<" + B + "x" + N + "x2xf32>",
+                        const std::vector<int64_t> &joinOrder, int64_t rowsPerRank = 0) {
+  int64_t local = rowsPerRank > 0 ? rowsPerRank : 2;
+  std::string B = std::to_string(rowsPerRank > 0 ? rowsPerRank * J : 2), L = std::to_string(local),
+              S = std::to_string(K * n), N = std::to_string(n), KB = std::to_string(K * local);
+  std::string whole = "tensor<" + B + "x" + S + "x2xf32>", mine = "tensor<" + L + "x" + S + "x2xf32>",
+              piece = "tensor<" + L + "x" + N + "x2xf32>",
               stacked = "tensor<" + KB + "x" + N + "x2xf32>";
+  std::string batch = rowsPerRank > 0 ? "b" : "_";
   std::string body;
   std::string cut = "    %cat = ref.concat ", join = "    %y = ref.concat ";
   for (size_t i = 0; i < cutOrder.size(); ++i) {
     std::string k = std::to_string(i);
     body += "    %p" + k + " = ref.slice %x offsets [0, " + std::to_string(cutOrder[i] * n) +
-            ", 0] sizes [" + B + ", " + N + ", 2] : " + whole + "\n";
+            ", 0] sizes [" + L + ", " + N + ", 2] : " + mine + "\n";
     cut += std::string(i ? ", " : "") + "%p" + k;
   }
   body += cut + " dim 0 : ";
@@ -1698,49 +1704,69 @@ std::string stackedSpec(int64_t K, int64_t J, int64_t n, const std::vector<int64
           stacked + "\n";
   for (size_t i = 0; i < joinOrder.size(); ++i) {
     std::string k = std::to_string(i);
-    body += "    %q" + k + " = ref.slice %g offsets [" + std::to_string(joinOrder[i] * 2) +
-            ", 0, 0] sizes [" + B + ", " + N + ", 2] : " + stacked + "\n";
+    body += "    %q" + k + " = ref.slice %g offsets [" + std::to_string(joinOrder[i] * local) +
+            ", 0, 0] sizes [" + L + ", " + N + ", 2] : " + stacked + "\n";
     join += std::string(i ? ", " : "") + "%q" + k;
   }
   body += join + " dim 1 : ";
   for (size_t i = 0; i < joinOrder.size(); ++i)
     body += std::string(i ? ", " : "") + piece;
-  body += "\n    return %s, %y : " + piece + ", " + whole + "\n";
+  body += "\n    return %s, %y : " + piece + ", " + mine + "\n";
   std::string refBody = "    %s = ref.scale %x by 1.0 : " + whole + "\n    return %s, %x : " +
                         whole + ", " + whole + "\n";
   std::map<std::string, int64_t> v{{"K", K}, {"J", J}};
   return fill(spec("%x: " + whole + " {ref.name = \"x\"}",
                    whole + " {ref.name = \"s\"}, " + whole + " {ref.name = \"y\"}", refBody,
-                   "%x: " + whole + " {dist.value = \"x\", dist.layout = #dist.layout<[_, _, _]>}",
-                   piece + " {dist.value = \"s\", dist.layout = #dist.layout<[_, a, _]>}, " +
-                       whole + " {dist.value = \"y\", dist.layout = #dist.layout<[_, _, _]>}",
+                   "%x: " + mine + " {dist.value = \"x\", dist.layout = #dist.layout<[" + batch +
+                       ", _, _]>}",
+                   piece + " {dist.value = \"s\", dist.layout = #dist.layout<[" + batch +
+                       ", a, _]>}, " + mine + " {dist.value = \"y\", dist.layout = #dist.layout<[" +
+                       batch + ", _, _]>}",
                    body),
               v);
+}
+
+/// stackedSpec's orders of K pieces: in order (verified), and the two near misses --
+/// the pieces stacked in another order before the reduce_scatter (rank k gets another
+/// rank's part), or put side by side in another order after the gather.
+std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, Verdict>>
+stackOrders(int64_t K) {
+  std::vector<int64_t> order, swapped;
+  for (int64_t k = 0; k < K; ++k)
+    order.push_back(k);
+  swapped = order;
+  std::swap(swapped[0], swapped[1]);
+  return {{order, order, Verdict::Verified},
+          {swapped, order, Verdict::Violated},
+          {order, swapped, Verdict::Violated}};
 }
 
 } // namespace
 
 TEST_CASE("a gather along another dimension stacks the blocks; a reduce_scatter of stacked "
           "pieces splits the value", "[layouts]") {
-  // Near misses: the pieces stacked in another order before the reduce_scatter (rank
-  // k gets another rank's part), or put side by side in another order after the
-  // gather.
   for (int64_t K : {2, 3})
     for (int64_t J : {1, 2})
-      for (int64_t n : {1, 2}) {
-        std::vector<int64_t> order, swapped;
-        for (int64_t k = 0; k < K; ++k)
-          order.push_back(k);
-        swapped = order;
-        std::swap(swapped[0], swapped[1]);
-        for (auto [cut, join, expect] :
-             {std::tuple{order, order, Verdict::Verified},
-              std::tuple{swapped, order, Verdict::Violated},
-              std::tuple{order, swapped, Verdict::Violated}}) {
-          std::string t = stackedSpec(K, J, n, cut, join);
-          expectVerdict(t, expect);
+      for (int64_t n : {1, 2})
+        for (auto [cut, join, expect] : stackOrders(K))
+          expectVerdict(stackedSpec(K, J, n, cut, join), expect);
+}
+
+TEST_CASE("pieces stacked along a split batch: each rank's block of every piece, in windows",
+          "[layouts]") {
+  // DTensor without sequence parallelism, the batch split over b: a reduce_scatter to
+  // the sequence stacks each rank's chunks along its batch block (the concatenation in
+  // windows, one per piece), and a gather of the sequence stacks its pieces so
+  // (stackGather's windows; a slice of one piece reads it back). One and two batch rows
+  // per rank. Near misses as above: the pieces stacked, or put side by side, in another
+  // order.
+  for (int64_t K : {2, 3})
+    for (int64_t J : {1, 2})
+      for (int64_t rows : {1, 2})
+        for (auto [cut, join, expect] : stackOrders(K)) {
+          INFO("K " << K << " J " << J << " rows " << rows);
+          expectVerdict(stackedSpec(K, J, /*n=*/2, cut, join, rows), expect);
         }
-      }
 }
 
 TEST_CASE("a reshape of stacked pieces: their rows follow each other where the dimensions "

@@ -49,7 +49,7 @@ DIM, LAYERS, VOCAB, SEQ, HIDDEN = 8, 1, 16, 4, 8
 MASKS, BATCHES = {}, set()
 
 
-def model_fn(heads):
+def model_fn(heads, sp=True):
     config = Llama3Model.Config(
         dim=DIM, vocab_size=VOCAB,
         tok_embeddings=Embedding.Config(num_embeddings=VOCAB, embedding_dim=DIM,
@@ -62,7 +62,7 @@ def model_fn(heads):
             rope=ComplexRoPE.Config(dim=DIM // heads, max_seq_len=64, theta=500000,
                                     scaling="llama"),
             attn_backend="flex"))
-    set_llama3_sharding_config(config, enable_sp=True)
+    set_llama3_sharding_config(config, enable_sp=sp)
     torch.manual_seed(0)
     model = config.build()
     for batch in BATCHES:
@@ -133,15 +133,16 @@ def adamw(params):
                              **default_adamw().param_groups[0].optimizer_kwargs)
 
 
-def case(dp, tp, heads, grad_sync=None, optimizer=adamw):
+def case(dp, tp, heads, grad_sync=None, optimizer=adamw, sp=True):
     BATCHES.update({dp, 1})
     g = torch.Generator().manual_seed(1)
     data = {"tokens": torch.randint(0, VOCAB, (dp, SEQ), generator=g),
             "labels": torch.randint(0, VOCAB, (dp, SEQ), generator=g)}
-    out = dict(model_fn=lambda: model_fn(heads), loss_fn=loss_fn, plan_loss_fn=plan_loss_fn,
+    out = dict(model_fn=lambda: model_fn(heads, sp), loss_fn=loss_fn, plan_loss_fn=plan_loss_fn,
                optimizer=optimizer, inputs=data, parallelize=parallelize(dp, tp),
                description=f"torchtitan 0.3.0 Llama3 (debug model recipe, dim {DIM}), "
-                           f"dp_shard={dp} tp={tp} with sequence parallelism")
+                           f"dp_shard={dp} tp={tp} " +
+                           ("with" if sp else "without") + " sequence parallelism")
     if dp == 1:
         return dict(out, mesh_shape=(tp,), mesh_dim_names=("tp",))
     return dict(out, mesh_shape=(dp, tp), mesh_dim_names=("dp_shard", "tp"),
