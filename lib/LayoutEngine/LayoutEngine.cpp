@@ -85,6 +85,7 @@ class Run {
 public:
   Run(const Spec &spec, const VerifyOptions &options, TermPool &terms)
       : spec(spec), options(options), terms(terms), ctx{spec.mesh, terms} {
+    terms.setContext(spec.reference->getContext());
     ctx.pipelineAxis = spec.pipelineAxis;
   }
 

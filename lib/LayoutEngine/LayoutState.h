@@ -70,6 +70,12 @@ public:
   /// The broadcast of `source` to `shape`: result dimension dims[k] is source dimension
   /// k, the others are copies (no dims: every element is the scalar `source`).
   TermId broadcast(const Shape &shape, const std::vector<int64_t> &dims, TermId source);
+  /// The MLIR context whose ops the terms apply (the spec's): broadcast() reshapes its
+  /// source through it; without one it keeps the source as given.
+  void setContext(mlir::MLIRContext *c) { context = c; }
+  /// reshape(t) to `shape`, reshapes composed (one to t's own shape is t), in context
+  /// `ctx` (default: the pool's).
+  TermId reshaped(TermId t, const Shape &shape, mlir::MLIRContext *ctx = nullptr);
   /// The scalar 1 (ref.constant's elements are factor x one).
   TermId one() { return leaf("1", ""); }
   /// A readable rendering (heads without attributes), for messages; at most `budget`
@@ -121,6 +127,7 @@ private:
     size_t operator()(const HeadKey &k) const;
   };
   std::unordered_map<HeadKey, std::string, HeadHash> heads;
+  mlir::MLIRContext *context = nullptr;
   TermId intern(const std::string &head, const std::string &shortHead,
                 std::vector<TermId> operands);
   /// `operands` with each one whose key starts with `prefix` replaced by its operands.
@@ -417,6 +424,10 @@ bool broadcastPlacedAs(RuleContext &c, mlir::Operation &op, const State &x,
 /// The term of the sum of u over `dims` (result shape `global`): sums of sums merged,
 /// sums of reshapes over whole groups written as reshapes of sums.
 TermId sumTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,
+               const Shape &global);
+/// The same for a maximum (reduce_max): maxima of maxima merged, maxima of reshapes over
+/// whole groups written as reshapes of maxima.
+TermId maxTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,
                const Shape &global);
 /// Whether `op` is a transpose that only moves dimensions of size 1 of a value of
 /// shape `in` (a reshape).

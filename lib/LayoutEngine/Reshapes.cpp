@@ -160,14 +160,16 @@ bool elementwiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
   return true;
 }
 
-/// The sum of `u` over `dims`, of result shape `global`: a sum of a sum is one sum over
-/// both sets of dimensions; a sum of a reshape over whole groups of the reshape (every
-/// dimension of more than one element of a group summed, or none) is the reshape of
-/// the sum over the operand's dimensions of those groups.
-TermId sumTerm(TermPool &terms, Operation &op, TermId u, const std::vector<int64_t> &dims,
-               const Shape &global) {
+/// The reduction `name` (reduce_sum or reduce_max) of `u` over `dims`, of result shape
+/// `global`: a reduction of the same reduction is one over both sets of dimensions; one
+/// of a reshape over whole groups of the reshape (every dimension of more than one
+/// element of a group reduced, or none) is the reshape of the reduction over the
+/// operand's dimensions of those groups -- each result element reduces the same
+/// elements either way.
+static TermId reductionTerm(TermPool &terms, Operation &op, TermId u,
+                            const std::vector<int64_t> &dims, const Shape &global,
+                            OperationName name) {
   MLIRContext *ctx = op.getContext();
-  OperationName name(ref::ReduceSumOp::getOperationName(), ctx);
   Builder b(ctx);
   Shape shape = terms.shapeOf(u);
   std::vector<ReshapeGroup> groups;
@@ -191,14 +193,15 @@ TermId sumTerm(TermPool &terms, Operation &op, TermId u, const std::vector<int64
       for (int64_t d = 0; d < (int64_t)from.size(); ++d)
         if (!std::binary_search(inner.begin(), inner.end(), d))
           kept.push_back(from[d]);
-      TermId s = inner.empty() ? v : sumTerm(terms, op, v, inner, kept);
+      TermId s = inner.empty() ? v : reductionTerm(terms, op, v, inner, kept, name);
       return terms.shapeOf(s) == global ? s : reshapeTerm(terms, op, s, global);
     }
   }
   std::vector<int64_t> all(dims.begin(), dims.end());
   DictionaryAttr attrs;
   OperationName innerName = name;
-  if (terms.headIs(u, "ref.reduce_sum{") && terms.opOf(u, innerName, attrs)) {
+  if (terms.headIs(u, (name.getStringRef() + "{").str()) && terms.opOf(u, innerName, attrs) &&
+      innerName == name) {
     if (auto first = attrs.getAs<DenseI64ArrayAttr>("dims")) {
       TermId v = terms.operands(u)[0];
       std::set<int64_t> merged(first.asArrayRef().begin(), first.asArrayRef().end());
@@ -222,6 +225,18 @@ TermId sumTerm(TermPool &terms, Operation &op, TermId u, const std::vector<int64
   TermId t = terms.node(terms.head(name, attr, global), {u});
   terms.setOp(t, name, attr);
   return t;
+}
+
+TermId sumTerm(TermPool &terms, Operation &op, TermId u, const std::vector<int64_t> &dims,
+               const Shape &global) {
+  return reductionTerm(terms, op, u, dims, global,
+                       OperationName(ref::ReduceSumOp::getOperationName(), op.getContext()));
+}
+
+TermId maxTerm(TermPool &terms, Operation &op, TermId u, const std::vector<int64_t> &dims,
+               const Shape &global) {
+  return reductionTerm(terms, op, u, dims, global,
+                       OperationName(ref::ReduceMaxOp::getOperationName(), op.getContext()));
 }
 
 

@@ -89,6 +89,10 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
            in[0]->factor};
     return true;
   }
+  if (isa<ref::ReshapeOp>(op) && in.size() == 1 && terms.shapeOf(in[0]->term) == global) {
+    out = {in[0]->term, in[0]->factor}; // a reshape to the shape it has: the value
+    return true;
+  }
   if (isa<ref::ReshapeOp>(op) && terms.headIs(in[0]->term, "ref.reshape{")) {
     out = {reshapeTerm(terms, op, in[0]->term, global), in[0]->factor};
     return true;
@@ -102,6 +106,17 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
   if (auto sum = dyn_cast<ref::ReduceSumOp>(op); sum && in.size() == 1) {
     std::vector<int64_t> dims(sum.getDims().begin(), sum.getDims().end());
     out = {sumTerm(terms, op, in[0]->term, dims, global), in[0]->factor};
+    return true;
+  }
+  // A maximum likewise. It is positively homogeneous, max(c x) = c max(x) for c > 0:
+  // such a factor stays outside (then a reshape under it can lift); any other goes
+  // inside, as for an op not linear in its operand.
+  if (auto mx = dyn_cast<ref::ReduceMaxOp>(op); mx && in.size() == 1) {
+    std::vector<int64_t> dims(mx.getDims().begin(), mx.getDims().end());
+    bool positive = in[0]->factor.sign() > 0;
+    out = {maxTerm(terms, op, positive ? in[0]->term : terms.scaled(in[0]->term, in[0]->factor),
+                   dims, global),
+           positive ? in[0]->factor : Rational(1)};
     return true;
   }
   if (auto m = dyn_cast<ref::ReduceMeanOp>(op); m && in.size() == 1) {
@@ -119,6 +134,11 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
   // is that broadcast: State::copies.)
   TermId source;
   std::vector<int64_t> dims;
+  if (isa<ref::ReshapeOp>(op) && in.size() == 1 && in[0]->broadcast &&
+      in[0]->sourceDims.empty()) { // a uniform value, every element its source
+    out = {terms.broadcast(global, {}, in[0]->source), in[0]->factor};
+    return true;
+  }
   if (isa<ref::ReshapeOp>(op) && in[0]->broadcast && in[0]->copies() &&
       unitReshape(*in[0], global, source, dims)) {
     out = {terms.broadcast(global, dims, source), in[0]->factor};
@@ -320,6 +340,9 @@ void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State
              (isa<ref::DivOp>(op) && in.size() == 2 && in[1]->uniformOne(terms.one()) &&
               !in[1]->factor.isZero())) {
     inherit(*in[0]);
+  } else if (isa<ref::ReshapeOp>(op) && in.size() == 1 && in[0]->broadcast &&
+             in[0]->sourceDims.empty()) {
+    inherit(*in[0]); // a reshape of a uniform value: the same value everywhere
   } else if (in.size() == 1 && (isa<ref::ReshapeOp>(op) || unitTranspose(op, in[0]->global))) {
     out.broadcast = unitReshape(*in[0], out.global, out.source, out.sourceDims);
   } else if (concatOfBroadcasts(terms, op, out.global, in, out.source)) {

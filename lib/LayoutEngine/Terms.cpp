@@ -272,6 +272,22 @@ TermId TermPool::concat(const std::string &head, const std::vector<TermId> &oper
 }
 
 TermId TermPool::broadcast(const Shape &shape, const std::vector<int64_t> &dims, TermId source) {
+  // A source dimension of one element is read at its one index wherever it maps, so the
+  // broadcast of the source without it (reshaped, reshapes composed) is the same value:
+  // dropped, so that a [1, N] row copied to [1, M, N] meets the [N] vector copied so.
+  // (Kept where every source dimension has one element: a scalar's reshape.)
+  Shape from = shapeOf(source);
+  if (context && from.size() == dims.size()) {
+    std::vector<int64_t> kept;
+    Shape keptShape;
+    for (size_t k = 0; k < from.size(); ++k)
+      if (from[k] != 1) {
+        kept.push_back(dims[k]);
+        keptShape.push_back(from[k]);
+      }
+    if (!kept.empty() && kept.size() < dims.size())
+      return broadcast(shape, kept, reshaped(source, keptShape));
+  }
   std::string head = "bcast{";
   for (int64_t d : dims)
     head += std::to_string(d) + ",";
@@ -279,6 +295,22 @@ TermId TermPool::broadcast(const Shape &shape, const std::vector<int64_t> &dims,
   for (int64_t d : shape)
     head += std::to_string(d) + "x";
   return node(head, {source});
+}
+
+TermId TermPool::reshaped(TermId t, const Shape &shape, mlir::MLIRContext *ctx) {
+  ctx = ctx ? ctx : context;
+  if (shapeOf(t) == shape)
+    return t;
+  if (headIs(t, "ref.reshape{")) {
+    t = args[t][0];
+    if (shapeOf(t) == shape)
+      return t;
+  }
+  OperationName name("ref.reshape", ctx);
+  auto none = DictionaryAttr::get(ctx);
+  TermId r = node(head(name, none, shape), {t});
+  setOp(r, name, none);
+  return r;
 }
 
 TermId TermPool::scaled(TermId t, const Rational &c) {

@@ -118,16 +118,7 @@ bool concatOfBroadcasts(TermPool &terms, Operation &op, const Shape &global,
 /// The term of reshape `op` of t to `shape`: reshapes compose (a reshape of a reshape
 /// is the first one's operand's, or that operand).
 TermId reshapeTerm(TermPool &terms, Operation &op, TermId t, const Shape &shape) {
-  if (terms.headIs(t, "ref.reshape{")) {
-    t = terms.operands(t)[0];
-    if (terms.shapeOf(t) == shape)
-      return t;
-  }
-  OperationName name(ref::ReshapeOp::getOperationName(), op.getContext());
-  auto none = DictionaryAttr::get(op.getContext());
-  TermId r = terms.node(terms.head(name, none, shape), {t});
-  terms.setOp(r, name, none);
-  return r;
+  return terms.reshaped(t, shape, op.getContext());
 }
 
 /// An elementwise function of a reshape is the reshape of the function, element by

@@ -1981,3 +1981,87 @@ TEST_CASE("a gather over the minor axes of a dimension split over more: each pie
           expectVerdict(t, swapped ? Verdict::Violated : Verdict::Verified);
         }
 }
+
+TEST_CASE("a row maximum over whole groups of a reshape is the reshape of the maximum; a "
+          "positive factor stays outside it", "[layouts]") {
+  // XLA computes the logits in its merged [1, B S, V] shape, the reference in [B, S, V]:
+  // each row's maximum reads the same elements either way. The batch split over a, the
+  // rows scaled by 2 before the maximum and by 1/2 after. Near miss: scaled by -2 and
+  // -1/2 (max(-2 x) = -2 min(x)).
+  std::string refArgs = R"(%x: tensor<{Kn}x2x3xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{Kn}x2xf32> {ref.name = "m"})";
+  std::string refBody = R"(    %m = ref.reduce_max %x dims [2] : tensor<{Kn}x2x3xf32>
+    return %m : tensor<{Kn}x2xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{n}x2x3xf32> {dist.value = "x", dist.layout = #dist.layout<[a, _, _]>})";
+  std::string planRes = R"(tensor<{n}x2xf32> {dist.value = "m", dist.layout = #dist.layout<[a, _]>})";
+  auto plan = [](const char *up, const char *down) {
+    return std::string(R"(    %r = ref.reshape %x : tensor<{n}x2x3xf32> -> tensor<1x{2n}x3xf32>
+    %s = ref.scale %r by )") + up + R"( : tensor<1x{2n}x3xf32>
+    %mx = ref.reduce_max %s dims [2] : tensor<1x{2n}x3xf32>
+    %b = ref.reshape %mx : tensor<1x{2n}xf32> -> tensor<{n}x2xf32>
+    %m = ref.scale %b by )" + down + R"( : tensor<{n}x2xf32>
+    return %m : tensor<{n}x2xf32>
+)";
+  };
+  for (auto &v : instances()) {
+    v["2n"] = 2 * v["n"];
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, plan("2.0", "0.5")), v),
+                  Verdict::Verified);
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, plan("-2.0", "-0.5")), v),
+                  Verdict::Violated);
+  }
+}
+
+TEST_CASE("a broadcast's source dimensions of one element are dropped; a reshape of a "
+          "uniform value is uniform", "[layouts]") {
+  // A [1, N] row copied to [1, M, N] is the [N] vector copied so (XLA keeps the unit
+  // dimension its reshape made); a uniform constant reshaped to another shape is the same
+  // constant (the reference's -1/8 of a [2, 4, 1] constant reshaped to [8]). Near
+  // misses: the row copied along the other dimension; a literal of distinct values
+  // reshaped where the plan scales by one of them.
+  std::string refArgs = R"(%x: tensor<{Kn}xf32> {ref.name = "x"}, %z: tensor<1x{Kn}x{Kn}xf32> {ref.name = "z"})";
+  std::string refRes = R"(tensor<1x{Kn}x{Kn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %c = ref.broadcast %x dims [2] : tensor<{Kn}xf32> -> tensor<1x{Kn}x{Kn}xf32>
+    %y = ref.mul %z, %c : tensor<1x{Kn}x{Kn}xf32>
+    return %y : tensor<1x{Kn}x{Kn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{Kn}xf32> {dist.value = "x", dist.layout = #dist.layout<[_]>}, %z: tensor<1x{n}x{Kn}xf32> {dist.value = "z", dist.layout = #dist.layout<[_, a, _]>})";
+  std::string planRes = R"(tensor<1x{n}x{Kn}xf32> {dist.value = "y", dist.layout = #dist.layout<[_, a, _]>})";
+  auto plan = [](const char *dims, const char *rowShape) {
+    return std::string(R"(    %r = ref.reshape %x : tensor<{Kn}xf32> -> )") + rowShape + R"(
+    %c = ref.broadcast %r dims )" + dims + " : " + rowShape + R"( -> tensor<1x{Kn}x{Kn}xf32>
+    %s = dist.shard_slice %c over ["a"] dim 1 : tensor<1x{Kn}x{Kn}xf32> -> tensor<1x{n}x{Kn}xf32>
+    %y = ref.mul %z, %s : tensor<1x{n}x{Kn}xf32>
+    return %y : tensor<1x{n}x{Kn}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("[0, 2]", "tensor<1x{Kn}xf32>")));
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("[0, 1]", "tensor<1x{Kn}xf32>")));
+
+  std::string uArgs = R"(%x: tensor<{Kn}x3xf32> {ref.name = "x"})";
+  std::string uRes = R"(tensor<{Kn}x3xf32> {ref.name = "y"})";
+  auto uBody = [](const char *made) {
+    return std::string(made) + R"(
+    %r = ref.reshape %c : tensor<{K}x{n}x1xf32> -> tensor<{Kn}xf32>
+    %b = ref.broadcast %r dims [0] : tensor<{Kn}xf32> -> tensor<{Kn}x3xf32>
+    %y = ref.mul %x, %b : tensor<{Kn}x3xf32>
+    return %y : tensor<{Kn}x3xf32>
+)";
+  };
+  std::string uPlanArgs = R"(%x: tensor<{n}x3xf32> {dist.value = "x", dist.layout = #dist.layout<[a, _]>})";
+  std::string uPlanRes = R"(tensor<{n}x3xf32> {dist.value = "y", dist.layout = #dist.layout<[a, _]>})";
+  std::string uPlan = R"(    %y = ref.scale %x by -1.250000e-01 : tensor<{n}x3xf32>
+    return %y : tensor<{n}x3xf32>
+)";
+  proves(spec(uArgs, uRes, uBody("    %c = ref.constant -1.250000e-01 : tensor<{K}x{n}x1xf32>"),
+              uPlanArgs, uPlanRes, uPlan));
+  for (auto &v : instances()) {
+    std::string vals;
+    for (int64_t i = 0; i < v["K"] * v["n"]; ++i)
+      vals += std::string(i ? ", " : "") + (i == 0 ? "-1.250000e-01" : "2.0");
+    std::string made = "    %c = ref.literal [" + vals + "] : tensor<{K}x{n}x1xf32>";
+    expectVerdict(fill(spec(uArgs, uRes, uBody(made.c_str()), uPlanArgs, uPlanRes, uPlan), v),
+                  Verdict::Violated);
+  }
+}
