@@ -412,6 +412,11 @@ bool reshapedOperand(TermPool &terms, mlir::Operation &op, TermId b, const Shape
 bool elementwiseOfReshapes(TermPool &terms, mlir::Operation &op, const Shape &global,
                            const std::vector<const State *> &in, Shape &inner,
                            std::vector<State> &lifted);
+/// The same for a row-wise op (RowWise: softmax, norms) whose first operand is a
+/// reshape keeping the last dimension: its rows are the operand's rows, renamed.
+bool rowWiseOfReshapes(TermPool &terms, mlir::Operation &op, const Shape &global,
+                       const std::vector<const State *> &in, Shape &inner,
+                       std::vector<State> &lifted);
 /// batch_matmul of an operand with one batch entry on every rank, its batch adjacent to
 /// its contracted dimension, by one with a batch of one contracting those entries'
 /// rows: true, with the operands' states, the former merged to [1, B R, N].

@@ -119,9 +119,29 @@ bool reshapedOperand(TermPool &terms, Operation &op, TermId b, const Shape &s,
 /// at its head (reshapedOperand): true, with the operands' states in shape `inner`
 /// (same factors; no split: only terms are built from them). The op of those is the
 /// op's value reshaped back, element for element.
+/// Operand `s` of shape `global` in shape `inner` (reshapedOperand): its state there,
+/// unsplit (only terms are built from it); false where it is no reshape from `inner`,
+/// broadcast so or constant.
+static bool liftedOperand(TermPool &terms, Operation &op, const State &s, const Shape &global,
+                          const Shape &inner, State &x) {
+  if (s.global != global)
+    return false;
+  x = State();
+  x.known = true;
+  x.global = inner;
+  x.split.assign(inner.size(), DimSplit());
+  x.factor = s.factor;
+  if (!reshapedOperand(terms, op, s.term, global, inner, x.term))
+    return false;
+  x.broadcast = broadcastParts(terms, x.term, x.source, x.sourceDims);
+  return x.broadcast || terms.shapeOf(x.term) == inner;
+}
+
 bool elementwiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
                            const std::vector<const State *> &in, Shape &inner,
                            std::vector<State> &lifted) {
+  if (op.hasTrait<ref::OpTrait::RowWise>())
+    return rowWiseOfReshapes(terms, op, global, in, inner, lifted);
   if (!op.hasTrait<OpTrait::Elementwise>() || in.size() < 2 || op.getNumResults() != 1)
     return false;
   // The reshaped operand whose operand comes first in term order decides the shape, so
@@ -143,17 +163,33 @@ bool elementwiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
     return false;
   lifted.clear();
   for (const State *s : in) {
-    if (s->global != global)
-      return false;
     State x;
-    x.known = true;
-    x.global = inner;
-    x.split.assign(inner.size(), DimSplit());
-    x.factor = s->factor;
-    if (!reshapedOperand(terms, op, s->term, global, inner, x.term))
+    if (!liftedOperand(terms, op, *s, global, inner, x))
       return false;
-    x.broadcast = broadcastParts(terms, x.term, x.source, x.sourceDims);
-    if (!x.broadcast && terms.shapeOf(x.term) != inner)
+    lifted.push_back(std::move(x));
+  }
+  return true;
+}
+
+bool rowWiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
+                       const std::vector<const State *> &in, Shape &inner,
+                       std::vector<State> &lifted) {
+  // Row by row over the last dimension (RowWise): where the first operand is a reshape
+  // of a value of shape T with the same last dimension, each row of the result's shape
+  // is one row of T, renamed (row-major); the operands of the first one's rank must be
+  // reshapes from T too (reshapedOperand), the lower-rank ones (a norm's weight) are
+  // read whole either way.
+  if (in.empty() || op.getNumResults() != 1 || global.empty() || in[0]->global != global ||
+      !terms.headIs(in[0]->term, "ref.reshape{"))
+    return false;
+  inner = terms.shapeOf(terms.operands(in[0]->term)[0]);
+  if (inner.empty() || inner == global || inner.back() != global.back())
+    return false;
+  lifted.clear();
+  for (const State *s : in) {
+    State x = *s;
+    if (s->global.size() > global.size() ||
+        (s->global.size() == global.size() && !liftedOperand(terms, op, *s, global, inner, x)))
       return false;
     lifted.push_back(std::move(x));
   }

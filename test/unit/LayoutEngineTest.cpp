@@ -2065,3 +2065,39 @@ TEST_CASE("a broadcast's source dimensions of one element are dropped; a reshape
                   Verdict::Violated);
   }
 }
+
+TEST_CASE("a row-wise op of a reshape keeping the last dimension is the reshape of the op",
+          "[layouts]") {
+  // softmax and rms_norm over the last dimension, the plan computing them in a merged
+  // [1, B S, V] shape, the batch split over a: each row is one of the reference's rows,
+  // renamed. Near miss: the rows regrouped ([n, 2, 3] as [n, 3, 2]), which the element
+  // engine refutes.
+  std::string refArgs = R"(%x: tensor<{Kn}x2x3xf32> {ref.name = "x"}, %w: tensor<3xf32> {ref.name = "w"})";
+  std::string refRes = R"(tensor<{Kn}x2x3xf32> {ref.name = "p"}, tensor<{Kn}x2x3xf32> {ref.name = "r"})";
+  std::string refBody = R"(    %p = ref.softmax %x : tensor<{Kn}x2x3xf32>
+    %r = ref.rms_norm %x, %w eps 1.0e-05 : tensor<{Kn}x2x3xf32>, tensor<3xf32>
+    return %p, %r : tensor<{Kn}x2x3xf32>, tensor<{Kn}x2x3xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{n}x2x3xf32> {dist.value = "x", dist.layout = #dist.layout<[a, _, _]>}, %w: tensor<3xf32> {dist.value = "w", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<{n}x2x3xf32> {dist.value = "p", dist.layout = #dist.layout<[a, _, _]>}, tensor<{n}x2x3xf32> {dist.value = "r", dist.layout = #dist.layout<[a, _, _]>})";
+  std::string merged = R"(    %m = ref.reshape %x : tensor<{n}x2x3xf32> -> tensor<1x{2n}x3xf32>
+    %pm = ref.softmax %m : tensor<1x{2n}x3xf32>
+    %p = ref.reshape %pm : tensor<1x{2n}x3xf32> -> tensor<{n}x2x3xf32>
+    %rm = ref.rms_norm %m, %w eps 1.0e-05 : tensor<1x{2n}x3xf32>, tensor<3xf32>
+    %r = ref.reshape %rm : tensor<1x{2n}x3xf32> -> tensor<{n}x2x3xf32>
+    return %p, %r : tensor<{n}x2x3xf32>, tensor<{n}x2x3xf32>
+)";
+  std::string regrouped = R"(    %m = ref.reshape %x : tensor<{n}x2x3xf32> -> tensor<{n}x3x2xf32>
+    %pm = ref.softmax %m : tensor<{n}x3x2xf32>
+    %p = ref.reshape %pm : tensor<{n}x3x2xf32> -> tensor<{n}x2x3xf32>
+    %r = ref.rms_norm %x, %w eps 1.0e-05 : tensor<{n}x2x3xf32>, tensor<3xf32>
+    return %p, %r : tensor<{n}x2x3xf32>, tensor<{n}x2x3xf32>
+)";
+  for (auto &v : instances()) {
+    v["2n"] = 2 * v["n"];
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, merged), v),
+                  Verdict::Verified);
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, regrouped), v),
+                  Verdict::Violated);
+  }
+}
