@@ -41,4 +41,28 @@ forged = fa.BlockMask.from_kv_blocks(causal.kv_num_blocks, causal.kv_indices,
                                      BLOCK_SIZE=2, mask_mod=lambda b, h, q, kv: q >= 0,
                                      seq_lengths=(S, S))
 print("forged", translate(forged))
+
+
+def translate_gqa(kv_heads):
+    """Forward and backward with 4 query heads on `kv_heads` KV heads (enable_gqa):
+    K and V repeated along the heads (a broadcast each), their gradients summed over
+    each group (a reduce_sum each)."""
+    def step(q, k, v):
+        out = fa.flex_attention(q, k, v, block_mask=causal_any_head, enable_gqa=True)
+        return torch.autograd.grad(out.sum(), (q, k, v))
+    args = [torch.randn(B, 4, S, D, requires_grad=True)] + [
+        torch.randn(B, kv_heads, S, D, requires_grad=True) for _ in range(2)]
+    gm = make_fx(step)(*args)
+    t = Translator("ref")
+    for node, name, a in zip([n for n in gm.graph.nodes if n.op == "placeholder"], "qkv", args):
+        t.bind_input(node, name, a.shape)
+    t.run(gm)
+    count = lambda op: sum(o["op"] == op for o in t.ops)  # noqa: E731
+    return f"translated: {count('broadcast')} broadcasts, {count('reduce_sum')} sums"
+
+
+causal_any_head = fa.create_block_mask(lambda b, h, q, kv: q >= kv, None, None, S, S,
+                                       device="cpu", BLOCK_SIZE=2)
+print("gqa 4:2", translate_gqa(2))
+print("gqa 4:4", translate_gqa(4))
 sys.stdout.flush()

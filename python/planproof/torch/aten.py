@@ -1406,13 +1406,17 @@ def _attention_probs(t, q3, k3, scale, causal):
     return t.emit("causal_softmax" if causal else "softmax", [scores], [bh, sq, sk])
 
 
-def _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale):
+def _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale, gqa=False):
+    """q's and k's shapes and the scale. With `gqa` (FlexAttention), k and v may have
+    fewer heads than q, a divisor of q's (grouped-query attention)."""
     if dropout_p:
         t.fail("scaled_dot_product_attention with dropout")
     if attn_mask is not None:
         t.fail("scaled_dot_product_attention with an attn_mask (is_causal is covered)")
     qs, ks = t.shapes[t.value(q)], t.shapes[t.value(k)]
-    if len(qs) != 4 or qs[:2] != ks[:2] or ks != t.shapes[t.value(v)]:
+    grouped = gqa and len(qs) == 4 and len(ks) == 4 and ks[1] > 0 and qs[1] % ks[1] == 0
+    if (len(qs) != 4 or qs[0] != ks[0] or ks != t.shapes[t.value(v)] or
+            (qs[1] != ks[1] and not grouped)):
         t.fail("scaled_dot_product_attention other than on [B, H, S, D] q, k, v of one "
                "head count (expand the KV heads first)")
     if is_causal and qs[2] != ks[2]:
@@ -1428,8 +1432,35 @@ def _sdpa(t, node, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scal
     return (_attention(t, q, k, v, qs, sc, is_causal), None)
 
 
+def _kv_expanded(t, x, heads):
+    """Grouped-query attention's keys or values [B, Hkv, S, D] for `heads` query heads:
+    query head h reads KV head h // G, G = heads / Hkv (FlexAttention's
+    repeat_interleave along the heads) -- x reshaped to [B, Hkv, 1, S, D], copied G
+    times along the new dimension and merged back into [B, heads, S, D]."""
+    shape = t.shapes[x]
+    if shape[1] == heads:
+        return x
+    g = heads // shape[1]
+    r = t.reshape(x, shape[:2] + [1] + shape[2:])
+    r = t.broadcast_to(r, shape[:2] + [g] + shape[2:])
+    return t.reshape(r, [shape[0], heads] + shape[2:])
+
+
+def _kv_summed(t, dx, kv_heads):
+    """The adjoint of _kv_expanded: the gradient of each KV head is the sum of its G
+    query heads' ([B, H, S, D] viewed as [B, Hkv, G, S, D], summed over G)."""
+    shape = t.shapes[dx]
+    if shape[1] == kv_heads:
+        return dx
+    g = shape[1] // kv_heads
+    r = t.reshape(dx, [shape[0], kv_heads, g] + shape[2:])
+    return t.reduce("reduce_sum", r, [2], False, [shape[0], kv_heads] + shape[2:])
+
+
 def _attention(t, q, k, v, qs, sc, is_causal):
-    q3, k3, v3 = (_heads(t, t.value(x), t.shapes[t.value(x)]) for x in (q, k, v))
+    q3, k3, v3 = (_heads(t, x, t.shapes[x])
+                  for x in (t.value(q), _kv_expanded(t, t.value(k), qs[1]),
+                            _kv_expanded(t, t.value(v), qs[1])))
     p = _attention_probs(t, q3, k3, sc, is_causal)
     out = t.emit("batch_matmul", [p, v3], t.shapes[q3], {"lhs_dim": 2, "rhs_dim": 1})
     return t.reshape(out, qs)
@@ -1552,7 +1583,7 @@ def _flex_attention(t, node, q, k, v, score_mod, block_mask, scale, kernel_optio
     is causal or absent (_flex_mask): the attention of SDPA; its log-sum-exp and max
     results have no value."""
     _flex_checks(t, score_mod, score_buffers, kernel_options)
-    qs, ks, sc = _sdpa_args(t, node, q, k, v, 0.0, False, None, scale)
+    qs, ks, sc = _sdpa_args(t, node, q, k, v, 0.0, False, None, scale, gqa=True)
     causal = _flex_mask(t, node, q, k, block_mask, mask_buffers)
     return (_attention(t, q, k, v, qs, sc, causal), None, None)
 
@@ -1564,13 +1595,15 @@ def _flex_attention_backward(t, node, q, k, v, out, logsumexp, grad_out, grad_lo
     if grad_logsumexp is not None and not isinstance(t.values.get(grad_logsumexp), IdsExpr):
         t.fail("FlexAttention backward with a gradient of its log-sum-exp")
     _flex_checks(t, fw_graph, score_buffers, kernel_options)
-    qs, ks, sc = _sdpa_args(t, node, q, k, v, 0.0, False, None, scale)
+    qs, ks, sc = _sdpa_args(t, node, q, k, v, 0.0, False, None, scale, gqa=True)
     causal = _flex_mask(t, node, q, k, block_mask, mask_buffers)
     return _attention_backward(t, grad_out, q, k, v, qs, ks, sc, causal) + ((),)
 
 
 def _attention_backward(t, grad_out, q, k, v, qs, ks, sc, is_causal):
-    q3, k3, v3 = (_heads(t, t.value(x), t.shapes[t.value(x)]) for x in (q, k, v))
+    q3, k3, v3 = (_heads(t, x, t.shapes[x])
+                  for x in (t.value(q), _kv_expanded(t, t.value(k), qs[1]),
+                            _kv_expanded(t, t.value(v), qs[1])))
     g3 = _heads(t, t.value(grad_out), qs)
     p = _attention_probs(t, q3, k3, sc, is_causal)
     bh, sq, sk = t.shapes[p]
@@ -1583,7 +1616,9 @@ def _attention_backward(t, grad_out, q, k, v, qs, ks, sc, is_causal):
                  sc, t.shapes[q3])
     dk = t.scale(t.emit("batch_matmul", [ds, q3], t.shapes[k3], {"lhs_dim": 1, "rhs_dim": 1}),
                  sc, t.shapes[k3])
-    return (t.reshape(dq, qs), t.reshape(dk, ks), t.reshape(dv, ks))
+    full = [ks[0], qs[1]] + ks[2:]
+    return (t.reshape(dq, qs), _kv_summed(t, t.reshape(dk, full), ks[1]),
+            _kv_summed(t, t.reshape(dv, full), ks[1]))
 
 
 @rule(aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default)

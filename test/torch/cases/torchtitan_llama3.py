@@ -64,12 +64,7 @@ def model_fn(heads, sp=True):
             attn_backend="flex"))
     set_llama3_sharding_config(config, enable_sp=sp)
     torch.manual_seed(0)
-    model = config.build()
-    for batch in BATCHES:
-        if (batch, SEQ) not in MASKS:
-            positions = torch.arange(SEQ).expand(batch, -1)
-            MASKS[(batch, SEQ)] = model.get_attention_masks(positions)
-    return model
+    return attention_masks_of(config.build())
 
 
 # The attention masks, built before the step from the batch's positions as torchtitan's
@@ -133,14 +128,28 @@ def adamw(params):
                              **default_adamw().param_groups[0].optimizer_kwargs)
 
 
-def case(dp, tp, heads, grad_sync=None, optimizer=adamw, sp=True):
+def attention_masks_of(model):
+    """The attention masks of every batch size the case uses, built once the model is
+    (see MASKS)."""
+    for batch in BATCHES:
+        if (batch, SEQ) not in MASKS:
+            positions = torch.arange(SEQ).expand(batch, -1)
+            MASKS[(batch, SEQ)] = model.get_attention_masks(positions)
+    return model
+
+
+def case(dp, tp, heads, grad_sync=None, optimizer=adamw, sp=True, build=None,
+         model="Llama3 (debug model recipe"):
+    """The case on a dp_shard x tp mesh; `build(heads, sp)` makes the model (default:
+    torchtitan's Llama3, model_fn), `model` names it in the description."""
     BATCHES.update({dp, 1})
     g = torch.Generator().manual_seed(1)
     data = {"tokens": torch.randint(0, VOCAB, (dp, SEQ), generator=g),
             "labels": torch.randint(0, VOCAB, (dp, SEQ), generator=g)}
-    out = dict(model_fn=lambda: model_fn(heads, sp), loss_fn=loss_fn, plan_loss_fn=plan_loss_fn,
+    build = build or model_fn
+    out = dict(model_fn=lambda: build(heads, sp), loss_fn=loss_fn, plan_loss_fn=plan_loss_fn,
                optimizer=optimizer, inputs=data, parallelize=parallelize(dp, tp),
-               description=f"torchtitan 0.3.0 Llama3 (debug model recipe, dim {DIM}), "
+               description=f"torchtitan 0.3.0 {model}, dim {DIM}), "
                            f"dp_shard={dp} tp={tp} " +
                            ("with" if sp else "without") + " sequence parallelism")
     if dp == 1:
