@@ -466,7 +466,10 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   // same split: the same blocks on every rank.
   // (A broadcast that copies nothing -- a reshape adding dimensions of size 1 -- is
   // such an operand too.)
-  if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
+  // A concatenation's operands likewise, but along the concatenated dimension, where
+  // each keeps its own rows (its local extent there, times the lead's split of it).
+  auto cat = dyn_cast<ref::ConcatOp>(op);
+  if (op.hasTrait<mlir::OpTrait::Elementwise>() || cat) {
     auto plain = [](const State *s) { return s->known && !(s->broadcast && s->copies()); };
     const State *lead = nullptr;
     for (const State *s : in)
@@ -475,12 +478,21 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
     for (size_t i = 0; lead && i < in.size(); ++i) {
       const State &b = *in[i];
       State moved;
-      if (in[i] == lead || !b.known || b.global == lead->global)
+      Shape target = lead->global;
+      if (cat) {
+        int64_t d = cat.getDim();
+        auto type = dyn_cast<RankedTensorType>(op.getOperand(i).getType());
+        if (!plain(&b) || d < 0 || d >= (int64_t)target.size() || !type ||
+            type.getRank() != (int64_t)target.size() || !lead->split[d].windows.empty())
+          continue;
+        target[d] = type.getDimSize(d) * c.size(lead->split[d]);
+      }
+      if (in[i] == lead || !b.known || b.global == target)
         continue;
       // (A broadcast with copies: its source so described; the adoption below gives
       // its copied dimensions the lead's split.)
-      if (plain(&b) ? placedAs(c, op, b, lead->global, moved) && moved.split == lead->split
-                    : broadcastPlacedAs(c, op, b, lead->global, moved)) {
+      if (plain(&b) ? placedAs(c, op, b, target, moved) && moved.split == lead->split
+                    : broadcastPlacedAs(c, op, b, target, moved)) {
         adopted.push_back(std::move(moved));
         in[i] = &adopted.back();
       }

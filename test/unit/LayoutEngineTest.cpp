@@ -2101,3 +2101,33 @@ TEST_CASE("a row-wise op of a reshape keeping the last dimension is the reshape 
                   Verdict::Violated);
   }
 }
+
+TEST_CASE("a concatenation's operand described under the others' global shape where a "
+          "reshape's unit dimensions left it a choice", "[layouts]") {
+  // Grouped-query attention's fused QKV gradient: per KV head, the query heads' rows and
+  // the key's concatenated along the head-slot dimension, the KV heads split over a. The
+  // key's gradient [1, 1, D] on each rank may be described as [K, 1, D] or [1, K, D]
+  // (the reference reshapes it both ways); its blocks are the same. Near miss: the
+  // operands concatenated in the other order.
+  std::string refArgs = R"(%q: tensor<{K}x2x3xf32> {ref.name = "q"}, %k: tensor<{K}x3xf32> {ref.name = "k"})";
+  std::string refRes = R"(tensor<1x{K}x3xf32> {ref.name = "kr"}, tensor<{K}x3x3xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %kr = ref.reshape %k : tensor<{K}x3xf32> -> tensor<1x{K}x3xf32>
+    %k3 = ref.reshape %k : tensor<{K}x3xf32> -> tensor<{K}x1x3xf32>
+    %y = ref.concat %q, %k3 dim 1 : tensor<{K}x2x3xf32>, tensor<{K}x1x3xf32>
+    return %kr, %y : tensor<1x{K}x3xf32>, tensor<{K}x3x3xf32>
+)";
+  std::string planArgs = R"(%q: tensor<1x2x3xf32> {dist.value = "q", dist.layout = #dist.layout<[a, _, _]>}, %k: tensor<1x3xf32> {dist.value = "k", dist.layout = #dist.layout<[a, _]>})";
+  std::string planRes = R"(tensor<1x1x3xf32> {dist.value = "kr", dist.layout = #dist.layout<[_, a, _]>}, tensor<1x3x3xf32> {dist.value = "y", dist.layout = #dist.layout<[a, _, _]>})";
+  auto plan = [](const char *operands) {
+    return std::string(R"(    %r = ref.reshape %k : tensor<1x3xf32> -> tensor<1x1x3xf32>
+    %y = ref.concat )") + operands + R"( dim 1 : tensor<1x2x3xf32>, tensor<1x1x3xf32>
+    return %r, %y : tensor<1x1x3xf32>, tensor<1x3x3xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%q, %r")));
+  std::string swapped = R"(    %r = ref.reshape %k : tensor<1x3xf32> -> tensor<1x1x3xf32>
+    %y = ref.concat %r, %q dim 1 : tensor<1x1x3xf32>, tensor<1x2x3xf32>
+    return %r, %y : tensor<1x1x3xf32>, tensor<1x3x3xf32>
+)";
+  refutes(spec(refArgs, refRes, refBody, planArgs, planRes, swapped));
+}
