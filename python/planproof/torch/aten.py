@@ -1446,15 +1446,15 @@ def _kv_expanded(t, x, heads):
     return t.reshape(r, [shape[0], heads] + shape[2:])
 
 
-def _kv_summed(t, dx, kv_heads):
-    """The adjoint of _kv_expanded: the gradient of each KV head is the sum of its G
-    query heads' ([B, H, S, D] viewed as [B, Hkv, G, S, D], summed over G)."""
-    shape = t.shapes[dx]
-    if shape[1] == kv_heads:
-        return dx
-    g = shape[1] // kv_heads
-    r = t.reshape(dx, [shape[0], kv_heads, g] + shape[2:])
-    return t.reduce("reduce_sum", r, [2], False, [shape[0], kv_heads] + shape[2:])
+def _kv_summed(t, dx3, ks, heads):
+    """The adjoint of _kv_expanded, from the expanded heads' gradient [B * heads, S, D]:
+    the gradient of each KV head is the sum of its G query heads' (viewed as
+    [B, Hkv, G, S, D], summed over G); with as many KV heads as query heads, dx3 viewed
+    as [B, H, S, D]."""
+    if ks[1] == heads:
+        return t.reshape(dx3, ks)
+    r = t.reshape(dx3, [ks[0], ks[1], heads // ks[1]] + ks[2:])
+    return t.reduce("reduce_sum", r, [2], False, ks)
 
 
 def _attention(t, q, k, v, qs, sc, is_causal):
@@ -1616,9 +1616,7 @@ def _attention_backward(t, grad_out, q, k, v, qs, ks, sc, is_causal):
                  sc, t.shapes[q3])
     dk = t.scale(t.emit("batch_matmul", [ds, q3], t.shapes[k3], {"lhs_dim": 1, "rhs_dim": 1}),
                  sc, t.shapes[k3])
-    full = [ks[0], qs[1]] + ks[2:]
-    return (t.reshape(dq, qs), _kv_summed(t, t.reshape(dk, full), ks[1]),
-            _kv_summed(t, t.reshape(dv, full), ks[1]))
+    return (t.reshape(dq, qs), _kv_summed(t, dk, ks, qs[1]), _kv_summed(t, dv, ks, qs[1]))
 
 
 @rule(aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default)
