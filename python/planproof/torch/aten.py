@@ -1407,8 +1407,9 @@ def _attention_probs(t, q3, k3, scale, causal):
 
 
 def _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale, gqa=False):
-    """q's and k's shapes and the scale. With `gqa` (FlexAttention), k and v may have
-    fewer heads than q, a divisor of q's (grouped-query attention)."""
+    """q's and k's shapes and the scale. With `gqa`, k and v may have fewer heads than
+    q, a divisor of q's (grouped-query attention: SDPA's enable_gqa, which the CPU
+    kernels take as they are, and FlexAttention's)."""
     if dropout_p:
         t.fail("scaled_dot_product_attention with dropout")
     if attn_mask is not None:
@@ -1428,7 +1429,7 @@ def _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale, gqa=Fal
 def _sdpa(t, node, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
     """softmax(scale Q K^T [causal]) V per batch entry and head; the log-sum-exp result
     (used by the backward op only, which recomputes the probabilities) has no value."""
-    qs, ks, sc = _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale)
+    qs, ks, sc = _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale, gqa=True)
     return (_attention(t, q, k, v, qs, sc, is_causal), None)
 
 
@@ -1471,7 +1472,7 @@ def _sdpa_backward(t, node, grad_out, q, k, v, out, logsumexp, dropout_p=0.0,
                    is_causal=False, attn_mask=None, scale=None):
     """With P the probabilities and dO the output's gradient: dV = P^T dO,
     dS = P * (dO V^T - rowsum(P * dO V^T)), dQ = scale dS K, dK = scale dS^T Q."""
-    qs, ks, sc = _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale)
+    qs, ks, sc = _sdpa_args(t, node, q, k, v, dropout_p, is_causal, attn_mask, scale, gqa=True)
     return _attention_backward(t, grad_out, q, k, v, qs, ks, sc, is_causal)
 
 
