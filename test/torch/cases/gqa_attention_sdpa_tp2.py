@@ -5,16 +5,12 @@
 import torch.nn.functional as F
 
 import gqa_attention_tp2 as base
-from gqa_attention_tp2 import apply_rotary_emb, loss_fn, parallelize  # noqa: F401
 
 
 class GQAttentionSDPA(base.GQAttention):
     def forward(self, x):
         bs, seqlen, _ = x.shape
-        xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
-        xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
-        xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
-        xq, xk = apply_rotary_emb(xq, xk, self.freqs_cis[:seqlen])
+        xq, xk, xv = self.heads(x)
         xq, keys, values = (t.transpose(1, 2) for t in (xq, xk, xv))
         out = F.scaled_dot_product_attention(xq, keys, values, is_causal=True, enable_gqa=True)
         return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))

@@ -31,12 +31,18 @@ class GQAttention(nn.Module):
         self.register_buffer("freqs_cis", precompute_freqs_cis(self.head_dim, SEQ),
                              persistent=False)
 
-    def forward(self, x):
+    def heads(self, x):
+        """Queries, keys and values per head ([B, S, heads, D]), queries and keys rotated."""
         bs, seqlen, _ = x.shape
         xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
         xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
         xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
         xq, xk = apply_rotary_emb(xq, xk, self.freqs_cis[:seqlen])
+        return xq, xk, xv
+
+    def forward(self, x):
+        bs, seqlen, _ = x.shape
+        xq, xk, xv = self.heads(x)
         keys, values = repeat_kv(xk, self.n_rep), repeat_kv(xv, self.n_rep)
         xq, keys, values = (t.transpose(1, 2) for t in (xq, keys, values))
         out = F.scaled_dot_product_attention(xq, keys, values, is_causal=True)
