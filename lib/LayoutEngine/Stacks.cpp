@@ -62,31 +62,32 @@ bool scatterWindows(const Mesh &mesh, DimSplit &d, int64_t global, const std::ve
     for (auto [a, cf] : w.coeff)
       if (std::find(axes.begin(), axes.end(), a) != axes.end())
         return why = "it splits a dimension over an axis its windows already move with", false;
-  // Part t of every rank's rows: part 0 moved by t x delta rows, window by window.
+  // Part t of every rank's rows: part 0 moved by t x delta rows, window by window
+  // (delta read off part 1's first window of data).
+  auto notMoved = [&] {
+    why = "the parts of its rows that the ranks keep are not one another moved";
+    return false;
+  };
   int64_t part = rows / n, delta = 0;
   bool moved = false;
   std::vector<Window> first = cutWindows(d.windows, 0, part);
   for (int64_t t = 1; t < n; ++t) {
     std::vector<Window> p = cutWindows(d.windows, t * part, (t + 1) * part);
     if (p.size() != first.size())
-      return why = "the parts of its rows that the ranks keep are not one another moved", false;
+      return notMoved();
     for (size_t i = 0; i < p.size(); ++i) {
       const Window &a = first[i], &b = p[i];
       if (a.length != b.length || a.zero != b.zero || (!a.zero && a.coeff != b.coeff))
-        return why = "the parts of its rows that the ranks keep are not one another moved", false;
+        return notMoved();
       if (a.zero)
         continue;
       if (!moved) {
-        delta = b.base - a.base;
+        delta = b.base - a.base; // t == 1 here: every part has data where part 1 has
         moved = true;
-        if (delta % t != 0)
-          return why = "the parts of its rows that the ranks keep are not one another moved",
-                 false;
-        delta /= t;
       }
       int64_t want = 0;
       if (!checkedMul(delta, t, want) || !checkedAdd(a.base, want, want) || b.base != want)
-        return why = "the parts of its rows that the ranks keep are not one another moved", false;
+        return notMoved();
     }
   }
   std::vector<int64_t> stride = groupStrides(mesh, axes);
