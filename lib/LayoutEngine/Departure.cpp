@@ -76,6 +76,11 @@ bool DepartureFinder::departed(Value v) const {
   auto it = planStates.find(v);
   if (it == planStates.end() || !it->second.known || v.getType().isIndex())
     return false;
+  // A constant departs from nothing: it reads no value the reference computes (a
+  // factor it gives is its user's departure).
+  if (Operation *op = v.getDefiningOp(); op && inputsOf(spec, op).empty() &&
+                                          !isa<dist::RecvOp>(op))
+    return false;
   return !accounted(it->second) || !ratio(it->second).isOne();
 }
 

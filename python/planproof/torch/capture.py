@@ -415,6 +415,18 @@ def _run_step(step, params, leaves, inputs, optimizer, grad_sync=None, mesh=None
     return outs
 
 
+def _tie_hint(plan_params, ref_shape):
+    """Why the parallelized model may have parameters the model has not: a parameter the
+    model holds under two names (tied weights) that parallelizing made two."""
+    extra = [n for n, _ in plan_params if n not in ref_shape]
+    if not extra:
+        return ""
+    return (f" ({', '.join(extra)}: not a parameter of the single-device model by that "
+            "name; if the model ties it to another (one parameter under two names), "
+            "parallelizing made it a parameter of its own: tie them again after "
+            "parallelizing, as torchtitan's Decoder.init_states does)")
+
+
 def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, names,
                 input_placements, ref_params, out_names, optimizer=None, grad_sync=None,
                 dtensor_inputs=False, loss_placements=None, plan_loss_fn=None,
@@ -438,7 +450,8 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
              _global_shape(p.shape, declared[n], mesh_shape, n)) != ref_shape[n]
             for n, p in plan_params):
         raise Unsupported("the parallelized model's parameters differ from the model's: "
-                          f"{[(n, tuple(p.shape)) for n, p in plan_params]} vs {ref_params}")
+                          f"{[(n, tuple(p.shape)) for n, p in plan_params]} vs {ref_params}"
+                          + _tie_hint(plan_params, ref_shape))
     pspecs = []
     param_axes = []
     for n, p in plan_params:

@@ -16,9 +16,9 @@ from torchtitan_llama3 import DIM, HIDDEN, VOCAB, attention_masks_of, case, fsdp
 HEAD_DIM = 4
 
 
-def qwen3_fn(heads, sp):
+def qwen3_fn(heads, sp, tied=False):
     config = Qwen3Model.Config(
-        vocab_size=VOCAB, dim=DIM, norm=qwen3._qwen3_norm(DIM), enable_weight_tying=False,
+        vocab_size=VOCAB, dim=DIM, norm=qwen3._qwen3_norm(DIM), enable_weight_tying=tied,
         tok_embeddings=Embedding.Config(num_embeddings=VOCAB, embedding_dim=DIM,
                                         param_init=qwen3._EMBEDDING_INIT),
         lm_head=Linear.Config(in_features=DIM, out_features=VOCAB,
@@ -35,3 +35,24 @@ def qwen3_fn(heads, sp):
 def planproof_case():
     return case(dp=2, tp=2, heads=4, grad_sync=fsdp_grad_sync, build=qwen3_fn,
                 model="Qwen3 (qk-norm, 4 query heads on 2 KV heads")
+
+
+def tied_case(dp, grad_sync=None):
+    """Qwen3 with its token embedding tied to the lm_head (enable_weight_tying, as
+    torchtitan's small Qwen3 configurations have it) on dp_shard=dp x tp=2. The model
+    holds one parameter under two names; Module.parallelize distributes each module's
+    weight on its own, which unties them, and torchtitan ties them again in
+    Decoder.init_states (after parallelizing): done here the same way. The parameter
+    then has two uses -- the vocabulary-parallel lookup, which takes its local shard
+    (to_local), and the lm_head -- and its gradient is their sum, as DTensor adds them."""
+    out = case(dp=dp, tp=2, heads=4, grad_sync=grad_sync,
+               build=lambda heads, sp: qwen3_fn(heads, sp, tied=True),
+               model="Qwen3 (embedding tied to the lm_head, qk-norm, 4 query heads on 2 "
+                     "KV heads")
+    parallelize = out["parallelize"]
+
+    def retied(model, mesh):
+        model = parallelize(model, mesh)
+        model.tok_embeddings.weight = model.lm_head.weight
+        return model
+    return dict(out, parallelize=retied)
