@@ -122,6 +122,15 @@ struct VerifyResult {
   /// Findings that do not change the verdict but are almost always bugs (a collective
   /// whose result is never used), with a kind, location and message like violations.
   std::vector<Violation> warnings;
+  /// Where the layout engine finds the plan departing from the reference on the way to
+  /// outputs it does not show equal (DepartureFinder: a diagnostic, not a verdict); the
+  /// same findings head inconclusiveReasons. The element engine leaves it empty.
+  struct Departure {
+    SourceLoc location;
+    std::string op;      // "%name = ref.div"
+    std::string message; // as in inconclusiveReasons
+  };
+  std::vector<Departure> departures;
   VerifyStats stats;
 };
 

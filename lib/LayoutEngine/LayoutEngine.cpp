@@ -106,7 +106,8 @@ public:
   }
   void plan(VerifyStats &stats);
   /// Compares every output; false with the reasons where one is not shown equal.
-  bool outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked);
+  bool outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked,
+               std::vector<VerifyResult::Departure> &found);
 
 private:
   State bindingState(const Binding &b);
@@ -564,7 +565,8 @@ State Run::route(Operation &op) {
   return sent;
 }
 
-bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked) {
+bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked,
+                  std::vector<VerifyResult::Departure> &found) {
   Operation *ret = spec.plan.getBody().front().getTerminator();
   std::set<Operation *> explained;
   bool all = true;
@@ -687,6 +689,9 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
                      "`" + spec.nameOf(d.at.op->getResult(0)) + "` = " + opName(*d.at.op) +
                          ": on the way to output" + (d.outputs.size() > 1 ? "s " : " ") +
                          names + ", the plan departs from the reference here: " + d.at.why});
+    found.push_back({first.back().first,
+                     spec.nameOf(d.at.op->getResult(0)) + " = " + opName(*d.at.op),
+                     first.back().second});
   }
   reasons.insert(reasons.begin(), first.begin(), first.end());
   return all;
@@ -731,7 +736,7 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     else
       run.reference(r.stats);
     run.plan(r.stats, cache);
-    if (run.outputs(r.inconclusiveReasons, r.stats.obligations))
+    if (run.outputs(r.inconclusiveReasons, r.stats.obligations, r.departures))
       r.verdict = Verdict::Verified;
     if (cache)
       run.keep(*cache);
@@ -763,9 +768,12 @@ VerifyResult planproof::verifyAuto(const VerifyResult &layout,
   if (layout.verdict != Verdict::Inconclusive)
     return layout;
   VerifyResult r = element();
-  if (r.verdict == Verdict::Inconclusive)
+  if (r.verdict == Verdict::Inconclusive) {
     r.inconclusiveReasons.insert(r.inconclusiveReasons.begin(),
                                  layout.inconclusiveReasons.begin(),
                                  layout.inconclusiveReasons.end());
+    r.departures.insert(r.departures.begin(), layout.departures.begin(),
+                        layout.departures.end());
+  }
   return r;
 }

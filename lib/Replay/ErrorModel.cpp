@@ -10,6 +10,7 @@
 #include "Replay/ReplayInternal.h"
 
 #include "Engine/Verifier.h"
+#include "LayoutEngine/LayoutEngine.h"
 #include "Semantics/OpSemantics.h"
 
 #include <cmath>
@@ -35,6 +36,30 @@ double replay::unitRoundoff(ReplayDtype d) {
                                  : std::ldexp(1.0, -8);
 }
 
+namespace {
+/// Where the layout engine finds the plan departing from the reference, as the first
+/// divergence, when the element engine could not say (`why`, for the report): false when
+/// it finds none.
+bool layoutDeparture(const Spec &spec, const ReplayOptions &options, const std::string &why,
+                     ReplayDivergence &out) {
+  VerifyOptions vo;
+  vo.deadline = options.deadline;
+  vo.checkFixes = false;
+  VerifyResult v = verifyByLayouts(spec, vo);
+  if (v.departures.empty())
+    return false;
+  const VerifyResult::Departure &d = v.departures.front();
+  out.found = true;
+  out.byLayouts = true;
+  out.location = d.location;
+  out.op = d.op;
+  out.value = "";
+  out.note = d.message;
+  out.why = why;
+  return true;
+}
+} // namespace
+
 void replay::findFirstDivergence(
     const Spec &spec, const ReplayOptions &options,
     const std::function<const NumTensor *(int, Value)> &ref,
@@ -45,6 +70,10 @@ void replay::findFirstDivergence(
   std::vector<PlanValueRelation> rels = relatePlanValues(spec, why);
   if (rels.empty()) {
     out.note = why.empty() ? "no plan intermediate holds a reference value exactly" : why;
+    // The element engine cannot relate the plan's values (a plan beyond its budget):
+    // the layout engine may still say where the plan departs.
+    if (!why.empty())
+      layoutDeparture(spec, options, "no intermediate was compared (" + why + ")", out);
     return;
   }
   NumericDomain d{options.dtype, options.order};
@@ -116,6 +145,11 @@ void replay::findFirstDivergence(
     }
   out.note = "every plan intermediate that holds a reference value is within tolerance, "
              "and the verifier names no wrong op";
+  if (v.verdict == Verdict::Inconclusive)
+    layoutDeparture(spec, options,
+                    "every intermediate that holds a reference value is within tolerance and "
+                    "the element engine names no wrong op",
+                    out);
 }
 
 namespace {

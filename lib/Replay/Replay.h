@@ -89,6 +89,11 @@ struct ReplayDivergence {
   std::vector<int64_t> local, global;
   double plan = 0, reference = 0, tolerance = 0;
   std::string note; // when no op-level point was found, why
+  /// The point is where the layout engine finds the plan departing from the reference
+  /// (its diagnostic, in `note`), not a comparison of numbers: the element engine could
+  /// not relate the plan's values to the reference's (its reason in `why`).
+  bool byLayouts = false;
+  std::string why;
 };
 
 struct ReplayResult {

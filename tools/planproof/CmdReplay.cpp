@@ -219,7 +219,9 @@ void renderReplayJson(const ReplayArgs &a, const ReplayResult &r) {
                              {"element", f.global},
                              {"plan", f.plan},
                              {"reference", f.reference},
-                             {"tolerance", f.tolerance}};
+                             {"tolerance", f.tolerance},
+                             {"by", f.byLayouts ? "layout engine" : "element engine"},
+                             {"why", f.why}};
   else if (r.diverged())
     j["first_divergence"] = {{"note", f.note}};
   std::cout << j.dump(2) << "\n";
@@ -248,6 +250,9 @@ std::string divergenceLine(const ReplayDivergence &f) {
   d.precision(6);
   if (f.op.empty())
     d << f.location.str() << ": error: " << f.note;
+  else if (f.byLayouts)
+    d << f.location.str() << ": error: [numerics] the outputs diverge; " << f.why
+      << "; the layout engine finds where the plan departs: " << f.note;
   else if (!f.value.empty())
     d << f.location.str() << ": error: [numerics] first divergence: `" << f.op
       << "` holds reference `" << f.value << "`, but on rank " << f.rank << " its element "
