@@ -729,6 +729,21 @@ for _op, _name in ((aten.sum.default, "reduce_sum"), (aten.sum.dim_IntList, "red
     RULES[_op] = _reduction(_name)
 
 
+@rule(aten.linalg_vector_norm.default)
+def _vector_norm(t, node, a, ord=2, dim=None, keepdim=False, dtype=None):
+    """The 2-norm: sqrt of the sum of squares over `dim` (every dimension when none);
+    other orders are not covered."""
+    if float(ord) != 2.0 or dtype is not None:
+        t.fail(f"vector_norm of order {ord}" + (f" in {dtype}" if dtype is not None else "")
+               + " (only the 2-norm is covered)")
+    v = t.value(a)
+    shape = t.shapes[v]
+    dims = range(len(shape)) if not dim else [d % len(shape) for d in dim]
+    sq = t.emit("mul", [v, v], list(shape))
+    total = t.reduce("reduce_sum", sq, dims, keepdim, _out(node))
+    return t.emit("sqrt", [total], _out(node))
+
+
 @rule(aten.ones_like.default, aten.zeros_like.default, aten.full_like.default,
       aten.ones.default, aten.zeros.default, aten.full.default, aten.scalar_tensor.default,
       aten.new_ones.default, aten.new_zeros.default, aten.new_full.default)
@@ -916,8 +931,19 @@ def _where(t, node, cond, a, b):
 
 @rule(aten.clamp.default)
 def _clamp_ids(t, node, a, lo=None, hi=None):
-    """clamp(ids - lo, 0, rows - 1): the shifted ids kept in a shard's rows."""
+    """clamp(ids - lo, 0, rows - 1): the shifted ids kept in a shard's rows; of a
+    floating-point value, max(x, lo) then min(., hi) (a gradient clipping's coefficient,
+    clamp(max_norm / norm, max=1))."""
     raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if isinstance(raw, str) and raw not in t.ints and not isinstance(lo, torch.fx.Node) \
+            and not isinstance(hi, torch.fx.Node):
+        shape = _out(node)
+        v = t.value(a)
+        if lo is not None:
+            v = t.emit("maximum", [v, t.value(float(lo), shape)], shape)
+        if hi is not None:
+            v = t.emit("minimum", [v, t.value(float(hi), shape)], shape)
+        return v
     if not (isinstance(raw, IdsExpr) and raw.kind == "shift" and lo == 0 and
             isinstance(hi, int) and hi >= 0):
         t.fail("clamp other than of shifted token ids to [0, rows - 1]")
@@ -1310,6 +1336,21 @@ def _cat(t, node, tensors, dim=0):
     if len(vals) == 1:
         return vals[0]
     return t.emit("concat", vals, _out(node), {"dim": dim % len(_out(node))})
+
+
+@rule(aten.stack.default)
+def _stack(t, node, tensors, dim=0):
+    """Each tensor given a dimension of size 1 at `dim`, concatenated along it."""
+    out = _out(node)
+    d = dim % len(out)
+    vals = []
+    for x in tensors:
+        v = t.value(x)
+        shape = list(t.shapes[v])
+        vals.append(t.reshape(v, shape[:d] + [1] + shape[d:]))
+    if len(vals) == 1:
+        return vals[0]
+    return t.emit("concat", vals, out, {"dim": d})
 
 
 def _one_hot(t, node, target, classes):
