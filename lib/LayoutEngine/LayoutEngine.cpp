@@ -258,7 +258,12 @@ void Run::reference(VerifyStats &stats) {
     std::vector<const State *> in;
     for (Value v : op.getOperands())
       in.push_back(&ref[v]);
-    State s = referenceRule(ctx, op, in);
+    State s;
+    if (!squareOfRoots(
+            op, [&](Value v) { return ref.lookup(v); },
+            [&](Operation &o, const std::vector<const State *> &i) { return referenceRule(ctx, o, i); },
+            s))
+      s = referenceRule(ctx, op, in);
     if (isa<ref::ReshapeOp>(op) && !in.empty() && in[0]->known && s.known)
       ctx.referenceReshapes[in[0]->global].insert(s.global);
     if (isa<ref::BroadcastOp>(op) && !in.empty() && in[0]->known && s.known)
@@ -469,7 +474,10 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     if (isa<func::ReturnOp>(op))
       continue;
     ++stats.planOps;
-    if (resumed && !dirty.count(op) && !isa<dist::RecvOp, dist::StageSelectOp>(op) &&
+    // (A square of a value by itself reads the definitions of that value, not only
+    // its state: squareOfRoots. It is derived again on every run.)
+    bool square = isa<ref::MulOp>(op) && op->getOperand(0) == op->getOperand(1);
+    if (resumed && !square && !dirty.count(op) && !isa<dist::RecvOp, dist::StageSelectOp>(op) &&
         llvm::none_of(op->getOperands(), [&](Value v) { return changed.count(v); })) {
       ++stats.reusedStates; // its rule's input is unchanged
       continue;
@@ -482,6 +490,12 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     State s;
     if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
       s = route(*op);
+    } else if (square &&
+               squareOfRoots(
+                   *op, [&](Value v) { return planStates.lookup(v); },
+                   [&](Operation &o, const std::vector<const State *> &i) { return planRule(ctx, o, i); },
+                   s)) {
+      // (not memoized: the rule read more than the operands' states)
     } else if (std::string key = cache ? memoKey(mesh, *op, in) : ""; !key.empty()) {
       auto it = cache->plan.find(key);
       if (it != cache->plan.end()) {

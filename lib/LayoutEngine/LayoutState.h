@@ -631,6 +631,14 @@ State dropoutRule(RuleContext &c, mlir::Operation &op, const std::vector<const S
 /// The state of reference op `op`'s result from its operands' states (all unsplit,
 /// never partial): the term of the op applied to theirs.
 State referenceRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+/// `op` = ref.mul of a value by itself, where that value is made of square roots of
+/// values nonnegative on every rank, moved, scaled or divided by constants (a norm of
+/// norms): the state of those values moved alike (sqrt(x)^2 = x for x >= 0), from
+/// `stateOf` (a value's state) and `rule` (the reference's or the plan's rules).
+/// False where `op` is no such square (Squares.cpp).
+bool squareOfRoots(mlir::Operation &op, const std::function<State(mlir::Value)> &stateOf,
+                   const std::function<State(mlir::Operation &, const std::vector<const State *> &)> &rule,
+                   State &out);
 
 /// The state of plan op `op`'s result from its operands' states: a ref op or a
 /// collective. Unknown, with the side condition that fails, where no rule applies.

@@ -2131,3 +2131,94 @@ TEST_CASE("a concatenation's operand described under the others' global shape wh
 )";
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, swapped));
 }
+
+TEST_CASE("the square of a norm of norms: sqrt(x)^2 = x where x is nonnegative on every "
+          "rank", "[layouts]") {
+  // A gradient norm as DTensor computes it: a split gradient's local 2-norm (the square
+  // root of a partial sum of squares), a replicated one's divided by sqrt(K), the norms
+  // stacked, squared, summed over a, and the norm of their roots. The reference: the
+  // norm of the two norms. At K = 4 the divisor is 2 (exact: both engines decide); at
+  // K = 2 and 3, sqrt(K) as ref.sqrt of the constant K (the layout engine verifies;
+  // the element engine's division by a root stays undecided or proved, never refuted).
+  // Near misses: the replicated norm not divided (counted K times), the local norms
+  // not squared before the sum, a sum that is no square (x times another value).
+  std::string refArgs = R"(%w: tensor<{Kn}xf32> {ref.name = "w"}, %r: tensor<3xf32> {ref.name = "r"})";
+  std::string refRes = R"(tensor<f32> {ref.name = "n"})";
+  std::string refBody = R"(    %w2 = ref.mul %w, %w : tensor<{Kn}xf32>
+    %ws = ref.reduce_sum %w2 dims [0] : tensor<{Kn}xf32>
+    %wn = ref.sqrt %ws : tensor<f32>
+    %r2 = ref.mul %r, %r : tensor<3xf32>
+    %rs = ref.reduce_sum %r2 dims [0] : tensor<3xf32>
+    %rn = ref.sqrt %rs : tensor<f32>
+    %a = ref.reshape %wn : tensor<f32> -> tensor<1xf32>
+    %b = ref.reshape %rn : tensor<f32> -> tensor<1xf32>
+    %st = ref.concat %a, %b dim 0 : tensor<1xf32>, tensor<1xf32>
+    %sq = ref.mul %st, %st : tensor<2xf32>
+    %t = ref.reduce_sum %sq dims [0] : tensor<2xf32>
+    %n = ref.sqrt %t : tensor<f32>
+    return %n : tensor<f32>
+)";
+  std::string planArgs = R"(%w: tensor<{n}xf32> {dist.value = "w", dist.layout = #dist.layout<[a]>}, %r: tensor<3xf32> {dist.value = "r", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<f32> {dist.value = "n", dist.layout = #dist.layout<[]>})";
+  auto plan = [](const std::string &divisor, const char *squared, const char *rootSquared) {
+    return std::string(R"(    %w2 = ref.mul %w, %w : tensor<{n}xf32>
+    %ws = ref.reduce_sum %w2 dims [0] : tensor<{n}xf32>
+    %wn = ref.sqrt %ws : tensor<f32>
+    %r2 = ref.mul %r, %r : tensor<3xf32>
+    %rs = ref.reduce_sum %r2 dims [0] : tensor<3xf32>
+    %rn0 = ref.sqrt %rs : tensor<f32>
+)") + divisor + R"(    %rn = ref.div %rn0, %k : tensor<f32>
+    %a = ref.reshape %wn : tensor<f32> -> tensor<1xf32>
+    %b = ref.reshape %rn : tensor<f32> -> tensor<1xf32>
+    %st = ref.concat %a, %b dim 0 : tensor<1xf32>, tensor<1xf32>
+    %sq = )" + squared + R"( : tensor<2xf32>
+    %ar = dist.all_reduce %sq over ["a"] "sum" : tensor<2xf32> -> tensor<2xf32>
+    %rt = ref.sqrt %ar : tensor<2xf32>
+    %sq2 = )" + rootSquared + R"( : tensor<2xf32>
+    %t = ref.reduce_sum %sq2 dims [0] : tensor<2xf32>
+    %n = ref.sqrt %t : tensor<f32>
+    return %n : tensor<f32>
+)";
+  };
+  const char *square = "ref.mul %st, %st", *rootSquare = "ref.mul %rt, %rt";
+  for (int64_t J : {1, 2})
+    for (int64_t n : {1, 2}) {
+      std::map<std::string, int64_t> v{{"K", 4}, {"J", J}, {"n", n}, {"Kn", 4 * n}};
+      auto at = [&](const std::string &body) {
+        return run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, body), v));
+      };
+      std::string two = "    %k = ref.constant 2.0 : tensor<f32>\n";
+      Verdicts ok = at(plan(two, square, rootSquare));
+      CHECK(ok.element == Verdict::Verified);
+      CHECK(ok.layout == Verdict::Verified);
+      for (const std::string &miss :
+           {plan("    %k = ref.constant 1.0 : tensor<f32>\n", square, rootSquare),
+            plan(two, "ref.scale %st by 1.0", rootSquare),
+            plan(two, square, "ref.mul %rt, %ar")}) {
+        Verdicts bad = at(miss);
+        INFO(miss);
+        CHECK(bad.element == Verdict::Violated);
+        CHECK(bad.layout != Verdict::Verified);
+      }
+    }
+  for (int64_t K : {2, 3})
+    for (int64_t n : {1, 2}) {
+      std::map<std::string, int64_t> v{{"K", K}, {"J", 1}, {"n", n}, {"Kn", K * n}};
+      auto at = [&](const std::string &body) {
+        return run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, body), v));
+      };
+      std::string root = "    %kk = ref.constant {K}.0 : tensor<f32>\n"
+                         "    %k = ref.sqrt %kk : tensor<f32>\n";
+      Verdicts ok = at(plan(root, square, rootSquare));
+      CHECK(ok.layout == Verdict::Verified);
+      CHECK(ok.element != Verdict::Violated);
+      // The double nearest sqrt(K) is not sqrt(K): its square is not K.
+      Verdicts near = at(plan(K == 2 ? "    %k = ref.constant 1.4142135623730951 : tensor<f32>\n"
+                                     : "    %k = ref.constant 1.7320508075688772 : tensor<f32>\n",
+                              square, rootSquare));
+      CHECK(near.layout != Verdict::Verified);
+      Verdicts bad = at(plan("    %k = ref.constant 1.0 : tensor<f32>\n", square, rootSquare));
+      CHECK(bad.element == Verdict::Violated);
+      CHECK(bad.layout != Verdict::Verified);
+    }
+}

@@ -183,6 +183,10 @@ class Translator:
                 self.fail(f"integer tensor `{arg.name}` used by an op other than embedding")
             return v
         if isinstance(arg, (int, float)) and not isinstance(arg, bool) and shape is not None:
+            n = _root_of_integer(arg)
+            if n is not None:  # sqrt(n), as the double nearest it was meant (below)
+                c = self.emit("constant", [], shape, {"value": float(n)}, result_shape_attr=True)
+                return self.emit("sqrt", [c], shape)
             return self.emit("constant", [], shape, {"value": float(arg)}, result_shape_attr=True)
         self.fail(f"argument {arg!r} is not a tensor")
 
@@ -1351,6 +1355,19 @@ def _stack(t, node, tensors, dim=0):
     if len(vals) == 1:
         return vals[0]
     return t.emit("concat", vals, out, {"dim": d})
+
+
+def _root_of_integer(x):
+    """n where the number `x` is the double nearest sqrt(n), n an integer in [2, 2**20]
+    that is not a square: DTensor divides a replicated norm by math.sqrt of an axis's
+    size (a Replicate -> partial 2-norm partition), and the step means that root, whose
+    square is n exactly, not the double's square. None for any other number."""
+    if not isinstance(x, float) or not x > 1:
+        return None
+    n = round(x * x)
+    if 2 <= n <= 1 << 20 and math.isqrt(n) ** 2 != n and math.sqrt(n) == x:
+        return n
+    return None
 
 
 def _one_hot(t, node, target, classes):

@@ -1,0 +1,139 @@
+//===- Squares.cpp - the square of a square root ---------------------------===//
+//
+// A norm of norms, as DTensor and torch.nn.utils compute a gradient norm: each shard's
+// 2-norm (the square root of its partial sum of squares), the norms stacked, squared,
+// summed over the ranks, and the norm of those. sqrt(x)^2 = x wherever x >= 0, so the
+// square of a value made of square roots of values that are nonnegative on every rank
+// -- moved (reshape, transpose, slice, broadcast, concat), scaled or divided by
+// constants -- is those values moved alike: its state is theirs, through the same
+// rules. Nonnegativity is read off how each rank computes the value (squares, sums of
+// nonnegative values, square roots, exponentials), never off its state (a partial
+// sum's total may be nonnegative where a rank's part is not).
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+
+#include "Dist/DistDialect.h"
+#include "Ref/RefDialect.h"
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+namespace {
+
+constexpr int kMaxDepth = 64; // deeper definitions are not followed (not nonnegative)
+
+/// Whether every element of every rank's value of `v` is >= 0 (where defined), from
+/// the ops that compute it.
+bool nonnegative(Value v, int depth) {
+  Operation *op = v.getDefiningOp();
+  if (!op || depth > kMaxDepth)
+    return false;
+  auto all = [&]() {
+    for (Value x : op->getOperands())
+      if (!nonnegative(x, depth + 1))
+        return false;
+    return true;
+  };
+  if (auto m = dyn_cast<ref::MulOp>(op))
+    return m->getOperand(0) == m->getOperand(1) || all();
+  if (isa<ref::SqrtOp, ref::ExpOp>(op))
+    return true;
+  if (auto s = dyn_cast<ref::ScaleOp>(op))
+    return s.getFactorAttr().getValueAsDouble() >= 0 && all();
+  if (auto k = dyn_cast<ref::ConstantOp>(op))
+    return k.getValueAttr().getValueAsDouble() >= 0;
+  if (isa<ref::ReduceSumOp, ref::ReshapeOp, ref::TransposeOp, ref::ConcatOp, ref::BroadcastOp,
+          ref::SliceOp, ref::AddOp, ref::DivOp, ref::DetachOp, dist::AllGatherOp,
+          dist::ShardSliceOp>(op))
+    return all();
+  if (auto r = dyn_cast<dist::AllReduceOp>(op))
+    return r.getKind() == "sum" && all();
+  if (auto r = dyn_cast<dist::ReduceScatterOp>(op))
+    return r.getKind() == "sum" && all();
+  return false;
+}
+
+/// k x k for a divisor k that is a constant c (c x c, exactly) or the square root of a
+/// nonnegative constant n (n: DTensor divides a replicated norm by sqrt(|axis|), which
+/// planproof.torch writes as ref.sqrt of the constant). False for any other divisor.
+bool divisorSquare(Value k, Rational &out) {
+  std::string why;
+  if (auto c = k.getDefiningOp<ref::ConstantOp>()) {
+    Rational r;
+    if (!exactConstant(c.getValueAttr().getValueAsDouble(), r, why))
+      return false;
+    out = r * r;
+    return true;
+  }
+  if (auto root = k.getDefiningOp<ref::SqrtOp>())
+    if (auto c = root->getOperand(0).getDefiningOp<ref::ConstantOp>())
+      return c.getValueAttr().getValueAsDouble() >= 0 &&
+             exactConstant(c.getValueAttr().getValueAsDouble(), out, why);
+  return false;
+}
+
+struct Squarer {
+  const std::function<State(Value)> &stateOf;
+  const std::function<State(Operation &, const std::vector<const State *> &)> &rule;
+
+  bool of(Value v, State &out, int depth) {
+    Operation *op = v.getDefiningOp();
+    if (!op || depth > kMaxDepth)
+      return false;
+    if (auto r = dyn_cast<ref::SqrtOp>(op)) {
+      out = stateOf(r->getOperand(0));
+      return out.known && nonnegative(r->getOperand(0), 0);
+    }
+    if (isa<ref::ReshapeOp, ref::TransposeOp, ref::ConcatOp, ref::SliceOp, ref::BroadcastOp>(op)) {
+      std::vector<State> squares(op->getNumOperands());
+      std::vector<const State *> in;
+      for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+        if (!of(op->getOperand(i), squares[i], depth + 1))
+          return false;
+        in.push_back(&squares[i]);
+      }
+      out = rule(*op, in);
+      return out.known;
+    }
+    Rational k2;
+    if (auto s = dyn_cast<ref::ScaleOp>(op)) {
+      std::string why;
+      Rational f;
+      if (!exactConstant(s.getFactorAttr().getValueAsDouble(), f, why) ||
+          !of(op->getOperand(0), out, depth + 1))
+        return false;
+      out.factor = out.factor * f * f;
+      out.rowSums.reset(); // (its affine description was of the unscaled value)
+      return true;
+    }
+    if (isa<ref::DivOp>(op)) {
+      if (!divisorSquare(op->getOperand(1), k2) || k2.isZero() ||
+          !of(op->getOperand(0), out, depth + 1))
+        return false;
+      out.factor = out.factor / k2;
+      out.rowSums.reset();
+      return true;
+    }
+    return false;
+  }
+};
+
+} // namespace
+
+bool squareOfRoots(Operation &op, const std::function<State(Value)> &stateOf,
+                   const std::function<State(Operation &, const std::vector<const State *> &)> &rule,
+                   State &out) {
+  auto m = dyn_cast<ref::MulOp>(op);
+  if (!m || m->getOperand(0) != m->getOperand(1))
+    return false;
+  Squarer s{stateOf, rule};
+  State sq;
+  if (!s.of(m->getOperand(0), sq, 0))
+    return false;
+  out = std::move(sq);
+  return true;
+}
+
+} // namespace planproof::layouts
