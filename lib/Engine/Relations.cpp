@@ -83,13 +83,26 @@ bool RelationFinder::matches(const std::vector<SymTensor> &perRank, const SymTen
   return true;
 }
 
+/// One random assignment of the pool's inputs for fingerprints: reals in [0.5, 1.5];
+/// an integer input with more than two values (a token id, bound N) an integer in
+/// [0, N), as a lookup needs -- a real there would select no row, and every value
+/// computed from the lookup would fingerprint as if the table were zero, so unrelated
+/// values would look alike. (A 0/1 input, a mask, multiplies: a real keeps every
+/// token's contribution, where 0 would erase it and 1 make it a constant.)
+static void fingerprintInputs(const ExprPool &pool, uint64_t seed, std::vector<double> &out) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(0.5, 1.5);
+  out.resize(pool.numInputs());
+  for (uint32_t i = 0; i < out.size(); ++i) {
+    int64_t bound = pool.input(i).bound;
+    out[i] = bound > 2 ? (double)std::uniform_int_distribution<int64_t>(0, bound - 1)(rng)
+                       : dist(rng);
+  }
+}
+
 double RelationFinder::fingerprint(PolyId p) {
   if (fpInputs.size() != pool.numInputs()) {
-    std::mt19937_64 rng(0x9e3779b97f4a7c15ull);
-    std::uniform_real_distribution<double> dist(0.5, 1.5);
-    fpInputs.resize(pool.numInputs());
-    for (double &v : fpInputs)
-      v = dist(rng);
+    fingerprintInputs(pool, 0x9e3779b97f4a7c15ull, fpInputs);
     fpEval = std::make_unique<Evaluator>(pool);
     fpEval->reset(fpInputs);
   }
@@ -98,11 +111,7 @@ double RelationFinder::fingerprint(PolyId p) {
 
 double RelationFinder::fingerprint2(PolyId p) {
   if (fpInputs2.size() != pool.numInputs()) {
-    std::mt19937_64 rng(0x2545f4914f6cdd1dull);
-    std::uniform_real_distribution<double> dist(0.5, 1.5);
-    fpInputs2.resize(pool.numInputs());
-    for (double &v : fpInputs2)
-      v = dist(rng);
+    fingerprintInputs(pool, 0x2545f4914f6cdd1dull, fpInputs2);
     fpEval2 = std::make_unique<Evaluator>(pool);
     fpEval2->reset(fpInputs2);
   }
