@@ -1,8 +1,8 @@
 # torchtitan's Qwen3 on dp_shard=2 x tp=2 (torchtitan_qwen3_dp2_tp2.py) with the
 # gradient clipping torchtitan's trainer applies between the gradient reduction and
-# the optimizer step (dist_utils.clip_grad_norm_, max_norm 1.0 -- its default): the
-# norm of DTensor gradients, each shard's local norm, replicated norms divided by
-# sqrt(|axis|), the stacked norms squared and summed over the mesh.
+# the optimizer step (dist_utils.clip_grad_norm_, max_norm 1.0; per tensor, where the
+# trainer passes foreach=True, whose _foreach ops are not translated): DTensor's norm,
+# each shard's norm, replicated ones over sqrt(|axis|), squared, summed over the mesh.
 from torchtitan.distributed import utils as dist_utils
 from torchtitan_llama3 import adamw
 from torchtitan_qwen3_dp2_tp2 import planproof_case as unclipped
