@@ -692,21 +692,23 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
                                  layoutHint(got, expected)});
     }
   }
-  std::vector<std::pair<SourceLoc, std::string>> first;
+  size_t firstFound = found.size();
   for (const Departed &d : departed) {
     std::string names;
     for (size_t i = 0; i < d.outputs.size() && i < 6; ++i)
       names += (i ? ", `" : "`") + d.outputs[i] + "`";
     if (d.outputs.size() > 6)
       names += " and " + std::to_string(d.outputs.size() - 6) + " more";
-    first.push_back({toSourceLoc(d.at.op->getLoc()),
+    std::string op = spec.nameOf(d.at.op->getResult(0)) + " = " + opName(*d.at.op);
+    found.push_back({toSourceLoc(d.at.op->getLoc()), op,
                      "`" + spec.nameOf(d.at.op->getResult(0)) + "` = " + opName(*d.at.op) +
                          ": on the way to output" + (d.outputs.size() > 1 ? "s " : " ") +
                          names + ", the plan departs from the reference here: " + d.at.why});
-    found.push_back({first.back().first,
-                     spec.nameOf(d.at.op->getResult(0)) + " = " + opName(*d.at.op),
-                     first.back().second});
   }
+  // The departures head the reasons.
+  std::vector<std::pair<SourceLoc, std::string>> first;
+  for (size_t i = firstFound; i < found.size(); ++i)
+    first.push_back({found[i].location, found[i].message});
   reasons.insert(reasons.begin(), first.begin(), first.end());
   return all;
 }

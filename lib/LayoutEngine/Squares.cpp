@@ -16,6 +16,10 @@
 #include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
 
+#include "llvm/ADT/DenseMap.h"
+
+#include <optional>
+
 using namespace mlir;
 
 namespace planproof::layouts {
@@ -25,34 +29,39 @@ namespace {
 constexpr int kMaxDepth = 64; // deeper definitions are not followed (not nonnegative)
 
 /// Whether every element of every rank's value of `v` is >= 0 (where defined), from
-/// the ops that compute it.
-bool nonnegative(Value v, int depth) {
+/// the ops that compute it. Memoized in `memo`: a definition shared by many values (a
+/// DAG such as add(x, x) repeated) is looked at once.
+bool nonnegative(Value v, int depth, llvm::DenseMap<Value, bool> &memo) {
+  if (auto it = memo.find(v); it != memo.end())
+    return it->second;
   Operation *op = v.getDefiningOp();
   if (!op || depth > kMaxDepth)
-    return false;
+    return false; // (not memoized: at a smaller depth it may be followed)
   auto all = [&]() {
     for (Value x : op->getOperands())
-      if (!nonnegative(x, depth + 1))
+      if (!nonnegative(x, depth + 1, memo))
         return false;
     return true;
   };
+  bool yes = false;
   if (auto m = dyn_cast<ref::MulOp>(op))
-    return m->getOperand(0) == m->getOperand(1) || all();
-  if (isa<ref::SqrtOp, ref::ExpOp>(op))
-    return true;
-  if (auto s = dyn_cast<ref::ScaleOp>(op))
-    return s.getFactorAttr().getValueAsDouble() >= 0 && all();
-  if (auto k = dyn_cast<ref::ConstantOp>(op))
-    return k.getValueAttr().getValueAsDouble() >= 0;
-  if (isa<ref::ReduceSumOp, ref::ReshapeOp, ref::TransposeOp, ref::ConcatOp, ref::BroadcastOp,
-          ref::SliceOp, ref::AddOp, ref::DivOp, ref::DetachOp, dist::AllGatherOp,
-          dist::ShardSliceOp>(op))
-    return all();
-  if (auto r = dyn_cast<dist::AllReduceOp>(op))
-    return r.getKind() == "sum" && all();
-  if (auto r = dyn_cast<dist::ReduceScatterOp>(op))
-    return r.getKind() == "sum" && all();
-  return false;
+    yes = m->getOperand(0) == m->getOperand(1) || all();
+  else if (isa<ref::SqrtOp, ref::ExpOp>(op))
+    yes = true;
+  else if (auto s = dyn_cast<ref::ScaleOp>(op))
+    yes = s.getFactorAttr().getValueAsDouble() >= 0 && all();
+  else if (auto k = dyn_cast<ref::ConstantOp>(op))
+    yes = k.getValueAttr().getValueAsDouble() >= 0;
+  else if (isa<ref::ReduceSumOp, ref::ReshapeOp, ref::TransposeOp, ref::ConcatOp,
+               ref::BroadcastOp, ref::SliceOp, ref::AddOp, ref::DivOp, ref::DetachOp,
+               dist::AllGatherOp, dist::ShardSliceOp>(op))
+    yes = all();
+  else if (auto r = dyn_cast<dist::AllReduceOp>(op))
+    yes = r.getKind() == "sum" && all();
+  else if (auto r = dyn_cast<dist::ReduceScatterOp>(op))
+    yes = r.getKind() == "sum" && all();
+  memo[v] = yes;
+  return yes;
 }
 
 /// k x k for a divisor k that is a constant c (c x c, exactly) or the square root of a
@@ -77,14 +86,31 @@ bool divisorSquare(Value k, Rational &out) {
 struct Squarer {
   const std::function<State(Value)> &stateOf;
   const std::function<State(Operation &, const std::vector<const State *> &)> &rule;
+  llvm::DenseMap<Value, bool> nonnegativeMemo;
+  /// Each value's square, once (a concatenation of one value with itself, repeated,
+  /// would otherwise be squared once per path): nullopt where it has none.
+  llvm::DenseMap<Value, std::optional<State>> squares;
 
   bool of(Value v, State &out, int depth) {
+    if (auto it = squares.find(v); it != squares.end()) {
+      if (it->second)
+        out = *it->second;
+      return it->second.has_value();
+    }
+    if (depth > kMaxDepth)
+      return false; // (not memoized: at a smaller depth it may be followed)
+    bool yes = square(v, out, depth);
+    squares[v] = yes ? std::optional<State>(out) : std::nullopt;
+    return yes;
+  }
+
+  bool square(Value v, State &out, int depth) {
     Operation *op = v.getDefiningOp();
-    if (!op || depth > kMaxDepth)
+    if (!op)
       return false;
     if (auto r = dyn_cast<ref::SqrtOp>(op)) {
       out = stateOf(r->getOperand(0));
-      return out.known && nonnegative(r->getOperand(0), 0);
+      return out.known && nonnegative(r->getOperand(0), 0, nonnegativeMemo);
     }
     if (isa<ref::ReshapeOp, ref::TransposeOp, ref::ConcatOp, ref::SliceOp, ref::BroadcastOp>(op)) {
       std::vector<State> squares(op->getNumOperands());
@@ -97,7 +123,6 @@ struct Squarer {
       out = rule(*op, in);
       return out.known;
     }
-    Rational k2;
     if (auto s = dyn_cast<ref::ScaleOp>(op)) {
       std::string why;
       Rational f;
@@ -109,6 +134,7 @@ struct Squarer {
       return true;
     }
     if (isa<ref::DivOp>(op)) {
+      Rational k2;
       if (!divisorSquare(op->getOperand(1), k2) || k2.isZero() ||
           !of(op->getOperand(0), out, depth + 1))
         return false;

@@ -2222,3 +2222,23 @@ TEST_CASE("the square of a norm of norms: sqrt(x)^2 = x where x is nonnegative o
       CHECK(bad.layout != Verdict::Verified);
     }
 }
+
+TEST_CASE("a square of a root whose operand is a deep shared DAG is decided at once",
+          "[layouts]") {
+  // x = w*w doubled 60 times by add(a, a): 2^60 paths through 61 values. Whether it is
+  // nonnegative, and its square, are looked at once per value (Squares.cpp's memos),
+  // so this runs in no time (without them it would not end).
+  std::string body = "    %a0 = ref.mul %w, %w : tensor<3xf32>\n";
+  for (int i = 0; i < 60; ++i)
+    body += "    %a" + std::to_string(i + 1) + " = ref.add %a" + std::to_string(i) + ", %a" +
+            std::to_string(i) + " : tensor<3xf32>\n";
+  body += "    %s = ref.sqrt %a60 : tensor<3xf32>\n"
+          "    %q = ref.mul %s, %s : tensor<3xf32>\n"
+          "    return %q : tensor<3xf32>\n";
+  std::string text =
+      spec(R"(%w: tensor<3xf32> {ref.name = "w"})", R"(tensor<3xf32> {ref.name = "q"})", body,
+           R"(%w: tensor<3xf32> {dist.value = "w", dist.layout = #dist.layout<[_]>})",
+           R"(tensor<3xf32> {dist.value = "q", dist.layout = #dist.layout<[_]>})", body);
+  Verdicts got = run(fill(text, {{"K", 2}, {"J", 1}}));
+  CHECK(got.layout == Verdict::Verified);
+}

@@ -934,7 +934,7 @@ def _where(t, node, cond, a, b):
 
 
 @rule(aten.clamp.default)
-def _clamp_ids(t, node, a, lo=None, hi=None):
+def _clamp(t, node, a, lo=None, hi=None):
     """clamp(ids - lo, 0, rows - 1): the shifted ids kept in a shard's rows; of a
     floating-point value, max(x, lo) then min(., hi) (a gradient clipping's coefficient,
     clamp(max_norm / norm, max=1))."""
