@@ -73,17 +73,41 @@ def user_loc(node):
     return best
 
 
+class Element:
+    """Element `i` of a foreach op's node (`_foreach_mul_`, `_foreach_norm`, ...): what a
+    rule reads of its node -- the per-tensor op as its target, the element's arguments,
+    its tensor's metadata (the tensor it overwrites, for an in-place op, which returns
+    nothing)."""
+
+    op = "call_function"
+
+    def __init__(self, node, i, target, args, kwargs, val):
+        self.name = f"{node.name}_{i}"
+        self.target = target
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs)
+        self.meta = dict(node.meta, val=val)
+
+
+def _fresh_list(node):
+    """Whether the elements of `node`'s result are tensors of their own (a functional
+    foreach op's), not views of one storage (split's)."""
+    packet = getattr(getattr(node, "target", None), "overloadpacket", None)
+    return packet is not None and packet.__name__.startswith("_foreach_") and \
+        not packet.__name__.endswith("_")
+
+
 def _shape(node):
     """The shape of the value planproof holds for `node`: the tensor's, with a trailing
     2 for a complex tensor (held as its real and imaginary parts, `view_as_real`)."""
-    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    v = node.meta.get("val") if isinstance(node, (torch.fx.Node, Element)) else None
     if isinstance(v, torch.Tensor):
         return [int(d) for d in v.shape] + ([2] if v.is_complex() else [])
     return None
 
 
 def _is_complex(node):
-    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    v = node.meta.get("val") if isinstance(node, (torch.fx.Node, Element)) else None
     return isinstance(v, torch.Tensor) and v.is_complex()
 
 
@@ -102,6 +126,7 @@ class Translator:
 
     def __init__(self, prefix, group_axes=None):
         self.ops = []
+        self.defs = {}     # value name -> the op computing it (an entry of `ops`)
         self.values = {}   # FX node -> value name
         self.shapes = {}   # value name -> shape
         self.prefix = prefix
@@ -159,8 +184,33 @@ class Translator:
         if self.update_depth and self.update_role:
             entry["role"] = self.update_role
         self.ops.append(entry)
+        self.defs[result] = entry
         self.shapes[result] = list(shape)
         return result
+
+    def number(self, v, depth=0):
+        """The number every element of value `v` holds, where it is computed from
+        constants alone (an optimizer's step count: zeros, then += 1); None otherwise."""
+        entry = self.defs.get(v)
+        if entry is None or depth > 64:
+            return None
+        op, attrs = entry["op"], entry.get("attrs", {})
+        if op == "constant":
+            return float(attrs["value"])
+        if op == "literal":
+            vals = set(attrs["values"])
+            return float(vals.pop()) if len(vals) == 1 else None
+        xs = [self.number(x, depth + 1) for x in entry["operands"]]
+        if any(x is None for x in xs):
+            return None
+        if op in ("reshape", "broadcast"):
+            return xs[0]
+        if op == "scale":
+            return xs[0] * float(attrs["factor"])
+        if op in ("add", "sub", "mul") and len(xs) == 2:
+            return xs[0] + xs[1] if op == "add" else \
+                xs[0] - xs[1] if op == "sub" else xs[0] * xs[1]
+        return None
 
     def fail(self, what):
         raise Unsupported(what, self.loc)
@@ -346,12 +396,15 @@ class Translator:
                     self.fail(f"element {idx} of `{src.name}`")
                 # An element without a value (attention's log-sum-exp) fails when read.
                 self.values[node] = pieces[idx]
-                self.view_of[node] = src  # (conservatively: the parts of one result alias)
+                if not _fresh_list(src):
+                    self.view_of[node] = src  # (conservatively: the parts alias)
                 continue
             packet = getattr(target, "overloadpacket", None)
             rule = RULES.get(target) or RULES.get(packet)
             if rule is None and packet is not None:
                 rule = self.in_place(node)
+            if rule is None and packet is not None and packet.__name__.startswith("_foreach_"):
+                rule = multi_tensor.foreach
             if rule is None:
                 self.fail(f"op `{target}` is not covered (docs/torch.md lists the covered "
                           "ops); the result is inconclusive")
@@ -735,14 +788,17 @@ for _op, _name in ((aten.sum.default, "reduce_sum"), (aten.sum.dim_IntList, "red
 
 @rule(aten.linalg_vector_norm.default)
 def _vector_norm(t, node, a, ord=2, dim=None, keepdim=False, dtype=None):
-    """The 2-norm: sqrt of the sum of squares over `dim` (every dimension when none);
-    other orders are not covered."""
-    if float(ord) != 2.0 or dtype is not None:
+    """The 2-norm: sqrt of the sum of squares over `dim` (every dimension when none); the
+    infinity norm: the largest |x|, |x| = max(x, -x); other orders are not covered."""
+    if float(ord) not in (2.0, math.inf) or dtype is not None:
         t.fail(f"vector_norm of order {ord}" + (f" in {dtype}" if dtype is not None else "")
-               + " (only the 2-norm is covered)")
+               + " (the 2-norm and the infinity norm are covered)")
     v = t.value(a)
     shape = t.shapes[v]
     dims = range(len(shape)) if not dim else [d % len(shape) for d in dim]
+    if float(ord) == math.inf:
+        magnitude = t.emit("maximum", [v, t.scale(v, -1.0, list(shape))], list(shape))
+        return t.reduce("reduce_max", magnitude, dims, keepdim, _out(node))
     sq = t.emit("mul", [v, v], list(shape))
     total = t.reduce("reduce_sum", sq, dims, keepdim, _out(node))
     return t.emit("sqrt", [total], _out(node))
@@ -1771,3 +1827,6 @@ COMPLEX_RULES = {RULES[op] for op in (
     aten.expand.default, aten.clone.default, aten.alias.default, aten.detach.default,
     aten.slice.Tensor, aten.view_as_complex.default, aten.view_as_real.default,
     aten._conj.default, aten.mul.Tensor)}
+
+
+from . import multi_tensor  # noqa: E402 (its rules: the foreach and fused optimizer ops)

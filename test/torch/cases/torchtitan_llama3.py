@@ -33,7 +33,7 @@ import torchtitan.distributed.parallel_dims as parallel_dims_module  # noqa: E40
 import torchtitan.models.llama3 as llama3
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torchtitan.components.loss import IGNORE_INDEX, CrossEntropyLoss
-from torchtitan.components.optimizer import default_adamw
+from torchtitan.components.optimizer import OptimizersContainer, default_adamw
 from torchtitan.distributed import ParallelDims, full_dtensor
 from torchtitan.distributed import utils as dist_utils
 from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
@@ -126,6 +126,13 @@ def fsdp_grad_sync(grads, mesh):
 def adamw(params):
     return torch.optim.AdamW(params, foreach=False,
                              **default_adamw().param_groups[0].optimizer_kwargs)
+
+
+def trainer_adamw(params):
+    """AdamW as torchtitan's trainer builds it: default_adamw's settings and the
+    container's default implementation ("fused": one `_fused_adamw_` op)."""
+    impl = OptimizersContainer._build_impl_kwargs(OptimizersContainer.Config())
+    return torch.optim.AdamW(params, **impl, **default_adamw().param_groups[0].optimizer_kwargs)
 
 
 def attention_masks_of(model):
