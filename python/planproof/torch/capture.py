@@ -151,8 +151,40 @@ class _Step(torch.nn.Module):
         return self.loss_fn(self.model, **inputs)
 
 
+# Modules that wrap another keep it under these names, which the parameters' names
+# then carry (activation checkpointing's checkpoint_wrapper, torch.compile's
+# OptimizedModule); a parameter's name is its name without them, as in the model's
+# state dict (torch.distributed.checkpoint strips them alike).
+_WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.")
+
+
+def _fqn(name):
+    for prefix in _WRAPPER_PREFIXES:
+        name = name.replace(prefix, "")
+    return name
+
+
+def _without_recomputation(model):
+    """`model` with every activation-checkpointing wrapper (torch's checkpoint_wrapper,
+    which torchtitan's FullAC and SelectiveAC apply to each block) replaced by the block
+    it wraps. The wrapper recomputes the block's forward during backward, from the same
+    inputs: the same values, where the block draws no random numbers -- and a random op
+    is outside the translation's table (an inconclusive capture), so the step traced
+    without it has the wrapped step's values wherever a capture succeeds. (make_fx does
+    not follow the recomputation: it runs inside the autograd engine's unpack hooks and
+    leaves tensors it made as constants of the graph.)"""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import ActivationWrapper
+    if isinstance(model, ActivationWrapper):
+        return _without_recomputation(model._checkpoint_wrapped_module)
+    for name, child in list(model.named_children()):
+        inner = _without_recomputation(child)
+        if inner is not child:
+            setattr(model, name, inner)
+    return model
+
+
 def _params(model):
-    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    return [(_fqn(n), p) for n, p in model.named_parameters() if p.requires_grad]
 
 
 def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
@@ -434,7 +466,7 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
     """Traces and translates the parallel step on this process's rank of `mesh`:
     (plan ops, plan inputs, plan outputs, the pieces of even splits (Translator.pieces),
     this rank's coordinate by mesh axis)."""
-    plan_model = parallelize(model_fn(), mesh)
+    plan_model = _without_recomputation(parallelize(model_fn(), mesh))
     if plan_loss_fn is not None:
         def loss_fn(model, **xs):
             return plan_loss_fn(model, mesh, **xs)
@@ -597,7 +629,7 @@ def _local_shard(x, placements, mesh):
 def _trace_reference(model_fn, loss_fn, inputs, names, optimizer=None):
     """Traces and translates the single-device step: (inputs, ops, output names, the
     parameters' (name, shape))."""
-    ref_model = model_fn()
+    ref_model = _without_recomputation(model_fn())
     ref_step = _Step(ref_model, loss_fn)
     ref_params = _params(ref_model)
     captured = {}

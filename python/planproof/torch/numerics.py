@@ -18,7 +18,7 @@ def numeric_spec(model_fn, loss_fn, inputs, optimizer=None, **_ignored):
     names = list(inputs)
     ref_inputs, ref_ops, out_names, _ = _in_child(
         lambda: _trace_reference(model_fn, loss_fn, inputs, names, optimizer))
-    model = model_fn()
+    model = model_fn()  # (checkpoint wrappers kept: PyTorch's side recomputes)
     params = _params(model)
     values = {_ident(n): p.detach().clone() for n, p in params}
     values.update({_ident(n): v for n, v in inputs.items()})
