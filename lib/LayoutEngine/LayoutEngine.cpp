@@ -259,7 +259,7 @@ void Run::reference(VerifyStats &stats) {
     for (Value v : op.getOperands())
       in.push_back(&ref[v]);
     State s;
-    if (!squareOfRoots(
+    if (!definitionRule(
             op, [&](Value v) { return ref.lookup(v); },
             [&](Operation &o, const std::vector<const State *> &i) { return referenceRule(ctx, o, i); },
             s))
@@ -474,9 +474,9 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     if (isa<func::ReturnOp>(op))
       continue;
     ++stats.planOps;
-    // (A square of a value by itself reads the definitions of that value, not only
-    // its state: squareOfRoots. It is derived again on every run.)
-    bool square = isa<ref::MulOp>(op) && op->getOperand(0) == op->getOperand(1);
+    // (A square of a value by itself or a magnitude reads the definitions of that
+    // value, not only its state: definitionRule. It is derived again on every run.)
+    bool square = readsDefinitions(*op);
     if (resumed && !square && !dirty.count(op) && !isa<dist::RecvOp, dist::StageSelectOp>(op) &&
         llvm::none_of(op->getOperands(), [&](Value v) { return changed.count(v); })) {
       ++stats.reusedStates; // its rule's input is unchanged
@@ -491,7 +491,7 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
       s = route(*op);
     } else if (square &&
-               squareOfRoots(
+               definitionRule(
                    *op, [&](Value v) { return planStates.lookup(v); },
                    [&](Operation &o, const std::vector<const State *> &i) { return planRule(ctx, o, i); },
                    s)) {

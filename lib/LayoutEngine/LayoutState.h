@@ -639,6 +639,17 @@ State referenceRule(RuleContext &c, mlir::Operation &op, const std::vector<const
 bool squareOfRoots(mlir::Operation &op, const std::function<State(mlir::Value)> &stateOf,
                    const std::function<State(mlir::Operation &, const std::vector<const State *> &)> &rule,
                    State &out);
+/// Whether `op` may have a state that reads the definitions of its operands, not only
+/// their states (a square by squareOfRoots, a magnitude by definitionRule): such an op's
+/// state is never memoized and is derived again on every run.
+bool readsDefinitions(mlir::Operation &op);
+/// squareOfRoots, or for `op` = ref.maximum(x, ref.scale(x, c <= 0)) -- |x| -- of a value
+/// x nonnegative on every rank and each rank's maximum of its block over some axes:
+/// the maximum's state with x's maxima (each rank's |x_r| is x_r, and their maximum X
+/// is >= 0, so X = |X|). False where neither applies (Squares.cpp).
+bool definitionRule(mlir::Operation &op, const std::function<State(mlir::Value)> &stateOf,
+                    const std::function<State(mlir::Operation &, const std::vector<const State *> &)> &rule,
+                    State &out);
 
 /// The state of plan op `op`'s result from its operands' states: a ref op or a
 /// collective. Unknown, with the side condition that fails, where no rule applies.

@@ -610,6 +610,54 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
 
 namespace {
 State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *> &in);
+
+/// Values each rank holds the maximum of its block of, over the same axes A, through an
+/// op that commutes with the elementwise maximum over the ranks: one that moves, copies
+/// or cuts elements alike on every rank (reshape, transpose, broadcast, slice,
+/// detach), scales them by c >= 0, or is itself a maximum -- concatenations of such
+/// values (max_r concat(a_r, b_r) = concat(max_r a_r, max_r b_r)), their elementwise
+/// maximum (max_r max(a_r, b_r) = max(max_r a_r, max_r b_r)), reduce_max (a maximum
+/// of maxima; the result is also partial-max over the axes a reduced dimension is
+/// split over). An operand replicated over A (neither split nor partial over it) is
+/// the maximum of its copies, and joins the others as it is. The op's rule runs on the
+/// operands as if complete; the result is partial-max over A. False where the op is
+/// none of these.
+bool throughMaxima(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                   State &out) {
+  std::vector<int> axes;
+  for (const State *s : in)
+    if (!s->partialMax.empty())
+      axes = s->partialMax;
+  if (axes.empty())
+    return false;
+  auto scale = dyn_cast<ref::ScaleOp>(op);
+  bool one = in.size() == 1 && (isa<ref::ReshapeOp, ref::TransposeOp, ref::BroadcastOp,
+                                    ref::SliceOp, ref::DetachOp, ref::ReduceMaxOp>(op) ||
+                                (scale && scale.getFactorAttr().getValueAsDouble() >= 0));
+  if (!one && !isa<ref::ConcatOp, ref::MaximumOp>(op))
+    return false;
+  std::vector<State> moved;
+  moved.reserve(in.size());
+  for (const State *s : in) {
+    if (!s->known || (s->partialMax != axes && !s->partialMax.empty()) ||
+        intersects(s->splitAxes(), axes) || intersects(s->partial, axes) ||
+        !s->rankCoeff.empty())
+      return false;
+    moved.push_back(*s);
+    moved.back().partialMax.clear();
+  }
+  std::vector<const State *> ptrs;
+  for (const State &s : moved)
+    ptrs.push_back(&s);
+  out = planRule(c, op, ptrs);
+  if (out.known && (intersects(out.splitAxes(), axes) || intersects(out.partial, axes)))
+    out = State::unknown(&op, "its operand is each rank's maximum over " +
+                                  axesText(c.mesh, axes) +
+                                  ", and its result would be split or summed over them");
+  else if (out.known)
+    out.partialMax = sortedUnion(out.partialMax, axes);
+  return true;
+}
 } // namespace
 
 State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
@@ -656,22 +704,8 @@ State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *>
   State bad;
   if (!operandStates(op, in, bad))
     return bad;
-  // Each rank's maximum of its block, moved, copied or cut by an op that does the same
-  // on every rank: the maximum over the ranks (elementwise) commutes with it.
-  if (in.size() == 1 && !in[0]->partialMax.empty() &&
-      isa<ref::ReshapeOp, ref::TransposeOp, ref::BroadcastOp, ref::SliceOp, ref::DetachOp>(op)) {
-    State moved = *in[0];
-    moved.partialMax.clear();
-    State out = planRule(c, op, {&moved});
-    if (out.known && (intersects(out.splitAxes(), in[0]->partialMax) ||
-                      intersects(out.partial, in[0]->partialMax)))
-      return State::unknown(&op, "its operand is each rank's maximum over " +
-                                     axesText(c.mesh, in[0]->partialMax) +
-                                     ", and its result would be split or summed over them");
-    if (out.known)
-      out.partialMax = in[0]->partialMax;
+  if (State out; throughMaxima(c, op, in, out))
     return out;
-  }
   for (const State *s : in)
     if (s->windowed())
       return windowRule(c, op, in, generic);

@@ -28,6 +28,20 @@ namespace {
 
 constexpr int kMaxDepth = 64; // deeper definitions are not followed (not nonnegative)
 
+/// x where `op` is max(x, c x) or max(c x, x) with c <= 0 (|x| scaled: >= 0 for every
+/// x); null otherwise.
+Value magnitudeOf(Operation *op) {
+  if (!isa<ref::MaximumOp>(op))
+    return {};
+  for (int i = 0; i < 2; ++i) {
+    Value x = op->getOperand(i);
+    auto s = op->getOperand(1 - i).getDefiningOp<ref::ScaleOp>();
+    if (s && s->getOperand(0) == x && s.getFactorAttr().getValueAsDouble() <= 0)
+      return x;
+  }
+  return {};
+}
+
 /// Whether every element of every rank's value of `v` is >= 0 (where defined), from
 /// the ops that compute it. Memoized in `memo`: a definition shared by many values (a
 /// DAG such as add(x, x) repeated) is looked at once.
@@ -56,8 +70,13 @@ bool nonnegative(Value v, int depth, llvm::DenseMap<Value, bool> &memo) {
                ref::BroadcastOp, ref::SliceOp, ref::AddOp, ref::DivOp, ref::DetachOp,
                dist::AllGatherOp, dist::ShardSliceOp>(op))
     yes = all();
+  else if (isa<ref::ReduceMaxOp, ref::ReduceMeanOp>(op))
+    yes = all();
+  else if (isa<ref::MaximumOp>(op))
+    yes = magnitudeOf(op) || nonnegative(op->getOperand(0), depth + 1, memo) ||
+          nonnegative(op->getOperand(1), depth + 1, memo);
   else if (auto r = dyn_cast<dist::AllReduceOp>(op))
-    yes = r.getKind() == "sum" && all();
+    yes = (r.getKind() == "sum" || r.getKind() == "max" || r.getKind() == "avg") && all();
   else if (auto r = dyn_cast<dist::ReduceScatterOp>(op))
     yes = r.getKind() == "sum" && all();
   memo[v] = yes;
@@ -147,6 +166,38 @@ struct Squarer {
 };
 
 } // namespace
+
+bool readsDefinitions(Operation &op) {
+  return (isa<ref::MulOp>(op) && op.getOperand(0) == op.getOperand(1)) || magnitudeOf(&op);
+}
+
+bool definitionRule(Operation &op, const std::function<State(Value)> &stateOf,
+                    const std::function<State(Operation &, const std::vector<const State *> &)> &rule,
+                    State &out) {
+  if (squareOfRoots(op, stateOf, rule, out))
+    return true;
+  Value x = magnitudeOf(&op);
+  if (!x)
+    return false;
+  State sx = stateOf(x);
+  llvm::DenseMap<Value, bool> memo;
+  if (!sx.known || sx.partialMax.empty() || !nonnegative(x, 0, memo))
+    return false;
+  // Per rank max(x_r, c x_r) = x_r: the maxima over the ranks are x's; the term is the
+  // maximum's of x's term (equal: x's value is a maximum of nonnegative values).
+  std::vector<int> axes = sx.partialMax;
+  sx.partialMax.clear();
+  Operation *scale = op.getOperand(op.getOperand(0) == x ? 1 : 0).getDefiningOp();
+  State scaled = rule(*scale, {&sx});
+  if (!scaled.known)
+    return false;
+  out = op.getOperand(0) == x ? rule(op, {&sx, &scaled}) : rule(op, {&scaled, &sx});
+  if (!out.known || intersects(out.splitAxes(), axes) || intersects(out.partial, axes) ||
+      !out.partialMax.empty())
+    return false;
+  out.partialMax = axes;
+  return true;
+}
 
 bool squareOfRoots(Operation &op, const std::function<State(Value)> &stateOf,
                    const std::function<State(Operation &, const std::vector<const State *> &)> &rule,

@@ -55,9 +55,10 @@ TermId TermPool::node(const std::string &head, const std::vector<TermId> &operan
   std::string shortHead = head.substr(0, head.find_first_of("{:"));
   if (shortHead.rfind("ref.", 0) == 0)
     shortHead = shortHead.substr(4);
-  // A product commutes (elementwise, of operands of one shape): its operands in term
-  // order, so that x * y and y * x are one term.
-  if (shortHead == "mul" && operands.size() == 2 && operands[1] < operands[0])
+  // A product, a maximum and a minimum commute (elementwise, of operands of one
+  // shape): their operands in term order, so that x * y and y * x are one term.
+  if ((shortHead == "mul" || shortHead == "maximum" || shortHead == "minimum") &&
+      operands.size() == 2 && operands[1] < operands[0])
     return intern(head, shortHead, {operands[1], operands[0]});
   return intern(head, shortHead, operands);
 }

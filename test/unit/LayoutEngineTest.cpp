@@ -2242,3 +2242,65 @@ TEST_CASE("a square of a root whose operand is a deep shared DAG is decided at o
   Verdicts got = run(fill(text, {{"K", 2}, {"J", 1}}));
   CHECK(got.layout == Verdict::Verified);
 }
+
+TEST_CASE("the infinity norm of maxima: max over ranks commutes with moves, concatenation, "
+          "maximum and reduce_max, and |x| = x where x is nonnegative on every rank",
+          "[layouts]") {
+  // A gradient's infinity norm as DTensor computes it: a split gradient's local largest
+  // |w| (each rank's maximum of its block: partial-max over a), a replicated one's,
+  // stacked, made absolute again (|x| of values nonnegative on every rank: x), their
+  // largest, all_reduce "max" over a. Near misses: the all_reduce summing, the split
+  // gradient's maximum taken without |.| (the reference takes |max w|: per rank |max w_r|
+  // is not the maximum's magnitude, so |.| of that stack is no identity), the all_reduce
+  // missing.
+  // The norm's steps on w of {size} elements, its largest element named `last`; the
+  // plan writes the replicated gradient's |r| with the operands the other way round (a
+  // maximum commutes).
+  auto steps = [](const std::string &size, const char *wAbs, const char *rAbs,
+                  const char *last) {
+    return "    %wneg = ref.scale %w by -1.0 : tensor<" + size + "xf32>\n"
+           "    %wabs = ref.maximum %w, %wneg : tensor<" + size + "xf32>\n"
+           "    %wm = ref.reduce_max " + wAbs + " dims [0] : tensor<" + size + "xf32>\n" +
+           R"(    %rneg = ref.scale %r by -1.0 : tensor<3xf32>
+    %rabs = ref.maximum )" + rAbs + R"( : tensor<3xf32>
+    %rm = ref.reduce_max %rabs dims [0] : tensor<3xf32>
+    %a = ref.reshape %wm : tensor<f32> -> tensor<1xf32>
+    %b = ref.reshape %rm : tensor<f32> -> tensor<1xf32>
+    %st = ref.concat %a, %b dim 0 : tensor<1xf32>, tensor<1xf32>
+    %sneg = ref.scale %st by -1.0 : tensor<2xf32>
+    %sabs = ref.maximum %st, %sneg : tensor<2xf32>
+    %)" + last + R"( = ref.reduce_max %sabs dims [0] : tensor<2xf32>
+)";
+  };
+  std::string refArgs = R"(%w: tensor<{Kn}xf32> {ref.name = "w"}, %r: tensor<3xf32> {ref.name = "r"})";
+  std::string refRes = R"(tensor<f32> {ref.name = "n"})";
+  auto ref = [&](const char *wAbs) {
+    return steps("{Kn}", wAbs, "%r, %rneg", "n") + "    return %n : tensor<f32>\n";
+  };
+  std::string planArgs = R"(%w: tensor<{n}xf32> {dist.value = "w", dist.layout = #dist.layout<[a]>}, %r: tensor<3xf32> {dist.value = "r", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<f32> {dist.value = "n", dist.layout = #dist.layout<[]>})";
+  auto plan = [&](const char *wAbs, const std::string &reduce) {
+    return steps("{n}", wAbs, "%rneg, %r", "m") + reduce + "    return %n : tensor<f32>\n";
+  };
+  std::string maxOver = "    %n = dist.all_reduce %m over [\"a\"] \"max\" : tensor<f32> -> tensor<f32>\n";
+  std::string sumOver = "    %n = dist.all_reduce %m over [\"a\"] \"sum\" : tensor<f32> -> tensor<f32>\n";
+  std::string none = "    %n = ref.detach %m : tensor<f32>\n";
+  for (int64_t K : {2, 3})
+    for (int64_t n : {1, 2}) {
+      std::map<std::string, int64_t> v{{"K", K}, {"J", 1}, {"n", n}, {"Kn", K * n}};
+      auto at = [&](const std::string &r, const std::string &p) {
+        return run(fill(spec(refArgs, refRes, r, planArgs, planRes, p), v));
+      };
+      Verdicts ok = at(ref("%wabs"), plan("%wabs", maxOver));
+      CHECK(ok.element == Verdict::Verified);
+      CHECK(ok.layout == Verdict::Verified);
+      for (const auto &[r, p] : {std::pair{ref("%wabs"), plan("%wabs", sumOver)},
+                                 std::pair{ref("%w"), plan("%w", maxOver)},
+                                 std::pair{ref("%wabs"), plan("%wabs", none)}}) {
+        Verdicts bad = at(r, p);
+        INFO(p);
+        CHECK(bad.element == Verdict::Violated);
+        CHECK(bad.layout != Verdict::Verified);
+      }
+    }
+}
