@@ -264,6 +264,8 @@ private:
   /// (an op with ref.role = "loss-normalization"; Localize.cpp).
   bool reachedByNormalization(int ref) const;
   std::set<int> dataAxes() const;
+  llvm::DenseSet<Value> normalizationInputs() const;
+  bool countsNormalizationInput(Value v);
   bool overModelAxesOnly(Operation *op) const;
 public:
   /// relatePlanValues, on this engine.

@@ -334,22 +334,50 @@ bool Engine::explainMicrobatchWeights(const ExplainSite &site, Violation &viol) 
   return false;
 }
 
-/// A microbatch missing from an accumulation.
+/// A microbatch's own share where the op needs the whole batch's value (an op not
+/// linear in that operand: a loss divided by one microbatch's token count), or a
+/// microbatch missing from an accumulation.
 bool Engine::explainMissingMicrobatch(const ExplainSite &site, Violation &viol) {
   Operation *op = site.op;
   const std::string &head = site.head;
+  auto tilesOf = [&](Value v) {
+    std::string tiles;
+    auto terms = microbatchTerms(v); // (kept: iterating *microbatchTerms(v) would dangle)
+    for (auto &[tile, c] : *terms)
+      tiles += (tiles.empty() ? "" : ", ") + tile;
+    return tiles;
+  };
+  if (auto nonlinear = dyn_cast<ref::NonlinearOp>(op)) {
+    unsigned which = nonlinear.getNonlinearOperands();
+    for (unsigned i = 0; i < op->getNumOperands() && i < 32; ++i) {
+      Value operand = op->getOperand(i);
+      if (!((which >> i) & 1) || !isa<RankedTensorType>(operand.getType()) ||
+          relationOf(operand).exact() || !isMicrobatchPartial(operand))
+        continue;
+      bool tokens = countsNormalizationInput(operand);
+      viol.kind = tokens ? "loss-normalization" : "reduction";
+      viol.message = head + "operand #" + std::to_string(i) + " `" + spec.nameOf(operand) +
+                     "` holds the microbatches at " + tilesOf(operand) + " only, but " +
+                     site.name + " is not linear in it and needs the whole batch's value" +
+                     (tokens ? ": the loss is normalized by one microbatch's count of what "
+                               "the reference counts over the whole batch"
+                             : "");
+      viol.hint = tokens ? "count the whole global batch (every microbatch and every "
+                           "data-parallel rank) before the accumulation, and divide each "
+                           "microbatch's summed loss by that count"
+                         : "compute this from the whole batch's value, after accumulating "
+                           "every microbatch";
+      return true;
+    }
+  }
   for (unsigned i = 0; i < op->getNumOperands(); ++i) {
     Value operand = op->getOperand(i);
     if (isa<ref::AddOp, ref::ScaleOp>(op) || !isa<RankedTensorType>(operand.getType()) ||
         relationOf(operand).exact() || !isMicrobatchPartial(operand))
       continue;
-    std::string tiles;
-    auto terms = microbatchTerms(operand);
-    for (auto &[tile, c] : *terms)
-      tiles += (tiles.empty() ? "" : ", ") + tile;
     viol.kind = "reduction";
     viol.message = head + "operand #" + std::to_string(i) + " `" + spec.nameOf(operand) +
-                   "` sums the contributions of the microbatches at " + tiles +
+                   "` sums the contributions of the microbatches at " + tilesOf(operand) +
                    " only: a microbatch is missing from the accumulation";
     viol.hint = "accumulate every microbatch's gradient before the optimizer step";
     return true;

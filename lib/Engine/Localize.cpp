@@ -582,11 +582,9 @@ bool Engine::reachedByNormalization(int ref) const {
   return def && anyUpstream({def}, normalizes, [](Value) {});
 }
 
-/// The mesh axes that split the batch: those splitting a plan input bound to a
-/// reference input of integer type (tokens, labels, ids) or one the reference's loss
-/// normalization (ref.role = "loss-normalization") is computed from (a token mask).
-/// Empty where the spec shows none.
-std::set<int> Engine::dataAxes() const {
+/// The reference inputs its loss normalization (ref.role = "loss-normalization") is
+/// computed from (a token mask).
+llvm::DenseSet<Value> Engine::normalizationInputs() const {
   llvm::DenseSet<Value> normInputs;
   std::vector<Operation *> roots;
   for (Value v : refValueOf)
@@ -594,6 +592,32 @@ std::set<int> Engine::dataAxes() const {
       roots.push_back(def);
   anyUpstream(roots, [](Operation *) { return false; },
               [&](Value v) { normInputs.insert(v); });
+  return normInputs;
+}
+
+/// Whether plan value `v` is computed by its op from values that hold exactly (pieces
+/// of) a reference input the loss normalization is computed from: a count of one
+/// microbatch's tokens.
+bool Engine::countsNormalizationInput(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false;
+  llvm::DenseSet<Value> normInputs = normalizationInputs();
+  for (Value operand : def->getOperands()) {
+    Relation r = exactRelationOf(operand);
+    if (r.exact() && r.ref >= 0 && r.ref < (int)refValueOf.size() &&
+        normInputs.count(refValueOf[r.ref]))
+      return true;
+  }
+  return false;
+}
+
+/// The mesh axes that split the batch: those splitting a plan input bound to a
+/// reference input of integer type (tokens, labels, ids) or one the reference's loss
+/// normalization (ref.role = "loss-normalization") is computed from (a token mask).
+/// Empty where the spec shows none.
+std::set<int> Engine::dataAxes() const {
+  llvm::DenseSet<Value> normInputs = normalizationInputs();
   std::set<int> axes;
   for (const Binding &b : spec.planInputs) {
     auto it = refIndexByName.find(b.refName);

@@ -190,7 +190,7 @@ def _params(model):
 def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
             input_placements=None, description="", optimizer=None, grad_sync=None,
             dtensor_inputs=False, loss_placements=None, plan_loss_fn=None,
-            param_placements=None):
+            param_placements=None, microbatches=1):
     """Captures the step `loss_fn(model, **inputs)`, its gradients and (with `optimizer`)
     the parameter update, on one device and parallelized by `parallelize(model, mesh)`,
     as a planproof spec (a JSON-ready dict).
@@ -213,6 +213,11 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
     param_placements: parameter name -> placements, for a parallelized model that holds
       a parameter as a plain tensor of this rank's shard (Megatron-style layers); its
       gradient, update and optimizer state are claimed with the same placements.
+    microbatches: the parallel step accumulates gradients over that many equal pieces
+      of each rank's inputs along dim 0 (gradient accumulation): one forward and
+      backward per piece, the gradients summed as `.grad` accumulates them, the logged
+      loss the sum of the pieces' losses; the plan's loss function then also receives
+      `batch`, the rank's whole inputs (a global token count is counted over it).
     loss_placements: how each rank's loss makes the global one, when it is a plain
       tensor (default: it is the global loss on every rank); e.g. [Partial("avg")] for
       a data-parallel step whose logged loss is the mean over ranks.
@@ -233,9 +238,15 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
     # forked process once it ran in the parent.
     ref_inputs, ref_ops, out_names, ref_params = _in_child(
         lambda: _trace_reference(model_fn, loss_fn, inputs, names, optimizer))
+    if not isinstance(microbatches, int) or isinstance(microbatches, bool) or \
+            microbatches < 1:
+        raise CaptureError(f"microbatches must be a positive integer, not {microbatches!r}")
+    if microbatches > 1 and dtensor_inputs:
+        raise Unsupported("gradient accumulation over DTensor inputs (microbatches with "
+                          "dtensor_inputs)")
     opts = dict(optimizer=optimizer, grad_sync=grad_sync, dtensor_inputs=dtensor_inputs,
                 loss_placements=loss_placements, plan_loss_fn=plan_loss_fn,
-                param_placements=param_placements)
+                param_placements=param_placements, microbatches=microbatches)
 
     # --- the plan: every rank's program, DTensors from their local shards -----------
     # The plan is an SPMD program: the one traced on rank 0, which must be every rank's.
@@ -412,16 +423,44 @@ def _groups_by_ranks(mesh, axes, groups):
                     groups.setdefault(name, [axes[i] for i in sub])
 
 
-def _run_step(step, params, leaves, inputs, optimizer, grad_sync=None, mesh=None):
+def _accumulated(step, params, leaves, inputs, microbatches):
+    """The loss and the gradients of `leaves`, over `microbatches` equal pieces of every
+    input along dim 0 (gradient accumulation, as a trainer's loop runs it): a forward
+    and a backward per piece, the gradients summed in the pieces' order (`.grad +=`),
+    the losses summed (the logged loss); the loss function receives the piece and
+    `batch`, the whole inputs."""
+    pieces = {}
+    for n, x in inputs.items():
+        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] % microbatches:
+            raise Unsupported(f"input `{n}` cannot be cut into {microbatches} equal "
+                              "microbatches along dim 0")
+        pieces[n] = x.split(x.shape[0] // microbatches)
+    loss, grads = None, None
+    for i in range(microbatches):
+        piece = dict({n: p[i] for n, p in pieces.items()}, batch=inputs)
+        with _anomaly():
+            part = torch.func.functional_call(
+                step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (piece,))
+        g = list(_grad_with_forward_lines(part, leaves))
+        loss = part if loss is None else loss + part
+        grads = g if grads is None else [a + b for a, b in zip(grads, g)]
+    return loss, grads
+
+
+def _run_step(step, params, leaves, inputs, optimizer, grad_sync=None, mesh=None,
+              microbatches=1):
     """One training step, traced or not: the loss, the gradients of `leaves` (the
-    parameters as the model sees them, named by `params`), after `grad_sync` where the
-    parallel step has one, and with `optimizer` the updated parameters and the
-    optimizer's state. Returns [(output name, tensor, the parameter's name or None)] in
-    the spec's output order."""
-    with _anomaly():
-        loss = torch.func.functional_call(
-            step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (inputs,))
-    grads = list(_grad_with_forward_lines(loss, leaves))
+    parameters as the model sees them, named by `params`; accumulated over
+    `microbatches`), after `grad_sync` where the parallel step has one, and with
+    `optimizer` the updated parameters and the optimizer's state. Returns [(output
+    name, tensor, the parameter's name or None)] in the spec's output order."""
+    if microbatches > 1:
+        loss, grads = _accumulated(step, params, leaves, inputs, microbatches)
+    else:
+        with _anomaly():
+            loss = torch.func.functional_call(
+                step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (inputs,))
+        grads = list(_grad_with_forward_lines(loss, leaves))
     if grad_sync is not None:
         synced = grad_sync({n: g for (n, _), g in zip(params, grads)}, mesh)
         if not isinstance(synced, dict) or set(synced) != {n for n, _ in params}:
@@ -462,7 +501,7 @@ def _tie_hint(plan_params, ref_shape):
 def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, names,
                 input_placements, ref_params, out_names, optimizer=None, grad_sync=None,
                 dtensor_inputs=False, loss_placements=None, plan_loss_fn=None,
-                param_placements=None):
+                param_placements=None, microbatches=1):
     """Traces and translates the parallel step on this process's rank of `mesh`:
     (plan ops, plan inputs, plan outputs, the pieces of even splits (Translator.pieces),
     this rank's coordinate by mesh axis)."""
@@ -518,7 +557,8 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
             dinputs = {n: DTensor.from_local(x, mesh, pl, run_check=False,
                                              shape=inputs[n].shape, stride=inputs[n].stride())
                        for (n, x), pl in zip(dinputs.items(), in_specs)}
-        named = _run_step(plan_step, plan_params, dparams, dinputs, optimizer, grad_sync, mesh)
+        named = _run_step(plan_step, plan_params, dparams, dinputs, optimizer, grad_sync, mesh,
+                          microbatches)
         if [n for n, _, _ in named] != out_names:
             raise Unsupported(f"the parallel step's outputs {[n for n, _, _ in named]} are "
                               f"not the single-device step's {out_names}")
