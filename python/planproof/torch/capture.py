@@ -14,6 +14,7 @@ What the verifier then checks: the plan's loss and every parameter's gradient (a
 shards the placements say) equal the reference step's, for every input.
 """
 import contextlib
+import functools
 import math
 import os
 import pickle
@@ -427,8 +428,14 @@ def _accumulated(step, params, leaves, inputs, microbatches):
     """The loss and the gradients of `leaves`, over `microbatches` equal pieces of every
     input along dim 0 (gradient accumulation, as a trainer's loop runs it): a forward
     and a backward per piece, the gradients summed in the pieces' order (`.grad +=`),
-    the losses summed (the logged loss); the loss function receives the piece and
-    `batch`, the whole inputs."""
+    the losses summed (the logged loss); the loss function receives the piece, and
+    `batch`, the whole inputs, where it takes an argument of that name."""
+    import inspect
+    try:
+        params_of = inspect.signature(step.loss_fn).parameters.values()
+    except (TypeError, ValueError):
+        params_of = []
+    takes_batch = any(p.name == "batch" or p.kind is p.VAR_KEYWORD for p in params_of)
     pieces = {}
     for n, x in inputs.items():
         if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] % microbatches:
@@ -437,7 +444,9 @@ def _accumulated(step, params, leaves, inputs, microbatches):
         pieces[n] = x.split(x.shape[0] // microbatches)
     loss, grads = None, None
     for i in range(microbatches):
-        piece = dict({n: p[i] for n, p in pieces.items()}, batch=inputs)
+        piece = {n: p[i] for n, p in pieces.items()}
+        if takes_batch:
+            piece["batch"] = inputs
         with _anomaly():
             part = torch.func.functional_call(
                 step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (piece,))
@@ -507,6 +516,7 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
     this rank's coordinate by mesh axis)."""
     plan_model = _without_recomputation(parallelize(model_fn(), mesh))
     if plan_loss_fn is not None:
+        @functools.wraps(plan_loss_fn)  # (its signature: whether it takes `batch`)
         def loss_fn(model, **xs):
             return plan_loss_fn(model, mesh, **xs)
     plan_step = _Step(plan_model, loss_fn)
