@@ -2304,3 +2304,57 @@ TEST_CASE("the infinity norm of maxima: max over ranks commutes with moves, conc
       }
     }
 }
+
+TEST_CASE("maxima do not pass through a negative scale, nor join a partial sum",
+          "[layouts]") {
+  // max_r(-x_r) is -min_r x_r, not -max_r x_r; max_r max(m_r, s_r) is not max(max_r m_r,
+  // sum_r s_r). Their correct forms: the all_reduce "max" before the negation, and the
+  // sum all-reduced before it joins the maxima (a replicated operand: the maximum of its
+  // copies is itself).
+  std::string refArgs = R"(%w: tensor<{Kn}xf32> {ref.name = "w"})";
+  std::string refRes = R"(tensor<f32> {ref.name = "neg"}, tensor<f32> {ref.name = "top"})";
+  std::string refBody = R"(    %wm = ref.reduce_max %w dims [0] : tensor<{Kn}xf32>
+    %neg = ref.scale %wm by -1.0 : tensor<f32>
+    %ws = ref.reduce_sum %w dims [0] : tensor<{Kn}xf32>
+    %a = ref.reshape %wm : tensor<f32> -> tensor<1xf32>
+    %b = ref.reshape %ws : tensor<f32> -> tensor<1xf32>
+    %st = ref.concat %a, %b dim 0 : tensor<1xf32>, tensor<1xf32>
+    %top = ref.reduce_max %st dims [0] : tensor<2xf32>
+    return %neg, %top : tensor<f32>, tensor<f32>
+)";
+  std::string planArgs = R"(%w: tensor<{n}xf32> {dist.value = "w", dist.layout = #dist.layout<[a]>})";
+  std::string planRes = R"(tensor<f32> {dist.value = "neg", dist.layout = #dist.layout<[]>}, tensor<f32> {dist.value = "top", dist.layout = #dist.layout<[]>})";
+  auto plan = [](bool negateFirst, bool sumFirst) {
+    std::string negation =
+        negateFirst ? "    %x = ref.scale %wm by -1.0 : tensor<f32>\n"
+                      "    %neg = dist.all_reduce %x over [\"a\"] \"max\" : tensor<f32> -> tensor<f32>\n"
+                    : "    %x = dist.all_reduce %wm over [\"a\"] \"max\" : tensor<f32> -> tensor<f32>\n"
+                      "    %neg = ref.scale %x by -1.0 : tensor<f32>\n";
+    std::string sum = sumFirst ? "    %ws = ref.reduce_sum %w dims [0] : tensor<{n}xf32>\n"
+                               : "    %wsl = ref.reduce_sum %w dims [0] : tensor<{n}xf32>\n"
+                                 "    %ws = dist.all_reduce %wsl over [\"a\"] \"sum\" : tensor<f32> -> tensor<f32>\n";
+    return "    %wm = ref.reduce_max %w dims [0] : tensor<{n}xf32>\n" + negation + sum +
+           R"(    %a = ref.reshape %wm : tensor<f32> -> tensor<1xf32>
+    %b = ref.reshape %ws : tensor<f32> -> tensor<1xf32>
+    %st = ref.concat %a, %b dim 0 : tensor<1xf32>, tensor<1xf32>
+    %m = ref.reduce_max %st dims [0] : tensor<2xf32>
+    %top = dist.all_reduce %m over ["a"] "max" : tensor<f32> -> tensor<f32>
+    return %neg, %top : tensor<f32>, tensor<f32>
+)";
+  };
+  for (int64_t K : {2, 3}) {
+    std::map<std::string, int64_t> v{{"K", K}, {"J", 1}, {"n", 2}, {"Kn", K * 2}};
+    auto at = [&](const std::string &p) {
+      return run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, p), v));
+    };
+    Verdicts ok = at(plan(false, false));
+    CHECK(ok.element == Verdict::Verified);
+    CHECK(ok.layout == Verdict::Verified);
+    for (const std::string &p : {plan(true, false), plan(false, true)}) {
+      Verdicts bad = at(p);
+      INFO(p);
+      CHECK(bad.element == Verdict::Violated);
+      CHECK(bad.layout != Verdict::Verified);
+    }
+  }
+}
