@@ -1,11 +1,13 @@
-"""python -m planproof.torch CASE.py [--out SPEC.json] [--verify] [--planproof BIN]
+"""python -m planproof.torch CASE.py [--out SPEC.json] [--verify [--engine E]] [--planproof BIN]
 
 CASE.py defines `planproof_case()`, returning the keyword arguments of
 `planproof.torch.capture` (model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names,
 parallelize, and optionally input_placements, description). The captured spec is
 written to SPEC.json (default: CASE.json beside CASE.py); with --verify, `planproof
 verify` checks it and this command exits with its status (0 verified, 1 violated,
-3 inconclusive). An op or placement the capture does not cover is *inconclusive*
+3 inconclusive), with --engine auto by default (the layout engine, then the element engine
+where it does not prove: a framework's step at its real sizes is decided at once, a
+violation still gets the element engine's counterexample). An op or placement the capture does not cover is *inconclusive*
 (exit 3), naming it and the user's line; a case file that cannot be run is exit 2.
 """
 import argparse
@@ -36,6 +38,8 @@ def main(argv=None):
     ap.add_argument("case")
     ap.add_argument("--out", default="")
     ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--engine", default="auto", choices=["auto", "element", "layout"],
+                    help="the engine of --verify (planproof verify --engine; default auto)")
     ap.add_argument("--planproof", default=os.environ.get("PLANPROOF", "") or shutil.which("planproof") or "planproof")
     ap.add_argument("--format", default="text", choices=["text", "json", "sarif"])
     ap.add_argument("--check-numerics", action="store_true",
@@ -95,7 +99,8 @@ def main(argv=None):
               file=sys.stderr)
     if not a.verify:
         return 0
-    return subprocess.run([a.planproof, "verify", out, "--format", a.format]).returncode
+    return subprocess.run([a.planproof, "verify", out, "--engine", a.engine,
+                           "--format", a.format]).returncode
 
 
 if __name__ == "__main__":
