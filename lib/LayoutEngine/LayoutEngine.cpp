@@ -621,6 +621,9 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       reasons.push_back({at, out + (want.known ? "" : "the reference: ") + what +
                                  (what.empty() ? "" : ": ") + u.reason() +
                                  (want.known ? partialSince(u) : "")});
+      if (want.known && u.origin && u.partialOperand >= 0 && u.origin->getNumResults())
+        found.push_back({at, spec.nameOf(u.origin->getResult(0)) + " = " + opName(*u.origin),
+                         reasons.back().second}); // (a partial sum where its total is needed)
       continue;
     }
     State expected = want;

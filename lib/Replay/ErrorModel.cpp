@@ -14,6 +14,7 @@
 #include "Semantics/OpSemantics.h"
 
 #include <cmath>
+#include <map>
 #include <thread>
 
 using namespace mlir;
@@ -40,15 +41,41 @@ namespace {
 /// Where the layout engine finds the plan departing from the reference, as the first
 /// divergence, when the element engine could not say (`why`, for the report): false when
 /// it finds none.
-bool layoutDeparture(const Spec &spec, const ReplayOptions &options, const std::string &why,
-                     ReplayDivergence &out) {
+/// The layout engine's departures of `spec`, the one whose op comes first in the plan
+/// (its position in `at`), or null; `stop`: a plan op past which none is looked for.
+const VerifyResult::Departure *firstDeparture(const Spec &spec, const VerifyResult &v,
+                                              Operation *stop = nullptr) {
+  if (v.departures.empty())
+    return nullptr;
+  std::map<std::string, const VerifyResult::Departure *> byOp;
+  for (const VerifyResult::Departure &d : v.departures)
+    byOp.emplace(d.op, &d);
+  for (Operation *op : spec.planOps()) {
+    if (op == stop)
+      return nullptr;
+    if (!op->getNumResults())
+      continue;
+    auto it = byOp.find(spec.nameOf(op->getResult(0)) + " = " + op->getName().getStringRef().str());
+    if (it != byOp.end())
+      return it->second;
+  }
+  return stop ? nullptr : &v.departures.front();
+}
+
+VerifyResult layoutRun(const Spec &spec, const ReplayOptions &options) {
   VerifyOptions vo;
   vo.deadline = options.deadline;
   vo.checkFixes = false;
-  VerifyResult v = verifyByLayouts(spec, vo);
-  if (v.departures.empty())
+  return verifyByLayouts(spec, vo);
+}
+
+bool layoutDeparture(const Spec &spec, const ReplayOptions &options, const std::string &why,
+                     ReplayDivergence &out) {
+  VerifyResult v = layoutRun(spec, options);
+  const VerifyResult::Departure *first = firstDeparture(spec, v);
+  if (!first)
     return false;
-  const VerifyResult::Departure &d = v.departures.front();
+  const VerifyResult::Departure &d = *first;
   out.found = true;
   out.byLayouts = true;
   out.location = d.location;
@@ -57,6 +84,17 @@ bool layoutDeparture(const Spec &spec, const ReplayOptions &options, const std::
   out.note = d.message;
   out.why = why;
   return true;
+}
+/// After a numeric first divergence at plan op `at` (`out.op`): the layout engine's
+/// first departure, noted in `out` when its op comes before `at` in the plan.
+void earlierDeparture(const Spec &spec, const ReplayOptions &options, Operation *at,
+                      ReplayDivergence &out) {
+  VerifyResult v = layoutRun(spec, options);
+  if (const VerifyResult::Departure *d = firstDeparture(spec, v, at)) {
+    out.earlierOp = d->op;
+    out.earlierNote = d->message;
+    out.earlierLocation = d->location;
+  }
 }
 } // namespace
 
@@ -122,6 +160,7 @@ void replay::findFirstDivergence(
         out.plan = got;
         out.reference = w.data[at];
         out.tolerance = tol;
+        earlierDeparture(spec, options, op, out);
         return;
       }
     }

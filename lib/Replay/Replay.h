@@ -94,6 +94,13 @@ struct ReplayDivergence {
   /// not relate the plan's values to the reference's (its reason in `why`).
   bool byLayouts = false;
   std::string why;
+  /// Where a numeric first divergence was found (by the element engine's relations):
+  /// the layout engine's first place the plan departs from the reference, when that op
+  /// comes earlier in the plan -- a root cause the numbers did not show (values no
+  /// reference value describes are not compared), as `earlierOp` at `earlierLocation`
+  /// with its diagnostic. Empty otherwise.
+  std::string earlierOp, earlierNote;
+  SourceLoc earlierLocation;
 };
 
 struct ReplayResult {

@@ -224,6 +224,13 @@ void renderReplayJson(const ReplayArgs &a, const ReplayResult &r) {
                              {"why", f.why}};
   else if (r.diverged())
     j["first_divergence"] = {{"note", f.note}};
+  if (f.found && !f.earlierOp.empty())
+    j["first_divergence"]["earlier_departure"] = {
+        {"op", f.earlierOp},
+        {"location", {{"file", f.earlierLocation.file},
+                      {"line", f.earlierLocation.line},
+                      {"col", f.earlierLocation.col}}},
+        {"explanation", f.earlierNote}};
   std::cout << j.dump(2) << "\n";
 }
 
@@ -276,6 +283,10 @@ void renderReplayText(const ReplayArgs &a, const Spec &spec, const ReplayResult 
     std::string line = spec.snippet(r.first.location);
     if (!line.empty())
       std::cout << line << "\n";
+    if (!r.first.earlierOp.empty())
+      std::cout << r.first.earlierLocation.str()
+                << ": note: the plan departs earlier, where no value is compared (the "
+                   "layout engine): " << r.first.earlierNote << "\n";
   } else if (r.diverged()) {
     std::cout << path << ": note: " << r.first.note << "\n";
   }
