@@ -188,6 +188,21 @@ def _params(model):
     return [(_fqn(n), p) for n, p in model.named_parameters() if p.requires_grad]
 
 
+def eagerly(fn):
+    """`fn` with torch.compile'd modules and functions running eagerly (TorchDynamo
+    disabled while it runs): make_fx cannot trace a dynamo-optimized function, and a
+    capture checks the program as written -- that the compiler computes what the eager
+    program does is PyTorch's contract, not checked here. (torchtitan compiles each
+    block; their parameters' names lose the compiled module's `_orig_mod.`, _fqn.)"""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        import torch._dynamo
+        with torch._dynamo.config.patch(disable=True, error_on_nested_fx_trace=False):
+            return fn(*args, **kwargs)
+    return run
+
+
+@eagerly
 def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
             input_placements=None, description="", optimizer=None, grad_sync=None,
             dtensor_inputs=False, loss_placements=None, plan_loss_fn=None,

@@ -10,9 +10,10 @@ rule could otherwise hide a plan's bug in that op).
 """
 import torch
 
-from .capture import _Step, _ident, _in_child, _params, _run_step, _trace_reference
+from .capture import _Step, _ident, _in_child, _params, _run_step, _trace_reference, eagerly
 
 
+@eagerly
 def numeric_spec(model_fn, loss_fn, inputs, optimizer=None, **_ignored):
     """(integer input values by name, the cross-check spec)."""
     names = list(inputs)
