@@ -123,12 +123,14 @@ struct VerifyResult {
   /// whose result is never used), with a kind, location and message like violations.
   std::vector<Violation> warnings;
   /// Where the layout engine finds the plan departing from the reference on the way to
-  /// outputs it does not show equal (DepartureFinder: a diagnostic, not a verdict); the
-  /// same findings head inconclusiveReasons. The element engine leaves it empty.
+  /// outputs it does not show equal (DepartureFinder: a diagnostic, not a verdict), and
+  /// where a partial sum reaches an op not linear in it; the same findings are among
+  /// inconclusiveReasons. The element engine leaves it empty.
   struct Departure {
     SourceLoc location;
     std::string op;      // "%name = ref.div"
     std::string message; // as in inconclusiveReasons
+    mlir::Operation *at = nullptr; // the plan op (of the spec verified)
   };
   std::vector<Departure> departures;
   VerifyStats stats;

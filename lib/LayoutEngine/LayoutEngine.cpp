@@ -623,7 +623,7 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
                                  (want.known ? partialSince(u) : "")});
       if (want.known && u.origin && u.partialOperand >= 0 && u.origin->getNumResults())
         found.push_back({at, spec.nameOf(u.origin->getResult(0)) + " = " + opName(*u.origin),
-                         reasons.back().second}); // (a partial sum where its total is needed)
+                         reasons.back().second, u.origin}); // (a partial sum's total needed)
       continue;
     }
     State expected = want;
@@ -706,7 +706,8 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
     found.push_back({toSourceLoc(d.at.op->getLoc()), op,
                      "`" + spec.nameOf(d.at.op->getResult(0)) + "` = " + opName(*d.at.op) +
                          ": on the way to output" + (d.outputs.size() > 1 ? "s " : " ") +
-                         names + ", the plan departs from the reference here: " + d.at.why});
+                         names + ", the plan departs from the reference here: " + d.at.why,
+                     d.at.op});
   }
   // The departures head the reasons.
   std::vector<std::pair<SourceLoc, std::string>> first;

@@ -14,7 +14,6 @@
 #include "Semantics/OpSemantics.h"
 
 #include <cmath>
-#include <map>
 #include <thread>
 
 using namespace mlir;
@@ -38,28 +37,21 @@ double replay::unitRoundoff(ReplayDtype d) {
 }
 
 namespace {
-/// Where the layout engine finds the plan departing from the reference, as the first
-/// divergence, when the element engine could not say (`why`, for the report): false when
-/// it finds none.
-/// The layout engine's departures of `spec`, the one whose op comes first in the plan
-/// (its position in `at`), or null; `stop`: a plan op past which none is looked for.
+/// Of the layout engine's departures, the one whose op comes first in the plan, or
+/// null; with `stop`, only one before that plan op.
 const VerifyResult::Departure *firstDeparture(const Spec &spec, const VerifyResult &v,
                                               Operation *stop = nullptr) {
-  if (v.departures.empty())
-    return nullptr;
-  std::map<std::string, const VerifyResult::Departure *> byOp;
+  llvm::DenseMap<Operation *, const VerifyResult::Departure *> byOp;
   for (const VerifyResult::Departure &d : v.departures)
-    byOp.emplace(d.op, &d);
+    if (d.at)
+      byOp.try_emplace(d.at, &d);
   for (Operation *op : spec.planOps()) {
     if (op == stop)
       return nullptr;
-    if (!op->getNumResults())
-      continue;
-    auto it = byOp.find(spec.nameOf(op->getResult(0)) + " = " + op->getName().getStringRef().str());
-    if (it != byOp.end())
+    if (auto it = byOp.find(op); it != byOp.end())
       return it->second;
   }
-  return stop ? nullptr : &v.departures.front();
+  return stop || v.departures.empty() ? nullptr : &v.departures.front();
 }
 
 VerifyResult layoutRun(const Spec &spec, const ReplayOptions &options) {
@@ -69,6 +61,9 @@ VerifyResult layoutRun(const Spec &spec, const ReplayOptions &options) {
   return verifyByLayouts(spec, vo);
 }
 
+/// Where the layout engine finds the plan departing from the reference, as the first
+/// divergence, when the element engine could not say (`why`, for the report): false when
+/// it finds none.
 bool layoutDeparture(const Spec &spec, const ReplayOptions &options, const std::string &why,
                      ReplayDivergence &out) {
   VerifyResult v = layoutRun(spec, options);
@@ -85,6 +80,7 @@ bool layoutDeparture(const Spec &spec, const ReplayOptions &options, const std::
   out.why = why;
   return true;
 }
+
 /// After a numeric first divergence at plan op `at` (`out.op`): the layout engine's
 /// first departure, noted in `out` when its op comes before `at` in the plan.
 void earlierDeparture(const Spec &spec, const ReplayOptions &options, Operation *at,

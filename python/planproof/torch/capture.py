@@ -220,7 +220,7 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
     grad_sync(grads, mesh): the parallel step only, between backward and the update:
       what a data-parallel wrapper does to the gradients (an all-reduce by hand, a
       redistribute); `grads` maps parameter names to gradients, and it returns that map.
-    optimizer(params): a torch.optim optimizer over `params` (with foreach=False), the
+    optimizer(params): a torch.optim optimizer over `params` (per tensor, foreach or fused), the
       update of both steps; the updated parameters and the optimizer's state are
       outputs too.
     plan_loss_fn(model, mesh, **inputs): the parallel step's loss, where it is written
@@ -439,6 +439,15 @@ def _groups_by_ranks(mesh, axes, groups):
                     groups.setdefault(name, [axes[i] for i in sub])
 
 
+def _forward_backward(step, params, leaves, inputs):
+    """The step's loss on `inputs` and the gradients of `leaves` (the parameters as the
+    model sees them, named by `params`)."""
+    with _anomaly():
+        loss = torch.func.functional_call(
+            step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (inputs,))
+    return loss, list(_grad_with_forward_lines(loss, leaves))
+
+
 def _accumulated(step, params, leaves, inputs, microbatches):
     """The loss and the gradients of `leaves`, over `microbatches` equal pieces of every
     input along dim 0 (gradient accumulation, as a trainer's loop runs it): a forward
@@ -462,10 +471,7 @@ def _accumulated(step, params, leaves, inputs, microbatches):
         piece = {n: p[i] for n, p in pieces.items()}
         if takes_batch:
             piece["batch"] = inputs
-        with _anomaly():
-            part = torch.func.functional_call(
-                step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (piece,))
-        g = list(_grad_with_forward_lines(part, leaves))
+        part, g = _forward_backward(step, params, leaves, piece)
         loss = part if loss is None else loss + part
         grads = g if grads is None else [a + b for a, b in zip(grads, g)]
     return loss, grads
@@ -481,10 +487,7 @@ def _run_step(step, params, leaves, inputs, optimizer, grad_sync=None, mesh=None
     if microbatches > 1:
         loss, grads = _accumulated(step, params, leaves, inputs, microbatches)
     else:
-        with _anomaly():
-            loss = torch.func.functional_call(
-                step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (inputs,))
-        grads = list(_grad_with_forward_lines(loss, leaves))
+        loss, grads = _forward_backward(step, params, leaves, inputs)
     if grad_sync is not None:
         synced = grad_sync({n: g for (n, _), g in zip(params, grads)}, mesh)
         if not isinstance(synced, dict) or set(synced) != {n for n, _ in params}:
