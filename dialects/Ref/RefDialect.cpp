@@ -216,7 +216,7 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location
                            " and size " + Twine(sizes[d]) + " are out of bounds: the slice "
                            "must lie inside [0, " + Twine(in.getDimSize(d)) +
                            ") with a size of at least 1");
-  out.push_back(f32Tensor(ctx, sizes));
+  out.push_back(RankedTensorType::get(sizes, in.getElementType()));
   return success();
 }
 

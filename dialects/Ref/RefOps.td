@@ -13,6 +13,9 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonTypeConstraints.td"
 
 def PP_F32RankedTensor : RankedTensorOf<[F32]>;
+// f32 values, or a vector of token ids (the ops that only move elements take both).
+def PP_F32OrIdsTensor : AnyTypeOf<[RankedTensorOf<[F32]>, 1DTensorOf<[I64]>],
+                                  "f32 ranked tensor or 1-D tensor of i64 token ids">;
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -485,15 +488,18 @@ def Ref_BroadcastOp : Ref_ExplicitTypeOp<"broadcast", [Ref_Linear]> {
 def Ref_SliceOp : Ref_Op<"slice", [Ref_Linear]> {
   let summary = "a static slice";
   let description = [{
-    `result[i] = input[offsets + i]` for `i` in `sizes` (stride 1).
+    `result[i] = input[offsets + i]` for `i` in `sizes` (stride 1). The input is f32, or
+    a vector of token ids (i64): a microbatch's ids are a slice of a rank's (gradient
+    accumulation over token inputs); the result has the input's element type.
 
     ```mlir
     %s = ref.slice %x offsets [0, 2] sizes [2, 2] : tensor<2x4xf32>
+    %mb_ids = ref.slice %ids offsets [4] sizes [4] : tensor<8xi64>
     ```
   }];
-  let arguments = (ins PP_F32RankedTensor:$input, DenseI64ArrayAttr:$offsets,
+  let arguments = (ins PP_F32OrIdsTensor:$input, DenseI64ArrayAttr:$offsets,
                        DenseI64ArrayAttr:$sizes);
-  let results = (outs PP_F32RankedTensor:$result);
+  let results = (outs PP_F32OrIdsTensor:$result);
   let assemblyFormat = "$input `offsets` $offsets `sizes` $sizes attr-dict `:` type($input)";
 }
 

@@ -121,6 +121,9 @@ private:
   std::optional<Relation> evenShareOver(Value v, const std::vector<int> &axes);
   std::optional<Relation> gradientShare(Value v);
   bool isMicrobatchPartial(Value v);
+  bool mixesTiles(Operation *op);
+  ref::SliceOp earlierCut(Value v);
+  bool fromRecutTile(Value v, int depth = 0);
   bool dispatchMatchesReference(Value v);
   /// Bounded by `depth` (the recursion follows chains of plan ops).
   bool routedLocal(Value v, int depth = 0);
@@ -164,6 +167,7 @@ private:
   bool explainPositionMask(const ExplainSite &site, Violation &viol);
   bool explainCausalSoftmax(const ExplainSite &site, Violation &viol);
   bool explainTile(const ExplainSite &site, Violation &viol);
+  bool explainMixedTiles(const ExplainSite &site, Violation &viol);
   bool explainScaled(const ExplainSite &site, Violation &viol);
   void explainUnmatched(const ExplainSite &site, Violation &viol);
   void explainCounter(Operation *op, const Binding &b, const FailedObligation &f, Violation &viol);

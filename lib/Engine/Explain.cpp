@@ -85,6 +85,7 @@ void Engine::explainOp(Operation *op, Violation &viol) {
       &Engine::explainAllToAll,
       &Engine::explainPositionMask,
       &Engine::explainCausalSoftmax,
+      &Engine::explainMixedTiles,
       &Engine::explainTile,
       &Engine::explainScaled};
   ExplainSite site{op, name, head, res};
@@ -617,6 +618,10 @@ bool Engine::explainTile(const ExplainSite &site, Violation &viol) {
                    "hold their other operands";
     viol.hint = "check which rows/columns of the reference value each rank (and each "
                 "microbatch) must hold here";
+    if (site.op->getNumResults() == 1)
+      if (ref::SliceOp first = earlierCut(site.op->getResult(0)))
+        viol.notes.push_back("`" + opName(first) + "` already cuts this window: one microbatch's "
+                             "rows are taken twice, another's never");
     return true;
   }
   return false;

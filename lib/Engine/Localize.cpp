@@ -176,70 +176,6 @@ bool Engine::routedLocal(Value v, int depth) {
   return ok;
 }
 
-bool Engine::isMicrobatchPartial(Value v) {
-  // Some microbatches, all with one weight (the same scaling for each, as a loss
-  // scaled by 1/M): an accumulator on its way to the whole sum. A sum that already
-  // holds every microbatch ("*") plus more over-counts.
-  auto terms = microbatchTerms(v);
-  if (!terms || terms->count("*"))
-    return false;
-  return llvm::all_of(*terms, [&](auto &t) { return t.second == terms->begin()->second; });
-}
-
-std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v, int depth) {
-  Operation *def = v.getDefiningOp();
-  if (depth > kMaxWalkDepth)
-    return std::nullopt;
-  if (!def || !isa<RankedTensorType>(v.getType()) || exactRelationOf(v).exact())
-    return std::nullopt;
-  if (isa<ref::ReduceSumOp, ref::CrossEntropySumOp, ref::MseLossOp, ref::MatmulOp,
-          ref::BatchMatmulOp>(def)) {
-    std::string tile;
-    for (Value operand : def->getOperands()) {
-      if (!isa<RankedTensorType>(operand.getType()))
-        continue;
-      Relation r = exactRelationOf(operand);
-      if (!r.exact())
-        return std::nullopt;
-      if (!r.block.empty() && tile.empty())
-        tile = indexStr(r.offset);
-    }
-    if (tile.empty())
-      return std::nullopt;
-    return std::map<std::string, Rational>{{tile, Rational(1)}};
-  }
-  if (auto s = dyn_cast<ref::ScaleOp>(def)) {
-    auto in = microbatchTerms(s.getOperand(), depth + 1);
-    if (!in)
-      return std::nullopt;
-    for (auto &[k, c] : *in)
-      c = c * attrRational(s.getFactorAttr());
-    return in;
-  }
-  if (isa<ref::AddOp>(def)) {
-    std::map<std::string, Rational> sum;
-    bool partial = false;
-    for (Value operand : def->getOperands()) {
-      auto in = microbatchTerms(operand, depth + 1);
-      if (!in) {
-        // A complete value (an exact reference value: every microbatch already) is
-        // "*"; adding microbatches to it over-counts them.
-        if (!exactRelationOf(operand).exact())
-          return std::nullopt;
-        sum["*"] = Rational(1);
-        continue;
-      }
-      partial = true;
-      for (auto &[k, c] : *in)
-        sum[k] = sum.count(k) ? sum[k] + c : c;
-    }
-    if (!partial)
-      return std::nullopt;
-    return sum;
-  }
-  return std::nullopt;
-}
-
 Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
   // Iterative: each step moves to a wrong operand; chains of 10^5 ops cannot overflow.
   while (true) {
@@ -289,6 +225,15 @@ Value Engine::culpritOperand(Operation *op) {
       continue;
     if (!trusted(operand, exactRelationOf(operand)))
       wrong.push_back(operand);
+  }
+  // An op pairing tiles of different microbatches, one of them cut again where an
+  // earlier slice already cut its window: that cut is the wrong one.
+  // Otherwise the op itself pairs them wrongly.
+  if (mixesTiles(op)) {
+    for (Value operand : op->getOperands())
+      if (isa<RankedTensorType>(operand.getType()) && fromRecutTile(operand))
+        return operand;
+    return Value();
   }
   if (wrong.empty()) {
     // Every operand that carries data is correct. The plan's own constants are not a

@@ -13,6 +13,7 @@
 #include "Spec/Spec.h"
 
 #include "Dist/DistDialect.h"
+#include "Ref/RefDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -229,8 +230,12 @@ DepartureFinder::Found DepartureFinder::of(Value out) {
         break;
       }
     }
+    // A microbatch's cut of a plan input holds pieces the reference computes whole:
+    // where its users depart the walk cannot tell (PieceComparison compares such
+    // values piece by piece), so nothing is named.
     if (!next) {
-      if (!isa<dist::StageSelectOp>(def))
+      bool cut = isa<ref::SliceOp>(def) && isa<BlockArgument>(def->getOperand(0));
+      if (!isa<dist::StageSelectOp>(def) && !cut)
         found = def;
       break;
     }
@@ -277,6 +282,15 @@ DepartureFinder::Found DepartureFinder::of(Value out) {
     }
   }
   return {found, why(found)};
+}
+
+/// What the layout engine does not model yet: the whole spec is then inconclusive.
+std::string layoutUncovered(const Spec &spec) {
+  if (spec.resume)
+    return "checkpoint specs are not modelled by the layout engine yet";
+  if (spec.rngIndependent || !spec.draws.empty())
+    return "random draws are not modelled by the layout engine yet";
+  return "";
 }
 
 } // namespace planproof::layouts

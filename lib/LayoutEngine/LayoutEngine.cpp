@@ -37,15 +37,6 @@ std::string shapeText(const Shape &s) {
   return t + "f32";
 }
 
-/// What the layout engine does not model yet: the whole spec is then inconclusive.
-std::string uncovered(const Spec &spec) {
-  if (spec.resume)
-    return "checkpoint specs are not modelled by the layout engine yet";
-  if (spec.rngIndependent || !spec.draws.empty())
-    return "random draws are not modelled by the layout engine yet";
-  return "";
-}
-
 } // namespace
 
 struct planproof::LayoutCache::Impl {
@@ -686,13 +677,19 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
         if (!fresh)
           continue;
       }
-      // At the op computing the output, where there is one.
+      // At the op computing the output, where there is one: the multiple of the
+      // reference's value it holds, compared piece by piece, where no departure is
+      // found (a microbatch's pieces are no values the walk can meet).
       Operation *def = ret->getOperand(b.index).getDefiningOp();
       SourceLoc at = def ? toSourceLoc(def->getLoc()) : toSourceLoc(b.loc);
-      reasons.push_back({at, out + "the layout engine finds " + describe(got) +
-                                 " where the reference's is " + describe(expected) +
-                                 " (not shown equal" + termDifference(got, expected) + ")" +
-                                 layoutHint(got, expected)});
+      std::string scaled = layoutSame && padDim < 0 && anyPieces
+                               ? pieces.scaling(got.term, got.factor, expected.term, expected.factor)
+                               : "";
+      reasons.push_back({at, out + (!scaled.empty() ? scaled
+                                    : "the layout engine finds " + describe(got) +
+                                          " where the reference's is " + describe(expected) +
+                                          " (not shown equal" + termDifference(got, expected) +
+                                          ")" + layoutHint(got, expected))});
     }
   }
   size_t firstFound = found.size();
@@ -731,7 +728,7 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
             .count();
     return r;
   };
-  std::string why = !spec.undecidable.empty() ? spec.undecidable : uncovered(spec);
+  std::string why = !spec.undecidable.empty() ? spec.undecidable : layoutUncovered(spec);
   if (!why.empty()) {
     r.inconclusiveReasons.push_back({spec.undecidableAt.file.empty() ? SourceLoc{spec.path}
                                                                       : spec.undecidableAt,

@@ -403,6 +403,13 @@ struct ReshapeGroup {
 /// The groups of a reshape between shapes a and b, in order; false when their element
 /// counts differ.
 bool reshapeGroups(const Shape &a, const Shape &b, std::vector<ReshapeGroup> &groups);
+/// The dimensions a reshape from `in` to `out` groups, sizes of 1 included: [i0, i1)
+/// of the input with [j0, j1) of the output (Windows.cpp); false when the element
+/// counts differ.
+struct DimGroup {
+  size_t i0, i1, j0, j1;
+};
+bool dimGroups(const Shape &in, const Shape &out, std::vector<DimGroup> &groups);
 /// Term b, of shape s, reshaped to t without a reshape at its head (the operand of a
 /// reshape from t, or a broadcast copying whole groups): true, with it.
 bool reshapedOperand(TermPool &terms, mlir::Operation &op, TermId b, const Shape &s,
@@ -558,12 +565,20 @@ public:
   /// buffer against the value it holds: what follows is padding); dim < 0: equal().
   bool equalPrefix(TermId a, const Rational &fa, TermId b, const Rational &fb, int dim,
                    int64_t n);
+  /// Where a and b are one term after the rewriting but fa x a = r x fb x b with
+  /// r != 1: why the output is not verified (it holds r times the reference's value);
+  /// empty otherwise.
+  std::string scaling(TermId a, const Rational &fa, TermId b, const Rational &fb);
 
 private:
   class Normalizer;
   std::unique_ptr<Normalizer> n;
   bool settled = false;
 };
+
+/// What the layout engine does not model yet (the whole spec is then inconclusive),
+/// or empty.
+std::string layoutUncovered(const Spec &spec);
 
 /// An index value's state (arith constants, +, -, * of index values every rank holds
 /// alike): a scalar term.

@@ -17,6 +17,8 @@
 //   reduce_sum over other dims, transpose       = concat of the pieces' (dims renumbered)
 //   a row-wise op (over the last dim) of rows   = concat of the pieces'
 //   cross_entropy_sum over pieced tokens        = sum_i cross_entropy_sum(pieces_i)
+//   embedding(w, concat(ids_i)), one_hot alike  = concat(embedding(w, ids_i))
+//   embedding_grad(concat(g_i), concat(ids_i))  = sum_i embedding_grad(g_i, ids_i)
 //   div(sum_k a_k, d)                           = sum_k div(a_k, d)
 //   broadcast of pieces along a source dim      = concat of the pieces' broadcasts
 //   sum_k concat(a_ik)                          = concat(sum_k a_ik)
@@ -151,6 +153,83 @@ bool PieceComparison::Normalizer::piecesOf(TermId t, int &dim, std::vector<Weigh
       v = u;
     pieces.push_back({v, c});
   }
+  return true;
+}
+
+bool PieceComparison::Normalizer::broadcastParts(TermId t, std::vector<int64_t> &dims,
+                                                  TermId &source) const {
+  llvm::StringRef key = terms.key(t);
+  if (!key.consume_front("bcast{") || terms.operands(t).size() != 1)
+    return false;
+  llvm::StringRef list = key.take_until([](char ch) { return ch == '}'; });
+  dims.clear();
+  while (!list.empty()) {
+    auto [num, rest] = list.split(',');
+    int64_t d = 0;
+    if (!num.empty() && num.getAsInteger(10, d))
+      return false;
+    if (!num.empty())
+      dims.push_back(d);
+    list = rest;
+  }
+  source = terms.operands(t)[0];
+  return true;
+}
+
+bool PieceComparison::Normalizer::cutCopies(TermId t, int dim, const std::vector<Weighted> &like,
+                                            std::vector<Weighted> &out) {
+  std::vector<int64_t> dims;
+  TermId source;
+  if (!broadcastParts(t, dims, source) || llvm::is_contained(dims, (int64_t)dim))
+    return false;
+  Shape whole = terms.shapeOf(t);
+  if (dim >= (int)whole.size())
+    return false;
+  out.clear();
+  for (auto &p : like) {
+    Shape piece = whole;
+    piece[dim] = terms.shapeOf(p.first)[dim];
+    out.push_back({terms.broadcast(piece, dims, source), Rational(1)});
+  }
+  return true;
+}
+
+bool PieceComparison::Normalizer::swapConcat(int dim, const Shape &shape,
+                                             const std::vector<Weighted> &operands, Weighted &out) {
+  // concat_dim(concat_d(a_k), concat_d(b_k), ...) = concat_d(concat_dim(a_k, b_k, ...))
+  // for d != dim, where the operands are pieced alike along d.
+  std::vector<std::vector<Weighted>> parts(operands.size());
+  std::vector<std::vector<Weighted> *> all;
+  int d = -1;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    int di = -1;
+    if (!piecesOf(operands[i].first, di, parts[i]) || di == dim || (d >= 0 && di != d))
+      return false;
+    d = di;
+    for (auto &p : parts[i])
+      p.second = p.second * operands[i].second;
+    all.push_back(&parts[i]);
+  }
+  if (d < 0 || !align(all, d))
+    return false;
+  for (auto &ps : parts)
+    if (ps.size() != parts[0].size())
+      return false;
+  std::vector<Weighted> pieces;
+  for (size_t k = 0; k < parts[0].size(); ++k) {
+    std::vector<Weighted> row;
+    Shape s = shape;
+    s[d] = terms.shapeOf(parts[0][k].first)[d];
+    for (auto &ps : parts) {
+      if (terms.shapeOf(ps[k].first)[d] != s[d])
+        return false;
+      row.push_back(ps[k]);
+    }
+    Weighted w;
+    w.first = concat(dim, s, row, w.second);
+    pieces.push_back(w);
+  }
+  out.first = concat(d, shape, pieces, out.second);
   return true;
 }
 
@@ -303,15 +382,24 @@ Weighted PieceComparison::Normalizer::normSum(TermId t) {
   std::vector<int> dims(summands.size(), -1);
   bool pieced = true;
   std::vector<std::vector<Weighted> *> all;
-  for (size_t i = 0; i < summands.size() && pieced; ++i) {
-    pieced &= piecesOf(summands[i].first, dims[i], parts[i]) && dims[i] == dims[0];
+  size_t lead = summands.size();
+  for (size_t i = 0; i < summands.size(); ++i)
+    if (piecesOf(summands[i].first, dims[i], parts[i]) && lead == summands.size())
+      lead = i;
+  for (size_t i = 0; i < summands.size() && pieced && lead < summands.size(); ++i) {
+    // A broadcast that copies along the pieced dimension is cut like the pieced
+    // summands.
+    if (dims[i] < 0 && cutCopies(summands[i].first, dims[lead], parts[lead], parts[i]))
+      dims[i] = dims[lead];
+    pieced &= dims[i] >= 0 && dims[i] == dims[lead];
     all.push_back(&parts[i]);
   }
-  pieced = pieced && !summands.empty() && align(all, dims[0]);
+  pieced = pieced && lead < summands.size();
+  pieced = pieced && !summands.empty() && align(all, dims[lead]);
   for (size_t i = 0; i < summands.size() && pieced; ++i) {
-    pieced &= parts[i].size() == parts[0].size();
+    pieced &= parts[i].size() == parts[lead].size();
     for (size_t k = 0; pieced && k < parts[i].size(); ++k)
-      pieced &= terms.shapeOf(parts[i][k].first) == terms.shapeOf(parts[0][k].first);
+      pieced &= terms.shapeOf(parts[i][k].first) == terms.shapeOf(parts[lead][k].first);
   }
   if (pieced && !summands.empty()) {
     std::vector<Weighted> pieces;
@@ -321,7 +409,7 @@ Weighted PieceComparison::Normalizer::normSum(TermId t) {
         each.push_back({parts[i][k].first, parts[i][k].second * summands[i].second});
       pieces.push_back(sumOf(terms.shapeOf(parts[0][k].first), each));
     }
-    out.first = concat(dims[0], shape, pieces, out.second);
+    out.first = concat(dims[lead], shape, pieces, out.second);
   } else {
     out = sumOf(shape, summands);
   }
@@ -441,7 +529,8 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
       Weighted w = norm(p.first);
       p = {w.first, w.second * p.second};
     }
-    out.first = concat(dim, terms.shapeOf(t), pieces, out.second);
+    if (!swapConcat(dim, terms.shapeOf(t), pieces, out))
+      out.first = concat(dim, terms.shapeOf(t), pieces, out.second);
   } else {
     out = normOp(t);
   }
@@ -474,6 +563,22 @@ bool PieceComparison::equalPrefix(TermId a, const Rational &fa, TermId b, const 
   if (dim >= 0)
     x = head;
   return !n->exhausted() && x.first == y.first && x.second * fa == y.second * fb;
+}
+
+std::string PieceComparison::scaling(TermId a, const Rational &fa, TermId b, const Rational &fb) {
+  if (!settled) {
+    n->settle();
+    settled = true;
+  }
+  if (n->exhausted())
+    return "";
+  Weighted x = n->norm(a), y = n->norm(b);
+  if (n->exhausted() || x.first != y.first || y.second * fb == Rational(0) ||
+      x.second * fa == y.second * fb)
+    return "";
+  return "the plan computes " + (x.second * fa / (y.second * fb)).str() +
+         " times the reference's value (compared microbatch by microbatch): a scaling is "
+         "wrong -- a loss normalized by another count, or an average over other ranks";
 }
 
 } // namespace planproof::layouts

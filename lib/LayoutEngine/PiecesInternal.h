@@ -46,6 +46,14 @@ public:
   /// splat (the same value anywhere, cut as needed); false when one is not, or the
   /// extents differ.
   bool align(std::vector<std::vector<Weighted>*> parts, int dim);
+  /// A concatenation along `dim` of operands pieced alike along another dimension, as
+  /// the concatenation of the pieces' concatenations; false where they are not.
+  bool swapConcat(int dim, const Shape &shape, const std::vector<Weighted> &operands, Weighted &out);
+  /// A broadcast's source dimensions and source; false if t is none.
+  bool broadcastParts(TermId t, std::vector<int64_t> &dims, TermId &source) const;
+  /// A broadcast that copies along `dim` (no source dimension there), cut there as
+  /// `like`'s pieces are: the same broadcast at each piece's extent. False otherwise.
+  bool cutCopies(TermId t, int dim, const std::vector<Weighted> &like, std::vector<Weighted> &out);
 
 private:
   static constexpr size_t kMaxNodes = 1 << 20;
@@ -111,6 +119,11 @@ private:
   bool distributeCrossEntropySum(Operands &o, Weighted &out);
   bool distributeReduceSum(Operands &o, Weighted &out);
   bool distributeTranspose(Operands &o, Weighted &out);
+  bool distributeTokenOps(Operands &o, Weighted &out);
+  bool distributeReshape(Operands &o, Weighted &out);
+  bool distributeSlice(Operands &o, Weighted &out);
+  bool distributeBatchMatmul(Operands &o, Weighted &out);
+  bool distributeCausalSoftmax(Operands &o, Weighted &out);
   static int64_t elements(const Shape &s) {
     int64_t n = 1;
     for (int64_t d : s)

@@ -253,6 +253,34 @@ std::vector<Placement> placements(const std::vector<size_t> &places,
 SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
                            const Shape &outLocal);
 
+/// The shape `shape` reshapes to when its dimensions are grouped as the reshape of
+/// `from` to `to` groups them (groups of equal products): a group of equal sizes
+/// takes `to`'s sizes, several dimensions merged into one their product, one split
+/// into several `to`'s sizes with the first scaled. False where the ranks differ, a
+/// group is none of these, or a size does not divide.
+bool reshapeAlike(const Shape &from, const Shape &to, const Shape &shape, Shape &out) {
+  std::vector<DimGroup> groups;
+  if (from.size() != shape.size() || !dimGroups(from, to, groups))
+    return false;
+  out.clear();
+  for (const DimGroup &g : groups) {
+    if (std::equal(from.begin() + g.i0, from.begin() + g.i1, shape.begin() + g.i0)) {
+      out.insert(out.end(), to.begin() + g.j0, to.begin() + g.j1);
+    } else if (g.j1 == g.j0 + 1) {
+      int64_t n = 1;
+      for (size_t k = g.i0; k < g.i1; ++k)
+        n *= shape[k];
+      out.push_back(n);
+    } else if (g.i1 == g.i0 + 1 && g.j1 > g.j0 && (to[g.j0] * shape[g.i0]) % from[g.i0] == 0) {
+      out.push_back(to[g.j0] * shape[g.i0] / from[g.i0]);
+      out.insert(out.end(), to.begin() + g.j0 + 1, to.begin() + g.j1);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Shape &outLocal) {
   auto inType = cast<RankedTensorType>(op.getOperand(0).getType());
   return reshapeSplitIn(c, x, Shape(inType.getShape().begin(), inType.getShape().end()),
@@ -272,6 +300,16 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
   if (c.terms.headIs(x.term, "ref.reshape{") &&
       reshapeByGlobal(c, x, inLocal, outLocal, c.terms.shapeOf(c.terms.operands(x.term)[0]), r))
     return r;
+  // The global shape x's takes when its dimensions are grouped as a reshape of the
+  // reference groups its own (a microbatch's rows, or heads, merged or split as the
+  // reference merges or splits the whole batch's).
+  for (auto &[from, tos] : c.referenceReshapes)
+    for (const Shape &to : tos) {
+      Shape target;
+      if (from != x.global && reshapeAlike(from, to, x.global, target) &&
+          reshapeByGlobal(c, x, inLocal, outLocal, target, r))
+        return r;
+    }
   r.split.assign(outLocal.size(), {});
   // Per split group, the ways its axes may be placed on the group's output dimensions.
   std::vector<std::vector<Placement>> choices;
@@ -320,7 +358,12 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
     }
   }
   // One option per split group: the first whose global shape the reference reshapes
-  // x's global shape to, else the first.
+  // x's global shape to; else the one most like a reshape of the reference (the most
+  // dimensions equal in the source and the result: a microbatch of rows reshaped as
+  // the reference reshapes the whole batch, [2, 4, 8] of [8, 8] where the reference
+  // makes [4, 4, 8] of [16, 8]); else the
+  // first. Every option describes the same blocks: the choice only decides which
+  // later ops' rules can follow.
   auto apply = [&](const std::vector<size_t> &pick, SplitResult &out) {
     out.global = outLocal;
     out.split.assign(outLocal.size(), {});
@@ -332,12 +375,35 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
   };
   std::vector<size_t> pick(choices.size(), 0), best = pick;
   auto it = c.referenceReshapes.find(x.global);
-  for (int tries = 0; it != c.referenceReshapes.end() && tries < 256; ++tries) {
+  auto likeness = [&](const Shape &g) {
+    size_t most = 0;
+    for (auto &[from, tos] : c.referenceReshapes) {
+      if (from.size() != x.global.size())
+        continue;
+      size_t sameFrom = 0;
+      for (size_t d = 0; d < from.size(); ++d)
+        sameFrom += from[d] == x.global[d];
+      for (const Shape &to : tos)
+        if (to.size() == g.size()) {
+          size_t same = sameFrom;
+          for (size_t d = 0; d < g.size(); ++d)
+            same += to[d] == g[d];
+          most = std::max(most, same);
+        }
+    }
+    return most;
+  };
+  size_t bestLikeness = 0;
+  for (int tries = 0; !choices.empty() && tries < 256; ++tries) {
     SplitResult trial;
     apply(pick, trial);
-    if (it->second.count(trial.global)) {
+    if (it != c.referenceReshapes.end() && it->second.count(trial.global)) {
       best = pick;
       break;
+    }
+    if (size_t l = likeness(trial.global); l > bestLikeness) {
+      bestLikeness = l;
+      best = pick;
     }
     size_t k = 0; // the next combination
     while (k < pick.size() && ++pick[k] == choices[k].size())

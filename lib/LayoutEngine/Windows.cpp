@@ -363,35 +363,6 @@ State restrictedContraction(RuleContext &c, Operation &op, const State &a, const
   return out;
 }
 
-/// The dimensions a reshape groups (by global sizes): [i0, i1) of the input with
-/// [j0, j1) of the output.
-struct Group {
-  size_t i0, i1, j0, j1;
-};
-bool reshapeGroups(const Shape &in, const Shape &out, std::vector<Group> &groups) {
-  size_t i = 0, j = 0;
-  while (i < in.size() || j < out.size()) {
-    Group g{i, i, j, j};
-    int64_t a = 1, b = 1;
-    if (i < in.size())
-      a *= in[i++];
-    if (j < out.size())
-      b *= out[j++];
-    while (a != b) {
-      if (a < b && i < in.size())
-        a *= in[i++];
-      else if (b < a && j < out.size())
-        b *= out[j++];
-      else
-        return false;
-    }
-    g.i1 = i;
-    g.j1 = j;
-    groups.push_back(g);
-  }
-  return true;
-}
-
 /// A reshape of zigzag dimensions. The plain rule (Splits.cpp) places the axes of each
 /// group; with the group's last axis z zigzag, a rank holds, of the block over the
 /// group's other axes (one consecutive range of the flattened group, as the plain rule
@@ -414,13 +385,13 @@ State windowReshape(RuleContext &c, Operation &op, const State &x,
   State r = generic({&plain});
   if (!r.known)
     return r;
-  std::vector<Group> groups;
-  if (!reshapeGroups(x.global, r.global, groups))
+  std::vector<DimGroup> groups;
+  if (!dimGroups(x.global, r.global, groups))
     return State::unknown(&op, "the reshape's dimensions do not fall into groups");
   for (size_t d : zig) {
     int z = x.split[d].back();
-    const Group *g = nullptr;
-    for (const Group &h : groups)
+    const DimGroup *g = nullptr;
+    for (const DimGroup &h : groups)
       if (d >= h.i0 && d < h.i1)
         g = &h;
     bool ok = g != nullptr;
@@ -717,6 +688,30 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
     return generic(in);
   return State::unknown(&op, "no layout rule for `" + opName(op) + "` on rows chosen per rank "
                              "(zigzag or chunk windows)");
+}
+
+bool dimGroups(const Shape &in, const Shape &out, std::vector<DimGroup> &groups) {
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out.size()) {
+    DimGroup g{i, i, j, j};
+    int64_t a = 1, b = 1;
+    if (i < in.size())
+      a *= in[i++];
+    if (j < out.size())
+      b *= out[j++];
+    while (a != b) {
+      if (a < b && i < in.size())
+        a *= in[i++];
+      else if (b < a && j < out.size())
+        b *= out[j++];
+      else
+        return false;
+    }
+    g.i1 = i;
+    g.j1 = j;
+    groups.push_back(g);
+  }
+  return true;
 }
 
 } // namespace planproof::layouts

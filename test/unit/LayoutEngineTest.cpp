@@ -2358,3 +2358,105 @@ TEST_CASE("maxima do not pass through a negative scale, nor join a partial sum",
     }
   }
 }
+
+namespace {
+/// Attention over token lookups, the whole batch against microbatches: {N} sequences
+/// of {S} tokens, split over a (K ranks); each rank runs its sequences as {M}
+/// microbatches. The ops between the lookup and the loss are the ones a framework's
+/// attention writes: a reshape into sequences, slices and a concatenation along the
+/// features (half rotation), batched products, a causal softmax, a mean; the table's
+/// gradient scatter-adds every microbatch's rows. `variant` breaks one op.
+std::string microbatchedAttention(int64_t N, int64_t S, int64_t K, int64_t M,
+                                  const std::string &variant) {
+  int64_t T = N * S, local = T / K, per = local / M, seqs = per / S;
+  auto t = [](std::vector<int64_t> dims) {
+    std::string s = "tensor<";
+    for (int64_t d : dims)
+      s += std::to_string(d) + "x";
+    return s + "f32>";
+  };
+  // One attention block over `rows` tokens in `n` sequences, from ids %ID; values
+  // named with suffix X.
+  auto block = [&](const std::string &X, const std::string &ids, int64_t rows, int64_t n,
+                   bool plan) {
+    std::string ids_t = "tensor<" + std::to_string(rows) + "xi64>";
+    std::string r3 = t({n, S, 2}), h3 = t({n, S, 1});
+    bool swap = plan && variant == "concat order";
+    std::string out;
+    out += "    %e" + X + " = ref.embedding %table, " + ids + " : tensor<4x2xf32>, " + ids_t + "\n";
+    out += "    %r" + X + " = ref.reshape %e" + X + " : " + t({rows, 2}) + " -> " + r3 + "\n";
+    out += "    %q" + X + " = ref.slice %r" + X + " offsets [0, 0, 0] sizes [" + std::to_string(n) + ", " +
+           std::to_string(S) + ", 1] : " + r3 + "\n";
+    out += "    %k" + X + " = ref.slice %r" + X + " offsets [0, 0, 1] sizes [" + std::to_string(n) + ", " +
+           std::to_string(S) + ", 1] : " + r3 + "\n";
+    out += "    %c" + X + " = ref.concat " + (swap ? "%q" + X + ", %k" + X : "%k" + X + ", %q" + X) +
+           " dim 2 : " + h3 + ", " + h3 + "\n";
+    std::string sc = plan && variant == "scores contract" ? "contract(2, 1)" : "contract(2, 2)";
+    out += "    %s" + X + " = ref.batch_matmul %c" + X + ", %r" + X + " " + sc + " : " + r3 + ", " + r3 + "\n";
+    out += "    %p" + X + " = ref.causal_softmax %s" + X + " : " + t({n, S, S}) + "\n";
+    out += "    %o" + X + " = ref.batch_matmul %p" + X + ", %r" + X + " contract(2, 1) : " + t({n, S, S}) + ", " + r3 + "\n";
+    std::string red = plan && variant == "sum for mean" ? "reduce_sum" : "reduce_mean";
+    out += "    %m" + X + " = ref." + red + " %o" + X + " dims [1, 2] : " + r3 + "\n";
+    out += "    %l" + X + " = ref.reduce_sum %m" + X + " dims [0] : " + t({n}) + "\n";
+    out += "    %of" + X + " = ref.reshape %o" + X + " : " + r3 + " -> " + t({rows, 2}) + "\n";
+    out += "    %g" + X + " = ref.embedding_grad %of" + X + ", " + ids + " : " + t({rows, 2}) + ", " +
+           ids_t + " -> tensor<4x2xf32>\n";
+    return out;
+  };
+  std::string text = "module {\n  func.func @reference(%table: tensor<4x2xf32> {ref.name = \"table\"}, "
+                     "%ids: tensor<" + std::to_string(T) + "xi64> {ref.name = \"ids\", ref.bound = 4 : i64})"
+                     " -> (tensor<f32> {ref.name = \"loss\"}, tensor<4x2xf32> {ref.name = \"dtable\"})"
+                     " attributes {ref.reference} {\n";
+  text += block("", "%ids", T, N, false);
+  text += "    return %l, %g : tensor<f32>, tensor<4x2xf32>\n  }\n";
+  text += "  dist.mesh @mesh axes = [\"a\"] shape = [" + std::to_string(K) + "]\n";
+  text += "  func.func @plan(%table: tensor<4x2xf32> {dist.value = \"table\", dist.layout = #dist.layout<[_, _]>}, "
+          "%ids: tensor<" + std::to_string(local) + "xi64> {dist.value = \"ids\", dist.layout = #dist.layout<[a]>})"
+          " -> (tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>}, "
+          "tensor<4x2xf32> {dist.value = \"dtable\", dist.layout = #dist.layout<[_, _]>}) "
+          "attributes {dist.mesh = @mesh} {\n";
+  for (int64_t m = 0; m < M; ++m) {
+    std::string X = "_" + std::to_string(m);
+    int64_t at = variant == "microbatch twice" && m == M - 1 ? 0 : m * per;
+    text += "    %ids" + X + " = ref.slice %ids offsets [" + std::to_string(at) + "] sizes [" +
+            std::to_string(per) + "] : tensor<" + std::to_string(local) + "xi64>\n";
+    text += block(X, "%ids" + X, per, seqs, true);
+  }
+  std::string l = "%l_0", g = "%g_0";
+  for (int64_t m = 1; m < M; ++m) {
+    text += "    %la_" + std::to_string(m) + " = ref.add " + l + ", %l_" + std::to_string(m) + " : tensor<f32>\n";
+    text += "    %ga_" + std::to_string(m) + " = ref.add " + g + ", %g_" + std::to_string(m) + " : tensor<4x2xf32>\n";
+    l = "%la_" + std::to_string(m);
+    g = "%ga_" + std::to_string(m);
+  }
+  text += "    %loss = dist.all_reduce " + l + " over [\"a\"] \"sum\" : tensor<f32> -> tensor<f32>\n";
+  text += "    %dtable = dist.all_reduce " + g + " over [\"a\"] \"sum\" : tensor<4x2xf32> -> tensor<4x2xf32>\n";
+  text += "    return %loss, %dtable : tensor<f32>, tensor<4x2xf32>\n  }\n}\n";
+  return text;
+}
+} // namespace
+
+TEST_CASE("token lookups through attention, microbatch by microbatch, meet the whole batch's",
+          "[layouts]") {
+  // Pieces of token ids distribute through lookups, reshapes, feature slices and
+  // concatenations, batched products, causal softmax, means and scatter-adds.
+  struct Size {
+    int64_t N, S, K, M;
+  } sizes[] = {{4, 2, 2, 2}, {6, 2, 3, 2}, {4, 3, 1, 2}, {8, 2, 2, 4}};
+  for (const Size &z : sizes) {
+    INFO("N=" << z.N << " S=" << z.S << " K=" << z.K << " M=" << z.M);
+    Verdicts ok = run(microbatchedAttention(z.N, z.S, z.K, z.M, ""));
+    CHECK(ok.element == Verdict::Verified);
+    CHECK(ok.layout == Verdict::Verified);
+    // Near misses, one per rule: each the element engine refutes and the layout engine
+    // does not verify.
+    for (std::string variant : {"microbatch twice", "concat order", "scores contract", "sum for mean"}) {
+      if (variant == "scores contract" && z.S != 2)
+        continue; // (scores of the values' transposes have the right shape only then)
+      INFO(variant);
+      Verdicts bad = run(microbatchedAttention(z.N, z.S, z.K, z.M, variant));
+      CHECK(bad.element == Verdict::Violated);
+      CHECK(bad.layout != Verdict::Verified);
+    }
+  }
+}
