@@ -1336,10 +1336,34 @@ def _mixed_radix(coord, seq, sizes):
     return k
 
 
+def _ids_rows(t, node, a, dim):
+    """Token ids `a` (held flat) cut along `dim` of their tensor shape: the flat ids and
+    how many of them one index of `dim` spans -- a cut whose rows are contiguous runs
+    of the flat ids, as a microbatch's rows are (every dimension before `dim` of size
+    1); None when `a` is no token-id input (or its view)."""
+    raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if not (isinstance(raw, str) and raw in t.ints and a not in t.stale):
+        return None
+    shape = list(a.meta["val"].shape)
+    d = dim % len(shape)
+    if math.prod(shape[:d]) != 1 or t.shapes[raw] != [math.prod(shape)]:
+        t.fail("a cut of token ids along a dimension whose rows are not contiguous (covered: "
+               "rows of the leading dimension, as microbatches are cut)")
+    return raw, math.prod(shape[d + 1:])
+
+
+def _ids_slice(t, ids, start, size):
+    """The token ids [start, start + size) of flat ids `ids`: token ids themselves."""
+    out = _slice_of(t, ids, 0, start, size, [size])
+    t.ints.add(out)
+    return out
+
+
 @rule(aten.split.Tensor, aten.split_with_sizes.default)
 def _split(t, node, a, split, dim=0):
-    v = t.value(a)
-    src = t.shapes[v]
+    ids = _ids_rows(t, node, a, dim)
+    v = ids[0] if ids else t.value(a)
+    src = list(a.meta["val"].shape) if ids else t.shapes[v]
     d = dim % len(src)
     sizes = list(split) if isinstance(split, (list, tuple)) else \
         [min(split, src[d] - k) for k in range(0, src[d], split)]
@@ -1347,6 +1371,10 @@ def _split(t, node, a, split, dim=0):
     for k, size in enumerate(sizes):
         shape = list(src)
         shape[d] = size
+        if ids:
+            out.append(_ids_slice(t, v, start * ids[1], size * ids[1]))
+            start += size
+            continue
         out.append(_slice_of(t, v, d, start, size, shape))
         if len(sizes) > 1 and len(set(sizes)) == 1:
             t.pieces[out[-1]] = (v, d, len(sizes), k)
@@ -1356,6 +1384,12 @@ def _split(t, node, a, split, dim=0):
 
 @rule(aten.slice.Tensor)
 def _slice(t, node, a, dim=0, start=None, end=None, step=1):
+    ids = _ids_rows(t, node, a, dim)
+    if ids:
+        if step != 1:
+            t.fail("slice with a step other than 1")
+        lo, hi, _ = slice(start, end).indices(a.meta["val"].shape[dim])
+        return _ids_slice(t, ids[0], lo * ids[1], max(0, hi - lo) * ids[1])
     v = t.value(a)
     src = t.shapes[v]
     d = dim % (len(src) - (1 if _is_complex(a) else 0))

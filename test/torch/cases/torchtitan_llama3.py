@@ -94,9 +94,9 @@ def parallelize(dp, tp):
     return fn
 
 
-def plan_loss_fn(model, mesh, tokens, labels):
-    # The trainer's count of valid tokens, summed over the batch mesh (train_step).
-    valid = (labels != IGNORE_INDEX).sum()
+def plan_loss_fn(model, mesh, tokens, labels, batch=None):
+    # The trainer's valid tokens (of all microbatches: `batch`), over the batch mesh.
+    valid = ((labels if batch is None else batch["labels"]) != IGNORE_INDEX).sum()
     if model.parallel_dims.dp_enabled:
         valid = dist_utils.dist_sum_tensor(valid, model.parallel_dims.get_mesh("batch"))
     masks = attention_masks(model, tokens)
@@ -146,19 +146,26 @@ def attention_masks_of(model):
 
 
 def case(dp, tp, heads, grad_sync=None, optimizer=adamw, sp=True, build=None,
-         model="Llama3 (debug model recipe"):
+         model="Llama3 (debug model recipe", microbatches=1):
     """The case on a dp_shard x tp mesh; `build(heads, sp)` makes the model (default:
-    torchtitan's Llama3, model_fn), `model` names it in the description."""
-    BATCHES.update({dp, 1})
+    torchtitan's Llama3, model_fn), `model` names it in the description; with
+    `microbatches`, each rank's batch is that many sequences, one per microbatch, its
+    gradients accumulated as torchtitan's train_step accumulates them (plan_loss_fn
+    then counts the valid tokens of every microbatch, as train_step does)."""
+    rows = dp * microbatches
+    BATCHES.update({rows, microbatches, 1})
     g = torch.Generator().manual_seed(1)
-    data = {"tokens": torch.randint(0, VOCAB, (dp, SEQ), generator=g),
-            "labels": torch.randint(0, VOCAB, (dp, SEQ), generator=g)}
+    data = {"tokens": torch.randint(0, VOCAB, (rows, SEQ), generator=g),
+            "labels": torch.randint(0, VOCAB, (rows, SEQ), generator=g)}
     build = build or model_fn
     out = dict(model_fn=lambda: build(heads, sp), loss_fn=loss_fn, plan_loss_fn=plan_loss_fn,
                optimizer=optimizer, inputs=data, parallelize=parallelize(dp, tp),
                description=f"torchtitan 0.3.0 {model}, dim {DIM}), "
                            f"dp_shard={dp} tp={tp} " +
-                           ("with" if sp else "without") + " sequence parallelism")
+                           ("with" if sp else "without") + " sequence parallelism" +
+                           (f", {microbatches} microbatches" if microbatches > 1 else ""))
+    if microbatches > 1:
+        out.update(microbatches=microbatches)
     if dp == 1:
         return dict(out, mesh_shape=(tp,), mesh_dim_names=("tp",))
     return dict(out, mesh_shape=(dp, tp), mesh_dim_names=("dp_shard", "tp"),
