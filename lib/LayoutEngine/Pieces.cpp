@@ -198,19 +198,27 @@ bool PieceComparison::Normalizer::swapConcat(int dim, const Shape &shape,
                                              const std::vector<Weighted> &operands, Weighted &out) {
   // concat_dim(concat_d(a_k), concat_d(b_k), ...) = concat_d(concat_dim(a_k, b_k, ...))
   // for d != dim, where the operands are pieced alike along d.
+  // (A broadcast that copies along d, a splat of zeros say, is cut like them.)
   std::vector<std::vector<Weighted>> parts(operands.size());
+  std::vector<int> dims(operands.size(), -1);
+  size_t lead = operands.size();
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (piecesOf(operands[i].first, dims[i], parts[i]) && lead == operands.size())
+      lead = i;
+  if (lead == operands.size() || dims[lead] == dim)
+    return false;
+  int d = dims[lead];
   std::vector<std::vector<Weighted> *> all;
-  int d = -1;
   for (size_t i = 0; i < operands.size(); ++i) {
-    int di = -1;
-    if (!piecesOf(operands[i].first, di, parts[i]) || di == dim || (d >= 0 && di != d))
+    if (dims[i] < 0 && cutCopies(operands[i].first, d, parts[lead], parts[i]))
+      dims[i] = d;
+    if (dims[i] != d)
       return false;
-    d = di;
     for (auto &p : parts[i])
       p.second = p.second * operands[i].second;
     all.push_back(&parts[i]);
   }
-  if (d < 0 || !align(all, d))
+  if (!align(all, d))
     return false;
   for (auto &ps : parts)
     if (ps.size() != parts[0].size())

@@ -290,26 +290,33 @@ SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Sh
 SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
                            const Shape &outLocal) {
   SplitResult r;
-  // The global shapes the reference reshapes x's global shape to, then a reshape back
-  // to the shape x's term was reshaped from (the two then compose to that term), where
-  // the split can take them.
+  // The global shapes the reference reshapes x's global shape to, then the shape x's
+  // takes when grouped as a reshape of the reference groups its own, then a reshape
+  // back to the shape x's term was reshaped from (the two then compose to that term),
+  // where the split can take them.
   if (auto it = c.referenceReshapes.find(x.global); it != c.referenceReshapes.end())
     for (const Shape &target : it->second)
       if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
         return r;
-  if (c.terms.headIs(x.term, "ref.reshape{") &&
-      reshapeByGlobal(c, x, inLocal, outLocal, c.terms.shapeOf(c.terms.operands(x.term)[0]), r))
-    return r;
-  // The global shape x's takes when its dimensions are grouped as a reshape of the
-  // reference groups its own (a microbatch's rows, or heads, merged or split as the
-  // reference merges or splits the whole batch's).
+  // (A microbatch's rows, or heads, merged or split as the reference merges or splits
+  // the whole batch's; first those of sources with the most dimensions equal to x's.)
+  std::multimap<int, Shape, std::greater<int>> alike;
   for (auto &[from, tos] : c.referenceReshapes)
     for (const Shape &to : tos) {
       Shape target;
-      if (from != x.global && reshapeAlike(from, to, x.global, target) &&
-          reshapeByGlobal(c, x, inLocal, outLocal, target, r))
-        return r;
+      if (from != x.global && reshapeAlike(from, to, x.global, target)) {
+        int same = 0;
+        for (size_t d = 0; d < from.size(); ++d)
+          same += from[d] == x.global[d];
+        alike.emplace(same, target);
+      }
     }
+  for (auto &[same, target] : alike)
+    if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
+      return r;
+  if (c.terms.headIs(x.term, "ref.reshape{") &&
+      reshapeByGlobal(c, x, inLocal, outLocal, c.terms.shapeOf(c.terms.operands(x.term)[0]), r))
+    return r;
   r.split.assign(outLocal.size(), {});
   // Per split group, the ways its axes may be placed on the group's output dimensions.
   std::vector<std::vector<Placement>> choices;

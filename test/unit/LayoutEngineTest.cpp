@@ -2395,10 +2395,16 @@ std::string microbatchedAttention(int64_t N, int64_t S, int64_t K, int64_t M,
     out += "    %s" + X + " = ref.batch_matmul %c" + X + ", %r" + X + " " + sc + " : " + r3 + ", " + r3 + "\n";
     out += "    %p" + X + " = ref.causal_softmax %s" + X + " : " + t({n, S, S}) + "\n";
     out += "    %o" + X + " = ref.batch_matmul %p" + X + ", %r" + X + " contract(2, 1) : " + t({n, S, S}) + ", " + r3 + "\n";
+    // A gradient's zeros beside a slice (a splat concatenated along the features).
+    out += "    %z" + X + " = ref.constant 0.0 : " + h3 + "\n";
+    bool zerosAfter = plan && variant == "zeros after";
+    out += "    %w" + X + " = ref.concat " + (zerosAfter ? "%q" + X + ", %z" + X : "%z" + X + ", %q" + X) +
+           " dim 2 : " + h3 + ", " + h3 + "\n";
+    out += "    %ow" + X + " = ref.add %o" + X + ", %w" + X + " : " + r3 + "\n";
     std::string red = plan && variant == "sum for mean" ? "reduce_sum" : "reduce_mean";
-    out += "    %m" + X + " = ref." + red + " %o" + X + " dims [1, 2] : " + r3 + "\n";
+    out += "    %m" + X + " = ref." + red + " %ow" + X + " dims [1, 2] : " + r3 + "\n";
     out += "    %l" + X + " = ref.reduce_sum %m" + X + " dims [0] : " + t({n}) + "\n";
-    out += "    %of" + X + " = ref.reshape %o" + X + " : " + r3 + " -> " + t({rows, 2}) + "\n";
+    out += "    %of" + X + " = ref.reshape %ow" + X + " : " + r3 + " -> " + t({rows, 2}) + "\n";
     out += "    %g" + X + " = ref.embedding_grad %of" + X + ", " + ids + " : " + t({rows, 2}) + ", " +
            ids_t + " -> tensor<4x2xf32>\n";
     return out;
@@ -2439,7 +2445,8 @@ std::string microbatchedAttention(int64_t N, int64_t S, int64_t K, int64_t M,
 TEST_CASE("token lookups through attention, microbatch by microbatch, meet the whole batch's",
           "[layouts]") {
   // Pieces of token ids distribute through lookups, reshapes, feature slices and
-  // concatenations, batched products, causal softmax, means and scatter-adds.
+  // concatenations (with zeros beside them), batched products, causal softmax, means
+  // and scatter-adds.
   struct Size {
     int64_t N, S, K, M;
   } sizes[] = {{4, 2, 2, 2}, {6, 2, 3, 2}, {4, 3, 1, 2}, {8, 2, 2, 4}};
@@ -2450,7 +2457,8 @@ TEST_CASE("token lookups through attention, microbatch by microbatch, meet the w
     CHECK(ok.layout == Verdict::Verified);
     // Near misses, one per rule: each the element engine refutes and the layout engine
     // does not verify.
-    for (std::string variant : {"microbatch twice", "concat order", "scores contract", "sum for mean"}) {
+    for (std::string variant :
+         {"microbatch twice", "concat order", "scores contract", "sum for mean", "zeros after"}) {
       if (variant == "scores contract" && z.S != 2)
         continue; // (scores of the values' transposes have the right shape only then)
       INFO(variant);

@@ -94,10 +94,10 @@ def parallelize(dp, tp):
     return fn
 
 
-def plan_loss_fn(model, mesh, tokens, labels, batch=None):
+def plan_loss_fn(model, mesh, tokens, labels, batch=None, over_mesh=True):
     # The trainer's valid tokens (of all microbatches: `batch`), over the batch mesh.
     valid = ((labels if batch is None else batch["labels"]) != IGNORE_INDEX).sum()
-    if model.parallel_dims.dp_enabled:
+    if over_mesh and model.parallel_dims.dp_enabled:
         valid = dist_utils.dist_sum_tensor(valid, model.parallel_dims.get_mesh("batch"))
     masks = attention_masks(model, tokens)
     tokens, labels, extra = full_dtensor.parallelize_inputs(
