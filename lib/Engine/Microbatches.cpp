@@ -41,25 +41,18 @@ std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v, 
     return std::nullopt;
   if (isa<ref::ReduceSumOp, ref::CrossEntropySumOp, ref::MseLossOp, ref::MatmulOp,
           ref::BatchMatmulOp, ref::EmbeddingGradOp>(def)) {
+    // (Operands cut from different microbatches are no microbatch's sum.)
+    if (mixesTiles(def))
+      return std::nullopt;
     std::string tile;
-    int64_t tokensAt = -1; // the first tile's offset along the dimension summed over
-    for (auto [i, operand] : llvm::enumerate(def->getOperands())) {
+    for (Value operand : def->getOperands()) {
       if (!isa<RankedTensorType>(operand.getType()))
         continue;
       Relation r = exactRelationOf(operand);
       if (!r.exact())
         return std::nullopt;
-      if (r.block.empty())
-        continue;
-      if (tile.empty())
+      if (!r.block.empty() && tile.empty())
         tile = indexStr(r.offset);
-      // Operands cut from different microbatches are no microbatch's sum.
-      int64_t d = summedDim(def, i);
-      if (d < 0 || d >= (int64_t)r.offset.size())
-        continue;
-      if (tokensAt >= 0 && r.offset[d] != tokensAt)
-        return std::nullopt;
-      tokensAt = r.offset[d];
     }
     if (tile.empty())
       return std::nullopt;

@@ -194,45 +194,52 @@ bool PieceComparison::Normalizer::cutCopies(TermId t, int dim, const std::vector
   return true;
 }
 
+int PieceComparison::Normalizer::pieceAlike(const std::vector<Weighted> &xs,
+                                            std::vector<std::vector<Weighted>> &parts) {
+  parts.assign(xs.size(), {});
+  std::vector<int> dims(xs.size(), -1);
+  size_t lead = xs.size();
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (piecesOf(xs[i].first, dims[i], parts[i]) && lead == xs.size())
+      lead = i;
+  if (lead == xs.size())
+    return -1;
+  int d = dims[lead];
+  std::vector<std::vector<Weighted> *> all;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (dims[i] < 0 && cutCopies(xs[i].first, d, parts[lead], parts[i]))
+      dims[i] = d;
+    if (dims[i] != d)
+      return -1;
+    all.push_back(&parts[i]);
+  }
+  if (!align(all, d))
+    return -1;
+  for (auto &ps : parts) {
+    if (ps.size() != parts[lead].size())
+      return -1;
+    for (size_t k = 0; k < ps.size(); ++k)
+      if (terms.shapeOf(ps[k].first)[d] != terms.shapeOf(parts[lead][k].first)[d])
+        return -1;
+  }
+  return d;
+}
+
 bool PieceComparison::Normalizer::swapConcat(int dim, const Shape &shape,
                                              const std::vector<Weighted> &operands, Weighted &out) {
   // concat_dim(concat_d(a_k), concat_d(b_k), ...) = concat_d(concat_dim(a_k, b_k, ...))
   // for d != dim, where the operands are pieced alike along d.
-  // (A broadcast that copies along d, a splat of zeros say, is cut like them.)
-  std::vector<std::vector<Weighted>> parts(operands.size());
-  std::vector<int> dims(operands.size(), -1);
-  size_t lead = operands.size();
-  for (size_t i = 0; i < operands.size(); ++i)
-    if (piecesOf(operands[i].first, dims[i], parts[i]) && lead == operands.size())
-      lead = i;
-  if (lead == operands.size() || dims[lead] == dim)
+  std::vector<std::vector<Weighted>> parts;
+  int d = pieceAlike(operands, parts);
+  if (d < 0 || d == dim)
     return false;
-  int d = dims[lead];
-  std::vector<std::vector<Weighted> *> all;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    if (dims[i] < 0 && cutCopies(operands[i].first, d, parts[lead], parts[i]))
-      dims[i] = d;
-    if (dims[i] != d)
-      return false;
-    for (auto &p : parts[i])
-      p.second = p.second * operands[i].second;
-    all.push_back(&parts[i]);
-  }
-  if (!align(all, d))
-    return false;
-  for (auto &ps : parts)
-    if (ps.size() != parts[0].size())
-      return false;
   std::vector<Weighted> pieces;
   for (size_t k = 0; k < parts[0].size(); ++k) {
     std::vector<Weighted> row;
     Shape s = shape;
     s[d] = terms.shapeOf(parts[0][k].first)[d];
-    for (auto &ps : parts) {
-      if (terms.shapeOf(ps[k].first)[d] != s[d])
-        return false;
-      row.push_back(ps[k]);
-    }
+    for (size_t i = 0; i < parts.size(); ++i)
+      row.push_back({parts[i][k].first, parts[i][k].second * operands[i].second});
     Weighted w;
     w.first = concat(dim, s, row, w.second);
     pieces.push_back(w);
@@ -386,30 +393,9 @@ Weighted PieceComparison::Normalizer::normSum(TermId t) {
   for (TermId s : terms.operands(t))
     summands.push_back(norm(s));
   // Concatenations alike: the concatenation of the pieces' sums.
-  std::vector<std::vector<Weighted>> parts(summands.size());
-  std::vector<int> dims(summands.size(), -1);
-  bool pieced = true;
-  std::vector<std::vector<Weighted> *> all;
-  size_t lead = summands.size();
-  for (size_t i = 0; i < summands.size(); ++i)
-    if (piecesOf(summands[i].first, dims[i], parts[i]) && lead == summands.size())
-      lead = i;
-  for (size_t i = 0; i < summands.size() && pieced && lead < summands.size(); ++i) {
-    // A broadcast that copies along the pieced dimension is cut like the pieced
-    // summands.
-    if (dims[i] < 0 && cutCopies(summands[i].first, dims[lead], parts[lead], parts[i]))
-      dims[i] = dims[lead];
-    pieced &= dims[i] >= 0 && dims[i] == dims[lead];
-    all.push_back(&parts[i]);
-  }
-  pieced = pieced && lead < summands.size();
-  pieced = pieced && !summands.empty() && align(all, dims[lead]);
-  for (size_t i = 0; i < summands.size() && pieced; ++i) {
-    pieced &= parts[i].size() == parts[lead].size();
-    for (size_t k = 0; pieced && k < parts[i].size(); ++k)
-      pieced &= terms.shapeOf(parts[i][k].first) == terms.shapeOf(parts[lead][k].first);
-  }
-  if (pieced && !summands.empty()) {
+  std::vector<std::vector<Weighted>> parts;
+  int d = summands.empty() ? -1 : pieceAlike(summands, parts);
+  if (d >= 0) {
     std::vector<Weighted> pieces;
     for (size_t k = 0; k < parts[0].size(); ++k) {
       std::vector<Weighted> each;
@@ -417,7 +403,7 @@ Weighted PieceComparison::Normalizer::normSum(TermId t) {
         each.push_back({parts[i][k].first, parts[i][k].second * summands[i].second});
       pieces.push_back(sumOf(terms.shapeOf(parts[0][k].first), each));
     }
-    out.first = concat(dims[lead], shape, pieces, out.second);
+    out.first = concat(d, shape, pieces, out.second);
   } else {
     out = sumOf(shape, summands);
   }

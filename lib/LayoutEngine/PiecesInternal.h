@@ -46,6 +46,11 @@ public:
   /// splat (the same value anywhere, cut as needed); false when one is not, or the
   /// extents differ.
   bool align(std::vector<std::vector<Weighted>*> parts, int dim);
+  /// The dimension along which every one of `xs` is a concatenation, with pieces of
+  /// the same extents there (a broadcast copying along it cut to them, boundaries
+  /// aligned): their pieces (factors as piecesOf gives them) into `parts`; -1 where
+  /// there is none.
+  int pieceAlike(const std::vector<Weighted> &xs, std::vector<std::vector<Weighted>> &parts);
   /// A concatenation along `dim` of operands pieced alike along another dimension, as
   /// the concatenation of the pieces' concatenations; false where they are not.
   bool swapConcat(int dim, const Shape &shape, const std::vector<Weighted> &operands, Weighted &out);

@@ -365,12 +365,7 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
     }
   }
   // One option per split group: the first whose global shape the reference reshapes
-  // x's global shape to; else the one most like a reshape of the reference (the most
-  // dimensions equal in the source and the result: a microbatch of rows reshaped as
-  // the reference reshapes the whole batch, [2, 4, 8] of [8, 8] where the reference
-  // makes [4, 4, 8] of [16, 8]); else the
-  // first. Every option describes the same blocks: the choice only decides which
-  // later ops' rules can follow.
+  // x's global shape to, else the first.
   auto apply = [&](const std::vector<size_t> &pick, SplitResult &out) {
     out.global = outLocal;
     out.split.assign(outLocal.size(), {});
@@ -382,35 +377,12 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
   };
   std::vector<size_t> pick(choices.size(), 0), best = pick;
   auto it = c.referenceReshapes.find(x.global);
-  auto likeness = [&](const Shape &g) {
-    size_t most = 0;
-    for (auto &[from, tos] : c.referenceReshapes) {
-      if (from.size() != x.global.size())
-        continue;
-      size_t sameFrom = 0;
-      for (size_t d = 0; d < from.size(); ++d)
-        sameFrom += from[d] == x.global[d];
-      for (const Shape &to : tos)
-        if (to.size() == g.size()) {
-          size_t same = sameFrom;
-          for (size_t d = 0; d < g.size(); ++d)
-            same += to[d] == g[d];
-          most = std::max(most, same);
-        }
-    }
-    return most;
-  };
-  size_t bestLikeness = 0;
-  for (int tries = 0; !choices.empty() && tries < 256; ++tries) {
+  for (int tries = 0; it != c.referenceReshapes.end() && tries < 256; ++tries) {
     SplitResult trial;
     apply(pick, trial);
-    if (it != c.referenceReshapes.end() && it->second.count(trial.global)) {
+    if (it->second.count(trial.global)) {
       best = pick;
       break;
-    }
-    if (size_t l = likeness(trial.global); l > bestLikeness) {
-      bestLikeness = l;
-      best = pick;
     }
     size_t k = 0; // the next combination
     while (k < pick.size() && ++pick[k] == choices[k].size())
