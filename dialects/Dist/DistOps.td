@@ -14,6 +14,10 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonTypeConstraints.td"
 
 def PP_F32RankedTensor : RankedTensorOf<[F32]>;
+// f32 values, or a vector of token ids (all_gather and all_to_all, which only move
+// elements, take both).
+def PP_F32OrIdsTensorD : AnyTypeOf<[RankedTensorOf<[F32]>, 1DTensorOf<[I64]>],
+                                   "f32 ranked tensor or 1-D tensor of i64 token ids">;
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/SymbolInterfaces.td"
@@ -211,8 +215,13 @@ def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
     rank at position `p` contributes chunks `p` and `2n - 1 - p` (its block of a
     `#dist.layout<[.. zigzag ..]>` value): the result is in global chunk order. The same
     unit attribute on `reduce_scatter` and `shard_slice` keeps those two chunks.
+
+    A vector of token ids (`tensor<Nxi64>`) is gathered alike: every rank receives the
+    ids of the whole group (XLA gathers a data-parallel batch's ids before a loop over
+    microbatches).
   }];
-  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim, UnitAttr:$zigzag);
+  let arguments = (ins PP_F32OrIdsTensorD:$input, StrArrayAttr:$axes, I64Attr:$dim, UnitAttr:$zigzag);
+  let results = (outs PP_F32OrIdsTensorD:$result);
   let assemblyFormat = "$input `over` $axes `dim` $dim (`zigzag` $zigzag^)? attr-dict `:` type($input) `->` type($result)";
 }
 
@@ -245,9 +254,14 @@ def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
     %to_experts = dist.all_to_all %slots over ["ep"] split_dim 0 concat_dim 1
         : tensor<4x3x8xf32> -> tensor<2x6x8xf32>
     ```
+
+    A vector of token ids (`tensor<Nxi64>`, split_dim = concat_dim = 0) is exchanged
+    alike: XLA re-lays a data-parallel batch's ids out as microbatches that every rank
+    shares this way.
   }];
-  let arguments = (ins PP_F32RankedTensor:$input, StrArrayAttr:$axes, I64Attr:$split_dim,
+  let arguments = (ins PP_F32OrIdsTensorD:$input, StrArrayAttr:$axes, I64Attr:$split_dim,
                        I64Attr:$concat_dim);
+  let results = (outs PP_F32OrIdsTensorD:$result);
   let assemblyFormat = [{
     $input `over` $axes `split_dim` $split_dim `concat_dim` $concat_dim attr-dict `:`
     type($input) `->` type($result)

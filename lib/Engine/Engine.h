@@ -121,6 +121,21 @@ private:
   std::optional<Relation> evenShareOver(Value v, const std::vector<int> &axes);
   std::optional<Relation> gradientShare(Value v);
   bool isMicrobatchPartial(Value v);
+  /// Counterparts.cpp: an op pairing values of different iterations, and where the
+  /// plan's computation of the odd one parts from the reference's counterpart's.
+  struct Counterpart {
+    Operation *meet = nullptr, *partner = nullptr; // the op and its reference counterpart
+    Operation *consumer = nullptr, *theirs = nullptr;
+    unsigned partnerOperand = 0; // the operand of `meet` that differs from `partner`'s
+    Value meetWant;      // what `partner` takes there
+    Value got, want;     // reference values: the plan's, and the one the reference takes
+    Value crossed;       // the operand passed where `want` belongs (set: a crossed operand)
+    Value holder;        // a plan value that holds `want`
+  };
+  llvm::DenseMap<Operation *, Counterpart> counterparts;
+  Value heldReference(Value v);
+  Value planHolder(Value want);
+  Operation *crossedCulprit(Operation *op);
   bool mixesTiles(Operation *op);
   ref::SliceOp earlierCut(Value v);
   bool fromRecutTile(Value v, int depth = 0);
@@ -168,6 +183,7 @@ private:
   bool explainCausalSoftmax(const ExplainSite &site, Violation &viol);
   bool explainTile(const ExplainSite &site, Violation &viol);
   bool explainMixedTiles(const ExplainSite &site, Violation &viol);
+  bool explainCounterpart(const ExplainSite &site, Violation &viol);
   bool explainScaled(const ExplainSite &site, Violation &viol);
   void explainUnmatched(const ExplainSite &site, Violation &viol);
   void explainCounter(Operation *op, const Binding &b, const FailedObligation &f, Violation &viol);

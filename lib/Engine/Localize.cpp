@@ -184,8 +184,11 @@ Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
     if (!op || !seen.insert(op).second)
       return op;
     Value next = culpritOperand(op);
-    if (!next)
-      return op;
+    if (!next) {
+      // Correct operands that the reference never pairs: where their computations part.
+      Operation *crossed = crossedCulprit(op);
+      return crossed ? crossed : op;
+    }
     v = next;
   }
 }

@@ -97,6 +97,9 @@ bool Engine::mixesTiles(Operation *op) {
   bool elementwise = op->hasTrait<OpTrait::Elementwise>();
   std::optional<int64_t> tokensAt;
   std::optional<std::vector<int64_t>> at;
+  // (Tiles of blocks laid out differently -- a rank's plain block and its block of
+  // interleaved segments -- are different rows even at one offset.)
+  std::optional<Layout> tiled;
   for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
     if (!isa<RankedTensorType>(operand.getType()))
       continue;
@@ -104,17 +107,22 @@ bool Engine::mixesTiles(Operation *op) {
     if (!r.exact() || r.block.empty())
       continue;
     if (elementwise) {
-      if (at && *at != r.offset)
+      if ((at && *at != r.offset) || (tiled && !(*tiled == r.layout)))
         return true;
       at = r.offset;
+      tiled = r.layout;
       continue;
     }
     int64_t d = summedDim(op, i);
     if (d < 0 || d >= (int64_t)r.offset.size())
       continue;
-    if (tokensAt && *tokensAt != r.offset[d])
+    bool sameRows = !tiled || (tiled->dims.size() > (size_t)d && r.layout.dims.size() > (size_t)d &&
+                                tiled->dims[d] == r.layout.dims[d] &&
+                                tiled->segmentsOf(d) == r.layout.segmentsOf(d));
+    if ((tokensAt && *tokensAt != r.offset[d]) || !sameRows)
       return true;
     tokensAt = r.offset[d];
+    tiled = r.layout;
   }
   return false;
 }
@@ -161,11 +169,11 @@ bool Engine::explainMixedTiles(const ExplainSite &site, Violation &viol) {
     if (!r.exact() || r.block.empty())
       continue;
     tiles += std::string(tiles.empty() ? "" : ", ") + "operand #" + std::to_string(i) + " `" +
-             spec.nameOf(operand) + "` the tile at " + indexStr(r.offset);
+             spec.nameOf(operand) + "` the tile at " + indexStr(r.offset) + " of each rank's block (" +
+             r.layout.str(mesh) + ")";
   }
   viol.kind = "sharding";
-  viol.message = site.head + "it pairs pieces of different microbatches (" + tiles +
-                 " of each rank's block)";
+  viol.message = site.head + "it pairs pieces of different microbatches: " + tiles;
   viol.hint = "give each microbatch's computation the same microbatch of every input";
   return true;
 }

@@ -209,6 +209,16 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
             z.segments[d] = dist::kZigzagSegments;
             zigzags.push_back(std::move(z));
           }
+        for (int64_t k : segmentCandidates)
+          for (size_t d = 0; d < rank; ++d) {
+            int64_t n = mesh.groupSize(l.dims[d]);
+            if (l.dims[d].empty() || n < 2 || k < 2 || global[d] % (k * n) != 0)
+              continue;
+            Layout z = l;
+            z.segments.assign(rank, 1);
+            z.segments[d] = k;
+            zigzags.push_back(std::move(z));
+          }
         if (s == local) {
           for (Layout &z : zigzags)
             out.push_back(std::move(z));

@@ -83,6 +83,10 @@ public:
   /// Also try the zigzag order of each split (plans with load-balanced context
   /// parallelism, whose sequence blocks are chunks p and 2n-1-p).
   bool zigzagCandidates = false;
+  /// Also try each split as that many interleaved segments (plans that exchange a
+  /// dimension's blocks by all_to_all: each rank then holds its block of every member's
+  /// block, the blocks of n segments).
+  std::vector<int64_t> segmentCandidates;
   std::string describe(const Relation &r) const;
 
 private:

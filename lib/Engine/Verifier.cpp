@@ -116,13 +116,27 @@ void Engine::buildRefValues() {
   }
   finder = std::make_unique<RelationFinder>(pool, mesh, refValues);
   transposeFinder = std::make_unique<RelationFinder>(pool, mesh, transposes);
+  // Microbatches of a whole (replicated) batch: pipelined plans, and plans that cut
+  // gathered token ids (ids have no other dimension to cut: a slice of them is a
+  // microbatch).
   finder->replicatedTiles = spec.pipelineAxis >= 0;
+  spec.plan.walk([&](ref::SliceOp op) {
+    finder->replicatedTiles |= cast<RankedTensorType>(op.getInput().getType()).getElementType().isInteger(64);
+  });
   // Load-balanced context parallelism: a zigzag layout or collective anywhere.
   for (const Binding &b : spec.planInputs)
     finder->zigzagCandidates |= b.layout.anyZigzag();
   for (const Binding &b : spec.planOutputs)
     finder->zigzagCandidates |= b.layout.anyZigzag();
   spec.plan.walk([&](Operation *op) { finder->zigzagCandidates |= op->hasAttr("zigzag"); });
+  // Exchanges along one dimension: their results are interleaved layouts.
+  spec.plan.walk([&](dist::AllToAllOp op) {
+    std::vector<int> axes = collectiveAxes(op, mesh);
+    int64_t n = mesh.groupSize(axes);
+    if (op.getSplitDim() == op.getConcatDim() && n > 1 &&
+        !llvm::is_contained(finder->segmentCandidates, n))
+      finder->segmentCandidates.push_back(n);
+  });
 }
 
 /// A draw that does not draw what the reference draws (RngCheck, violations from

@@ -324,6 +324,7 @@ struct SpecTranslation {
       if (ids) {
         // Token ids: one i64 vector in the spec (its bound found from the gathers).
         v.kind = Val::Ids;
+        v.input = name;
         rinputs.push_back({{"name", name}, {"shape", {product(p.shape.dims)}}, {"dtype", "i64"}});
       } else {
         rinputs.push_back({{"name", name}, {"shape", p.shape.dims}});
@@ -416,6 +417,7 @@ struct SpecTranslation {
       // The ids as one vector: a split of dim 0 is a split of the vector; a split of
       // any later dim is not a block of it.
       v.kind = Val::Ids;
+      v.input = name;
       for (size_t d = 1; d < global.size(); ++d)
         if (!layout["dims"][d].is_null())
           unsupported("token ids split on dim " + std::to_string(d) + " (only the leading "

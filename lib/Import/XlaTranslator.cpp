@@ -2,7 +2,7 @@
 //
 // See XlaTranslator.h and docs/xla.md (the table of covered ops). This file: the values,
 // the dispatch of every instruction, float tensor ops, dots, collectives and dynamic
-// slices; XlaData.cpp: ids, gathers, loops, predicates and index arithmetic.
+// slices; XlaData.cpp: loops, predicates and index arithmetic; XlaIds.cpp: token ids.
 //
 //===----------------------------------------------------------------------===//
 #include "Import/XlaTranslator.h"
@@ -345,23 +345,8 @@ std::optional<Val> Translator::floatLayout(const hlo::Instruction &inst,
   if (op == "slice") {
     const Val &x = need(in, 1);
     checkTensor(x);
-    std::string s = trim(attr("slice"));
-    if (s.size() < 2 || s.front() != '{' || s.back() != '}')
-      malformed("malformed slice attribute");
     std::vector<int64_t> offsets, sizes;
-    for (auto &r : hlo::splitTopLevel(s.substr(1, s.size() - 2))) {
-      if (r.size() < 2 || r.front() != '[' || r.back() != ']')
-        malformed("malformed slice range '" + r + "'");
-      std::string range = r.substr(1, r.size() - 2);
-      std::replace(range.begin(), range.end(), ':', ',');
-      std::vector<int64_t> b = ints(range, "slice range");
-      if (b.size() == 3 && b[2] != 1)
-        unsupported("a strided slice");
-      if (b.size() < 2)
-        malformed("malformed slice range '" + r + "'");
-      offsets.push_back(b[0]);
-      sizes.push_back(b[1] - b[0]);
-    }
+    sliceRanges(offsets, sizes);
     if (sizes == x.dims)
       return x;
     return tensor(emit("slice", {x.name}, {{"offsets", offsets}, {"sizes", sizes}}, nullptr, base),
@@ -455,6 +440,25 @@ Val Translator::dot(const std::vector<const Val *> &in) {
   if (out != res3)
     res = emit("reshape", {res}, nullptr, &out, cur->name + "_r");
   return tensor(res, type, out);
+}
+
+void Translator::sliceRanges(std::vector<int64_t> &offsets, std::vector<int64_t> &sizes) {
+  std::string s = trim(attr("slice"));
+  if (s.size() < 2 || s.front() != '{' || s.back() != '}')
+    malformed("malformed slice attribute");
+  for (auto &r : hlo::splitTopLevel(s.substr(1, s.size() - 2))) {
+    if (r.size() < 2 || r.front() != '[' || r.back() != ']')
+      malformed("malformed slice range '" + r + "'");
+    std::string range = r.substr(1, r.size() - 2);
+    std::replace(range.begin(), range.end(), ':', ',');
+    std::vector<int64_t> b = ints(range, "slice range");
+    if (b.size() == 3 && b[2] != 1)
+      unsupported("a strided slice");
+    if (b.size() < 2)
+      malformed("malformed slice range '" + r + "'");
+    offsets.push_back(b[0]);
+    sizes.push_back(b[1] - b[0]);
+  }
 }
 
 std::vector<size_t> Translator::collectiveAxes() {

@@ -40,7 +40,8 @@ struct Val {
   /// Pred: a predicate on float data, held as a 0/1 float tensor `name` (built from
   /// `step`: x > c is step(x - c)).
   enum Kind { Tensor, Index, Tuple, Ids, Pred } kind = Tensor;
-  std::string name;                 // Tensor: the JSON value; Ids: the i64 input
+  std::string name;                 // Tensor: the JSON value; Ids: the i64 vector
+  std::string input;                // Ids: the spec input they come from (its bound)
   int64_t offset = 0;               // Ids: added to every id
   std::string type;
   std::vector<int64_t> dims;
@@ -235,6 +236,10 @@ private:
   Val gather(const std::vector<const Val *> &in);
   Val scatterAdd(const std::vector<const Val *> &in);
   const Val &idsOperand(const Val &v);
+  Val idsRun(const Val &x, std::vector<int64_t> offsets, const std::vector<int64_t> &sizes);
+  Val idsExchange(const Val &x);
+  /// The `slice={[a:b], ...}` attribute of the current slice: offsets and sizes.
+  void sliceRanges(std::vector<int64_t> &offsets, std::vector<int64_t> &sizes);
   std::string oneHot(const Val &ids, int64_t classes);
   std::vector<int64_t> attrInts(const char *k) {
     auto it = cur->attrs.find(k);
@@ -266,9 +271,9 @@ public:
     }
   }
   void useRows(const Val &ids, int64_t rows) {
-    auto &b = bounds[ids.name];
+    auto &b = bounds[ids.input];
     b = b ? std::min(b, rows) : rows;
-    auto r = refBounds.find(ids.name);
+    auto r = refBounds.find(ids.input);
     if (plan && (r == refBounds.end() || rows < r->second))
       unsupported("a lookup by token ids in " + std::to_string(rows) + " rows, fewer than the "
                   "ids range (XLA clamps an out-of-range id; a vocabulary-sharded lookup is "

@@ -378,7 +378,66 @@ static State selectOnRule(RuleContext &c, dist::SelectOnOp op, const std::vector
   return out;
 }
 
+/// all_to_all with split_dim = concat_dim = d: the rank at position q of the group
+/// receives block q (of n) of every member p's block, concatenated in group order.
+/// Where the group's axes are the minor axes splitting d in plain blocks of L rows,
+/// member p's block starts p x L after its outer axes' offset, so rank q holds n
+/// windows: window p is L/n rows from p x L + q x L/n (+ the outer axes' offset, as
+/// before). (XLA re-lays a data-parallel batch's ids out as microbatches this way.)
+static bool exchangeOneDim(RuleContext &c, State &s, int64_t d, const std::vector<int> &axes,
+                           std::string &why) {
+  DimSplit &ds = s.split[d];
+  if (!ds.windows.empty() || intersects(axes, s.partial) || s.broadcast ||
+      ds.size() < axes.size() || !std::equal(axes.begin(), axes.end(), ds.end() - axes.size())) {
+    why = "it exchanges blocks of dim " + std::to_string(d) + " over " + axesText(c.mesh, axes) +
+          ", which are not the minor axes splitting it in plain blocks (" + c.show(s) + ")";
+    return false;
+  }
+  std::vector<Window> plain = plainWindows(c.mesh, ds, s.global[d]);
+  int64_t n = c.mesh.groupSize(axes);
+  if (plain.size() != 1 || n < 1 || plain[0].length % n != 0) {
+    why = "the blocks of dim " + std::to_string(d) + " do not divide by the group's " +
+          std::to_string(n) + " ranks";
+    return false;
+  }
+  int64_t L = plain[0].length, piece = L / n;
+  Window w;
+  w.length = piece;
+  int64_t post = 1;  // the axis's stride in group positions
+  for (size_t k = axes.size(); k-- > 0;) {
+    w.coeff.push_back({axes[k], piece * post});
+    post *= c.mesh.shape[axes[k]];
+  }
+  for (auto [a, cf] : plain[0].coeff)
+    if (std::find(axes.begin(), axes.end(), a) == axes.end())
+      w.coeff.push_back({a, cf});
+  std::sort(w.coeff.begin(), w.coeff.end());
+  std::vector<Window> ws;
+  for (int64_t p = 0; p < n; ++p) {
+    w.base = p * L;
+    ws.push_back(w);
+  }
+  ds.windows = ws;
+  normalizeWindows(c.mesh, ds, s.global[d]);
+  return true;
+}
+
+static State collectiveRuleOnce(RuleContext &c, Operation &op, const std::vector<const State *> &in);
+
 State collectiveRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+  State out = collectiveRuleOnce(c, op, in);
+  // An operand whose windows are the blocks of a run (a microbatch of an exchanged
+  // batch) may meet the rule as the blocks of the term's slice.
+  if (out.known || in.size() != 1)
+    return out;
+  State conv = *in[0];
+  if (!runsAsSlices(c, op, conv))
+    return out;
+  State again = collectiveRuleOnce(c, op, {&conv});
+  return again.known ? again : out;
+}
+
+static State collectiveRuleOnce(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
   if (auto sel = dyn_cast<dist::SelectOnOp>(op))
     return selectOnRule(c, sel, in);
   auto coll = dyn_cast<dist::CollectiveOp>(&op);
@@ -463,9 +522,15 @@ State collectiveRule(RuleContext &c, Operation &op, const std::vector<const Stat
     // splitting dim c, rank j then holds the group's blocks of c side by side -- dim c
     // without those axes -- and block j of its former range of s: dim s gains them.
     int64_t sd = a.getSplitDim(), cd = a.getConcatDim();
-    if (!dimOf(sd) || !dimOf(cd) || sd == cd)
-      return State::unknown(&op, "no layout rule for an all_to_all that splits and "
-                                 "concatenates one dimension");
+    if (!dimOf(sd) || !dimOf(cd))
+      return State::unknown(&op, "no layout rule for this all_to_all");
+    if (sd == cd) {
+      if (!exchangeOneDim(c, s, sd, axes, why))
+        return State::unknown(&op, why);
+      if (!consistent(c, s, local, why))
+        return State::unknown(&op, why);
+      return s;
+    }
     auto &cs = s.split[cd];
     if (intersects(axes, s.partial) || cs.size() < axes.size() ||
         !std::equal(axes.begin(), axes.end(), cs.end() - axes.size()))

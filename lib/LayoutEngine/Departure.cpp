@@ -281,6 +281,10 @@ DepartureFinder::Found DepartureFinder::of(Value out) {
       w = departedInput(def);
     }
   }
+  // Values the reference computes, paired as it never does: where they part.
+  if (!accounted(s))
+    if (Found c = crossed(found); c.op)
+      return c;
   return {found, why(found)};
 }
 

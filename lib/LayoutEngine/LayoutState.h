@@ -486,6 +486,10 @@ bool layoutDim(const Mesh &mesh, const Layout &l, size_t d, int64_t global, DimS
 /// d in normal form: adjacent runs merged, its axes those its windows name, and no
 /// windows where they are the plain blocks of its axes.
 void normalizeWindows(const Mesh &mesh, DimSplit &d, int64_t global);
+/// Dimensions of `s` held in one window that is the plain blocks of a run of the rows,
+/// described instead as the blocks of the term's slice there; whether any was
+/// (Windows.cpp: the fallback of rules that take no such windows).
+bool runsAsSlices(RuleContext &c, mlir::Operation &op, State &s);
 /// The first row any rank's window `w` starts at and the row past the last one any
 /// ends at; false on overflow.
 bool windowReach(const Mesh &mesh, const Window &w, int64_t &lo, int64_t &hi);
@@ -710,6 +714,14 @@ private:
   mlir::Value departedInput(mlir::Operation *op) const;
   std::string why(mlir::Operation *op) const;
   std::string referenceName(int index) const;
+  /// Crossed.cpp: where `op` pairs values the reference computes but never pairs.
+  Found crossed(mlir::Operation *op) const;
+  void indexReference() const;
+  mlir::Value heldReference(mlir::Value v) const;
+  mlir::Value planHolder(mlir::Value want) const;
+  mutable bool indexed = false;
+  mutable std::map<std::pair<TermId, std::string>, mlir::Value> referenceOf; // by state
+  mutable llvm::DenseMap<mlir::Value, mlir::Value> heldBy; // reference value -> plan value
   /// How many plan values hold the reference's value times `r` (counted once).
   size_t frequency(const Rational &r) const;
   mutable std::unordered_map<std::string, size_t> ratioCounts;

@@ -585,8 +585,65 @@ std::string windowsText(const Mesh &mesh, const DimSplit &d, int64_t global) {
   return out + "}";
 }
 
+/// Dimensions of `s` held in one window that is the plain blocks of a run [b, b + W) of
+/// the rows (a microbatch of a batch whose blocks an all_to_all exchanged): described
+/// instead as the blocks of the term's slice there -- the same rows of the same value.
+/// Whether any dimension was so described.
+bool runsAsSlices(RuleContext &c, Operation &op, State &s) {
+  if (!s.known || s.broadcast || !s.partialMax.empty())
+    return false;
+  size_t rank = s.global.size();
+  std::vector<int64_t> off(rank, 0), size(s.global.begin(), s.global.end());
+  bool cut = false;
+  for (size_t d = 0; d < rank; ++d) {
+    DimSplit &dd = s.split[d];
+    if (dd.windows.size() != 1 || dd.windows[0].zero)
+      continue;
+    Window w = dd.windows[0];
+    int64_t b = w.base, W = w.length * c.mesh.groupSize(dd);
+    w.base = 0;
+    if (plainWindows(c.mesh, dd, W) != std::vector<Window>{w} || b + W > s.global[d])
+      continue;
+    dd.windows.clear();
+    off[d] = b;
+    size[d] = W;
+    cut = true;
+  }
+  if (!cut)
+    return false;
+  s.term = sliceTerm(c.terms, op.getContext(), s.term, s.global, off, size);
+  s.global = size;
+  return true;
+}
+
+static State windowRuleOnce(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                            const std::function<State(const std::vector<const State *> &)> &generic);
+
 State windowRule(RuleContext &c, Operation &op, const std::vector<const State *> &in,
                  const std::function<State(const std::vector<const State *> &)> &generic) {
+  State out = windowRuleOnce(c, op, in, generic);
+  if (out.known || isa<ref::SliceOp, ref::ConcatOp>(op))
+    return out;
+  // No rule takes these windows: operands whose windows are runs' blocks, described as
+  // slices of their terms, may meet the rules of plain blocks.
+  std::vector<State> conv;
+  bool any = false, windows = false;
+  for (const State *s : in) {
+    conv.push_back(*s);
+    any |= runsAsSlices(c, op, conv.back());
+    windows |= conv.back().windowed();
+  }
+  if (!any)
+    return out;
+  std::vector<const State *> ptrs;
+  for (const State &s : conv)
+    ptrs.push_back(&s);
+  State again = windows ? windowRuleOnce(c, op, ptrs, generic) : generic(ptrs);
+  return again.known ? again : out;
+}
+
+static State windowRuleOnce(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                            const std::function<State(const std::vector<const State *> &)> &generic) {
   if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op); cs && cs.getOffset())
     return causalOffsetRule(c, op, in);
   if (isa<ref::PositionMaskOp>(op))

@@ -695,7 +695,8 @@ std::string evalCollective(D &d, mlir::Operation *op, const Mesh &mesh,
       res.shape[sd] /= n;
       res.shape[cdim] *= n;
       res.data.assign(numElements(res.shape), d.constant(Rational(0)));
-      int64_t bs = res.shape[sd], bc = in[r]->shape[cdim];
+      // (With split_dim == concat_dim each received block is the sent block's size.)
+      int64_t bs = in[r]->shape[sd] / n, bc = in[r]->shape[cdim];
       for (int64_t p = 0; p < n; ++p) {
         Tensor<V> piece = takeBlock(*in[group[p]], sd, q, n);
         for (int64_t l = 0; l < (int64_t)piece.data.size(); ++l) {

@@ -53,6 +53,19 @@ SourceLoc planproof::toSourceLoc(Location loc) {
   return out;
 }
 
+std::string planproof::attrText(Attribute a) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (auto ints = dyn_cast_or_null<DenseI64ArrayAttr>(a)) {
+    os << "[";
+    llvm::interleaveComma(ints.asArrayRef(), os);
+    os << "]";
+  } else if (a) {
+    a.print(os);
+  }
+  return s;
+}
+
 std::string Spec::nameOf(Value v) const {
   auto it = names.find(v);
   if (it != names.end())

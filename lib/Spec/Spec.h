@@ -40,6 +40,27 @@ namespace planproof {
 /// A source position, as reported to users.
 SourceLoc toSourceLoc(mlir::Location loc);
 
+/// An op's attribute as a message shows it (integer arrays as [a, b]).
+std::string attrText(mlir::Attribute a);
+
+/// For a plan op each of whose operands holds the reference value `held` names: the
+/// reference op of its kind and attributes that takes those values at every position
+/// but one (`operand`) -- the op it stands for, in an iteration where the plan passes
+/// another iteration's value (Counterparts.cpp). Only one that comes after every held
+/// value, where the odd value has that role in the reference too; of two, the one whose
+/// wanted value the plan never computes (`planHolds`). False where there is none, more
+/// than one, or the reference pairs `held` itself.
+bool referenceCounterpart(mlir::Operation *op, llvm::ArrayRef<mlir::Value> held,
+                          llvm::function_ref<bool(mlir::Value)> planHolds,
+                          mlir::Operation *&partner, unsigned &operand);
+/// Where plan op P (computing what `held` says it holds) and reference op Q of the same
+/// kind part: an operand of P holding a reference value other than Q's operand there,
+/// one whose wanted value the plan never computes first (where several differ, they
+/// come from one cause); -1 where none does.
+int partingOperand(mlir::Operation *P, mlir::Operation *Q,
+                   llvm::function_ref<mlir::Value(mlir::Value)> held,
+                   llvm::function_ref<bool(mlir::Value)> planHolds);
+
 /// One plan argument or result: the reference value it holds a piece of, and how.
 struct Binding {
   unsigned index;          // argument or result number in the plan function

@@ -2468,3 +2468,64 @@ TEST_CASE("token lookups through attention, microbatch by microbatch, meet the w
     }
   }
 }
+
+/// all_to_all over one dimension (split_dim = concat_dim = 0) of x [G L] split over
+/// the group's axes A ((b, a) where b has 2 ranks, else a: G ranks, L = G n rows each),
+/// then microbatch p (of G) taken as window p of the G windows each rank holds, scaled
+/// by p + 1 and gathered back. The reference scales microbatch p = rows [p L, (p + 1) L)
+/// of x alike. `variant`: "" (right), "wrong window" (microbatch p takes window p + 1),
+/// "no exchange" (the windows cut from the rank's own block), "gather order" (gathered
+/// over (a, b): the blocks in the other order).
+static std::string exchangedMicrobatches(int64_t K, int64_t J, int64_t n, const std::string &variant) {
+  int64_t G = K * J, L = G * n, T = G * L;
+  std::string axes = J > 1 ? "[\"b\", \"a\"]" : "[\"a\"]";
+  std::string gatherAxes = variant == "gather order" ? "[\"a\", \"b\"]" : axes;
+  auto ty = [](int64_t r) { return "tensor<" + std::to_string(r) + "xf32>"; };
+  auto str = [](int64_t v) { return std::to_string(v); };
+  std::string ref, plan, outs, refTypes, planTypes, refResults, planResults;
+  for (int64_t p = 0; p < G; ++p) {
+    std::string ps = str(p), f = str(p + 1) + ".0", sep = p ? ", " : "";
+    ref += "    %y" + ps + "s = ref.slice %x offsets [" + str(p * L) + "] sizes [" + str(L) +
+           "] : " + ty(T) + "\n    %y" + ps + " = ref.scale %y" + ps + "s by " + f + " : " +
+           ty(L) + "\n";
+    int64_t w = variant == "wrong window" ? (p + 1) % G : p;
+    plan += "    %y" + ps + "s = ref.slice " + (variant == "no exchange" ? "%x" : "%t") +
+            " offsets [" + str(w * n) + "] sizes [" + str(n) + "] : " + ty(L) + "\n    %y" + ps +
+            "z = ref.scale %y" + ps + "s by " + f + " : " + ty(n) + "\n    %y" + ps +
+            " = dist.all_gather %y" + ps + "z over " + gatherAxes + " dim 0 : " + ty(n) + " -> " +
+            ty(L) + "\n";
+    outs += sep + "%y" + ps;
+    refTypes += sep + ty(L);
+    refResults += sep + ty(L) + " {ref.name = \"y" + ps + "\"}";
+    planResults += sep + ty(L) + " {dist.value = \"y" + ps + "\", dist.layout = #dist.layout<[_]>}";
+  }
+  return "module {\n  func.func @reference(%x: " + ty(T) + " {ref.name = \"x\"}) -> (" +
+         refResults + ") attributes {ref.reference} {\n" + ref + "    return " + outs + " : " +
+         refTypes + "\n  }\n  dist.mesh @mesh axes = [\"a\", \"b\"] shape = [" + str(K) + ", " +
+         str(J) + "]\n  func.func @plan(%x: " + ty(L) +
+         " {dist.value = \"x\", dist.layout = #dist.layout<[" + (J > 1 ? "(b, a)" : "a") +
+         "]>}) -> (" + planResults + ") attributes {dist.mesh = @mesh} {\n" +
+         "    %t = dist.all_to_all %x over " + axes + " split_dim 0 concat_dim 0 : " + ty(L) +
+         " -> " + ty(L) + "\n" + plan + "    return " + outs + " : " + refTypes + "\n  }\n}\n";
+}
+
+TEST_CASE("all_to_all over one dimension: each rank holds its part of every member's "
+          "block; a window that is the blocks of a run is a block of the run",
+          "[layouts]") {
+  for (int64_t K : {2, 3})
+    for (int64_t J : {1, 2})
+      for (int64_t n : {1, 2}) {
+        INFO("K=" << K << " J=" << J << " n=" << n);
+        Verdicts ok = run(exchangedMicrobatches(K, J, n, ""));
+        CHECK(ok.element == Verdict::Verified);
+        CHECK(ok.layout == Verdict::Verified);
+        for (std::string variant : {"wrong window", "no exchange", "gather order"}) {
+          if (variant == "gather order" && J == 1)
+            continue;  // (one axis: no other order)
+          INFO(variant);
+          Verdicts bad = run(exchangedMicrobatches(K, J, n, variant));
+          CHECK(bad.element == Verdict::Violated);
+          CHECK(bad.layout != Verdict::Verified);
+        }
+      }
+}

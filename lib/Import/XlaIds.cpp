@@ -1,0 +1,356 @@
+//===- XlaIds.cpp - HLO instructions on token ids ------------------*- C++ -*-===//
+//
+// The part of the Translator (XlaTranslator.h) that keeps integer token ids symbolic:
+// their reshapes, shifts and comparisons decided by their range, the microbatches cut
+// from them (slices of contiguous runs, gathers over the mesh), and the gathers and
+// scatter-adds that use them (lookups, one-hot picks and their adjoints). Table of
+// covered ops: docs/xla.md.
+//
+//===----------------------------------------------------------------------===//
+#include "Import/XlaTranslator.h"
+
+#include "Support/Limits.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace planproof::xla {
+
+/// Integer ops on token ids. Ids are assumed in [0, rows) of every table they index (the
+/// spec's `bound`), so a comparison with a constant that this range decides (JAX's
+/// `ids < 0` wrap-around of negative indices) is that constant predicate; ids keep their
+/// shape through reshapes and conversions; anything else on ids is unsupported.
+Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  std::vector<int64_t> dims = inst.shape.dims;
+  int64_t n = product(dims);
+  auto constant = [&](const Val &v, int64_t &c) {
+    if (v.kind != Val::Index)
+      return false;
+    c = v.idx[0].empty() ? 0 : v.idx[0][0];
+    for (auto &row : v.idx)
+      for (int64_t x : row)
+        if (x != c)
+          return false;
+    return true;
+  };
+  if (op == "reshape" || op == "bitcast" || op == "copy" || op == "convert" ||
+      op == "broadcast") {
+    const Val &x = need(in, 1);
+    if (product(x.dims) != n)
+      unsupported("a broadcast of token ids");
+    Val v = x;
+    v.dims = dims;
+    v.type = inst.shape.type;
+    return v;
+  }
+  if (op == "add" && in.size() == 2) {
+    for (int k = 0; k < 2; ++k) {
+      int64_t c;
+      if (in[k]->kind == Val::Ids && constant(*in[1 - k], c)) {
+        Val v = *in[k];
+        if (!checkedAdd(v.offset, c, v.offset))
+          unsupported("integer overflow in token-id arithmetic");
+        v.dims = dims;
+        return v;
+      }
+    }
+  }
+  if (op == "compare" && in.size() == 2) {
+    // ids + offset (in [offset, inf)) against a constant c: decided when the range is
+    // on one side of c.
+    int k = in[0]->kind == Val::Ids ? 0 : 1;
+    int64_t c;
+    if (in[1 - k]->kind != Val::Ids && constant(*in[1 - k], c)) {
+      std::string dir = attr("direction");
+      if (k == 1) {  // c OP ids  ->  ids OP' c
+        static const std::map<std::string, std::string> flip = {
+            {"LT", "GT"}, {"LE", "GE"}, {"GT", "LT"}, {"GE", "LE"}, {"EQ", "EQ"}, {"NE", "NE"}};
+        dir = flip.count(dir) ? flip.at(dir) : dir;
+      }
+      int64_t lo = in[k]->offset;  // the least value ids + offset takes
+      int decided = -1;
+      if (dir == "LT" && lo >= c) decided = 0;
+      if (dir == "LE" && lo > c) decided = 0;
+      if (dir == "GT" && lo > c) decided = 1;
+      if (dir == "GE" && lo >= c) decided = 1;
+      if (dir == "EQ" && lo > c) decided = 0;
+      if (dir == "NE" && lo > c) decided = 1;
+      // Against the upper end (a bounds check, `ids <= rows - 1`): decided by the bound,
+      // which the gathers fix later; the decision is recorded and checked at the end
+      // (every id + offset <= c  iff  bound + offset - 1 <= c).
+      int64_t limit;  // the decision holds iff bound <= limit
+      if (decided < 0 && (dir == "LE" || dir == "GT") && !__builtin_sub_overflow(c + 1, in[k]->offset, &limit)) {
+        decided = dir == "LE" ? 1 : 0;
+        boundLimits.push_back({in[k]->input, limit, cur});
+      } else if (decided < 0 && (dir == "LT" || dir == "GE") && !__builtin_sub_overflow(c, in[k]->offset, &limit)) {
+        decided = dir == "LT" ? 1 : 0;
+        boundLimits.push_back({in[k]->input, limit, cur});
+      }
+      if (decided >= 0) {
+        Val v;
+        v.kind = Val::Index;
+        v.type = inst.shape.type;
+        v.dims = dims;
+        v.idx.assign(ranks, std::vector<int64_t>(n, decided));
+        return v;
+      }
+    }
+    unsupported("a comparison of token ids that their range [0, rows) does not decide");
+  }
+  if (op == "select" && in.size() == 3) {
+    int64_t c;
+    if (constant(*in[0], c)) {
+      const Val &pick = c ? *in[1] : *in[2];
+      if (pick.kind == Val::Ids) {
+        Val v = pick;
+        v.dims = dims;
+        return v;
+      }
+    }
+    unsupported("a select between token ids on a predicate that is not constant");
+  }
+  if (op == "slice" || op == "dynamic-slice") {
+    if (in.empty())
+      malformed("'" + op + "' needs operands");
+    const Val &x = *in[0];
+    if (x.kind != Val::Ids)
+      unsupported("a slice of token ids at offsets given by token ids");
+    std::vector<int64_t> offsets, sizes;
+    if (op == "slice") {
+      sliceRanges(offsets, sizes);
+    } else {
+      // By a loop counter (a scan over microbatches): the same offsets on every rank.
+      sizes = attrInts("dynamic_slice_sizes");
+      if (in.size() != x.dims.size() + 1 || sizes.size() != x.dims.size())
+        unsupported("a dynamic-slice of token ids with offsets in one tensor operand");
+      for (size_t d = 0; d < x.dims.size(); ++d) {
+        int64_t c;
+        if (in[d + 1]->kind != Val::Index || product(in[d + 1]->dims) != 1 || !constant(*in[d + 1], c))
+          unsupported("a dynamic-slice of token ids whose offsets differ between ranks or "
+                      "depend on the data");
+        if (sizes[d] < 0 || sizes[d] > x.dims[d])
+          malformed("dynamic-slice size out of range");
+        offsets.push_back(std::clamp<int64_t>(c, 0, x.dims[d] - sizes[d]));  // as XLA clamps
+      }
+    }
+    return idsRun(x, offsets, sizes);
+  }
+  if (op == "all-gather" || op == "all-to-all") {
+    if (!plan)
+      malformed("a collective in the module before partitioning");
+    return idsExchange(need(in, 1));
+  }
+  if (op == "transpose") {
+    // Moving unit dims keeps the ids' order (XLA's transposes after an all-to-all).
+    const Val &x = need(in, 1);
+    std::vector<int64_t> perm = attrInts("dimensions");
+    if (perm.size() != x.dims.size())
+      malformed("transpose dimensions of the wrong rank");
+    std::vector<int64_t> moved;
+    for (int64_t p : perm) {
+      if (p < 0 || p >= (int64_t)x.dims.size())
+        malformed("transpose dimension out of range");
+      if (x.dims[p] != 1)
+        moved.push_back(p);
+    }
+    if (!std::is_sorted(moved.begin(), moved.end()))
+      unsupported("a transpose of token ids that reorders them");
+    Val v = x;
+    v.dims = dims;
+    v.type = inst.shape.type;
+    return v;
+  }
+  unsupported("integer HLO op '" + op + "' on token ids");
+}
+
+/// A slice of ids viewed as `x.dims`: one contiguous run of the id vector (the ids of
+/// a microbatch) -- all dims before the cut one taken at one index, all after it whole.
+Val Translator::idsRun(const Val &x, std::vector<int64_t> offsets, const std::vector<int64_t> &sizes) {
+  size_t r = x.dims.size();
+  if (offsets.size() != r || sizes.size() != r)
+    malformed("a slice of rank " + std::to_string(sizes.size()) + " of token ids of rank " +
+              std::to_string(r));
+  for (size_t d = 0; d < r; ++d)
+    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] > x.dims[d] - sizes[d])
+      malformed("slice range out of bounds on dim " + std::to_string(d));
+  Val v = x;
+  v.dims = sizes;
+  v.type = cur->shape.type;
+  if (sizes == x.dims)
+    return v;
+  size_t last = r;  // the last dim not taken whole: every dim before it at one index
+  while (last > 0 && sizes[last - 1] == x.dims[last - 1])
+    --last;
+  for (size_t d = 0; d + 1 < last; ++d)
+    if (sizes[d] != 1)
+      unsupported("a slice of token ids that is not one contiguous run of them (rows of a "
+                  "microbatch)");
+  int64_t start = 0, stride = 1;
+  for (size_t d = r; d-- > 0;) {
+    start += offsets[d] * stride;
+    stride *= x.dims[d];
+  }
+  int64_t n = product(sizes);
+  v.name = emit("slice", {x.name}, {{"offsets", json::array({start})}, {"sizes", json::array({n})}}, nullptr, cur->name);
+  return v;
+}
+
+/// An all-gather of ids over mesh axes along a dim before which the view has only unit
+/// dims: the gather of the id vector (ranks' runs concatenated in group order); an
+/// all-to-all likewise, splitting and concatenating that dim.
+Val Translator::idsExchange(const Val &x) {
+  std::vector<size_t> axes = collectiveAxes();
+  std::vector<int64_t> d = attrInts("dimensions"), dims = cur->shape.dims;
+  const std::string &op = cur->opcode;
+  if (d.size() != 1 || d[0] < 0 || d[0] >= (int64_t)x.dims.size() || dims.size() != x.dims.size())
+    malformed("an " + op + " of token ids needs one dimension of the operand");
+  for (int64_t k = 0; k < d[0]; ++k)
+    if (x.dims[k] != 1)
+      unsupported("an " + op + " of token ids along a dim after one of size " +
+                  std::to_string(x.dims[k]) + " (not runs of the id vector)");
+  Val v = x;
+  v.dims = dims;
+  v.type = cur->shape.type;
+  if (axes.empty())
+    return v;
+  if (op == "all-gather")
+    v.name = emit("all_gather", {x.name}, {{"axes", axisNames(axes)}, {"dim", 0}}, nullptr, cur->name);
+  else
+    v.name = emit("all_to_all", {x.name}, {{"axes", axisNames(axes)}, {"split_dim", 0}, {"concat_dim", 0}},
+                  nullptr, cur->name);
+  return v;
+}
+
+const Val &Translator::idsOperand(const Val &v) {
+  if (v.kind != Val::Ids)
+    unsupported("'" + cur->opcode + "' with indices that are not token ids of an input");
+  if (v.offset != 0)
+    unsupported("'" + cur->opcode + "' with token ids shifted by " + std::to_string(v.offset));
+  return v;
+}
+
+/// one_hot(ids) as [T, classes]: the identity's rows selected by id (`one_hot`, the
+/// identity never written out).
+std::string Translator::oneHot(const Val &ids, int64_t classes) {
+  useRows(ids, classes);
+  int64_t tokens = 1; // the i64 input is flat: every id of the view
+  for (int64_t d : ids.dims)
+    tokens *= d;
+  std::vector<int64_t> shape = {tokens, classes};
+  return emit("one_hot", {ids.name}, nullptr, &shape, cur->name + "_onehot");
+}
+
+/// gather in the two forms JAX emits for token ids:
+///  - an embedding lookup (jnp.take(table, ids, axis=0)): rows of the table by id;
+///  - take_along_axis on the last dim with the other dims as batch dims (the label's
+///    log-probability in a cross-entropy): the sum over that dim of x * one_hot(id).
+Val Translator::gather(const std::vector<const Val *> &in) {
+  if (in.size() != 2)
+    malformed("gather takes 2 operands");
+  const Val &x = *in[0];
+  checkTensor(x);
+  const Val &ids = idsOperand(*in[1]);
+  std::vector<int64_t> out = dimsOf(), collapsed = attrInts("collapsed_slice_dims"),
+                       startMap = attrInts("start_index_map"), sizes = attrInts("slice_sizes"),
+                       offsetDims = attrInts("offset_dims"),
+                       opBatch = attrInts("operand_batching_dims"),
+                       idxBatch = attrInts("start_indices_batching_dims");
+  int64_t ivd = ints(attr("index_vector_dim"), "index_vector_dim").at(0);
+  int64_t r = x.dims.size(), t = product(ids.dims);
+  // the index vector has one component
+  if (!(ivd == (int64_t)ids.dims.size() ||
+        (ivd >= 0 && ivd < (int64_t)ids.dims.size() && ids.dims[ivd] == 1)))
+    unsupported("a gather whose index vectors have more than one component");
+  if (r >= 2 && opBatch.empty() && collapsed == std::vector<int64_t>{0} &&
+      startMap == std::vector<int64_t>{0} && (int64_t)sizes.size() == r && sizes[0] == 1) {
+    bool whole = true;
+    for (int64_t d = 1; d < r; ++d)
+      whole &= sizes[d] == x.dims[d];
+    int64_t lead = out.size() - (r - 1);
+    for (int64_t k = 0; k < r - 1; ++k)
+      whole &= k < (int64_t)offsetDims.size() && offsetDims[k] == lead + k;
+    if (whole && (int64_t)offsetDims.size() == r - 1) {
+      std::vector<int64_t> rows = {x.dims[0], product(x.dims) / x.dims[0]};
+      std::string table = x.name;
+      if (r > 2)
+        table = emit("reshape", {table}, nullptr, &rows, cur->name + "_table");
+      useRows(ids, x.dims[0]);
+      std::string e = emit("embedding", {table, ids.name}, nullptr, nullptr, cur->name);
+      std::vector<int64_t> flat = {t, rows[1]};
+      if (flat != out)
+        e = emit("reshape", {e}, nullptr, &out, cur->name + "_r");
+      return tensor(e, x.type, out);
+    }
+  }
+  // take_along_axis over the last dim: batch dims 0..r-2 on both sides, in order.
+  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
+  std::iota(lead.begin(), lead.end(), 0);
+  if (r >= 1 && opBatch == lead && idxBatch == lead && collapsed == std::vector<int64_t>{r - 1} &&
+      startMap == std::vector<int64_t>{r - 1} && offsetDims.empty() &&
+      t == product(x.dims) / x.dims[r - 1] && product(out) == t) {
+    int64_t v = x.dims[r - 1];
+    std::vector<int64_t> flat = {t, v}, col = {t};
+    std::string oh = oneHot(ids, v);
+    std::string xf = x.dims == flat ? x.name : emit("reshape", {x.name}, nullptr, &flat, cur->name + "_x");
+    std::string pick = emit("mul", {xf, oh}, nullptr, nullptr, cur->name + "_pick");
+    std::string s = emit("reduce_sum", {pick}, {{"dims", {1}}}, nullptr, cur->name + "_sum");
+    if (out != col)
+      s = emit("reshape", {s}, nullptr, &out, cur->name);
+    return tensor(s, x.type, out);
+  }
+  unsupported("a gather other than an embedding lookup or take_along_axis on the last dim");
+}
+
+/// scatter with an add computation, the adjoints of the two gathers above: rows added
+/// by id (embedding_grad), or updates placed at each batch position's id (one-hot
+/// times the update). Added to the scattered-into operand unless it is zeros.
+Val Translator::scatterAdd(const std::vector<const Val *> &in) {
+  if (in.size() != 3)
+    unsupported("a variadic scatter");
+  if (reductionKind() != "sum")
+    unsupported("a scatter that does not add");
+  const Val &base = *in[0], &upd = *in[2];
+  checkTensor(base);
+  checkTensor(upd);
+  const Val &ids = idsOperand(*in[1]);
+  std::vector<int64_t> window = attrInts("update_window_dims"), inserted = attrInts("inserted_window_dims"),
+                       toOperand = attrInts("scatter_dims_to_operand_dims"),
+                       inBatch = attrInts("input_batching_dims"),
+                       idxBatch = attrInts("scatter_indices_batching_dims");
+  int64_t r = base.dims.size(), t = product(ids.dims);
+  bool zeros = !base.scalarConst.empty() && floatLiteral(base.scalarConst) == 0.0;
+  std::string result;
+  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
+  std::iota(lead.begin(), lead.end(), 0);
+  if (r >= 2 && inBatch.empty() && inserted == std::vector<int64_t>{0} &&
+      toOperand == std::vector<int64_t>{0} && (int64_t)window.size() == r - 1 &&
+      product(upd.dims) == t * (product(base.dims) / base.dims[0])) {
+    std::vector<int64_t> rows = {base.dims[0], product(base.dims) / base.dims[0]}, flat = {t, rows[1]};
+    std::string u = upd.dims == flat ? upd.name : emit("reshape", {upd.name}, nullptr, &flat, cur->name + "_u");
+    useRows(ids, base.dims[0]);
+    result = emit("embedding_grad", {u, ids.name}, nullptr, &rows, cur->name + "_rows");
+    if (rows != base.dims)
+      result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
+  } else if (r >= 1 && inBatch == lead && idxBatch == lead &&
+             inserted == std::vector<int64_t>{r - 1} && toOperand == std::vector<int64_t>{r - 1} &&
+             window.empty() && product(upd.dims) == t && t == product(base.dims) / base.dims[r - 1]) {
+    int64_t v = base.dims[r - 1];
+    std::vector<int64_t> flat = {t, v}, col = {t};
+    std::string oh = oneHot(ids, v);
+    std::string u = upd.dims == col ? upd.name : emit("reshape", {upd.name}, nullptr, &col, cur->name + "_u");
+    u = emit("broadcast", {u}, {{"dims", {0}}}, &flat, cur->name + "_ub");
+    result = emit("mul", {oh, u}, nullptr, nullptr, cur->name + "_place");
+    if (flat != base.dims)
+      result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
+  } else {
+    unsupported("a scatter other than the adjoint of an embedding lookup or of "
+                "take_along_axis on the last dim");
+  }
+  if (!zeros)
+    result = emit("add", {base.name, result}, nullptr, nullptr, cur->name);
+  return tensor(result, base.type, base.dims);
+}
+
+} // namespace planproof::xla
