@@ -44,7 +44,8 @@ bool referenceCounterpart(Operation *op, ArrayRef<Value> held,
       bool sameRole = llvm::any_of(held[at].getUses(), [&](OpOperand &use) {
         return use.getOperandNumber() == at && sameKind(use.getOwner());
       });
-      if (differ == 1 && after && sameRole)
+      // (and the value it takes there is of the odd value's type: interchangeable.)
+      if (differ == 1 && after && sameRole && user->getOperand(at).getType() == held[at].getType())
         found.push_back({user, at});
     }
   // Where two remain (iteration i's value paired with k's), the one whose wanted value

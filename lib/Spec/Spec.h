@@ -47,7 +47,8 @@ std::string attrText(mlir::Attribute a);
 /// reference op of its kind and attributes that takes those values at every position
 /// but one (`operand`) -- the op it stands for, in an iteration where the plan passes
 /// another iteration's value (Counterparts.cpp). Only one that comes after every held
-/// value, where the odd value has that role in the reference too; of two, the one whose
+/// value, where the odd value has that role in the reference too and the value it takes
+/// there has the odd value's type; of two, the one whose
 /// wanted value the plan never computes (`planHolds`). False where there is none, more
 /// than one, or the reference pairs `held` itself.
 bool referenceCounterpart(mlir::Operation *op, llvm::ArrayRef<mlir::Value> held,
