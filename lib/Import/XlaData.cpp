@@ -249,8 +249,10 @@ Val Translator::select(const std::vector<const Val *> &in) {
     malformed("select takes 3 operands");
   const Val &p = *in[0];
   if (in[1]->kind == Val::Tensor && in[2]->kind == Val::Tensor && !in[1]->name.empty() &&
-      in[1]->name == in[2]->name)
+      in[1]->name == in[2]->name && in[1]->runs == in[2]->runs)
     return *in[1];  // the same value either way, whatever the predicate
+  if (p.kind == Val::IdsMask)
+    return maskedSelect(in);
   if (p.kind == Val::Pred) {  // p*a + (1-p)*b, with p a 0/1 tensor (exact for finite values)
     checkTensor(*in[1]);
     checkTensor(*in[2]);

@@ -45,30 +45,39 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
     v.type = inst.shape.type;
     return v;
   }
-  if (op == "add" && in.size() == 2) {
-    for (int k = 0; k < 2; ++k) {
-      int64_t c;
-      if (in[k]->kind == Val::Ids && constant(*in[1 - k], c)) {
-        Val v = *in[k];
-        if (!checkedAdd(v.offset, c, v.offset))
-          unsupported("integer overflow in token-id arithmetic");
-        v.dims = dims;
-        return v;
-      }
+  if (std::optional<Val> v = idsShift(op, in))  // by a constant, or by partition
+    return *v;
+  if (op == "clamp" && in.size() == 3 && in[1]->kind == Val::Ids && in[1]->shift.empty()) {
+    // clamp(lo, ids + offset, hi) with constants: the ids themselves when their range
+    // [offset, bound - 1 + offset] lies within [lo, hi] (the upper end checked once the
+    // bound is known).
+    int64_t lo, hi, limit;
+    const Val &x = *in[1];
+    if (constant(*in[0], lo) && constant(*in[2], hi) && lo <= x.offset &&
+        !__builtin_sub_overflow(hi, x.offset, &limit) && checkedAdd(limit, 1, limit)) {
+      boundLimits.push_back({x.input, limit, cur});
+      Val v = x;
+      v.dims = dims;
+      return v;
     }
+    unsupported("a clamp of token ids that their range [0, rows) does not decide");
   }
   if (op == "compare" && in.size() == 2) {
     // ids + offset (in [offset, inf)) against a constant c: decided when the range is
     // on one side of c.
     int k = in[0]->kind == Val::Ids ? 0 : 1;
     int64_t c;
+    std::string dir = attr("direction");
+    if (k == 1) {  // c OP ids  ->  ids OP' c
+      static const std::map<std::string, std::string> flip = {
+          {"LT", "GT"}, {"LE", "GE"}, {"GT", "LT"}, {"GE", "LE"}, {"EQ", "EQ"}, {"NE", "NE"}};
+      dir = flip.count(dir) ? flip.at(dir) : dir;
+    }
+    // Against a value that differs by partition, or ids shifted so: a predicate on the
+    // ids (a vocabulary shard's range, XlaShards.cpp).
+    if (in[1 - k]->kind == Val::Index && (!in[k]->shift.empty() || !constant(*in[1 - k], c)))
+      return idsCompare(*in[k], *in[1 - k], dir);
     if (in[1 - k]->kind != Val::Ids && constant(*in[1 - k], c)) {
-      std::string dir = attr("direction");
-      if (k == 1) {  // c OP ids  ->  ids OP' c
-        static const std::map<std::string, std::string> flip = {
-            {"LT", "GT"}, {"LE", "GE"}, {"GT", "LT"}, {"GE", "LE"}, {"EQ", "EQ"}, {"NE", "NE"}};
-        dir = flip.count(dir) ? flip.at(dir) : dir;
-      }
       int64_t lo = in[k]->offset;  // the least value ids + offset takes
       int decided = -1;
       if (dir == "LT" && lo >= c) decided = 0;
@@ -77,11 +86,32 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
       if (dir == "GE" && lo >= c) decided = 1;
       if (dir == "EQ" && lo > c) decided = 0;
       if (dir == "NE" && lo > c) decided = 1;
+      // In the plan the bound is the reference's: the range [lo, bound - 1 + offset]
+      // decides the comparison, or it is a predicate on the ids (a vocabulary shard's
+      // range, XlaShards.cpp).
+      auto b = refBounds.find(in[k]->input);
+      int64_t hi;
+      if (decided < 0 && plan && b != refBounds.end()) {
+        if (!checkedAdd(b->second - 1, lo, hi))
+          unsupported("integer overflow in token-id arithmetic");
+        bool any = false, all = false;  // some / every id of the range satisfies it
+        if (dir == "LT") any = lo < c, all = hi < c;
+        if (dir == "LE") any = lo <= c, all = hi <= c;
+        if (dir == "GT") any = hi > c, all = lo > c;
+        if (dir == "GE") any = hi >= c, all = lo >= c;
+        if (dir == "EQ") any = lo <= c && c <= hi, all = lo == c && hi == c;
+        if (dir == "NE") any = !(lo == c && hi == c), all = c < lo || c > hi;
+        if (all || !any)
+          decided = all ? 1 : 0;
+        else
+          return idsCompare(*in[k], *in[1 - k], dir);
+      }
       // Against the upper end (a bounds check, `ids <= rows - 1`): decided by the bound,
       // which the gathers fix later; the decision is recorded and checked at the end
       // (every id + offset <= c  iff  bound + offset - 1 <= c).
-      int64_t limit;  // the decision holds iff bound <= limit
-      if (decided < 0 && (dir == "LE" || dir == "GT") && !__builtin_sub_overflow(c + 1, in[k]->offset, &limit)) {
+      int64_t limit, c1;  // the decision holds iff bound <= limit
+      if (decided < 0 && (dir == "LE" || dir == "GT") && checkedAdd(c, 1, c1) &&
+          !__builtin_sub_overflow(c1, in[k]->offset, &limit)) {
         decided = dir == "LE" ? 1 : 0;
         boundLimits.push_back({in[k]->input, limit, cur});
       } else if (decided < 0 && (dir == "LT" || dir == "GE") && !__builtin_sub_overflow(c, in[k]->offset, &limit)) {
@@ -204,6 +234,8 @@ Val Translator::idsExchange(const Val &x) {
   std::vector<size_t> axes = collectiveAxes();
   std::vector<int64_t> d = attrInts("dimensions"), dims = cur->shape.dims;
   const std::string &op = cur->opcode;
+  if (!x.shift.empty())
+    unsupported("an " + op + " of token ids shifted by a per-partition value");
   if (d.size() != 1 || d[0] < 0 || d[0] >= (int64_t)x.dims.size() || dims.size() != x.dims.size())
     malformed("an " + op + " of token ids needs one dimension of the operand");
   for (int64_t k = 0; k < d[0]; ++k)
@@ -223,22 +255,20 @@ Val Translator::idsExchange(const Val &x) {
   return v;
 }
 
-const Val &Translator::idsOperand(const Val &v) {
-  if (v.kind != Val::Ids)
-    unsupported("'" + cur->opcode + "' with indices that are not token ids of an input");
-  if (v.offset != 0)
-    unsupported("'" + cur->opcode + "' with token ids shifted by " + std::to_string(v.offset));
-  return v;
-}
-
 /// one_hot(ids) as [T, classes]: the identity's rows selected by id (`one_hot`, the
-/// identity never written out).
-std::string Translator::oneHot(const Val &ids, int64_t classes) {
-  useRows(ids, classes);
+/// identity never written out); by shifted ids, or in fewer classes than the ids range
+/// over, the columns of a vocabulary shard (`off` its first class per partition, else
+/// left empty).
+std::string Translator::oneHot(const Val &ids, int64_t classes, std::vector<int64_t> &off) {
   int64_t tokens = 1; // the i64 input is flat: every id of the view
   for (int64_t d : ids.dims)
     tokens *= d;
   std::vector<int64_t> shape = {tokens, classes};
+  std::string first;
+  off.clear();
+  if (shardOf(ids, classes, off, first))
+    return emit("one_hot", {ids.name, first}, nullptr, &shape, cur->name + "_onehot");
+  useRows(ids, classes);
   return emit("one_hot", {ids.name}, nullptr, &shape, cur->name + "_onehot");
 }
 
@@ -251,7 +281,9 @@ Val Translator::gather(const std::vector<const Val *> &in) {
     malformed("gather takes 2 operands");
   const Val &x = *in[0];
   checkTensor(x);
-  const Val &ids = idsOperand(*in[1]);
+  const Val &ids = *in[1];
+  if (ids.kind != Val::Ids)
+    unsupported("'gather' with indices that are not token ids of an input");
   std::vector<int64_t> out = dimsOf(), collapsed = attrInts("collapsed_slice_dims"),
                        startMap = attrInts("start_index_map"), sizes = attrInts("slice_sizes"),
                        offsetDims = attrInts("offset_dims"),
@@ -272,16 +304,22 @@ Val Translator::gather(const std::vector<const Val *> &in) {
     for (int64_t k = 0; k < r - 1; ++k)
       whole &= k < (int64_t)offsetDims.size() && offsetDims[k] == lead + k;
     if (whole && (int64_t)offsetDims.size() == r - 1) {
-      std::vector<int64_t> rows = {x.dims[0], product(x.dims) / x.dims[0]};
-      std::string table = x.name;
+      std::vector<int64_t> rows = {x.dims[0], product(x.dims) / x.dims[0]}, off;
+      std::string table = x.name, first;
       if (r > 2)
         table = emit("reshape", {table}, nullptr, &rows, cur->name + "_table");
-      useRows(ids, x.dims[0]);
-      std::string e = emit("embedding", {table, ids.name}, nullptr, nullptr, cur->name);
+      // Ids shifted (by partition), or a table of fewer rows than they range over: a
+      // lookup in a vocabulary shard, XLA's value only on its rows (XlaShards.cpp).
+      bool shard = shardOf(ids, rows[0], off, first);
+      if (!shard)
+        useRows(ids, x.dims[0]);
+      std::string e = shard ? emit("embedding", {table, ids.name, first}, nullptr, nullptr, cur->name)
+                            : emit("embedding", {table, ids.name}, nullptr, nullptr, cur->name);
       std::vector<int64_t> flat = {t, rows[1]};
       if (flat != out)
         e = emit("reshape", {e}, nullptr, &out, cur->name + "_r");
-      return tensor(e, x.type, out);
+      Val v = tensor(e, x.type, out);
+      return shard ? clampedOutside(v, ids, off, rows[0], rows[1]) : v;
     }
   }
   // take_along_axis over the last dim: batch dims 0..r-2 on both sides, in order.
@@ -291,14 +329,16 @@ Val Translator::gather(const std::vector<const Val *> &in) {
       startMap == std::vector<int64_t>{r - 1} && offsetDims.empty() &&
       t == product(x.dims) / x.dims[r - 1] && product(out) == t) {
     int64_t v = x.dims[r - 1];
-    std::vector<int64_t> flat = {t, v}, col = {t};
-    std::string oh = oneHot(ids, v);
+    std::vector<int64_t> flat = {t, v}, col = {t}, off;
+    std::string oh = oneHot(ids, v, off);
     std::string xf = x.dims == flat ? x.name : emit("reshape", {x.name}, nullptr, &flat, cur->name + "_x");
     std::string pick = emit("mul", {xf, oh}, nullptr, nullptr, cur->name + "_pick");
     std::string s = emit("reduce_sum", {pick}, {{"dims", {1}}}, nullptr, cur->name + "_sum");
     if (out != col)
       s = emit("reshape", {s}, nullptr, &out, cur->name);
-    return tensor(s, x.type, out);
+    // In a shard of the classes (a vocabulary-parallel cross-entropy): XLA's value only
+    // for labels in the shard.
+    return off.empty() ? tensor(s, x.type, out) : clampedOutside(tensor(s, x.type, out), ids, off, v, 1);
   }
   unsupported("a gather other than an embedding lookup or take_along_axis on the last dim");
 }
@@ -314,7 +354,9 @@ Val Translator::scatterAdd(const std::vector<const Val *> &in) {
   const Val &base = *in[0], &upd = *in[2];
   checkTensor(base);
   checkTensor(upd);
-  const Val &ids = idsOperand(*in[1]);
+  const Val &ids = *in[1];
+  if (ids.kind != Val::Ids)
+    unsupported("'scatter' with indices that are not token ids of an input");
   std::vector<int64_t> window = attrInts("update_window_dims"), inserted = attrInts("inserted_window_dims"),
                        toOperand = attrInts("scatter_dims_to_operand_dims"),
                        inBatch = attrInts("input_batching_dims"),
@@ -329,16 +371,24 @@ Val Translator::scatterAdd(const std::vector<const Val *> &in) {
       product(upd.dims) == t * (product(base.dims) / base.dims[0])) {
     std::vector<int64_t> rows = {base.dims[0], product(base.dims) / base.dims[0]}, flat = {t, rows[1]};
     std::string u = upd.dims == flat ? upd.name : emit("reshape", {upd.name}, nullptr, &flat, cur->name + "_u");
-    useRows(ids, base.dims[0]);
-    result = emit("embedding_grad", {u, ids.name}, nullptr, &rows, cur->name + "_rows");
+    // By shifted ids (a vocabulary shard's rows): XLA drops the updates whose index is
+    // out of bounds, as embedding_grad with the shard's offset skips those ids.
+    std::vector<int64_t> off;
+    std::string first;
+    if (shardOf(ids, rows[0], off, first)) {
+      result = emit("embedding_grad", {u, ids.name, first}, nullptr, &rows, cur->name + "_rows");
+    } else {
+      useRows(ids, base.dims[0]);
+      result = emit("embedding_grad", {u, ids.name}, nullptr, &rows, cur->name + "_rows");
+    }
     if (rows != base.dims)
       result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
   } else if (r >= 1 && inBatch == lead && idxBatch == lead &&
              inserted == std::vector<int64_t>{r - 1} && toOperand == std::vector<int64_t>{r - 1} &&
              window.empty() && product(upd.dims) == t && t == product(base.dims) / base.dims[r - 1]) {
     int64_t v = base.dims[r - 1];
-    std::vector<int64_t> flat = {t, v}, col = {t};
-    std::string oh = oneHot(ids, v);
+    std::vector<int64_t> flat = {t, v}, col = {t}, off;
+    std::string oh = oneHot(ids, v, off);  // dropped updates: the shard's zero columns
     std::string u = upd.dims == col ? upd.name : emit("reshape", {upd.name}, nullptr, &col, cur->name + "_u");
     u = emit("broadcast", {u}, {{"dims", {0}}}, &flat, cur->name + "_ub");
     result = emit("mul", {oh, u}, nullptr, nullptr, cur->name + "_place");

@@ -449,6 +449,9 @@ struct SpecTranslation {
     for (size_t i = 0; i < pouts.size(); ++i) {
       if (pouts[i].kind != Val::Tensor || pouts[i].name.empty())
         unsupported("a result that is not a float array");
+      if (!pouts[i].runs.empty())
+        unsupported("a result that is a lookup in a vocabulary shard's rows not zeroed outside "
+                    "the shard (XLA's gather clamps those ids into the shard)");
       where = &before;
       at = broot;
       json layout = layoutOf(mesh, outSh[i], routs[i].dims);

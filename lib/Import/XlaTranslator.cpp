@@ -159,12 +159,17 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   if (op == "conditional")
     unsupported("HLO op '" + op + "' (control flow)");
 
+  if (op != "select")  // (a vocabulary shard's lookup is a value only once masked)
+    checkUnmasked(in);
   // Integer values: token ids stay symbolic; partition ids, index arithmetic and tables
   // are evaluated.
   if (!inst.shape.isTuple() && isInt(inst.shape.type) && op != "all-reduce") {
     for (auto *v : in)
       if (v->kind == Val::Ids)
         return idsOp(inst, in);
+    for (auto *v : in)
+      if (v->kind == Val::IdsMask)
+        return maskOp(inst, in);
     for (auto *v : in)
       if (v->kind == Val::Pred || (v->kind == Val::Tensor && op == "compare"))
         return predOp(inst, in);

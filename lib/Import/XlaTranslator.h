@@ -39,7 +39,11 @@ struct Val {
   /// every id in [0, rows) of the tables it indexes), viewed with `dims`, plus `offset`.
   /// Pred: a predicate on float data, held as a 0/1 float tensor `name` (built from
   /// `step`: x > c is step(x - c)).
-  enum Kind { Tensor, Index, Tuple, Ids, Pred } kind = Tensor;
+  /// IdsMask: a predicate on token ids (XlaShards.cpp): `runs[r]` are the ids for which
+  /// it holds on rank r; element e of the mask belongs to token e / copies.
+  enum Kind { Tensor, Index, Tuple, Ids, Pred, IdsMask } kind = Tensor;
+  /// Sorted, disjoint, non-adjacent closed runs of ids.
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;
   std::string name;                 // Tensor: the JSON value; Ids: the i64 vector
   std::string input;                // Ids: the spec input they come from (its bound)
   int64_t offset = 0;               // Ids: added to every id
@@ -48,6 +52,17 @@ struct Val {
   std::string scalarConst;          // Tensor: a float constant's literal, when scalar
   std::vector<std::vector<int64_t>> idx;  // Index: [rank][element]
   std::vector<Val> elements;        // Tuple
+  /// Ids: a further addend per rank (a vocabulary shard's first row subtracted); empty
+  /// when none.
+  std::vector<int64_t> shift;
+  /// IdsMask: per rank, the ids the predicate holds for. Tensor: a lookup in a shard's
+  /// rows by shifted ids, equal to `name` (an `embedding` with the shard's offset) only
+  /// for the ids in these runs -- XLA clamps the others into the shard -- and usable
+  /// only through a select that zeroes the others; empty for every other value.
+  std::vector<Runs> runs;
+  /// IdsMask and such a lookup: the ids vector (`name` of the Ids) and elements per token.
+  std::string lookupIds;
+  int64_t copies = 1;
 };
 
 //===--- The translation ------------------------------------------------------===//
@@ -179,6 +194,7 @@ private:
       unsupported("'" + cur->opcode + "' on an integer or tuple value (" + cur->shape.str() + ")");
     if (v.name.empty())
       unsupported("'" + cur->opcode + "' on the non-finite constant " + v.scalarConst);
+    checkUnmasked({&v});
   }
   /// A non-finite constant is kept unemitted (no JSON number denotes it); it may only
   /// start a max reduction or be the neutral side of maximum/minimum.
@@ -223,6 +239,16 @@ private:
   Val collectivePermute(const std::vector<const Val *> &in);
   Val idsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   Val predOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  // Vocabulary shards (XlaShards.cpp).
+  std::optional<Val> idsShift(const std::string &op, const std::vector<const Val *> &in);
+  Val idsCompare(const Val &ids, const Val &other, std::string dir);
+  Val maskOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val maskedSelect(const std::vector<const Val *> &in);
+  std::string rankValue(const std::vector<int64_t> &perRank, const std::string &base);
+  bool shardOf(const Val &ids, int64_t rows, std::vector<int64_t> &off, std::string &first);
+  Val clampedOutside(Val v, const Val &ids, const std::vector<int64_t> &off, int64_t rows,
+                     int64_t copies);
+  void checkUnmasked(const std::vector<const Val *> &in);
   std::string oneMinus(const std::string &p, const std::vector<int64_t> &dims);
   std::optional<int64_t> countedTripCount(const hlo::Computation &cond,
                                           const hlo::Computation &body, const Val &init);
@@ -235,12 +261,11 @@ private:
   int64_t iterations = 0;
   Val gather(const std::vector<const Val *> &in);
   Val scatterAdd(const std::vector<const Val *> &in);
-  const Val &idsOperand(const Val &v);
   Val idsRun(const Val &x, std::vector<int64_t> offsets, const std::vector<int64_t> &sizes);
   Val idsExchange(const Val &x);
   /// The `slice={[a:b], ...}` attribute of the current slice: offsets and sizes.
   void sliceRanges(std::vector<int64_t> &offsets, std::vector<int64_t> &sizes);
-  std::string oneHot(const Val &ids, int64_t classes);
+  std::string oneHot(const Val &ids, int64_t classes, std::vector<int64_t> &off);
   std::vector<int64_t> attrInts(const char *k) {
     auto it = cur->attrs.find(k);
     return it == cur->attrs.end() ? std::vector<int64_t>{} : ints(it->second, k);

@@ -2,8 +2,10 @@
 an embedding lookup (jnp.take) whose table is split over tp on the model dim, a tanh-GELU
 layer, an output head, and the cross-entropy of integer labels (log_softmax and
 take_along_axis), with gradients (the lookup's is a scatter-add by id). VOCAB_SHARDED=1
-splits the table over tp by vocabulary rows instead: XLA then masks each rank's ids,
-which the import does not cover (inconclusive)."""
+splits the table over tp by vocabulary rows instead: XLA then shifts each rank's ids by
+its shard's first row, clamps, masks and all-reduces the lookup (lm_embed_vocab_dp2_tp4).
+HEAD_SHARDED=1 splits the output head by vocabulary columns too: the cross-entropy's
+label pick is then a vocabulary-parallel one (lm_vocab_dp2_tp4, with both)."""
 import os
 
 import jax
@@ -23,7 +25,7 @@ def planproof_case():
     f32 = jnp.float32
     p = {"emb": jax.ShapeDtypeStruct((V, D), f32), "w": jax.ShapeDtypeStruct((D, D), f32), "out": jax.ShapeDtypeStruct((D, V), f32)}
     ps = {"emb": P("tp", None) if os.environ.get("VOCAB_SHARDED") else P(None, "tp"),
-          "w": P(None, "tp"), "out": P("tp", None)}
+          "w": P(None, "tp"), "out": P(None, "tp") if os.environ.get("HEAD_SHARDED") else P("tp", None)}
     i32 = jnp.int32
     return dict(step=step, args=(p, jax.ShapeDtypeStruct((B, S), i32), jax.ShapeDtypeStruct((B, S), i32)),
                 mesh_shape=(2, 4), mesh_axes=("dp", "tp"),
