@@ -313,6 +313,27 @@ inline bool operator==(const State &a, const State &b) {
          a.constValue == b.constValue && a.rowSums == b.rowSums;
 }
 
+/// What the reference's shape ops show of the shapes it computes in. Where a plan's op
+/// could describe its result under more than one global shape (dimensions of local size
+/// 1), its rule takes the choice the reference takes; every choice is a true
+/// description of the same blocks, so these steer completeness, not soundness.
+struct ReferenceShapes {
+  /// Reshapes: input shape -> output shapes (a plan's reshape holds its split on the
+  /// output dimension that gives one of them).
+  std::map<Shape, std::set<Shape>> reshapes;
+  /// Broadcasts: source shape -> result shapes. A plan's broadcast whose copies are
+  /// fewer on each rank (query heads split, one KV head copied to each rank's heads)
+  /// takes its copied dimensions as split over unused axes so that its global shape is
+  /// one the reference broadcasts to: a copy's block is a copy.
+  std::map<Shape, std::set<Shape>> broadcasts;
+  /// Transposes: permutation -> input shapes. A plan's transpose of a value whose global
+  /// shape is a choice (XLA's merged [1, B S, H] for the reference's [B, S, H]) is
+  /// described under the shape the reference transposes so (placedAs).
+  std::map<std::vector<int64_t>, std::set<Shape>> transposes;
+  /// Records reference op `op` (operands `in`, result `out`).
+  void note(mlir::Operation &op, const std::vector<const State *> &in, const State &out);
+};
+
 /// The mesh and the term pool the rules work in.
 struct RuleContext {
   const Mesh &mesh;
@@ -323,17 +344,9 @@ struct RuleContext {
   /// mesh lacks.
   bool axesOf(mlir::ArrayAttr names, std::vector<int> &out) const;
   int64_t size(const std::vector<int> &axes) const;
-  /// The reference's reshapes: input shape -> output shapes. Where a plan's reshape
-  /// could hold its split on more than one output dimension (dimensions of local size
-  /// 1), the rule takes the choice whose global shape the reference reshapes to; every
-  /// choice is a true description, so this steers completeness, not soundness.
-  std::map<Shape, std::set<Shape>> referenceReshapes;
-  /// The reference's broadcasts: source shape -> result shapes. A plan's broadcast
-  /// whose copies are fewer on each rank (query heads split, one KV head copied to each
-  /// rank's heads) takes its copied dimensions as split over unused axes so that its
-  /// global shape is one the reference broadcasts to: a copy's block is a copy, so every
-  /// such choice is true; this steers completeness only.
-  std::map<Shape, std::set<Shape>> referenceBroadcasts;
+  /// The shapes the reference's reshapes, broadcasts and transposes take, which steer
+  /// the plan's choices of global shapes (ReferenceShapes).
+  ReferenceShapes shapes;
   /// The plan's pipeline axis (-1: none): no state is split over it.
   int pipelineAxis = -1;
 };

@@ -338,8 +338,8 @@ bool batchIntoRows(RuleContext &c, Operation &op, const std::vector<const State 
 
 
 /// A broadcast x (with copies) described under global shape `target` with the same
-/// blocks on every rank: its copied dimensions whole groups of the reshape between the
-/// shapes, its source described under the source dimensions' shape in `target`
+/// blocks on every rank: its copied dimensions (whole, or split: a block of copies is
+/// copies) whole groups of the reshape between the shapes, its source described under the source dimensions' shape in `target`
 /// (placedAs) -- the broadcast of the same blocks of the same source. Its copied
 /// dimensions come out whole (a block of copies is copies under any split). False
 /// where that fails.
@@ -349,11 +349,9 @@ bool broadcastPlacedAs(RuleContext &c, Operation &op, const State &x, const Shap
   if (!x.known || !x.broadcast || x.windowed() || !x.partialMax.empty() ||
       !sourceDimsIn(x.global, target, x.sourceDims, toDims))
     return false;
-  // The copied dimensions are whole on every rank, or the source's split says nothing
-  // of their blocks.
-  for (size_t d = 0; d < x.global.size(); ++d)
-    if (!llvm::is_contained(x.sourceDims, (int64_t)d) && !x.split[d].empty())
-      return false;
+  // (A copied dimension's block is copies under any split -- plain blocks: x is not
+  // windowed -- so its split says nothing of the blocks; the out state's copied
+  // dimensions come out whole, and an elementwise op then gives them the lead's split.)
   State src = x;
   src.broadcast = false;
   src.sourceDims.clear();
@@ -392,6 +390,17 @@ bool broadcastPlacedAs(RuleContext &c, Operation &op, const State &x, const Shap
   out.term = c.terms.broadcast(target, toDims, placed.term);
   out.rowSums.reset();
   return true;
+}
+
+void ReferenceShapes::note(Operation &op, const std::vector<const State *> &in, const State &out) {
+  if (in.empty() || !in[0]->known || !out.known)
+    return;
+  if (isa<ref::ReshapeOp>(op))
+    reshapes[in[0]->global].insert(out.global);
+  if (isa<ref::BroadcastOp>(op))
+    broadcasts[in[0]->global].insert(out.global);
+  if (auto t = dyn_cast<ref::TransposeOp>(op))
+    transposes[std::vector<int64_t>(t.getPerm().begin(), t.getPerm().end())].insert(in[0]->global);
 }
 
 } // namespace planproof::layouts

@@ -541,6 +541,27 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
       in[i] = &adopted.back();
     }
   }
+  // A transpose's operand whose global shape is a choice is described under the shape
+  // the reference transposes with the same permutation -- one the reference reshapes
+  // to or from the operand's -- where that gives the same blocks on every rank
+  // (placedAs): its result then has the reference's shape.
+  if (auto t = dyn_cast<ref::TransposeOp>(op); t && in.size() == 1 && in[0]->known) {
+    auto it = c.shapes.transposes.find(std::vector<int64_t>(t.getPerm().begin(), t.getPerm().end()));
+    auto related = [&](const Shape &a, const Shape &b) {
+      auto r = c.shapes.reshapes.find(a);
+      return r != c.shapes.reshapes.end() && r->second.count(b);
+    };
+    State moved;
+    if (it != c.shapes.transposes.end() && !it->second.count(in[0]->global))
+      for (const Shape &target : it->second)
+        if (target.size() == in[0]->global.size() &&
+            (related(target, in[0]->global) || related(in[0]->global, target)) &&
+            placedAs(c, op, *in[0], target, moved)) {
+          adopted.push_back(std::move(moved));
+          in[0] = &adopted.back();
+          break;
+        }
+  }
   // An op linear in all its operands together, some of them partial sums over axes
   // the others are replicated on: the rank-wise results sum, over those axes, to the
   // op of the sums, in which a replicated operand counts once per rank of the group

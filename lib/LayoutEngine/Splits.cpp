@@ -294,14 +294,14 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
   // takes when grouped as a reshape of the reference groups its own, then a reshape
   // back to the shape x's term was reshaped from (the two then compose to that term),
   // where the split can take them.
-  if (auto it = c.referenceReshapes.find(x.global); it != c.referenceReshapes.end())
+  if (auto it = c.shapes.reshapes.find(x.global); it != c.shapes.reshapes.end())
     for (const Shape &target : it->second)
       if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
         return r;
   // (A microbatch's rows, or heads, merged or split as the reference merges or splits
   // the whole batch's; first those of sources with the most dimensions equal to x's.)
   std::multimap<int, Shape, std::greater<int>> alike;
-  for (auto &[from, tos] : c.referenceReshapes)
+  for (auto &[from, tos] : c.shapes.reshapes)
     for (const Shape &to : tos) {
       Shape target;
       if (from != x.global && reshapeAlike(from, to, x.global, target)) {
@@ -376,8 +376,8 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
       }
   };
   std::vector<size_t> pick(choices.size(), 0), best = pick;
-  auto it = c.referenceReshapes.find(x.global);
-  for (int tries = 0; it != c.referenceReshapes.end() && tries < 256; ++tries) {
+  auto it = c.shapes.reshapes.find(x.global);
+  for (int tries = 0; it != c.shapes.reshapes.end() && tries < 256; ++tries) {
     SplitResult trial;
     apply(pick, trial);
     if (it->second.count(trial.global)) {
@@ -445,8 +445,8 @@ SplitResult broadcastSplit(RuleContext &c, ref::BroadcastOp b, const State &x,
   // block of copies is copies), to reach a global shape the reference broadcasts the
   // same source to.
   // (Not copies of a scalar: elementwise ops give those the other operands' split.)
-  auto it = c.referenceBroadcasts.find(x.global);
-  if (x.global.empty() || it == c.referenceBroadcasts.end() || it->second.count(r.global))
+  auto it = c.shapes.broadcasts.find(x.global);
+  if (x.global.empty() || it == c.shapes.broadcasts.end() || it->second.count(r.global))
     return r;
   std::vector<int> used = x.splitAxes();
   used.insert(used.end(), x.partial.begin(), x.partial.end());

@@ -1563,6 +1563,71 @@ TEST_CASE("a broadcast's source blocks under another global shape are re-describ
   });
 }
 
+TEST_CASE("a broadcast whose copies are split, under another global shape; a transpose "
+          "of a value whose global shape is a choice", "[layouts]") {
+  // Row scalars r [K, 4], each rank's row taken by shard_slice over a, broadcast along a
+  // new dimension: the reference broadcasts r to [K, 4, 2J], so the plan's copies are
+  // split over b (a block of copies is copies). x times that, with x held as
+  // [1, 4K, 2J] (a reshape on each rank that moves nothing, steered by the reference's
+  // reshape to XLA's merged shape), re-describes the broadcast under x's shape though
+  // its copied dimension is split; the output, held as [1, 4K, 2J], is described under
+  // the reference's [K, 4, 2J]. Near miss: every rank slices r's first row.
+  const char *refArgs = R"(%x: tensor<{K}x4x{J2}xf32> {ref.name = "x"}, %r: tensor<{K}x4xf32> {ref.name = "r"})";
+  std::string refRes = R"(tensor<{K}x4x{J2}xf32> {ref.name = "y"}, tensor<1x{K4}x{J2}xf32> {ref.name = "m"})";
+  std::string refBody = R"(    %m = ref.reshape %x : tensor<{K}x4x{J2}xf32> -> tensor<1x{K4}x{J2}xf32>
+    %rb = ref.broadcast %r dims [0, 1] : tensor<{K}x4xf32> -> tensor<{K}x4x{J2}xf32>
+    %y = ref.mul %x, %rb : tensor<{K}x4x{J2}xf32>
+    return %y, %m : tensor<{K}x4x{J2}xf32>, tensor<1x{K4}x{J2}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<1x4x2xf32> {dist.value = "x", dist.layout = #dist.layout<[a, _, b]>}, %r: tensor<{K}x4xf32> {dist.value = "r", dist.layout = #dist.layout<[_, _]>})";
+  std::string planRes = R"(tensor<1x4x2xf32> {dist.value = "y", dist.layout = #dist.layout<[a, _, b]>}, tensor<1x4x2xf32> {dist.value = "m", dist.layout = #dist.layout<[_, a, b]>})";
+  auto body = [](bool right) {
+    return std::string(right ? R"(    %rk = dist.shard_slice %r over ["a"] dim 0 : tensor<{K}x4xf32> -> tensor<1x4xf32>
+)"
+                             : R"(    %rk = ref.slice %r offsets [0, 0] sizes [1, 4] : tensor<{K}x4xf32>
+)") +
+           R"(    %m = ref.reshape %x : tensor<1x4x2xf32> -> tensor<1x4x2xf32>
+    %rb = ref.broadcast %rk dims [0, 1] : tensor<1x4xf32> -> tensor<1x4x2xf32>
+    %y = ref.mul %m, %rb : tensor<1x4x2xf32>
+    return %y, %m : tensor<1x4x2xf32>, tensor<1x4x2xf32>
+)";
+  };
+  // A transpose of x held as [1, 4K, 2] (a reshape on each rank that moves nothing,
+  // whose global shape the reference's reshape steers) is described under the shape
+  // the reference transposes, [K, 4, 2]: its result is the reference's [2, K, 4] over a.
+  // Near miss: every rank transposes the first block.
+  const char *tRefArgs = R"(%x: tensor<{K}x4x2xf32> {ref.name = "x"})";
+  std::string tRefRes = R"(tensor<2x{K}x4xf32> {ref.name = "t"}, tensor<1x{K4}x2xf32> {ref.name = "m"})";
+  std::string tRefBody = R"(    %m = ref.reshape %x : tensor<{K}x4x2xf32> -> tensor<1x{K4}x2xf32>
+    %t = ref.transpose %x perm [2, 0, 1] : tensor<{K}x4x2xf32>
+    return %t, %m : tensor<2x{K}x4xf32>, tensor<1x{K4}x2xf32>
+)";
+  std::string tPlanArgs = R"(%x: tensor<{K}x4x2xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _, _]>})";
+  std::string tPlanRes = R"(tensor<2x1x4xf32> {dist.value = "t", dist.layout = #dist.layout<[_, a, _]>}, tensor<1x4x2xf32> {dist.value = "m", dist.layout = #dist.layout<[_, a, _]>})";
+  auto tBody = [](bool right) {
+    return std::string(right ? R"(    %xk = dist.shard_slice %x over ["a"] dim 0 : tensor<{K}x4x2xf32> -> tensor<1x4x2xf32>
+)"
+                             : R"(    %xk = ref.slice %x offsets [0, 0, 0] sizes [1, 4, 2] : tensor<{K}x4x2xf32>
+)") +
+           R"(    %m = ref.reshape %xk : tensor<1x4x2xf32> -> tensor<1x4x2xf32>
+    %t = ref.transpose %m perm [2, 0, 1] : tensor<1x4x2xf32>
+    return %t, %m : tensor<2x1x4xf32>, tensor<1x4x2xf32>
+)";
+  };
+  for (auto v : instances()) {
+    v["K4"] = 4 * v["K"];
+    v["J2"] = 2 * v["J"];
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, body(true)), v),
+                  Verdict::Verified);
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, body(false)), v),
+                  Verdict::Violated);
+    expectVerdict(fill(spec(tRefArgs, tRefRes, tRefBody, tPlanArgs, tPlanRes, tBody(true)), v),
+                  Verdict::Verified);
+    expectVerdict(fill(spec(tRefArgs, tRefRes, tRefBody, tPlanArgs, tPlanRes, tBody(false)), v),
+                  Verdict::Violated);
+  }
+}
+
 TEST_CASE("interleaved layouts: a fused weight's segments, each split over the axis",
           "[layouts]") {
   // [gate | up] fused and split within its two segments: each rank's columns are its
