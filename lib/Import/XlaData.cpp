@@ -271,10 +271,12 @@ Val Translator::select(const std::vector<const Val *> &in) {
   for (auto &row : p.idx)
     if (row != p.idx[0])
       unsupported("a select whose mask differs between ranks");
-  auto bit = [&](int64_t e) { return p.idx[0][p.dims.empty() ? 0 : e] != 0; };
+  auto bit = [&](int64_t e) { return idxAt(p, 0, p.dims.empty() ? 0 : e) != 0; };
   bool all = true, none = true;
-  for (int64_t e = 0; e < n; ++e)
+  for (int64_t e = 0; e < (isSplat(p) ? std::min<int64_t>(n, 1) : n); ++e)
     (bit(e) ? none : all) = false;
+  if (!all && !none && n > 1 << 20)
+    unsupported("a select on a mask of more than 2^20 elements that is not one value");
   // (a fill value that is never selected, NaN for out-of-range indices, is never read)
   if (all) {
     checkTensor(*in[1]);
@@ -312,11 +314,21 @@ bool fitsType(const std::string &t, int64_t z) {
   return z >= -(int64_t(1) << (bits - 1)) && z < (int64_t(1) << (bits - 1));
 }
 
+/// Rows of `n` elements for every rank of `v`: a value enumerated element by element,
+/// within the limits (a value that is one number on each rank is a splat instead).
+void Translator::fullRows(Val &v, int64_t n) {
+  if (n > 1 << 16 || n * ranks > 1 << 25)
+    unsupported("an integer tensor of more than 2^16 elements (or 2^25 over the partitions) "
+                "that is not one value on each partition");
+  v.idx.assign(ranks, std::vector<int64_t>(n, 0));
+}
+
 /// Integer values that no operand gives: partition and replica ids, constants, iotas.
 Val Translator::indexSource(const hlo::Instruction &inst, Val v) {
   const std::string &op = inst.opcode;
   const std::vector<int64_t> &dims = v.dims;
   int64_t n = product(dims);
+  v.idx.assign(ranks, std::vector<int64_t>(1, 0));
   if (op == "partition-id") {
     if (!plan)
       unsupported("partition-id in the module before partitioning");
@@ -330,15 +342,23 @@ Val Translator::indexSource(const hlo::Instruction &inst, Val v) {
     std::vector<std::string> els = literalElements(inst.rawOperands);
     if ((int64_t)els.size() != n)
       malformed("a constant with the wrong number of values");
-    for (int64_t r = 0; r < ranks; ++r)
-      for (int64_t e = 0; e < n; ++e)
-        v.idx[r][e] = intLiteral(els[e]);
+    std::vector<int64_t> row;
+    for (auto &e : els)
+      row.push_back(intLiteral(e));
+    if (!row.empty() && std::all_of(row.begin(), row.end(), [&](int64_t z) { return z == row[0]; }))
+      row.resize(1);  // one value: a splat
+    else if (n != 1)
+      fullRows(v, n);
+    v.idx.assign(ranks, row);
     return v;
   }
   // iota
   int64_t id = ints(attr("iota_dimension"), "iota_dimension").at(0);
   if (id < 0 || id >= (int64_t)dims.size())
     malformed("iota_dimension out of range");
+  if (dims[id] == 1)
+    return v;  // zeros
+  fullRows(v, n);
   int64_t inner = 1;
   for (size_t k = id + 1; k < dims.size(); ++k)
     inner *= dims[k];
@@ -358,6 +378,11 @@ Val Translator::indexBroadcast(const Val &x, Val v) {
   for (size_t k = 0; k < bd.size(); ++k)
     if (bd[k] < 0 || bd[k] >= (int64_t)dims.size() || dims[bd[k]] != x.dims[k])
       malformed("broadcast dimension " + std::to_string(k) + " out of range");
+  if (isSplat(x)) {  // copies of one value: one value
+    v.idx = x.idx;
+    return v;
+  }
+  fullRows(v, n);
   // result element -> operand element: the operand's dims read at dims[bd[k]]
   std::vector<int64_t> stride(dims.size(), 1);
   for (int k = (int)dims.size() - 2; k >= 0; --k)
@@ -381,9 +406,15 @@ Val Translator::indexBinary(const std::string &op, const Val &a, const Val &b, V
   std::string dir;
   if (op == "compare")
     dir = attr("direction");
+  if (isSplat(a) && isSplat(b)) {  // one value on each rank: computed once per rank
+    v.idx.assign(ranks, std::vector<int64_t>(1, 0));
+    n = 1;
+  } else {
+    fullRows(v, n);
+  }
   for (int64_t r = 0; r < ranks; ++r)
     for (int64_t e = 0; e < n; ++e) {
-      int64_t x = a.idx[r][e], y = b.idx[r][e], z = 0;
+      int64_t x = idxAt(a, r, e), y = idxAt(b, r, e), z = 0;
       bool ok = true;
       if (op == "add") ok = checkedAdd(x, y, z);
       else if (op == "subtract") ok = !__builtin_sub_overflow(x, y, &z);
@@ -440,10 +471,36 @@ Val Translator::indexReduce(const std::vector<const Val *> &in, const Val &x, co
     malformed("the reduce's result shape is not its operand's without the reduced dims");
   if (product(init.dims) != 1)
     malformed("the reduce's initial value is not a scalar");
+  int64_t xn = product(x.dims);
+  auto fold = [&](int64_t acc, int64_t y) {
+    int64_t z = 0;
+    if (how == "add" && !checkedAdd(acc, y, z))
+      unsupported("integer arithmetic that leaves the range of " + v.type +
+                  " (XLA wraps around; the import evaluates exactly)");
+    return how == "and" ? int64_t(acc && y) : how == "or" ? int64_t(acc || y) : how == "add" ? z
+           : how == "maximum" ? std::max(acc, y) : std::min(acc, y);
+  };
+  if (isSplat(x)) {
+    // One value y on each rank, `count` times into each result element: and, or, max
+    // and min of copies are one copy; a sum is count times it.
+    int64_t count = n ? xn / n : 0;
+    v.idx.assign(ranks, std::vector<int64_t>(1, 0));
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t y = x.idx[r][0], acc = init.idx[r][0];
+      if (count > 0 && how == "add" && !checkedMul(y, count, y))
+        unsupported("integer arithmetic that leaves the range of " + v.type +
+                    " (XLA wraps around; the import evaluates exactly)");
+      v.idx[r][0] = count > 0 ? fold(acc, y) : acc;
+      if (!fitsType(v.type, v.idx[r][0]))
+        unsupported("integer arithmetic that leaves the range of " + v.type +
+                    " (XLA wraps around; the import evaluates exactly)");
+    }
+    return v;
+  }
+  fullRows(v, n);
   std::vector<int64_t> stride(x.dims.size(), 1);
   for (int k = (int)x.dims.size() - 2; k >= 0; --k)
     stride[k] = stride[k + 1] * x.dims[k + 1];
-  int64_t xn = product(x.dims);
   for (int64_t r = 0; r < ranks; ++r) {
     std::vector<bool> seen(n, false);
     for (int64_t e = 0; e < xn; ++e) {
@@ -451,10 +508,7 @@ Val Translator::indexReduce(const std::vector<const Val *> &in, const Val &x, co
       for (size_t d = 0; d < x.dims.size(); ++d)
         if (std::find(rd.begin(), rd.end(), (int64_t)d) == rd.end())
           o = o * x.dims[d] + (e / stride[d]) % x.dims[d];
-      int64_t acc = seen[o] ? v.idx[r][o] : init.idx[r][0], y = x.idx[r][e];
-      acc = how == "and" ? (acc && y) : how == "or" ? (acc || y) : how == "add" ? acc + y
-            : how == "maximum" ? std::max(acc, y) : std::min(acc, y);
-      v.idx[r][o] = acc;
+      v.idx[r][o] = fold(seen[o] ? v.idx[r][o] : init.idx[r][0], x.idx[r][e]);
       seen[o] = true;
     }
     for (int64_t o = 0; o < n; ++o)
@@ -468,14 +522,10 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
   const std::string &op = inst.opcode;
   std::vector<int64_t> dims = inst.shape.dims;
   int64_t n = product(dims);
-  if (n > 1 << 16)
-    unsupported("an integer tensor of more than 2^16 elements (token ids and masks are not "
-                "covered yet)");
   Val v;
   v.kind = Val::Index;
   v.type = inst.shape.type;
   v.dims = dims;
-  v.idx.assign(ranks, std::vector<int64_t>(n, 0));
   auto operand = [&](size_t i) -> const Val & {
     if (i >= in.size())
       malformed("'" + op + "' has too few operands");
@@ -489,7 +539,7 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
     const Val &x = operand(0);
     if (product(x.dims) != n)
       malformed("'" + op + "' changes the element count");
-    v.idx = x.idx;
+    v.idx = x.idx;  // (a splat stays one)
     for (auto &row : v.idx)
       for (int64_t &z : row) {
         if (op == "convert" && v.type == "pred")
@@ -510,9 +560,10 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
     const Val &o = operand(1);
     if (t.dims[0] < 1 || product(o.dims) != 1)
       malformed("dynamic-slice of an empty table or at a non-scalar index");
+    v.idx.assign(ranks, std::vector<int64_t>(1, 0));
     for (int64_t r = 0; r < ranks; ++r) {
       int64_t k = std::clamp<int64_t>(o.idx[r][0], 0, t.dims[0] - 1);
-      v.idx[r][0] = t.idx[r][k];
+      v.idx[r][0] = idxAt(t, r, k);
     }
     return v;
   }
@@ -532,11 +583,17 @@ Val Translator::indexOp(const hlo::Instruction &inst, const std::vector<const Va
     for (const Val *x : {&a, &b, &c})
       if (!x->dims.empty() && product(x->dims) != n)
         malformed("'" + op + "' operand shapes disagree");
+    int64_t m = n;
+    if (isSplat(a) && isSplat(b) && isSplat(c)) {
+      v.idx.assign(ranks, std::vector<int64_t>(1, 0));
+      m = 1;
+    } else {
+      fullRows(v, n);
+    }
     for (int64_t r = 0; r < ranks; ++r)
-      for (int64_t e = 0; e < n; ++e) {
-        auto at = [&](const Val &x) { return x.idx[r][x.dims.empty() ? 0 : e]; };
-        v.idx[r][e] = op == "select" ? (at(a) ? at(b) : at(c))
-                                     : std::clamp(at(b), at(a), std::max(at(a), at(c)));
+      for (int64_t e = 0; e < m; ++e) {
+        int64_t x = idxAt(a, r, e), y = idxAt(b, r, e), z = idxAt(c, r, e);
+        v.idx[r][e] = op == "select" ? (x ? y : z) : std::clamp(y, x, std::max(x, z));
       }
     return v;
   }

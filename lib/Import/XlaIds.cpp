@@ -123,7 +123,7 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
         v.kind = Val::Index;
         v.type = inst.shape.type;
         v.dims = dims;
-        v.idx.assign(ranks, std::vector<int64_t>(n, decided));
+        v.idx.assign(ranks, std::vector<int64_t>(1, decided));  // a splat
         return v;
       }
     }

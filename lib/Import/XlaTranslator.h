@@ -50,7 +50,10 @@ struct Val {
   std::string type;
   std::vector<int64_t> dims;
   std::string scalarConst;          // Tensor: a float constant's literal, when scalar
-  std::vector<std::vector<int64_t>> idx;  // Index: [rank][element]
+  /// Index: [rank][element]; a rank's row of one entry holds every element of the
+  /// value (a splat: a constant or a decided predicate at a real model's size is never
+  /// written out element by element).
+  std::vector<std::vector<int64_t>> idx;
   std::vector<Val> elements;        // Tuple
   /// Ids: a further addend per rank (a vocabulary shard's first row subtracted); empty
   /// when none.
@@ -64,6 +67,19 @@ struct Val {
   std::string lookupIds;
   int64_t copies = 1;
 };
+
+/// Element `e` of rank `r` of an Index value (a splat's row has one entry).
+inline int64_t idxAt(const Val &v, size_t r, int64_t e) {
+  const std::vector<int64_t> &row = v.idx[r];
+  return row.size() == 1 ? row[0] : row[e];
+}
+/// Whether every rank's row of an Index value is one entry (a splat, or a scalar).
+inline bool isSplat(const Val &v) {
+  for (const auto &row : v.idx)
+    if (row.size() != 1)
+      return false;
+  return true;
+}
 
 //===--- The translation ------------------------------------------------------===//
 
@@ -230,6 +246,7 @@ private:
                 const std::vector<Val> &args, int depth);
   Val indexOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   Val indexSource(const hlo::Instruction &inst, Val v);
+  void fullRows(Val &v, int64_t n);
   Val indexBroadcast(const Val &x, Val v);
   Val indexBinary(const std::string &op, const Val &a, const Val &b, Val v);
   Val indexReduce(const std::vector<const Val *> &in, const Val &x, const Val &init, Val v);

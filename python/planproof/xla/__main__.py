@@ -46,7 +46,8 @@ def main(argv=None):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                f" --xla_force_host_platform_device_count={a.devices}"
                                f" --xla_dump_to={dump} --xla_dump_hlo_as_text"
-                               " --xla_dump_hlo_pass_re=spmd-partitioning")
+                               " --xla_dump_hlo_pass_re=spmd-partitioning"
+                               " --xla_dump_large_constants")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     sys.path.insert(0, os.path.dirname(case_path))
     try:
