@@ -2,6 +2,12 @@
 on the spec it writes, medians over runs, with the spec's size.
 
     python3 bench/bench_xla.py --runs 3 --out bench/results-xla.md
+    python3 bench/bench_xla.py --full --runs 5 --out bench/results-xla-full.md
+
+--full: JAX steps at a real model's sizes (Llama3-8B's hidden size, heads, FFN and
+vocabulary, sequences of 2048) on up to 512 devices: the checked-in dumps, and the
+Llama block at dp 64 x tp 8 compiled here (needs `make jaxenv`), imported and verified
+by the layout engine, with the peak memory of each command.
 """
 import argparse
 import json
@@ -23,11 +29,77 @@ CASES = [
 ]
 
 
+FULL = [  # (name, mesh, devices, environment to compile it; None: checked in)
+    ("lm_vocab_full_dp8_tp8", "dp=8,tp=8", 64, None),
+    ("llama_block_full_dp2_tp4", "dp=2,tp=4", 8, {"LLAMA_FULL": "2x4"}),
+    ("llama_block_full_dp8_tp8", "dp=8,tp=8", 64, None),
+    ("llama_block_full_dp64_tp8", "dp=64,tp=8", 512, {"LLAMA_FULL": "64x8"}),
+]
+
+
+def timed(cmd):
+    """Wall seconds and peak MiB of `cmd` (under /usr/bin/time), and its stdout."""
+    t0 = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode not in (0, 3):
+        raise RuntimeError(" ".join(cmd) + ": " + p.stderr[-2000:])
+    return wall, int(p.stderr.strip().splitlines()[-1]) / 1024, p.stdout
+
+
+def full(a):
+    folder = os.path.join(ROOT, "test", "xla", "cases")
+    tmp = tempfile.mkdtemp()
+    rows = []
+    for name, mesh, devices, env in FULL:
+        where, compile_s = folder, ""
+        if env is not None:
+            where = tmp
+            t0 = time.perf_counter()
+            p = subprocess.run([os.path.join(ROOT, "scripts", "planproof-xla"),
+                                os.path.join(folder, "llama_block_dp2_tp4.py"), "--devices",
+                                str(devices), "--name", name, "--out-dir", tmp],
+                               env=dict(os.environ, **env), capture_output=True, text=True)
+            if p.returncode != 0:
+                rows.append(f"| {name} | {devices} | not compiled: {p.stderr.strip()[-200:]} |")
+                continue
+            compile_s = f"{time.perf_counter() - t0:.1f}"
+        spec = os.path.join(tmp, name + ".json")
+        imports, verifies, peaks = [], [], []
+        verdict = ""
+        for _ in range(a.runs):
+            w, m, _ = timed([PLANPROOF, "import-xla", os.path.join(where, name + ".before.hlo"),
+                             os.path.join(where, name + ".after.hlo"), "--mesh", mesh, "-o", spec])
+            imports.append(w)
+            peaks.append(m)
+            w, m, out = timed([PLANPROOF, "verify", "--engine", "layout", "--format", "json", spec])
+            verifies.append(w)
+            peaks.append(m)
+            verdict = json.loads(out)["verdict"]
+        _, _, out = timed([PLANPROOF, "verify", "--format", "json", spec])
+        element = json.loads(out)["verdict"]
+        hlo = sum(1 for line in open(os.path.join(where, name + ".after.hlo")) if " = " in line)
+        d = json.load(open(spec))
+        rows.append(f"| {name} | {devices} | {hlo} | {len(d['plan']['ops'])} | {compile_s} | "
+                    f"{statistics.median(imports):.2f} | {verdict} | {statistics.median(verifies):.3f} | "
+                    f"{max(peaks):.0f} | {element} |")
+    text = ("| case | devices | HLO instructions after partitioning | plan ops | JAX compile and "
+            "dump s | import-xla s | layout engine | verify wall s | peak MiB | element engine |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+    if a.out:
+        write_results(a.out, "python3 bench/bench_xla.py --full --runs %d --out %s" % (a.runs, a.out),
+                      text)
+    print(text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default="")
+    ap.add_argument("--full", action="store_true")
     a = ap.parse_args()
+    if a.full:
+        return full(a)
     rows = []
     folder = os.path.join(ROOT, "test", "xla", "cases")
     tmp = tempfile.mkdtemp()

@@ -253,6 +253,8 @@ Val Translator::select(const std::vector<const Val *> &in) {
     return *in[1];  // the same value either way, whatever the predicate
   if (p.kind == Val::IdsMask)
     return maskedSelect(in);
+  if (p.kind == Val::PosPred)
+    return positionSelect(in);
   if (p.kind == Val::Pred) {  // p*a + (1-p)*b, with p a 0/1 tensor (exact for finite values)
     checkTensor(*in[1]);
     checkTensor(*in[2]);

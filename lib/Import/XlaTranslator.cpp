@@ -170,6 +170,8 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     for (auto *v : in)
       if (v->kind == Val::IdsMask)
         return maskOp(inst, in);
+    if (std::optional<Val> v = positionsOp(inst, in))  // positions too many to write out
+      return *v;
     for (auto *v : in)
       if (v->kind == Val::Pred || (v->kind == Val::Tensor && op == "compare"))
         return predOp(inst, in);

@@ -41,7 +41,10 @@ struct Val {
   /// `step`: x > c is step(x - c)).
   /// IdsMask: a predicate on token ids (XlaShards.cpp): `runs[r]` are the ids for which
   /// it holds on rank r; element e of the mask belongs to token e / copies.
-  enum Kind { Tensor, Index, Tuple, Ids, Pred, IdsMask } kind = Tensor;
+  /// Affine: an integer value affine in the element's position (XlaPositions.cpp):
+  /// per rank the constant `idx[r][0]`, plus `coeff[d]` times the position along dim d.
+  /// PosPred: a predicate on positions, the conjunction of `planes`.
+  enum Kind { Tensor, Index, Tuple, Ids, Pred, IdsMask, Affine, PosPred } kind = Tensor;
   /// Sorted, disjoint, non-adjacent closed runs of ids.
   using Runs = std::vector<std::pair<int64_t, int64_t>>;
   std::string name;                 // Tensor: the JSON value; Ids: the i64 vector
@@ -66,6 +69,13 @@ struct Val {
   /// IdsMask and such a lookup: the ids vector (`name` of the Ids) and elements per token.
   std::string lookupIds;
   int64_t copies = 1;
+  /// Affine: one coefficient per dimension.
+  std::vector<int64_t> coeff;
+  /// PosPred: each half-plane holds where `coeff . position + base[rank] >= 0`.
+  struct Plane {
+    std::vector<int64_t> coeff, base;
+  };
+  std::vector<Plane> planes;
 };
 
 /// Element `e` of rank `r` of an Index value (a splat's row has one entry).
@@ -266,6 +276,11 @@ private:
   Val clampedOutside(Val v, const Val &ids, const std::vector<int64_t> &off, int64_t rows,
                      int64_t copies);
   void checkUnmasked(const std::vector<const Val *> &in);
+  // Positions (XlaPositions.cpp).
+  bool affineOf(const Val &x, Val &out);
+  std::optional<Val> positionsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val posPredOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val positionSelect(const std::vector<const Val *> &in);
   std::string oneMinus(const std::string &p, const std::vector<int64_t> &dims);
   std::optional<int64_t> countedTripCount(const hlo::Computation &cond,
                                           const hlo::Computation &body, const Val &init);

@@ -73,7 +73,22 @@ def planproof_case():
         step=step,
         args=(params, params, params, jax.ShapeDtypeStruct((B, S, D), f32),
               jax.ShapeDtypeStruct((B, S, V), f32)),
-        mesh_shape=(2, 4), mesh_axes=("dp", "tp"),
+        mesh_shape=MESH, mesh_axes=("dp", "tp"),
         in_shardings=(SPECS, SPECS, SPECS, data, data),
         out_shardings=(P(), SPECS, SPECS, SPECS),
     )
+
+
+# (At the end, to keep the lines of the checked-in dumps.) LLAMA_FULL=DPxTP takes
+# Llama3-8B's sizes instead -- hidden 4096, 32 heads, FFN 14336, vocabulary 128256,
+# sequences of 2048, DP of them -- on a dp x tp mesh: llama_block_full_dp8_tp8 is
+# LLAMA_FULL=8x8 on 64 devices (`--devices 64`).
+import os  # noqa: E402
+
+MESH = (2, 4)
+if os.environ.get("LLAMA_FULL"):
+    MESH = tuple(int(k) for k in os.environ["LLAMA_FULL"].split("x"))
+    B, S, D, H, F, V = MESH[0], 2048, 4096, 32, 14336, 128256
+    HD = D // H
+    SHAPES = {"n1": (D,), "wq": (D, D), "wk": (D, D), "wv": (D, D), "wo": (D, D),
+              "n2": (D,), "w1": (D, F), "w2": (F, D), "w3": (D, F), "nf": (D,), "wout": (D, V)}
