@@ -82,8 +82,11 @@ bool Translator::affineOf(const Val &x, Val &out) {
     out = x;
     return true;
   }
-  if (x.kind != Val::Index)
+  if (x.kind != Val::Index || product(x.dims) == 0)
     return false;
+  for (const auto &row : x.idx)
+    if (row.empty())
+      return false;
   out = x;
   out.kind = Val::Affine;
   out.coeff.assign(x.dims.size(), 0);
