@@ -29,11 +29,13 @@ CASES = [
 ]
 
 
-FULL = [  # (name, mesh, devices, environment to compile it; None: checked in)
-    ("lm_vocab_full_dp8_tp8", "dp=8,tp=8", 64, None),
-    ("llama_block_full_dp2_tp4", "dp=2,tp=4", 8, {"LLAMA_FULL": "2x4"}),
-    ("llama_block_full_dp8_tp8", "dp=8,tp=8", 64, None),
-    ("llama_block_full_dp64_tp8", "dp=64,tp=8", 512, {"LLAMA_FULL": "64x8"}),
+FULL = [  # (name, case, mesh, devices, environment to compile it; None: checked in)
+    ("lm_vocab_full_dp8_tp8", "", "dp=8,tp=8", 64, None),
+    ("lm_accum_full_dp2_tp4", "lm_accum_dp2_tp4", "dp=2,tp=4", 8, {"ACCUM_FULL": "1"}),
+    ("scan_layers_full_dp2_tp4", "scan_layers_dp2_tp4", "dp=2,tp=4", 8, {"SCAN_FULL": "1"}),
+    ("llama_block_full_dp2_tp4", "llama_block_dp2_tp4", "dp=2,tp=4", 8, {"LLAMA_FULL": "2x4"}),
+    ("llama_block_full_dp8_tp8", "", "dp=8,tp=8", 64, None),
+    ("llama_block_full_dp64_tp8", "llama_block_dp2_tp4", "dp=64,tp=8", 512, {"LLAMA_FULL": "64x8"}),
 ]
 
 
@@ -51,13 +53,13 @@ def full(a):
     folder = os.path.join(ROOT, "test", "xla", "cases")
     tmp = tempfile.mkdtemp()
     rows = []
-    for name, mesh, devices, env in FULL:
+    for name, case, mesh, devices, env in FULL:
         where, compile_s = folder, ""
         if env is not None:
             where = tmp
             t0 = time.perf_counter()
             p = subprocess.run([os.path.join(ROOT, "scripts", "planproof-xla"),
-                                os.path.join(folder, "llama_block_dp2_tp4.py"), "--devices",
+                                os.path.join(folder, case + ".py"), "--devices",
                                 str(devices), "--name", name, "--out-dir", tmp],
                                env=dict(os.environ, **env), capture_output=True, text=True)
             if p.returncode != 0:

@@ -19,3 +19,11 @@ def planproof_case():
     sp = (P(None, None, "tp"), P(None, "tp", None))
     return dict(step=step, args=(ws, jax.ShapeDtypeStruct((B, D), f32)), mesh_shape=(2, 4), mesh_axes=("dp", "tp"),
                 in_shardings=(sp, P("dp", None)), out_shardings=(P(), sp))
+
+
+# (At the end, to keep the lines of the checked-in dumps.) SCAN_FULL=1: 32 layers of
+# Llama3-8B's hidden and FFN sizes (4096, 14336) on 64 rows -- the scan unrolled at a
+# real depth and width (bench/bench_xla.py --full).
+import os  # noqa: E402
+if os.environ.get("SCAN_FULL"):
+    L, B, D, F = 32, 64, 4096, 14336
