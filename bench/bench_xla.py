@@ -32,6 +32,8 @@ CASES = [
 FULL = [  # (name, case, mesh, devices, environment to compile it; None: checked in)
     ("lm_vocab_full_dp8_tp8", "", "dp=8,tp=8", 64, None),
     ("lm_accum_full_dp2_tp4", "lm_accum_dp2_tp4", "dp=2,tp=4", 8, {"ACCUM_FULL": "1"}),
+    ("lm_accum_split_full_dp2_tp4", "lm_accum_dp2_tp4", "dp=2,tp=4", 8,
+     {"ACCUM_FULL": "1", "MB_SPLIT": "1"}),
     ("scan_layers_full_dp2_tp4", "scan_layers_dp2_tp4", "dp=2,tp=4", 8, {"SCAN_FULL": "1"}),
     ("llama_block_full_dp2_tp4", "llama_block_dp2_tp4", "dp=2,tp=4", 8, {"LLAMA_FULL": "2x4"}),
     ("llama_block_full_dp8_tp8", "", "dp=8,tp=8", 64, None),

@@ -237,6 +237,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locatio
     auto t = asTensor(v);
     if (!t || t.getRank() != first.getRank())
       return fail(loc, "ref.concat: operands must have the same rank");
+    if (t.getElementType() != first.getElementType())
+      return fail(loc, "ref.concat: operands must have the same element type");
     for (int64_t d = 0; d < t.getRank(); ++d)
       if (d != dim && t.getDimSize(d) != first.getDimSize(d))
         return fail(loc, "ref.concat: operands differ in dimension " + Twine(d));
@@ -244,7 +246,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locatio
         shape[dim] > planproof::kMaxDimSize)
       return fail(loc, "ref.concat: the concatenated dimension is larger than 2^31");
   }
-  out.push_back(f32Tensor(ctx, shape));
+  out.push_back(RankedTensorType::get(shape, first.getElementType()));
   return success();
 }
 

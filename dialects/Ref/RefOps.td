@@ -506,12 +506,16 @@ def Ref_SliceOp : Ref_Op<"slice", [Ref_Linear]> {
 def Ref_ConcatOp : Ref_Op<"concat", [Ref_Linear]> {
   let summary = "concatenates along a dimension";
   let description = [{
+    The operands are f32, or all vectors of token ids (i64): a rank's ids put back
+    together from runs moved separately (XLA exchanges a view of a rank's microbatches
+    one leading index at a time); the result has the operands' element type.
+
     ```mlir
     %c = ref.concat %a, %b dim 1 : tensor<2x2xf32>, tensor<2x2xf32>
     ```
   }];
-  let arguments = (ins Variadic<PP_F32RankedTensor>:$inputs, I64Attr:$dim);
-  let results = (outs PP_F32RankedTensor:$result);
+  let arguments = (ins Variadic<PP_F32OrIdsTensor>:$inputs, I64Attr:$dim);
+  let results = (outs PP_F32OrIdsTensor:$result);
   let assemblyFormat = "$inputs `dim` $dim attr-dict `:` type($inputs)";
 }
 

@@ -185,14 +185,52 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
       if (x.dims[p] != 1)
         moved.push_back(p);
     }
-    if (!std::is_sorted(moved.begin(), moved.end()))
-      unsupported("a transpose of token ids that reorders them");
     Val v = x;
     v.dims = dims;
     v.type = inst.shape.type;
-    return v;
+    if (std::is_sorted(moved.begin(), moved.end()))
+      return v;
+    return idsPermuteRuns(x, perm, v);
   }
   unsupported("integer HLO op '" + op + "' on token ids");
+}
+
+/// A transpose of ids that keeps the dims from some t on in place and permutes those
+/// before it: each index of the leading dims names a contiguous run of the vector, and
+/// the transpose lists the runs in another order -- slices of the runs, concatenated
+/// in the transposed order (XLA's transpose after exchanging microbatches' ids).
+Val Translator::idsPermuteRuns(const Val &x, const std::vector<int64_t> &perm, Val v) {
+  if (!x.shift.empty())
+    unsupported("a transpose of token ids shifted by a per-partition value");
+  size_t t = perm.size();  // the trailing dims from t on stay where they are
+  while (t > 0 && perm[t - 1] == (int64_t)t - 1)
+    --t;
+  for (size_t k = 0; k < t; ++k)
+    if (perm[k] >= (int64_t)t)
+      unsupported("a transpose of token ids that moves a dim into the runs");
+  int64_t runs = 1, run = 1;
+  for (size_t k = 0; k < x.dims.size(); ++k)
+    (k < t ? runs : run) *= x.dims[k];
+  if (runs > 4096)
+    unsupported("a transpose of token ids in more than 4096 runs");
+  std::vector<int64_t> oldStride(t, 1);
+  for (int k = (int)t - 2; k >= 0; --k)
+    oldStride[k] = oldStride[k + 1] * x.dims[k + 1];
+  std::vector<std::string> parts;
+  for (int64_t i = 0; i < runs; ++i) {
+    // New leading index i (row-major over the transposed dims) -> the old run.
+    int64_t rest = i, old = 0;
+    for (int k = (int)t - 1; k >= 0; --k) {
+      int64_t size = x.dims[perm[k]];
+      old += (rest % size) * oldStride[perm[k]];
+      rest /= size;
+    }
+    parts.push_back(emit("slice", {x.name}, {{"offsets", json::array({old * run})},
+                                             {"sizes", json::array({run})}},
+                         nullptr, cur->name + "_run"));
+  }
+  v.name = emit("concat", parts, {{"dim", 0}}, nullptr, cur->name);
+  return v;
 }
 
 /// A slice of ids viewed as `x.dims`: one contiguous run of the id vector (the ids of
@@ -238,20 +276,36 @@ Val Translator::idsExchange(const Val &x) {
     unsupported("an " + op + " of token ids shifted by a per-partition value");
   if (d.size() != 1 || d[0] < 0 || d[0] >= (int64_t)x.dims.size() || dims.size() != x.dims.size())
     malformed("an " + op + " of token ids needs one dimension of the operand");
-  for (int64_t k = 0; k < d[0]; ++k)
-    if (x.dims[k] != 1)
-      unsupported("an " + op + " of token ids along a dim after one of size " +
-                  std::to_string(x.dims[k]) + " (not runs of the id vector)");
+  // Each index of the dims before the moved one is a contiguous run of the vector (the
+  // dims from it on are whole in it): the collective moves each run on its own, and
+  // the runs are put back in order (XLA's exchange of a view of several microbatches).
+  int64_t lead = 1, run = 1;
+  for (int64_t k = 0; k < (int64_t)x.dims.size(); ++k)
+    (k < d[0] ? lead : run) *= x.dims[k];
+  if (lead > 4096)
+    unsupported("an " + op + " of token ids in more than 4096 runs");
   Val v = x;
   v.dims = dims;
   v.type = cur->shape.type;
   if (axes.empty())
     return v;
-  if (op == "all-gather")
-    v.name = emit("all_gather", {x.name}, {{"axes", axisNames(axes)}, {"dim", 0}}, nullptr, cur->name);
-  else
-    v.name = emit("all_to_all", {x.name}, {{"axes", axisNames(axes)}, {"split_dim", 0}, {"concat_dim", 0}},
-                  nullptr, cur->name);
+  auto move = [&](const std::string &ids, const std::string &base) {
+    if (op == "all-gather")
+      return emit("all_gather", {ids}, {{"axes", axisNames(axes)}, {"dim", 0}}, nullptr, base);
+    return emit("all_to_all", {ids}, {{"axes", axisNames(axes)}, {"split_dim", 0}, {"concat_dim", 0}},
+                nullptr, base);
+  };
+  if (lead == 1) {
+    v.name = move(x.name, cur->name);
+    return v;
+  }
+  std::vector<std::string> moved;
+  for (int64_t a = 0; a < lead; ++a) {
+    std::string piece = emit("slice", {x.name}, {{"offsets", json::array({a * run})}, {"sizes", json::array({run})}},
+                             nullptr, cur->name + "_run");
+    moved.push_back(move(piece, cur->name + "_part"));
+  }
+  v.name = emit("concat", moved, {{"dim", 0}}, nullptr, cur->name);
   return v;
 }
 

@@ -295,6 +295,7 @@ private:
   Val scatterAdd(const std::vector<const Val *> &in);
   Val idsRun(const Val &x, std::vector<int64_t> offsets, const std::vector<int64_t> &sizes);
   Val idsExchange(const Val &x);
+  Val idsPermuteRuns(const Val &x, const std::vector<int64_t> &perm, Val v);
   /// The `slice={[a:b], ...}` attribute of the current slice: offsets and sizes.
   void sliceRanges(std::vector<int64_t> &offsets, std::vector<int64_t> &sizes);
   std::string oneHot(const Val &ids, int64_t classes, std::vector<int64_t> &off);

@@ -502,10 +502,11 @@ SplitResult rotarySplit(RuleContext &c, const std::vector<const State *> &in) {
 
 /// concat along a dimension no operand splits, of operands split alike elsewhere: each
 /// rank concatenates its blocks, which are the blocks of the concatenation. Along a
-/// dimension every operand splits alike (plain blocks over the same axes S), each rank
-/// holds its block of each operand, one after the other: the concatenation laid out in
-/// windows, one per operand -- its S-block, moved by the operand's offset (PyTorch
-/// stacks a value's chunks so before a reduce_scatter along a batch split over S).
+/// dimension every operand splits over the same axes S, each rank holds its block of
+/// each operand, one after the other: the concatenation laid out in windows -- each
+/// operand's S-block (or its windows), moved by the operand's offset (PyTorch stacks a
+/// value's chunks so before a reduce_scatter along a batch split over S; XLA exchanges
+/// a rank's token ids one microbatch group at a time).
 SplitResult concatSplit(RuleContext &c, ref::ConcatOp cat, const std::vector<const State *> &in) {
   int64_t dim = cat.getDim();
   const State &x = *in[0];
@@ -517,23 +518,31 @@ SplitResult concatSplit(RuleContext &c, ref::ConcatOp cat, const std::vector<con
   if (in.size() == 1) // a concatenation of one value is that value
     return r;
   r.global[dim] = 0;
-  const DimSplit &along = x.split[dim];
+  const std::vector<int> along = x.split[dim];  // (the axes; operands' windows may differ)
   std::vector<Window> windows;
   for (const State *s : in) {
-    if (!s->split[dim].windows.empty() || s->split[dim] != along)
+    if (static_cast<const std::vector<int> &>(s->split[dim]) != along)
       return fail("it concatenates along dimension " + std::to_string(dim) + ", which an "
                   "operand splits (" + c.show(*s) + ")");
-    bool alike = s->split == x.split && s->global.size() == x.global.size();
+    bool alike = s->split.size() == x.split.size() && s->global.size() == x.global.size();
     for (size_t d = 0; alike && d < x.global.size(); ++d)
-      alike = (int64_t)d == dim || s->global[d] == x.global[d];
+      alike = (int64_t)d == dim || (s->global[d] == x.global[d] && s->split[d] == x.split[d]);
     if (!alike)
       return fail("its operands are split differently (" + c.show(x) + " and " + c.show(*s) + ")");
     if (!along.empty()) {
-      std::vector<Window> block = plainWindows(c.mesh, along, s->global[dim]);
-      if (block.size() != 1 || !checkedAdd(block[0].base, r.global[dim], block[0].base))
+      // Each rank's block of the operand -- its one plain block, or its windows (ids
+      // exchanged run by run) -- moved by the operand's offset in the concatenation.
+      std::vector<Window> blocks = s->split[dim].windows;
+      if (blocks.empty())
+        blocks = plainWindows(c.mesh, s->split[dim], s->global[dim]);
+      if (blocks.empty() || (s->split[dim].windows.empty() && blocks.size() != 1))
         return fail("it concatenates along dimension " + std::to_string(dim) +
                     ", whose blocks do not divide an operand's rows (" + c.show(*s) + ")");
-      windows.push_back(block[0]);
+      for (Window &w : blocks) {
+        if (!w.zero && !checkedAdd(w.base, r.global[dim], w.base))
+          return fail("a concatenation of more rows than fit 64 bits");
+        windows.push_back(w);
+      }
     }
     if (!checkedAdd(r.global[dim], s->global[dim], r.global[dim]))
       return fail("a concatenation of more rows than fit 64 bits");

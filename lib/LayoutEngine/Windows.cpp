@@ -198,8 +198,10 @@ bool isZero(const State &s) { return s.known && s.factor.isZero(); }
 
 /// A concatenation along d of runs of one value (its windows, in order) and of zeros
 /// (the adjoint of a slice pads a chunk's gradient): each rank's block is those runs,
-/// one after the other.
-State windowConcat(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
+/// one after the other. A concatenation of different values without zeros is the
+/// generic rule's (`generic`: Splits.cpp's concatSplit takes windowed operands).
+State windowConcat(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                   const std::function<State(const std::vector<const State *> &)> &generic) {
   int64_t dim = cast<ref::ConcatOp>(op).getDim();
   Shape local;
   if (!resultShape(op, local) || dim < 0 || dim >= (int64_t)local.size())
@@ -227,6 +229,13 @@ State windowConcat(RuleContext &c, Operation &op, const std::vector<const State 
                      static_cast<const std::vector<int> &>(lead->split[dim]);
     for (size_t d = 0; alike && d < s.split.size(); ++d)
       alike = (int64_t)d == dim || s.split[d] == lead->split[d];
+    // (Different values with no zeros among them: the concatenation of those values,
+    // each rank's blocks of each -- windows or plain -- one after the other: Splits.cpp.)
+    bool zeros = false;
+    for (const State *t : in)
+      zeros |= isZero(*t) || hasZero(*t);
+    if (!alike && !zeros)
+      return generic(in);
     if (!alike)
       return State::unknown(&op, "a concatenation of other values than runs of one value and "
                                  "zeros, laid out in windows (operand #" + std::to_string(i) +
@@ -668,7 +677,7 @@ static State windowRuleOnce(RuleContext &c, Operation &op, const std::vector<con
   if (isa<ref::SliceOp>(op))
     return windowSlice(c, op, *in[0]);
   if (isa<ref::ConcatOp>(op))
-    return windowConcat(c, op, in);
+    return windowConcat(c, op, in, generic);
   bool zeros = false;
   for (const State *s : in)
     zeros |= hasZero(*s);

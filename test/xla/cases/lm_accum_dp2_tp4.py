@@ -45,7 +45,10 @@ def planproof_case():
 
 # (At the end, to keep the lines of the checked-in dumps.) ACCUM_FULL=1: 4 microbatches
 # of 4 sequences of 2048 tokens, vocabulary 128256 and hidden 4096 (bench/bench_xla.py
-# --full). With MB_SPLIT=1 too, XLA exchanges the ids along a dimension after one of
-# size 2, which the import does not cover yet (unsupported).
+# --full).
 if os.environ.get("ACCUM_FULL"):
     K, B, S, D, V = 4, 16, 2048, 4096, 128256
+# MB4=1: 4 microbatches of 2 sequences (lm_accum_split4_dp2_tp4, with MB_SPLIT=1: XLA
+# exchanges the ids of two microbatches at a time and transposes the runs back).
+if os.environ.get("MB4"):
+    K, B = 4, 8
