@@ -68,7 +68,7 @@ SPECS = {"n1": P(), "wq": P("dp", "tp"), "wk": P("dp", "tp"), "wv": P("dp", "tp"
 def planproof_case():
     f32 = jnp.float32
     params = {k: jax.ShapeDtypeStruct(s, f32) for k, s in SHAPES.items()}
-    data = P("dp", None, None)
+    data = P("dp", "tp" if os.environ.get("LLAMA_SP") else None, None)
     return dict(
         step=step,
         args=(params, params, params, jax.ShapeDtypeStruct((B, S, D), f32),
@@ -82,7 +82,8 @@ def planproof_case():
 # (At the end, to keep the lines of the checked-in dumps.) LLAMA_FULL=DPxTP takes
 # Llama3-8B's sizes instead -- hidden 4096, 32 heads, FFN 14336, vocabulary 128256,
 # sequences of 2048, DP of them -- on a dp x tp mesh: llama_block_full_dp8_tp8 is
-# LLAMA_FULL=8x8 on 64 devices (`--devices 64`).
+# LLAMA_FULL=8x8 on 64 devices (`--devices 64`). LLAMA_SP=1 splits the batch's
+# sequence over tp as well (each rank's causal mask starts at its chunk's position).
 import os  # noqa: E402
 
 MESH = (2, 4)
