@@ -3,9 +3,7 @@ an embedding lookup (jnp.take) whose table is split over tp on the model dim, a 
 layer, an output head, and the cross-entropy of integer labels (log_softmax and
 take_along_axis), with gradients (the lookup's is a scatter-add by id). VOCAB_SHARDED=1
 splits the table over tp by vocabulary rows instead: XLA then shifts each rank's ids by
-its shard's first row, clamps, masks and all-reduces the lookup (lm_embed_vocab_dp2_tp4).
-HEAD_SHARDED=1 splits the output head by vocabulary columns too: the cross-entropy's
-label pick is then a vocabulary-parallel one (lm_vocab_dp2_tp4, with both)."""
+its shard's first row, clamps, masks and all-reduces the lookup (more at the end)."""
 import os
 
 import jax
@@ -28,5 +26,17 @@ def planproof_case():
           "w": P(None, "tp"), "out": P(None, "tp") if os.environ.get("HEAD_SHARDED") else P("tp", None)}
     i32 = jnp.int32
     return dict(step=step, args=(p, jax.ShapeDtypeStruct((B, S), i32), jax.ShapeDtypeStruct((B, S), i32)),
-                mesh_shape=(2, 4), mesh_axes=("dp", "tp"),
+                mesh_shape=MESH, mesh_axes=("dp", "tp"),
                 in_shardings=(ps, P("dp", None), P("dp", None)), out_shardings=(P(), ps))
+
+
+# (At the end, to keep the lines of the checked-in dumps.) VOCAB_SHARDED=1 is
+# lm_embed_vocab_dp2_tp4. HEAD_SHARDED=1 splits the output head by vocabulary columns
+# too: the cross-entropy's label pick is then a vocabulary-parallel one
+# (lm_vocab_dp2_tp4, with both). VOCAB_FULL=1 (with
+# VOCAB_SHARDED=1 HEAD_SHARDED=1): Llama3-8B's hidden size 4096 and vocabulary 128256,
+# 8 sequences of 2048 tokens, on dp x tp = 8 x 8 (`--devices 64`): lm_vocab_full_dp8_tp8.
+MESH = (2, 4)
+if os.environ.get("VOCAB_FULL"):
+    MESH = (8, 8)
+    B, S, D, V = 8, 2048, 4096, 128256
