@@ -78,6 +78,15 @@ public:
   TermId reshaped(TermId t, const Shape &shape, mlir::MLIRContext *ctx = nullptr);
   /// The scalar 1 (ref.constant's elements are factor x one).
   TermId one() { return leaf("1", ""); }
+  /// Whether sums over a one-hot's classes and totals are written in the normal form
+  /// of Picks.cpp (a second pass, where the first did not show the outputs equal).
+  bool picks = false;
+  /// Integer inputs' bounds (every value in [0, bound)); 0 where none is known.
+  void setBound(TermId leaf, int64_t bound) { bounds[leaf] = bound; }
+  int64_t boundOf(TermId t) const {
+    auto it = bounds.find(t);
+    return it == bounds.end() ? 0 : it->second;
+  }
   /// A readable rendering (heads without attributes), for messages; at most `budget`
   /// characters.
   std::string str(TermId t, size_t budget = 120) const;
@@ -127,6 +136,7 @@ private:
     size_t operator()(const HeadKey &k) const;
   };
   std::unordered_map<HeadKey, std::string, HeadHash> heads;
+  std::unordered_map<TermId, int64_t> bounds;
   mlir::MLIRContext *context = nullptr;
   TermId intern(const std::string &head, const std::string &shortHead,
                 std::vector<TermId> operands);
@@ -450,6 +460,19 @@ bool broadcastPlacedAs(RuleContext &c, mlir::Operation &op, const State &x,
 /// sums of reshapes over whole groups written as reshapes of sums.
 TermId sumTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,
                const Shape &global);
+/// The sum over `dims` (with the class dim 1) of u = one_hot(ids) x y, the one-hot of
+/// ids in [0, bound) over at least `bound` classes, y with summands constant along the
+/// classes: the sum of the one-hot times y's other summands, plus each constant one's
+/// row value (each row of the one-hot sums to 1; Picks.cpp). True, with that term and
+/// its factor; false where u is no such product.
+bool pickedRows(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,
+                const Shape &global, TermId &out, Rational &factor);
+/// t's operands with their scales taken out: (operand, its factor), in order.
+std::vector<std::pair<TermId, Rational>> weightedOperands(const TermPool &terms, TermId t);
+/// The term and factor of the sum of u over `dims`: pickedRows; the sum of all
+/// elements of a sum or broadcast written through its summands' or source's; sumTerm.
+std::pair<TermId, Rational> sumOf(TermPool &terms, mlir::Operation &op, TermId u,
+                                  const std::vector<int64_t> &dims, const Shape &global);
 /// The same for a maximum (reduce_max): maxima of maxima merged, maxima of reshapes over
 /// whole groups written as reshapes of maxima.
 TermId maxTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,

@@ -145,14 +145,7 @@ bool PieceComparison::Normalizer::piecesOf(TermId t, int &dim, std::vector<Weigh
     return false;
   if (key.consumeInteger(10, dim))
     return false;
-  pieces.clear();
-  for (TermId u : terms.operands(t)) {
-    Rational c(1);
-    TermId v = u;
-    if (!terms.scaleOf(u, c, v))
-      v = u;
-    pieces.push_back({v, c});
-  }
+  pieces = weightedOperands(terms, t);
   return true;
 }
 

@@ -93,7 +93,8 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
     out = {in[0]->term, in[0]->factor}; // a reshape to the shape it has: the value
     return true;
   }
-  if (isa<ref::ReshapeOp>(op) && terms.headIs(in[0]->term, "ref.reshape{")) {
+  if (isa<ref::ReshapeOp>(op) && (terms.headIs(in[0]->term, "ref.reshape{") ||
+                                   (terms.picks && terms.headIs(in[0]->term, "bcast{}:")))) {
     out = {reshapeTerm(terms, op, in[0]->term, global), in[0]->factor};
     return true;
   }
@@ -105,7 +106,8 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
   // groups); a mean is the sum over the count of its elements.
   if (auto sum = dyn_cast<ref::ReduceSumOp>(op); sum && in.size() == 1) {
     std::vector<int64_t> dims(sum.getDims().begin(), sum.getDims().end());
-    out = {sumTerm(terms, op, in[0]->term, dims, global), in[0]->factor};
+    auto [t, f] = sumOf(terms, op, in[0]->term, dims, global); // (Picks.cpp)
+    out = {t, in[0]->factor * f};
     return true;
   }
   // A maximum likewise. It is positively homogeneous, max(c x) = c max(x) for c > 0:
@@ -126,7 +128,8 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
         count *= in[0]->global[d];
     if (count > 0) {
       std::vector<int64_t> dims(m.getDims().begin(), m.getDims().end());
-      out = {sumTerm(terms, op, in[0]->term, dims, global), in[0]->factor / Rational(count)};
+      auto [t, f] = sumOf(terms, op, in[0]->term, dims, global);
+      out = {t, in[0]->factor * f / Rational(count)};
       return true;
     }
   }

@@ -1264,6 +1264,61 @@ TEST_CASE("a one-hot's block times a function of its own row sums: the function 
   refutesWithBlocks(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, columns));
 }
 
+TEST_CASE("a one-hot's rows sum to 1: picks of a difference, and totals in two shapes",
+          "[layouts]") {
+  // Ids in [0, Kn) over Kn classes: the sum over the classes of one_hot x (x - c copied
+  // along the classes) is the pick of x minus c (a cross-entropy's log-probability
+  // picked by the reference, the label's logit picked by a vocabulary-parallel plan,
+  // Megatron's, which subtracts the rest itself); and the total of that difference in
+  // a [1, 2] shape is the reference's total over [2]. Near misses: c copied along the
+  // rows instead; another ids' one-hot; ids of a bound past the classes (J = 2: a row
+  // of zeros where the reference's id is past them); the plan's total of c doubled.
+  const char *refArgs = R"(%x: tensor<2x{Kn}xf32> {ref.name = "x"}, %c: tensor<2xf32> {ref.name = "c"}, %ids: tensor<2xi64> {ref.name = "ids", ref.bound = BOUND : i64}, %other: tensor<2xi64> {ref.name = "other", ref.bound = {Kn} : i64})";
+  std::string refRes = R"(tensor<2xf32> {ref.name = "picked"}, tensor<f32> {ref.name = "total"})";
+  std::string refBody = R"(    %hot = ref.one_hot %ids : tensor<2xi64> -> tensor<2x{Kn}xf32>
+    %cb = ref.broadcast %c dims [0] : tensor<2xf32> -> tensor<2x{Kn}xf32>
+    %z = ref.sub %x, %cb : tensor<2x{Kn}xf32>
+    %p = ref.mul %hot, %z : tensor<2x{Kn}xf32>
+    %picked = ref.reduce_sum %p dims [1] : tensor<2x{Kn}xf32>
+    %total = ref.reduce_sum %p dims [0, 1] : tensor<2x{Kn}xf32>
+    return %picked, %total : tensor<2xf32>, tensor<f32>
+)";
+  std::string planArgs = R"(%x: tensor<2x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>}, %c: tensor<2xf32> {dist.value = "c", dist.layout = #dist.layout<[_]>}, %ids: tensor<2xi64> {dist.value = "ids", dist.layout = #dist.layout<[_]>}, %other: tensor<2xi64> {dist.value = "other", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<2xf32> {dist.value = "picked", dist.layout = #dist.layout<[_]>}, tensor<f32> {dist.value = "total", dist.layout = #dist.layout<[]>})";
+  auto plan = [](const char *ids, const char *copies) {
+    return std::string(R"(    %r = dist.axis_index "a" : index
+    %n = arith.constant {n} : index
+    %first = arith.muli %r, %n : index
+    %hot = ref.one_hot )") + ids + R"( offset %first : tensor<2xi64> -> tensor<2x{n}xf32>
+    %p = ref.mul %x, %hot : tensor<2x{n}xf32>
+    %part = ref.reduce_sum %p dims [1] : tensor<2x{n}xf32>
+    %px = dist.all_reduce %part over ["a"] "sum" : tensor<2xf32> -> tensor<2xf32>
+    %picked = ref.sub %px, %c : tensor<2xf32>
+    %c2 = ref.scale %c by )" + copies + R"( : tensor<2xf32>
+    %d = ref.sub %px, %c2 : tensor<2xf32>
+    %d13 = ref.reshape %d : tensor<2xf32> -> tensor<1x2xf32>
+    %total = ref.reduce_sum %d13 dims [0, 1] : tensor<1x2xf32>
+    return %picked, %total : tensor<2xf32>, tensor<f32>
+)";
+  };
+  auto bound = [&](const char *b) {
+    std::string a = refArgs;
+    a.replace(a.find("BOUND"), 5, b);
+    return a;
+  };
+  proves(spec(bound("{Kn}"), refRes, refBody, planArgs, planRes, plan("%ids", "1.0")));
+  refutes(spec(bound("{Kn}"), refRes, refBody, planArgs, planRes, plan("%other", "1.0")));
+  refutes(spec(bound("{Kn}"), refRes, refBody, planArgs, planRes, plan("%ids", "2.0")));
+  decides(spec(bound("{KJn}"), refRes, refBody, planArgs, planRes, plan("%ids", "1.0")),
+          Verdict::Violated, true);
+  std::string rows = refBody;
+  rows.replace(rows.find("%cb = ref.broadcast %c dims [0] : tensor<2xf32>"),
+               std::string("%cb = ref.broadcast %c dims [0] : tensor<2xf32>").size(),
+               "%cb = ref.broadcast %cr dims [1] : tensor<{Kn}xf32>");
+  rows.replace(rows.find("    %cb"), 0, "    %cr = ref.reduce_sum %x dims [0] : tensor<2x{Kn}xf32>\n");
+  refutes(spec(bound("{Kn}"), refRes, rows, planArgs, planRes, plan("%ids", "1.0")));
+}
+
 TEST_CASE("slices of a split batch stacked along it: each rank's reshape of its block",
           "[layouts]") {
   // A row-parallel output's positions stacked along the batch (torchtitan's sequence

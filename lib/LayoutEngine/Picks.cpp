@@ -1,0 +1,287 @@
+//===- Picks.cpp - sums over a one-hot's classes ------------------------------===//
+//
+// A one-hot of ids in [0, bound) over V >= bound classes has exactly one 1 in each row.
+// So the sum over its classes of the one-hot times a value constant along the classes
+// (a broadcast of a row value b) is b; and since a product with the one-hot distributes
+// over a sum, the sum over the classes of one-hot x (A + sum_i c_i bcast(b_i)) is the
+// sum over the classes of one-hot x A, plus sum_i c_i b_i. A cross-entropy picks the
+// label's log-probability, x - max - log(sum exp): the single-device step picks from
+// that difference, a vocabulary-parallel one (Megatron's, written by hand in JAX's
+// shard_map) picks the label's logit and subtracts the rest itself; in this form both
+// are pick(x) - max - log(sum exp), and the backward passes' row sums of one-hot
+// cotangents likewise meet. Their totals, built in the frameworks' own shapes, meet
+// written in one flat shape (sumOf). Stated once here, applied to reference and plan
+// alike by the reduction's term (Rules.cpp, layoutNormalForm) in the engine's second
+// pass (TermPool::picks, LayoutEngine.cpp); certified in LayoutEngineTest.
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutEngine/LayoutState.h"
+
+#include "Ref/RefDialect.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace planproof::layouts {
+
+namespace {
+
+/// The weighted summands of `t` (a sum node's operands, scales taken out; else t).
+std::vector<std::pair<TermId, Rational>> summandsOf(const TermPool &terms, TermId t) {
+  if (!terms.headIs(t, "ref.add{"))
+    return {{t, Rational(1)}};
+  return weightedOperands(terms, t);
+}
+
+/// `t` reshaped to `shape`: a value uniform everywhere stays a uniform broadcast.
+TermId reshapedTo(TermPool &terms, Operation &op, TermId t, const Shape &shape) {
+  TermId source;
+  std::vector<int64_t> dims;
+  if (terms.shapeOf(t) == shape)
+    return t;
+  if (broadcastParts(terms, t, source, dims) && dims.empty())
+    return terms.broadcast(shape, {}, source);
+  return reshapeTerm(terms, op, t, shape);
+}
+
+/// `t`, a summand in shape `s` whose dims `cls` become the classes: where it is a
+/// broadcast copying every class dim of more than one element and reading every other
+/// such dim of `s`, in order, its value per row (its source as [rows]).
+bool rowValue(TermPool &terms, Operation &op, TermId t, const Shape &s,
+              const std::vector<bool> &cls, int64_t rows, TermId &row) {
+  TermId source;
+  std::vector<int64_t> dims;
+  if (!broadcastParts(terms, t, source, dims) || !std::is_sorted(dims.begin(), dims.end()))
+    return false;
+  if (dims.empty()) {  // one value everywhere
+    row = terms.broadcast({rows}, {}, source);
+    return true;
+  }
+  for (size_t d = 0; d < s.size(); ++d) {
+    bool read = std::find(dims.begin(), dims.end(), (int64_t)d) != dims.end();
+    if (s[d] != 1 && read == (bool)cls[d])
+      return false;  // a class dim read, or a row dim copied
+  }
+  Shape from = terms.shapeOf(source);
+  int64_t n = 1;
+  for (int64_t d : from)
+    n *= d;
+  if (n != rows)
+    return false;
+  row = reshapedTo(terms, op, source, {rows});
+  return true;
+}
+
+} // namespace
+
+namespace {
+/// A bound of the integer values of `t` (each in [0, bound)): an input's, through
+/// slices, reshapes and concatenations (which only move values); 0 where none is known.
+int64_t idsBound(const TermPool &terms, TermId t) {
+  if (terms.isLeaf(t))
+    return terms.boundOf(t);
+  if ((terms.headIs(t, "ref.slice{") || terms.headIs(t, "ref.reshape{")) &&
+      terms.operands(t).size() == 1)
+    return idsBound(terms, terms.operands(t)[0]);
+  if (!terms.headIs(t, "ref.concat{") || terms.operands(t).empty())
+    return 0;
+  int64_t most = 0;
+  for (TermId u : terms.operands(t)) {
+    int64_t b = idsBound(terms, u);
+    if (b <= 0)
+      return 0;
+    most = std::max(most, b);
+  }
+  return most;
+}
+
+/// `h` is a one-hot of ids with a bound, over at least that many classes, no offset.
+bool wholeOneHot(const TermPool &terms, TermId h) {
+  if (!terms.headIs(h, "ref.one_hot{") || terms.operands(h).size() != 1)
+    return false;
+  Shape s = terms.shapeOf(h);
+  int64_t b = idsBound(terms, terms.operands(h)[0]);
+  return s.size() == 2 && b > 0 && b <= s[1];
+}
+} // namespace
+
+std::vector<std::pair<TermId, Rational>> weightedOperands(const TermPool &terms, TermId t) {
+  std::vector<std::pair<TermId, Rational>> out;
+  for (TermId s : terms.operands(t)) {
+    Rational c(1);
+    TermId v = s;
+    if (!terms.scaleOf(s, c, v))
+      v = s;
+    out.push_back({v, c});
+  }
+  return out;
+}
+
+bool pickedRows(TermPool &terms, Operation &op, TermId u, const std::vector<int64_t> &dims,
+                const Shape &global, TermId &out, Rational &factor) {
+  if (!terms.picks)
+    return false;
+  Shape us = terms.shapeOf(u);
+  if (us.size() != 2 || std::find(dims.begin(), dims.end(), 1) == dims.end())
+    return false;
+  for (int64_t d : dims)
+    if (d != 0 && d != 1)
+      return false;
+  if (wholeOneHot(terms, u)) {  // its row sums: ones
+    TermId ones = terms.broadcast({us[0]}, {}, terms.one());
+    factor = Rational(1);
+    out = ones;
+    if (std::find(dims.begin(), dims.end(), 0) != dims.end()) {
+      out = terms.one();
+      factor = Rational(us[0]);
+    }
+    return true;
+  }
+  if (!terms.headIs(u, "ref.mul{") || terms.operands(u).size() != 2)
+    return false;
+  int k = -1;
+  for (int i = 0; i < 2; ++i)
+    if (wholeOneHot(terms, terms.operands(u)[i]))
+      k = i;
+  if (k < 0)
+    return false;
+  TermId oneHot = terms.operands(u)[k], y = terms.operands(u)[1 - k];
+  // The other factor (or the operand of its reshape) as weighted summands, with the
+  // dims of its shape that become the classes.
+  TermId inner = y;
+  bool reshaped = terms.headIs(y, "ref.reshape{");
+  if (reshaped)
+    inner = terms.operands(y)[0];
+  Shape is = terms.shapeOf(inner);
+  std::vector<bool> cls(is.size(), false);
+  if (!reshaped) {
+    cls[1] = true;
+  } else {
+    std::vector<ReshapeGroup> groups;
+    bool found = false;
+    if (!reshapeGroups(is, us, groups))
+      return false;
+    for (const ReshapeGroup &g : groups)
+      if (std::find(g.b.begin(), g.b.end(), 1) != g.b.end()) {
+        if (g.b.size() != 1)
+          return false;  // the classes merged with rows
+        for (int64_t d : g.a)
+          cls[d] = true;
+        found = true;
+      }
+    if (!found)
+      return false;
+  }
+  std::vector<std::pair<TermId, Rational>> rest, total;
+  for (auto &[t, c] : summandsOf(terms, inner)) {
+    TermId row;
+    if (rowValue(terms, op, t, is, cls, us[0], row))
+      total.push_back({row, c});
+    else
+      rest.push_back({t, c});
+  }
+  if (total.empty())
+    return false;
+  MLIRContext *ctx = op.getContext();
+  if (!rest.empty()) {  // one-hot x the rest, summed over the classes
+    auto [r, f] = rest.size() == 1 ? rest[0] : terms.sum(terms.key(inner), rest);
+    TermId ry = reshaped ? reshapeTerm(terms, op, r, us) : r;
+    TermId product = terms.node(terms.key(u), {oneHot, ry});
+    total.push_back({sumTerm(terms, op, product, {1}, {us[0]}), f});
+  }
+  auto [s, f] = terms.sum(terms.head(OperationName(ref::AddOp::getOperationName(), ctx),
+                                     DictionaryAttr::get(ctx), {us[0]}),
+                          total);
+  factor = f;
+  out = s;
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) {
+    auto [t, g] = sumOf(terms, op, s, {0}, global);
+    out = t;
+    factor = f * g;
+  }
+  return true;
+}
+
+std::pair<TermId, Rational> sumOf(TermPool &terms, Operation &op, TermId u,
+                                  const std::vector<int64_t> &dims, const Shape &global) {
+  TermId t;
+  Rational f;
+  if (!terms.picks)
+    return {sumTerm(terms, op, u, dims, global), Rational(1)};
+  if (pickedRows(terms, op, u, dims, global, t, f))
+    return {t, f};
+  // Sums of reshapes and over unit dims written through the operands' (as sumTerm
+  // does), so that a one-hot's sum under them is seen; the sum of all elements in one
+  // shape (below). So a total reached through reshapes of the frameworks' choosing is
+  // one term.
+  Shape us = terms.shapeOf(u);
+  // Over dimensions of one element only: the value, reshaped.
+  bool units = !dims.empty();
+  for (int64_t d : dims)
+    units &= d >= 0 && d < (int64_t)us.size() && us[d] == 1;
+  if (units)
+    return {reshapedTo(terms, op, u, global), Rational(1)};
+  bool all = global.empty() && !us.empty() && dims.size() == us.size();
+  for (size_t k = 0; all && k < dims.size(); ++k)
+    all = std::count(dims.begin(), dims.end(), (int64_t)k) == 1;
+  if (!all && terms.headIs(u, "ref.reshape{")) {
+    // Over whole groups of a reshape: the reshape of its operand's sum (as sumTerm), the
+    // operand's sum taken here.
+    TermId v = terms.operands(u)[0];
+    Shape from = terms.shapeOf(v);
+    std::vector<ReshapeGroup> groups;
+    std::vector<int64_t> inner;
+    bool whole = reshapeGroups(us, from, groups);
+    for (size_t k = 0; whole && k < groups.size(); ++k) {
+      size_t n = 0;
+      for (int64_t d : groups[k].a)
+        n += std::count(dims.begin(), dims.end(), d);
+      whole = n == 0 || n == groups[k].a.size();
+      if (n)
+        inner.insert(inner.end(), groups[k].b.begin(), groups[k].b.end());
+    }
+    if (whole && !inner.empty()) {
+      std::sort(inner.begin(), inner.end());
+      Shape kept;
+      for (int64_t d = 0; d < (int64_t)from.size(); ++d)
+        if (!std::binary_search(inner.begin(), inner.end(), d))
+          kept.push_back(from[d]);
+      auto [t, g] = sumOf(terms, op, v, inner, kept);
+      return {reshapedTo(terms, op, t, global), g};
+    }
+  }
+  if (!all)
+    return {sumTerm(terms, op, u, dims, global), Rational(1)};
+  auto every = [&](TermId v) {
+    std::vector<int64_t> d(terms.shapeOf(v).size());
+    for (size_t k = 0; k < d.size(); ++k)
+      d[k] = (int64_t)k;
+    return d;
+  };
+  if (terms.headIs(u, "ref.reshape{")) {
+    TermId v = terms.operands(u)[0];
+    return sumOf(terms, op, v, every(v), {});
+  }
+  // A sum with a reshaped summand: every summand reshaped to the flat shape (the sum
+  // of all elements does not see the shape), so that sums built in two shapes of one
+  // value -- a summand of the other shape arrives reshaped -- meet.
+  if (!terms.headIs(u, "ref.add{") || us.size() == 1)
+    return {sumTerm(terms, op, u, dims, global), Rational(1)};
+  std::vector<std::pair<TermId, Rational>> parts = summandsOf(terms, u);
+  if (llvm::none_of(parts, [&](const auto &p) { return terms.headIs(p.first, "ref.reshape{"); }))
+    return {sumTerm(terms, op, u, dims, global), Rational(1)};
+  int64_t n = 1;
+  for (int64_t d : us)
+    n *= d;
+  std::vector<std::pair<TermId, Rational>> flat;
+  for (auto &[v, c] : parts)
+    flat.push_back({reshapedTo(terms, op, v, {n}), c});
+  MLIRContext *ctx = op.getContext();
+  auto [whole, g] = terms.sum(terms.head(OperationName(ref::AddOp::getOperationName(), ctx),
+                                         DictionaryAttr::get(ctx), {n}),
+                              flat);
+  return {sumTerm(terms, op, whole, {0}, global), g};
+}
+
+} // namespace planproof::layouts
