@@ -279,14 +279,13 @@ Val Translator::select(const std::vector<const Val *> &in) {
     (bit(e) ? none : all) = false;
   if (!all && !none && n > 1 << 20)
     unsupported("a select on a mask of more than 2^20 elements that is not one value");
-  // (a fill value that is never selected, NaN for out-of-range indices, is never read)
-  if (all) {
-    checkTensor(*in[1]);
-    return *in[1];
-  }
-  if (none) {
-    checkTensor(*in[2]);
-    return *in[2];
+  // (a fill value that is never selected, NaN for out-of-range indices, is never read;
+  // the side selected keeps its marks: a shard's lookup is still to be masked)
+  if (all || none) {
+    const Val &pick = *in[all ? 1 : 2];
+    if (pick.kind != Val::Tensor || pick.name.empty())
+      checkTensor(pick);
+    return pick;
   }
   checkTensor(*in[1]);
   checkTensor(*in[2]);

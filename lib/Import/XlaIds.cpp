@@ -17,6 +17,36 @@
 
 namespace planproof::xla {
 
+namespace {
+
+/// Whether operand dims `xd` (the last one picked from) and index dims `id` pair as in
+/// take_along_axis on the last dim: the batching dims `opB` and `idB` matched in order,
+/// increasing on both sides, of equal sizes; every other operand dim but the last, and
+/// every other index dim but the index vector's (`ivd`), of size 1 (JAX keeps a unit
+/// batch dim as a window dim). Then the operand's rows and the ids are in one order.
+bool pairedBatch(const std::vector<int64_t> &xd, const std::vector<int64_t> &opB,
+                 const std::vector<int64_t> &id, const std::vector<int64_t> &idB, int64_t ivd) {
+  int64_t r = xd.size(), ri = id.size();
+  if (r < 1 || opB.size() != idB.size())
+    return false;
+  std::vector<bool> batch(r, false), ibatch(ri, false);
+  for (size_t i = 0; i < opB.size(); ++i) {
+    if (opB[i] < 0 || opB[i] >= r - 1 || idB[i] < 0 || idB[i] >= ri || idB[i] == ivd ||
+        xd[opB[i]] != id[idB[i]] || (i > 0 && (opB[i] <= opB[i - 1] || idB[i] <= idB[i - 1])))
+      return false;
+    batch[opB[i]] = ibatch[idB[i]] = true;
+  }
+  for (int64_t d = 0; d + 1 < r; ++d)
+    if (!batch[d] && xd[d] != 1)
+      return false;
+  for (int64_t d = 0; d < ri; ++d)
+    if (!ibatch[d] && d != ivd && id[d] != 1)
+      return false;
+  return true;
+}
+
+} // namespace
+
 /// Integer ops on token ids. Ids are assumed in [0, rows) of every table they index (the
 /// spec's `bound`), so a comparison with a constant that this range decides (JAX's
 /// `ids < 0` wrap-around of negative indices) is that constant predicate; ids keep their
@@ -35,6 +65,11 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
           return false;
     return true;
   };
+  for (auto *v : in)
+    if (v->kind == Val::Ids && !v->kept.empty() && op != "reshape" && op != "bitcast" &&
+        op != "copy" && op != "convert" && op != "broadcast" && op != "add" &&
+        op != "subtract" && op != "compare" && op != "select")
+      unsupported("'" + op + "' of token ids partly replaced by a select");
   if (op == "reshape" || op == "bitcast" || op == "copy" || op == "convert" ||
       op == "broadcast") {
     const Val &x = need(in, 1);
@@ -47,7 +82,8 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
   }
   if (std::optional<Val> v = idsShift(op, in))  // by a constant, or by partition
     return *v;
-  if (op == "clamp" && in.size() == 3 && in[1]->kind == Val::Ids && in[1]->shift.empty()) {
+  if (op == "clamp" && in.size() == 3 && in[1]->kind == Val::Ids && in[1]->shift.empty() &&
+      in[1]->kept.empty()) {
     // clamp(lo, ids + offset, hi) with constants: the ids themselves when their range
     // [offset, bound - 1 + offset] lies within [lo, hi] (the upper end checked once the
     // bound is known).
@@ -73,6 +109,8 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
           {"LT", "GT"}, {"LE", "GE"}, {"GT", "LT"}, {"GE", "LE"}, {"EQ", "EQ"}, {"NE", "NE"}};
       dir = flip.count(dir) ? flip.at(dir) : dir;
     }
+    if (in[k]->kind == Val::Ids && !in[k]->kept.empty() && in[1 - k]->kind != Val::Ids)
+      return filledCompare(*in[k], *in[1 - k], dir);
     // Against a value that differs by partition, or ids shifted so: a predicate on the
     // ids (a vocabulary shard's range, XlaShards.cpp).
     if (in[1 - k]->kind == Val::Index && (!in[k]->shift.empty() || !constant(*in[1 - k], c)))
@@ -139,6 +177,8 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
         return v;
       }
     }
+    if (in[0]->kind == Val::IdsMask)  // some ids replaced (XlaShards.cpp)
+      return idsFill(*in[0], *in[1], *in[2]);
     unsupported("a select between token ids on a predicate that is not constant");
   }
   if (op == "slice" || op == "dynamic-slice") {
@@ -321,8 +361,12 @@ std::string Translator::oneHot(const Val &ids, int64_t classes, std::vector<int6
   std::string first;
   off.clear();
   if (shardOf(ids, classes, off, first))
+  {
+    filledIn(ids, off, classes);
     return emit("one_hot", {ids.name, first}, nullptr, &shape, cur->name + "_onehot");
+  }
   useRows(ids, classes);
+  filledIn(ids, off, classes);
   return emit("one_hot", {ids.name}, nullptr, &shape, cur->name + "_onehot");
 }
 
@@ -367,6 +411,7 @@ Val Translator::gather(const std::vector<const Val *> &in) {
       bool shard = shardOf(ids, rows[0], off, first);
       if (!shard)
         useRows(ids, x.dims[0]);
+      filledIn(ids, off, rows[0]);
       std::string e = shard ? emit("embedding", {table, ids.name, first}, nullptr, nullptr, cur->name)
                             : emit("embedding", {table, ids.name}, nullptr, nullptr, cur->name);
       std::vector<int64_t> flat = {t, rows[1]};
@@ -376,12 +421,12 @@ Val Translator::gather(const std::vector<const Val *> &in) {
       return shard ? clampedOutside(v, ids, off, rows[0], rows[1]) : v;
     }
   }
-  // take_along_axis over the last dim: batch dims 0..r-2 on both sides, in order.
-  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
-  std::iota(lead.begin(), lead.end(), 0);
-  if (r >= 1 && opBatch == lead && idxBatch == lead && collapsed == std::vector<int64_t>{r - 1} &&
-      startMap == std::vector<int64_t>{r - 1} && offsetDims.empty() &&
-      t == product(x.dims) / x.dims[r - 1] && product(out) == t) {
+  // take_along_axis over the last dim: batch dims paired in order, unit dims aside.
+  if (r >= 1 && pairedBatch(x.dims, opBatch, ids.dims, idxBatch, ivd) &&
+      collapsed == std::vector<int64_t>{r - 1} && startMap == std::vector<int64_t>{r - 1} &&
+      (int64_t)(offsetDims.size() + opBatch.size()) == r - 1 &&
+      std::all_of(sizes.begin(), sizes.end(), [](int64_t k) { return k == 1; }) &&
+      (int64_t)sizes.size() == r && t == product(x.dims) / x.dims[r - 1] && product(out) == t) {
     int64_t v = x.dims[r - 1];
     std::vector<int64_t> flat = {t, v}, col = {t}, off;
     std::string oh = oneHot(ids, v, off);
@@ -407,7 +452,8 @@ Val Translator::scatterAdd(const std::vector<const Val *> &in) {
     unsupported("a scatter that does not add");
   const Val &base = *in[0], &upd = *in[2];
   checkTensor(base);
-  checkTensor(upd);
+  if (upd.kind != Val::Tensor || upd.name.empty() || (!upd.runs.empty() && !upd.zeroed))
+    checkTensor(upd);  // (a value zeroed on some tokens: scatterUpdates)
   const Val &ids = *in[1];
   if (ids.kind != Val::Ids)
     unsupported("'scatter' with indices that are not token ids of an input");
@@ -416,10 +462,10 @@ Val Translator::scatterAdd(const std::vector<const Val *> &in) {
                        inBatch = attrInts("input_batching_dims"),
                        idxBatch = attrInts("scatter_indices_batching_dims");
   int64_t r = base.dims.size(), t = product(ids.dims);
+  std::vector<int64_t> ivdAttr = attrInts("index_vector_dim");
+  int64_t ivd = ivdAttr.empty() ? (int64_t)ids.dims.size() : ivdAttr[0];
   bool zeros = !base.scalarConst.empty() && floatLiteral(base.scalarConst) == 0.0;
   std::string result;
-  std::vector<int64_t> lead(r > 0 ? r - 1 : 0);
-  std::iota(lead.begin(), lead.end(), 0);
   if (r >= 2 && inBatch.empty() && inserted == std::vector<int64_t>{0} &&
       toOperand == std::vector<int64_t>{0} && (int64_t)window.size() == r - 1 &&
       product(upd.dims) == t * (product(base.dims) / base.dims[0])) {
@@ -429,20 +475,25 @@ Val Translator::scatterAdd(const std::vector<const Val *> &in) {
     // out of bounds, as embedding_grad with the shard's offset skips those ids.
     std::vector<int64_t> off;
     std::string first;
-    if (shardOf(ids, rows[0], off, first)) {
+    bool shard = shardOf(ids, rows[0], off, first);
+    if (!shard)
+      useRows(ids, base.dims[0]);
+    scatterUpdates(ids, upd, off, rows[0], rows[1]);
+    if (shard) {
       result = emit("embedding_grad", {u, ids.name, first}, nullptr, &rows, cur->name + "_rows");
     } else {
-      useRows(ids, base.dims[0]);
       result = emit("embedding_grad", {u, ids.name}, nullptr, &rows, cur->name + "_rows");
     }
     if (rows != base.dims)
       result = emit("reshape", {result}, nullptr, &base.dims, cur->name + "_r");
-  } else if (r >= 1 && inBatch == lead && idxBatch == lead &&
+  } else if (r >= 1 && pairedBatch(base.dims, inBatch, ids.dims, idxBatch, ivd) &&
              inserted == std::vector<int64_t>{r - 1} && toOperand == std::vector<int64_t>{r - 1} &&
-             window.empty() && product(upd.dims) == t && t == product(base.dims) / base.dims[r - 1]) {
+             (int64_t)(window.size() + inBatch.size()) == r - 1 && product(upd.dims) == t &&
+             t == product(base.dims) / base.dims[r - 1]) {
     int64_t v = base.dims[r - 1];
     std::vector<int64_t> flat = {t, v}, col = {t}, off;
     std::string oh = oneHot(ids, v, off);  // dropped updates: the shard's zero columns
+    scatterUpdates(ids, upd, off, v, 1);
     std::string u = upd.dims == col ? upd.name : emit("reshape", {upd.name}, nullptr, &col, cur->name + "_u");
     u = emit("broadcast", {u}, {{"dims", {0}}}, &flat, cur->name + "_ub");
     result = emit("mul", {oh, u}, nullptr, nullptr, cur->name + "_place");

@@ -118,6 +118,43 @@ bool perPartition(const Val &v, std::vector<int64_t> &out) {
   return true;
 }
 
+/// The values v for which `v DIR y` holds.
+Runs dirRuns(const std::string &dir, int64_t y) {
+  Runs runs;
+  if (dir == "LT") runs = {{kMin, y == kMin ? kMin : y - 1}};
+  else if (dir == "LE") runs = {{kMin, y}};
+  else if (dir == "GT") runs = {{y == kMax ? kMax : y + 1, kMax}};
+  else if (dir == "GE") runs = {{y, kMax}};
+  else if (dir == "EQ" || dir == "NE") runs = {{y, y}};
+  else malformed("unknown compare direction '" + dir + "'");
+  if ((dir == "LT" && y == kMin) || (dir == "GT" && y == kMax))
+    runs.clear();  // no value is below the least or above the greatest
+  return dir == "NE" ? complement(normalized(runs)) : normalized(runs);
+}
+
+/// Each run moved by `add`.
+Runs moved(const Runs &r, int64_t add) {
+  Runs out;
+  for (auto &p : r) {
+    std::pair<int64_t, int64_t> q;
+    if (!checkedAdd(p.first, add, q.first) || !checkedAdd(p.second, add, q.second))
+      unsupported("integer overflow in token-id arithmetic");
+    out.push_back(q);
+  }
+  return out;
+}
+
+/// The ids of `range` in rank r's shard of `rows` rows from `off[r]` (every id of it
+/// when `off` is empty: no shard).
+Runs shardIds(const std::vector<int64_t> &off, int64_t rows, int64_t r, const Runs &range) {
+  if (off.empty())
+    return range;
+  int64_t last;
+  if (!checkedAdd(off[r], rows - 1, last))
+    unsupported("integer overflow in a vocabulary shard's rows");
+  return intersect({{off[r], last}}, range);
+}
+
 } // namespace
 
 /// ids + x or ids - x, x an integer value uniform on each partition: the ids shifted by
@@ -140,7 +177,7 @@ std::optional<Val> Translator::idsShift(const std::string &op, const std::vector
     int64_t d = op == "add" ? x[r] : 0;
     if (op == "subtract" && __builtin_sub_overflow(int64_t(0), x[r], &d))
       unsupported("integer overflow in token-id arithmetic");
-    if (!checkedAdd(v.shift[r], d, v.shift[r]))
+    if (!checkedAdd(v.shift[r], d, v.shift[r]) || (!v.fill.empty() && !checkedAdd(v.fill[r], d, v.fill[r])))
       unsupported("integer overflow in token-id arithmetic");
   }
   // A shift the same on every partition is an offset.
@@ -171,16 +208,7 @@ Val Translator::idsCompare(const Val &ids, const Val &other, std::string dir) {
     if (!checkedAdd(ids.offset, ids.shift.empty() ? 0 : ids.shift[r], add) ||
         __builtin_sub_overflow(x[r], add, &y))
       unsupported("integer overflow in token-id arithmetic");
-    Runs runs;
-    if (dir == "LT") runs = {{kMin, y == kMin ? kMin : y - 1}};
-    else if (dir == "LE") runs = {{kMin, y}};
-    else if (dir == "GT") runs = {{y == kMax ? kMax : y + 1, kMax}};
-    else if (dir == "GE") runs = {{y, kMax}};
-    else if (dir == "EQ" || dir == "NE") runs = {{y, y}};
-    else malformed("unknown compare direction '" + dir + "'");
-    if ((dir == "LT" && y == kMin) || (dir == "GT" && y == kMax))
-      runs.clear();  // no id is below the least or above the greatest
-    v.runs[r] = dir == "NE" ? complement(normalized(runs)) : normalized(runs);
+    v.runs[r] = dirRuns(dir, y);
   }
   return v;
 }
@@ -308,10 +336,29 @@ Val Translator::maskedSelect(const std::vector<const Val *> &in) {
       unsupported("a select of float type on values that are not float arrays");
     return pick;  // (a fill value never selected, NaN, is never read)
   }
-  int k = !in[2]->runs.empty() && zero(*in[1]) ? 2 : !in[1]->runs.empty() && zero(*in[2]) ? 1 : 0;
+  auto marked = [](const Val &v) { return !v.runs.empty() && !v.zeroed; };
+  auto plain = [](const Val &v) { return v.kind == Val::Tensor && !v.name.empty() && v.runs.empty(); };
+  int k = marked(*in[2]) && zero(*in[1]) ? 2 : marked(*in[1]) && zero(*in[2]) ? 1 : 0;
+  int z = plain(*in[2]) && zero(*in[1]) ? 2 : plain(*in[1]) && zero(*in[2]) ? 1 : 0;
+  if (!k && z && product(mask.dims) == product(dimsOf())) {
+    // Another value zeroed on the tokens of some ids (the backward of the user's own
+    // masked lookup): `name` where kept, zero elsewhere; read only by a scatter-add
+    // by those ids (scatterUpdates).
+    Val v = *in[z];
+    v.dims = dimsOf();
+    v.runs.resize(ranks);
+    for (int64_t r = 0; r < ranks; ++r)
+      v.runs[r] = z == 1 ? mask.runs[r] : complement(mask.runs[r]);
+    v.lookupIds = mask.lookupIds;
+    v.input = mask.input;
+    v.copies = mask.copies;
+    v.zeroed = true;
+    return v;
+  }
   if (!k)
     unsupported("a select on a comparison of token ids with a per-partition value, other than "
-                "zeroing a vocabulary shard's lookup outside its rows");
+                "zeroing a vocabulary shard's lookup outside its rows or a value read only by "
+                "a scatter-add by those ids");
   const Val &lookup = *in[k];
   if (lookup.lookupIds != mask.lookupIds || lookup.copies != mask.copies)
     unsupported("a vocabulary shard's lookup masked by a predicate on other token ids");
@@ -411,13 +458,147 @@ Val Translator::clampedOutside(Val v, const Val &ids, const std::vector<int64_t>
 }
 
 /// A vocabulary shard's lookup used other than through its mask: its value outside the
-/// shard is XLA's clamped row, which no op here states.
+/// shard is XLA's clamped row, which no op here states. A value zeroed on some tokens
+/// likewise: only a scatter-add by those ids reads it.
 void Translator::checkUnmasked(const std::vector<const Val *> &in) {
-  for (auto *v : in)
-    if (v->kind == Val::Tensor && !v->runs.empty())
-      unsupported("'" + cur->opcode + "' of a lookup in a vocabulary shard's rows before the "
-                  "select that zeroes the ids outside the shard (XLA's gather clamps them into "
-                  "the shard)");
+  for (auto *v : in) {
+    if (v->kind != Val::Tensor || v->runs.empty())
+      continue;
+    if (v->zeroed)
+      unsupported("'" + cur->opcode + "' of a value zeroed by a select on a predicate on "
+                  "token ids (read here only by a scatter-add by those ids)");
+    unsupported("'" + cur->opcode + "' of a lookup in a vocabulary shard's rows before the "
+                "select that zeroes the ids outside the shard (XLA's gather clamps them into "
+                "the shard)");
+  }
+}
+
+/// A reshape, bitcast or copy of a lookup in a shard, or of a value zeroed on some
+/// tokens: the same marks (element e still belongs to token e / copies).
+std::optional<Val> Translator::carried(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  if ((op != "reshape" && op != "bitcast" && op != "copy") || in.size() != 1 ||
+      in[0]->kind != Val::Tensor || in[0]->runs.empty())
+    return std::nullopt;
+  Val plain = *in[0];
+  plain.runs.clear();
+  std::optional<Val> v = floatLayout(inst, {&plain});
+  if (!v || v->kind != Val::Tensor || product(v->dims) != product(in[0]->dims))
+    unsupported("'" + op + "' of a lookup in a vocabulary shard's rows or of a value zeroed "
+                "on some token ids, changing its element count");
+  v->runs = in[0]->runs;
+  v->lookupIds = in[0]->lookupIds;
+  v->input = in[0]->input;
+  v->copies = in[0]->copies;
+  v->zeroed = in[0]->zeroed;
+  return v;
+}
+
+/// select(mask, ids, c) or select(mask, c, ids), the mask a predicate on those ids and
+/// c uniform on each partition: the ids with those the select does not keep replaced by
+/// c (the user's `where(outside, 0, ids - start)` before a lookup in a shard).
+Val Translator::idsFill(const Val &mask, const Val &a, const Val &b) {
+  int k = a.kind == Val::Ids ? 1 : b.kind == Val::Ids ? 2 : 0;
+  std::vector<int64_t> c;
+  if (!k || !perPartition(k == 1 ? b : a, c) || !(k == 1 ? a : b).kept.empty())
+    unsupported("a select between token ids on a predicate on them, other than replacing some "
+                "by a value uniform on each partition");
+  const Val &ids = k == 1 ? a : b;
+  if (mask.lookupIds != ids.name || mask.copies != 1 || product(mask.dims) != product(ids.dims))
+    unsupported("a select of token ids on a predicate on other token ids");
+  Val v = ids;
+  v.dims = dimsOf();
+  v.type = cur->shape.type;
+  v.kept.resize(ranks);
+  for (int64_t r = 0; r < ranks; ++r)
+    v.kept[r] = k == 1 ? mask.runs[r] : complement(mask.runs[r]);
+  v.fill = c;
+  return v;
+}
+
+/// A comparison of ids partly replaced by a select with a value uniform on each
+/// partition: decided per partition by the values the ids of [0, bound) then take (the
+/// kept ones shifted, and the fill), or unsupported.
+Val Translator::filledCompare(const Val &ids, const Val &other, const std::string &dir) {
+  std::vector<int64_t> x;
+  auto b = refBounds.find(ids.input);
+  if (!plan || b == refBounds.end() || !perPartition(other, x))
+    unsupported("a comparison of token ids partly replaced by a select, other than with a "
+                "value uniform on each partition");
+  Runs range = {{0, b->second - 1}};
+  Val v;
+  v.kind = Val::Index;
+  v.type = cur->shape.type;
+  v.dims = dimsOf();
+  v.idx.resize(ranks);
+  for (int64_t r = 0; r < ranks; ++r) {
+    int64_t add;
+    if (!checkedAdd(ids.offset, ids.shift.empty() ? 0 : ids.shift[r], add))
+      unsupported("integer overflow in token-id arithmetic");
+    Runs values = moved(intersect(ids.kept[r], range), add);
+    if (!intersect(complement(ids.kept[r]), range).empty())
+      values = unite(values, {{ids.fill[r], ids.fill[r]}});
+    Runs yes = dirRuns(dir, x[r]);
+    bool any = !intersect(values, yes).empty(), all = intersect(values, complement(yes)).empty();
+    if (any && !all)
+      unsupported("a comparison of token ids partly replaced by a select that holds for some "
+                  "of the values they take on partition " + std::to_string(r) + " (" +
+                  runsText(values) + ") and not for others");
+    v.idx[r] = {all ? 1 : 0};
+  }
+  return v;
+}
+
+/// A lookup (gather) by ids partly replaced by a select reads XLA's row of the fill for
+/// the replaced ones: every id of [0, bound) in the shard's rows (`off[r]` on, `rows` of
+/// them; every id when `off` is empty) must be kept -- the others are outside the
+/// shard, where the lookup is marked as XLA's clamped row and masked later.
+void Translator::filledIn(const Val &ids, const std::vector<int64_t> &off, int64_t rows) {
+  if (ids.kept.empty())
+    return;
+  auto b = refBounds.find(ids.input);
+  if (!plan || b == refBounds.end())
+    unsupported("a lookup by token ids partly replaced by a select outside the partitioned program");
+  Runs range = {{0, b->second - 1}};
+  for (int64_t r = 0; r < ranks; ++r) {
+    Runs shard = shardIds(off, rows, r, range);
+    Runs lost = intersect(shard, complement(ids.kept[r]));
+    if (!lost.empty())
+      unsupported("a lookup by token ids of which a select replaced ids " + runsText(lost) +
+                  " on partition " + std::to_string(r) + ", in the rows it reads");
+  }
+}
+
+/// A scatter-add by `ids` (in a shard of `rows` rows from `off[r]`, every row when `off`
+/// is empty) of `upd` (`perToken` elements per token) is the adjoint op with `upd`'s
+/// name exactly when: no id of the shard is replaced (filledIn); where `upd` was zeroed
+/// on some tokens, it was not zeroed on any id of the shard (those rows get the update)
+/// and only kept ids keep it (a replaced id adds at the fill's row; a kept id outside the
+/// shard is out of bounds and dropped, as the adjoint op skips it).
+void Translator::scatterUpdates(const Val &ids, const Val &upd, const std::vector<int64_t> &off,
+                                int64_t rows, int64_t perToken) {
+  filledIn(ids, off, rows);
+  auto b = refBounds.find(ids.input);
+  if (!upd.zeroed) {
+    checkTensor(upd);
+    for (int64_t r = 0; r < ranks && !ids.kept.empty(); ++r)  // a replaced id adds at the fill
+      if (!intersect({{0, b->second - 1}}, complement(ids.kept[r])).empty())
+        unsupported("a scatter-add by token ids partly replaced by a select, of updates not "
+                    "zeroed for the replaced ones");
+    return;
+  }
+  if (!plan || b == refBounds.end() || upd.lookupIds != ids.name || upd.copies != perToken)
+    unsupported("a scatter-add of a value zeroed on other token ids than it is added by");
+  Runs range = {{0, b->second - 1}};
+  for (int64_t r = 0; r < ranks; ++r) {
+    Runs shard = shardIds(off, rows, r, range);
+    Runs held = intersect(upd.runs[r], range);
+    Runs kept = ids.kept.empty() ? range : intersect(ids.kept[r], range);
+    if (intersect(shard, held) != shard || intersect(held, kept) != held)
+      unsupported("a scatter-add by token ids of a value zeroed for ids " +
+                  runsText(intersect(range, complement(held))) + " on partition " +
+                  std::to_string(r) + ", where the rows it adds to hold ids " + runsText(shard));
+  }
 }
 
 } // namespace planproof::xla

@@ -159,7 +159,9 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   if (op == "conditional")
     unsupported("HLO op '" + op + "' (control flow)");
 
-  if (op != "select")  // (a vocabulary shard's lookup is a value only once masked)
+  if (std::optional<Val> v = carried(inst, in))  // a reshape of a marked lookup or update
+    return *v;
+  if (op != "select" && op != "scatter")  // (a shard's lookup is a value only once masked)
     checkUnmasked(in);
   // Integer values: token ids stay symbolic; partition ids, index arithmetic and tables
   // are evaluated.

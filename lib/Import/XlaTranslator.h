@@ -69,6 +69,16 @@ struct Val {
   /// IdsMask and such a lookup: the ids vector (`name` of the Ids) and elements per token.
   std::string lookupIds;
   int64_t copies = 1;
+  /// Tensor with `runs`: the value is `name` on the tokens of those ids and zero on the
+  /// others (a select that zeroed them; only a scatter-add by those ids reads it), where
+  /// a lookup holds XLA's clamped row there.
+  bool zeroed = false;
+  /// Ids: a select on a predicate on them replaced some by a value (the user's own
+  /// vocabulary-parallel lookup, `where(outside, 0, ids - start)`): on rank r the ids in
+  /// `kept[r]` are as above, the others hold `fill[r]` (the index itself). Empty when
+  /// no id is replaced.
+  std::vector<Runs> kept;
+  std::vector<int64_t> fill;
   /// Affine: one coefficient per dimension.
   std::vector<int64_t> coeff;
   /// PosPred: each half-plane holds where `coeff . position + base[rank] >= 0`.
@@ -276,6 +286,12 @@ private:
   Val clampedOutside(Val v, const Val &ids, const std::vector<int64_t> &off, int64_t rows,
                      int64_t copies);
   void checkUnmasked(const std::vector<const Val *> &in);
+  Val idsFill(const Val &mask, const Val &a, const Val &b);
+  Val filledCompare(const Val &ids, const Val &other, const std::string &dir);
+  void filledIn(const Val &ids, const std::vector<int64_t> &off, int64_t rows);
+  void scatterUpdates(const Val &ids, const Val &upd, const std::vector<int64_t> &off, int64_t rows,
+                      int64_t perToken);
+  std::optional<Val> carried(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   // Positions (XlaPositions.cpp).
   bool affineOf(const Val &x, Val &out);
   std::optional<Val> positionsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
