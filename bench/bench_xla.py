@@ -37,6 +37,7 @@ FULL = [  # (name, case, mesh, devices, environment to compile it; None: checked
     ("scan_layers_full_dp2_tp4", "scan_layers_dp2_tp4", "dp=2,tp=4", 8, {"SCAN_FULL": "1"}),
     ("llama_block_full_dp2_tp4", "llama_block_dp2_tp4", "dp=2,tp=4", 8, {"LLAMA_FULL": "2x4"}),
     ("llama_block_full_dp8_tp8", "", "dp=8,tp=8", 64, None),
+    ("llama_block_full_gqa_dp8_tp8", "", "dp=8,tp=8", 64, None),
     ("llama_block_full_sp_dp8_tp8", "llama_block_dp2_tp4", "dp=8,tp=8", 64,
      {"LLAMA_FULL": "8x8", "LLAMA_SP": "1"}),
     ("llama_block_full_dp64_tp8", "llama_block_dp2_tp4", "dp=64,tp=8", 512, {"LLAMA_FULL": "64x8"}),

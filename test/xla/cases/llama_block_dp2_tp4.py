@@ -93,3 +93,24 @@ if os.environ.get("LLAMA_FULL"):
     HD = D // H
     SHAPES = {"n1": (D,), "wq": (D, D), "wk": (D, D), "wv": (D, D), "wo": (D, D),
               "n2": (D,), "w1": (D, F), "w2": (F, D), "w3": (D, F), "nf": (D,), "wout": (D, V)}
+# LLAMA_KV=N: grouped-query attention, N key/value heads each shared by H / N query
+# heads (Llama3-8B: 8 for its 32), repeated as JAX users write it (`jnp.repeat`);
+# llama_block_full_gqa_dp8_tp8 is LLAMA_FULL=8x8 LLAMA_KV=8. GQA_TILE=1 is the classic
+# bug: `jnp.tile`, which pairs query head h with key/value head h mod N, not h // (H / N).
+KV = int(os.environ.get("LLAMA_KV", "0")) or H
+if KV != H:
+    def grouped(t):
+        if os.environ.get("GQA_TILE"):
+            return jnp.tile(t, (1, 1, H // KV, 1))
+        return jnp.repeat(t, H // KV, axis=2)
+
+    def attention(x, wq, wk, wv, wo):
+        q = (x @ wq).reshape(B, S, H, HD)
+        k = grouped((x @ wk).reshape(B, S, KV, HD))
+        v = grouped((x @ wv).reshape(B, S, KV, HD))
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(HD).astype(jnp.float32)
+        s = jnp.where(jnp.tril(jnp.ones((S, S), dtype=bool)), s, -1e9)
+        o = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1), v).reshape(B, S, D)
+        return o @ wo
+
+    SHAPES["wk"] = SHAPES["wv"] = (D, KV * HD)
