@@ -40,7 +40,19 @@ static const std::pair<Rational, int> *nonzeroUse(const ReferenceValue &v) {
 bool DepartureFinder::accounted(const State &s) const {
   if (!s.known)
     return false;
-  auto fromReference = [&](TermId t) { return ref.count(t) || terms.isLeaf(t); };
+  // A value the reference computes in another shape (a reshape of one, or the value
+  // a reference reshape reads) departs from nothing: frameworks choose their shapes.
+  if (!reshapedIndexed) {
+    for (const auto &[t, v] : ref)
+      if (terms.headIs(t, "ref.reshape{") && terms.operands(t).size() == 1)
+        reshapedRef.insert(terms.operands(t)[0]);
+    reshapedIndexed = true;
+  }
+  auto fromReference = [&](TermId t) {
+    return ref.count(t) || terms.isLeaf(t) || reshapedRef.count(t) ||
+           (terms.headIs(t, "ref.reshape{") && terms.operands(t).size() == 1 &&
+            ref.count(terms.operands(t)[0]));
+  };
   // A term the reference computes only as zero, held times a nonzero factor, is no
   // value the reference computes.
   if (auto it = ref.find(s.term);

@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <optional>
 #include <vector>
 
@@ -755,7 +756,9 @@ private:
   void indexReference() const;
   mlir::Value heldReference(mlir::Value v) const;
   mlir::Value planHolder(mlir::Value want) const;
-  mutable bool indexed = false;
+  mutable bool indexed = false, reshapedIndexed = false;
+  /// Terms a reference reshape reads (accounted: the reference's value in its shape).
+  mutable std::unordered_set<TermId> reshapedRef;
   mutable std::map<std::pair<TermId, std::string>, mlir::Value> referenceOf; // by state
   mutable llvm::DenseMap<mlir::Value, mlir::Value> heldBy; // reference value -> plan value
   /// How many plan values hold the reference's value times `r` (counted once).
