@@ -761,8 +761,10 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     if (cache)
       run.keep(*cache);
     // Not shown equal: once more with a one-hot's rows summing to 1 in the terms'
-    // normal form (Picks.cpp), where the reference has ids with a bound.
-    if (!picks && r.verdict != Verdict::Verified &&
+    // normal form (Picks.cpp), where the reference has ids with a bound and a one-hot.
+    bool oneHot = false;
+    spec.reference.walk([&](ref::OneHotOp h) { oneHot |= h->getNumOperands() == 1; });
+    if (!picks && r.verdict != Verdict::Verified && oneHot &&
         llvm::any_of(spec.refInputBounds, [](int64_t b) { return b > 0; }))
       if (VerifyResult again = verifyWith(spec, options, nullptr, true);
           again.verdict == Verdict::Verified)
