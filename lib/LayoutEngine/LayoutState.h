@@ -457,6 +457,11 @@ bool batchIntoRows(RuleContext &c, mlir::Operation &op, const std::vector<const 
 /// (its source re-described by placedAs): true, with that state (Reshapes.cpp).
 bool broadcastPlacedAs(RuleContext &c, mlir::Operation &op, const State &x,
                        const Shape &target, State &out);
+/// u a reshape whose groups `dims` reduce whole (every dimension of more than one
+/// element of a group, or none): true, with the operand's dimensions of those groups
+/// (`inner`, sorted) and the operand's shape without them (`kept`).
+bool reducedThroughReshape(const TermPool &terms, TermId u, const std::vector<int64_t> &dims,
+                           std::vector<int64_t> &inner, Shape &kept);
 /// The term of the sum of u over `dims` (result shape `global`): sums of sums merged,
 /// sums of reshapes over whole groups written as reshapes of sums.
 TermId sumTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,

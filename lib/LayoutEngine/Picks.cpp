@@ -34,17 +34,6 @@ std::vector<std::pair<TermId, Rational>> summandsOf(const TermPool &terms, TermI
   return weightedOperands(terms, t);
 }
 
-/// `t` reshaped to `shape`: a value uniform everywhere stays a uniform broadcast.
-TermId reshapedTo(TermPool &terms, Operation &op, TermId t, const Shape &shape) {
-  TermId source;
-  std::vector<int64_t> dims;
-  if (terms.shapeOf(t) == shape)
-    return t;
-  if (broadcastParts(terms, t, source, dims) && dims.empty())
-    return terms.broadcast(shape, {}, source);
-  return reshapeTerm(terms, op, t, shape);
-}
-
 /// `t`, a summand in shape `s` whose dims `cls` become the classes: where it is a
 /// broadcast copying every class dim of more than one element and reading every other
 /// such dim of `s`, in order, its value per row (its source as [rows]).
@@ -69,7 +58,7 @@ bool rowValue(TermPool &terms, Operation &op, TermId t, const Shape &s,
     n *= d;
   if (n != rows)
     return false;
-  row = reshapedTo(terms, op, source, {rows});
+  row = reshapeTerm(terms, op, source, {rows});
   return true;
 }
 
@@ -221,35 +210,17 @@ std::pair<TermId, Rational> sumOf(TermPool &terms, Operation &op, TermId u,
   for (int64_t d : dims)
     units &= d >= 0 && d < (int64_t)us.size() && us[d] == 1;
   if (units)
-    return {reshapedTo(terms, op, u, global), Rational(1)};
+    return {reshapeTerm(terms, op, u, global), Rational(1)};
   bool all = global.empty() && !us.empty() && dims.size() == us.size();
   for (size_t k = 0; all && k < dims.size(); ++k)
     all = std::count(dims.begin(), dims.end(), (int64_t)k) == 1;
-  if (!all && terms.headIs(u, "ref.reshape{")) {
-    // Over whole groups of a reshape: the reshape of its operand's sum (as sumTerm), the
-    // operand's sum taken here.
-    TermId v = terms.operands(u)[0];
-    Shape from = terms.shapeOf(v);
-    std::vector<ReshapeGroup> groups;
-    std::vector<int64_t> inner;
-    bool whole = reshapeGroups(us, from, groups);
-    for (size_t k = 0; whole && k < groups.size(); ++k) {
-      size_t n = 0;
-      for (int64_t d : groups[k].a)
-        n += std::count(dims.begin(), dims.end(), d);
-      whole = n == 0 || n == groups[k].a.size();
-      if (n)
-        inner.insert(inner.end(), groups[k].b.begin(), groups[k].b.end());
-    }
-    if (whole && !inner.empty()) {
-      std::sort(inner.begin(), inner.end());
-      Shape kept;
-      for (int64_t d = 0; d < (int64_t)from.size(); ++d)
-        if (!std::binary_search(inner.begin(), inner.end(), d))
-          kept.push_back(from[d]);
-      auto [t, g] = sumOf(terms, op, v, inner, kept);
-      return {reshapedTo(terms, op, t, global), g};
-    }
+  // Over whole groups of a reshape: the reshape of its operand's sum (as sumTerm), the
+  // operand's sum taken here.
+  std::vector<int64_t> inner;
+  Shape kept;
+  if (!all && reducedThroughReshape(terms, u, dims, inner, kept) && !inner.empty()) {
+    auto [t, g] = sumOf(terms, op, terms.operands(u)[0], inner, kept);
+    return {reshapeTerm(terms, op, t, global), g};
   }
   if (!all)
     return {sumTerm(terms, op, u, dims, global), Rational(1)};
@@ -276,7 +247,7 @@ std::pair<TermId, Rational> sumOf(TermPool &terms, Operation &op, TermId u,
     n *= d;
   std::vector<std::pair<TermId, Rational>> flat;
   for (auto &[v, c] : parts)
-    flat.push_back({reshapedTo(terms, op, v, {n}), c});
+    flat.push_back({reshapeTerm(terms, op, v, {n}), c});
   MLIRContext *ctx = op.getContext();
   auto [whole, g] = terms.sum(terms.head(OperationName(ref::AddOp::getOperationName(), ctx),
                                          DictionaryAttr::get(ctx), {n}),

@@ -196,6 +196,33 @@ bool rowWiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
   return true;
 }
 
+bool reducedThroughReshape(const TermPool &terms, TermId u, const std::vector<int64_t> &dims,
+                           std::vector<int64_t> &inner, Shape &kept) {
+  if (!terms.headIs(u, "ref.reshape{"))
+    return false;
+  Shape from = terms.shapeOf(terms.operands(u)[0]);
+  std::set<int64_t> summed(dims.begin(), dims.end());
+  std::vector<ReshapeGroup> groups;
+  inner.clear();
+  bool whole = reshapeGroups(terms.shapeOf(u), from, groups);
+  for (size_t k = 0; whole && k < groups.size(); ++k) {
+    size_t n = 0;
+    for (int64_t d : groups[k].a)
+      n += summed.count(d);
+    whole = n == 0 || n == groups[k].a.size();
+    if (n)
+      inner.insert(inner.end(), groups[k].b.begin(), groups[k].b.end());
+  }
+  if (!whole)
+    return false;
+  std::sort(inner.begin(), inner.end());
+  kept.clear();
+  for (int64_t d = 0; d < (int64_t)from.size(); ++d)
+    if (!std::binary_search(inner.begin(), inner.end(), d))
+      kept.push_back(from[d]);
+  return true;
+}
+
 /// The reduction `name` (reduce_sum or reduce_max) of `u` over `dims`, of result shape
 /// `global`: a reduction of the same reduction is one over both sets of dimensions; one
 /// of a reshape over whole groups of the reshape (every dimension of more than one
@@ -207,31 +234,12 @@ static TermId reductionTerm(TermPool &terms, Operation &op, TermId u,
                             OperationName name) {
   MLIRContext *ctx = op.getContext();
   Builder b(ctx);
-  Shape shape = terms.shapeOf(u);
-  std::vector<ReshapeGroup> groups;
-  if (terms.headIs(u, "ref.reshape{")) {
+  std::vector<int64_t> inner;
+  Shape kept;
+  if (reducedThroughReshape(terms, u, dims, inner, kept)) {
     TermId v = terms.operands(u)[0];
-    Shape from = terms.shapeOf(v);
-    std::set<int64_t> summed(dims.begin(), dims.end());
-    std::vector<int64_t> inner;
-    bool whole = reshapeGroups(shape, from, groups);
-    for (size_t k = 0; whole && k < groups.size(); ++k) {
-      size_t n = 0;
-      for (int64_t d : groups[k].a)
-        n += summed.count(d);
-      whole = n == 0 || n == groups[k].a.size();
-      if (n)
-        inner.insert(inner.end(), groups[k].b.begin(), groups[k].b.end());
-    }
-    if (whole) {
-      std::sort(inner.begin(), inner.end());
-      Shape kept;
-      for (int64_t d = 0; d < (int64_t)from.size(); ++d)
-        if (!std::binary_search(inner.begin(), inner.end(), d))
-          kept.push_back(from[d]);
-      TermId s = inner.empty() ? v : reductionTerm(terms, op, v, inner, kept, name);
-      return terms.shapeOf(s) == global ? s : reshapeTerm(terms, op, s, global);
-    }
+    TermId s = inner.empty() ? v : reductionTerm(terms, op, v, inner, kept, name);
+    return terms.shapeOf(s) == global ? s : reshapeTerm(terms, op, s, global);
   }
   std::vector<int64_t> all(dims.begin(), dims.end());
   DictionaryAttr attrs;
