@@ -114,7 +114,8 @@ private:
   Relation relationOf(Value v);
   Relation exactRelationOf(Value v);
   llvm::DenseMap<Value, Relation> exactRelations;
-  Operation *walkToCulprit(Value v, std::set<Operation *> &seen);
+  Operation *walkToCulprit(Value v, std::set<Operation *> &seen,
+                           std::vector<Value> *path = nullptr);
   Operation *undefinedCulprit(const FailedObligation &f, Violation &viol);
   Value culpritOperand(Operation *op);
   std::optional<Relation> evenShare(Operation *op, Value operand);
@@ -188,6 +189,29 @@ private:
   void explainUnmatched(const ExplainSite &site, Violation &viol);
   void explainCounter(Operation *op, const Binding &b, const FailedObligation &f, Violation &viol);
   bool fixedByReducing(Operation *op, unsigned operand, const Relation &in);
+  /// Unreduced.cpp: counterfactual evaluations of one op with an operand reduced first.
+  bool reducedValue(Value v, const Layout &layout, std::vector<SymTensor> &out);
+  bool evaluateWith(Operation *op, unsigned operand, const std::vector<SymTensor> &value,
+                    std::vector<SymTensor> &results);
+  bool numericallyZero(const std::vector<SymTensor> &perRank);
+  void counterfactualFinders();
+  Relation counterfactualRelation(const std::vector<SymTensor> &perRank);
+  std::string describeRelation(const Relation &r) const;
+  std::vector<SymTensor> flatRefs; // the reference's values read flat
+  std::unique_ptr<RelationFinder> numericFinder, flatFinder; // counterfactualRelation
+  std::vector<int> axesVaried(Value v);
+  Operation *unreducedOnPath(const std::vector<Value> &path);
+  bool explainUnreduced(const ExplainSite &site, Violation &viol);
+  struct Unreduced {
+    unsigned operand;
+    ReduceKind kind;
+    std::vector<int> axes;
+    Relation fixed; // what `at` holds with the operand reduced
+    Value at;       // the op's result, or a later value on the walk's way
+  };
+  std::map<Operation *, Unreduced> unreduced;
+  std::optional<Unreduced> reducedOnPath(const std::vector<Value> &path, size_t i,
+                                         ReduceKind kind, const std::vector<int> &axes);
   void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);
   void addCounterexample(const FailedObligation &f, Violation &viol);
   std::vector<std::string> axisNames(const std::vector<int> &axes) const {

@@ -70,6 +70,7 @@ void Engine::explainOp(Operation *op, Violation &viol) {
   // The rules, most specific first: the first that recognizes the defect explains it.
   using Rule = bool (Engine::*)(const ExplainSite &, Violation &);
   static constexpr Rule kRules[] = {
+      &Engine::explainUnreduced,
       &Engine::explainCounterpart,
       &Engine::explainReduction,
       &Engine::explainGather,

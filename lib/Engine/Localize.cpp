@@ -176,10 +176,13 @@ bool Engine::routedLocal(Value v, int depth) {
   return ok;
 }
 
-Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen) {
+Operation *Engine::walkToCulprit(Value v, std::set<Operation *> &seen,
+                                  std::vector<Value> *path) {
   // Iterative: each step moves to a wrong operand; chains of 10^5 ops cannot overflow.
   while (true) {
     options.deadline.check("localizing violations");
+    if (path)
+      path->push_back(v);
     Operation *op = v.getDefiningOp();
     if (!op || !seen.insert(op).second)
       return op;
@@ -341,41 +344,6 @@ std::optional<Relation> Engine::gradientShare(Value v) {
   return std::nullopt;
 }
 
-/// Would `op` compute a correct value (an exact relation to some reference value) if
-/// its partial operand `operand` were reduced first?
-bool Engine::fixedByReducing(Operation *op, unsigned operand, const Relation &in) {
-  if (!isa<ref::RefDialect>(op->getDialect()))
-    return false;
-  try {
-    const std::vector<SymTensor> &partial = planTrace.values[op->getOperand(operand)];
-    std::vector<SymTensor> complete = partial;
-    for (int64_t r = 0; r < (int64_t)partial.size(); ++r)
-      for (int64_t l = 0; l < (int64_t)partial[r].data.size(); ++l)
-        if (!gatherElement(pool, mesh, in.layout, partial, r, l, complete[r].data[l]))
-          return false;
-    SymbolicDomain d{pool};
-    std::vector<SymTensor> results(partial.size());
-    for (int64_t r = 0; r < (int64_t)partial.size(); ++r) {
-      std::vector<const SymTensor *> ins;
-      std::vector<PolyId> idx;
-      for (unsigned j = 0; j < op->getNumOperands(); ++j) {
-        if (op->getOperand(j).getType().isIndex())
-          idx.push_back(planTrace.values[op->getOperand(j)][r].data[0]);
-        else
-          ins.push_back(j == operand ? &complete[r] : &planTrace.values[op->getOperand(j)][r]);
-      }
-      if (!evalRefOp(d, op, ins, results[r], idx).empty())
-        return false;
-    }
-    Relation fixed = finder->find(results);
-    if (fixed.exact())
-      lastFixedRef = fixed.ref;
-    return fixed.exact();
-  } catch (const NumericLimit &) {
-    return false;
-  }
-}
-
 void Engine::addCounterexample(const FailedObligation &f, Violation &viol) {
   Counterexample &cx = viol.counterexample;
   const std::vector<double> &vals = f.decision.assignment;
@@ -463,9 +431,20 @@ Operation *Engine::findCulprit(const FailedObligation &f, func::ReturnOp ret, Vi
     return v.getDefiningOp() ? v.getDefiningOp() : ret.getOperation();
   }
   std::set<Operation *> seen;
-  Operation *culprit = walkToCulprit(v, seen);
+  std::vector<Value> path;
+  Operation *culprit = walkToCulprit(v, seen, &path);
   if (!culprit)
     culprit = ret.getOperation();
+  // A culprit computing, from correct operands, a value the reference never computes
+  // may be the plan's own way there, its reduction left out further on. (Not where an
+  // operand is itself a partial value: then the culprit is where it needed reducing.)
+  if (culprit != ret.getOperation() && culprit->getNumResults() == 1 &&
+      culprit->getResult(0) == path.back() && !relationOf(path.back()).related() &&
+      llvm::none_of(culprit->getOperands(), [&](Value x) {
+        return isa<RankedTensorType>(x.getType()) && relationOf(x).layout.isPartial();
+      }))
+    if (Operation *unreducedAt = unreducedOnPath(path))
+      culprit = unreducedAt;
   // A culprit inside a derived backward pass whose seed (the loss a plan ref.grad
   // differentiates) is itself off by a factor: the seed's own culprit is the cause.
   if (culprit != ret.getOperation() && opName(culprit).rfind("%d(", 0) == 0)

@@ -56,7 +56,7 @@ bool RelationFinder::matches(const std::vector<SymTensor> &perRank, const SymTen
         return false;
       Rational c(1);
       if (got != want && !pool.proportional(got, want, c)) {
-        if (!pool.hasProductTerm(got) && !pool.hasProductTerm(want))
+        if (!numericRatios && !pool.hasProductTerm(got) && !pool.hasProductTerm(want))
           return false;
         // Canonical forms with unexpanded products need not be proportional even when
         // the values are: accept a ratio that two independent evaluations agree on and
@@ -116,6 +116,15 @@ double RelationFinder::fingerprint2(PolyId p) {
     fpEval2->reset(fpInputs2);
   }
   return fpEval2->poly(p);
+}
+
+bool RelationFinder::numericallyZero(const std::vector<SymTensor> &perRank) {
+  for (const SymTensor &t : perRank)
+    for (PolyId p : t.data)
+      if (p != pool.zero() &&
+          (std::fabs(fingerprint(p)) > 1e-12 || std::fabs(fingerprint2(p)) > 1e-12))
+        return false;
+  return true;
 }
 
 bool RelationFinder::matchesNumerically(const std::vector<SymTensor> &perRank,
@@ -252,7 +261,8 @@ void RelationFinder::candidates(const Shape &local, const Shape &global,
   }
 }
 
-std::vector<int> RelationFinder::exactCandidates(const std::vector<SymTensor> &perRank) {
+std::vector<int> RelationFinder::exactCandidates(const std::vector<SymTensor> &perRank,
+                                                 bool negated) {
   if (!indexed) {
     indexed = true;
     for (int i = 0; i < (int)refs.size(); ++i)
@@ -290,6 +300,9 @@ std::vector<int> RelationFinder::exactCandidates(const std::vector<SymTensor> &p
       readings.push_back(v / (double)mesh.groupSize(group));
       readings.push_back(mx);
     }
+    if (negated)
+      for (size_t k = 0, n = readings.size(); k < n; ++k)
+        readings.push_back(-readings[k]);
     for (double w : readings) {
       if (!std::isfinite(w))
         continue;

@@ -47,6 +47,9 @@ struct Relation {
   /// Found by the verifier's search of transposed reference values: `ref` indexes that
   /// list, not the finder's (Verifier.cpp, exactRelationOf).
   bool transposed = false;
+  /// Found with both values read flat, row-major (Unreduced.cpp, flatRelation): `ref`
+  /// indexes the reference's values all the same.
+  bool flat = false;
   bool related() const { return ref >= 0; }
   bool exact() const { return ref >= 0 && scale.isOne(); }
 };
@@ -69,7 +72,8 @@ public:
   /// value's element, alone or summed over a group of mesh axes (a partial value).
   /// An index over every reference element makes this independent of the number of
   /// reference values, so localizing along a long chain stays linear.
-  std::vector<int> exactCandidates(const std::vector<SymTensor> &perRank);
+  /// With `negated`, also those that can hold it times -1.
+  std::vector<int> exactCandidates(const std::vector<SymTensor> &perRank, bool negated = false);
 
   /// Whether `perRank` gathered through `layout` equals `scale * ref`, for one scale.
   bool matches(const std::vector<SymTensor> &perRank, const SymTensor &ref,
@@ -87,7 +91,15 @@ public:
   /// dimension's blocks by all_to_all: each rank then holds its block of every member's
   /// block, the blocks of n segments).
   std::vector<int64_t> segmentCandidates;
+  /// Accept a ratio of two values whose canonical forms are not proportional when two
+  /// independent numeric evaluations agree on it (matches), whatever the forms: for
+  /// counterfactual readings in the localization (Unreduced.cpp), where the plan's
+  /// own way to a value (masks of ids, indicator sums) is no canonical form of the
+  /// reference's. Diagnostics only, as every relation.
+  bool numericRatios = false;
   std::string describe(const Relation &r) const;
+  /// Whether every element of `perRank` evaluates to 0 at both fingerprint points.
+  bool numericallyZero(const std::vector<SymTensor> &perRank);
 
 private:
   /// Whether every rank of each partial group of `layout` holds the same values.

@@ -293,6 +293,22 @@ DepartureFinder::Found DepartureFinder::of(Value out) {
       w = departedInput(def);
     }
   }
+  // A value of the plan's own way (no reference value) that later meets a complete
+  // value on every rank while still a partial sum: the reduction it needed is missing
+  // there, not at `found`. (Bounded: the ops of the way, from `found` on.)
+  if (!accounted(s)) {
+    std::vector<Operation *> way;
+    for (Value w = out; w && w.getDefiningOp() && departed(w) && way.size() < 256;) {
+      Operation *def = w.getDefiningOp();
+      way.push_back(def);
+      if (def == found || def->getNumResults() != 1)
+        break;
+      w = departedInput(def);
+    }
+    for (auto it = way.rbegin(); it != way.rend(); ++it)
+      if (Found c = countedPerRank(*it); c.op)
+        return c;
+  }
   // Values the reference computes, paired as it never does: where they part.
   if (!accounted(s))
     if (Found c = crossed(found); c.op)
@@ -301,6 +317,42 @@ DepartureFinder::Found DepartureFinder::of(Value out) {
 }
 
 /// What the layout engine does not model yet: the whole spec is then inconclusive.
+/// A sum (add, sub, bias_add) of a partial sum over axes A and a value complete over
+/// A on every rank: the rule reads it as a partial sum in which the complete value
+/// counts once per rank of A (Rules.cpp). Unless that value is a share (1/|A| of the
+/// reference's), that is a bias added before its all-reduce, or a value of the
+/// plan's own computed on every rank without the reduction of its partial operand.
+DepartureFinder::Found DepartureFinder::countedPerRank(Operation *op) const {
+  if (!isa<ref::AddOp, ref::SubOp, ref::BiasAddOp>(op) || op->getNumOperands() != 2)
+    return {};
+  auto stateOf = [&](Value v) -> const State * {
+    auto it = planStates.find(v);
+    return it == planStates.end() || !it->second.known ? nullptr : &it->second;
+  };
+  const State *out = stateOf(op->getResult(0));
+  if (!out || out->partial.empty())
+    return {};
+  for (unsigned p = 0; p < 2; ++p) {
+    const State *partial = stateOf(op->getOperand(p)), *complete = stateOf(op->getOperand(1 - p));
+    if (!partial || !complete || partial->partial != out->partial || !complete->partial.empty() ||
+        !accounted(*complete))
+      continue;
+    int64_t n = spec.mesh.groupSize(out->partial);
+    if (ratio(*complete) * Rational(n) == Rational(1))
+      continue; // a share: the sum over the axes completes it
+    std::string axes;
+    for (int a : out->partial)
+      axes += (axes.empty() ? "" : ", ") + spec.mesh.axes[a];
+    std::string pn = spec.nameOf(op->getOperand(p)), cn = spec.nameOf(op->getOperand(1 - p));
+    return {op, "operand #" + std::to_string(p) + " `" + pn + "` is a partial sum over [" +
+                    axes + "] and operand #" + std::to_string(1 - p) + " `" + cn +
+                    "` is complete on every rank: summed over [" + axes + "], the result "
+                    "counts `" + cn + "` " + std::to_string(n) + " times -- a reduction over [" +
+                    axes + "] of `" + pn + "` (dist.all_reduce) is likely missing before this op"};
+  }
+  return {};
+}
+
 std::string layoutUncovered(const Spec &spec) {
   if (spec.resume)
     return "checkpoint specs are not modelled by the layout engine yet";

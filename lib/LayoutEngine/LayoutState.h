@@ -758,6 +758,8 @@ private:
   std::string referenceName(int index) const;
   /// Crossed.cpp: where `op` pairs values the reference computes but never pairs.
   Found crossed(mlir::Operation *op) const;
+  /// Where `op` adds a complete value on every rank to a partial sum (none: op null).
+  Found countedPerRank(mlir::Operation *op) const;
   void indexReference() const;
   mlir::Value heldReference(mlir::Value v) const;
   mlir::Value planHolder(mlir::Value want) const;
