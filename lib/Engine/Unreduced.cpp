@@ -31,7 +31,14 @@ namespace planproof::engine {
 /// The global value `layout` reads from `v`'s ranks, on every rank (for a partial
 /// layout, the reduction over each rank's group); false where it cannot be read so.
 bool Engine::reducedValue(Value v, const Layout &layout, std::vector<SymTensor> &out) {
-  const std::vector<SymTensor> &partial = planTrace.values[v];
+  auto it = planTrace.values.find(v);
+  // Every rank holds a block of one shape (not so for a value of one pipeline stage).
+  if (it == planTrace.values.end() || (int64_t)it->second.size() != mesh.numRanks() ||
+      llvm::any_of(it->second, [&](const SymTensor &t) {
+        return t.data.empty() || t.shape != it->second[0].shape;
+      }))
+    return false;
+  const std::vector<SymTensor> &partial = it->second;
   out = partial;
   for (int64_t r = 0; r < (int64_t)partial.size(); ++r)
     for (int64_t l = 0; l < (int64_t)partial[r].data.size(); ++l)
@@ -47,6 +54,11 @@ bool Engine::evaluateWith(Operation *op, unsigned operand, const std::vector<Sym
   if (!isa<ref::RefDialect>(op->getDialect()) || op->getNumResults() != 1)
     return false;
   SymbolicDomain d{pool};
+  for (Value x : op->getOperands()) {
+    auto it = planTrace.values.find(x);
+    if (it == planTrace.values.end() || it->second.size() != value.size())
+      return false;
+  }
   results.assign(value.size(), SymTensor());
   for (int64_t r = 0; r < (int64_t)value.size(); ++r) {
     std::vector<const SymTensor *> ins;
@@ -137,7 +149,7 @@ Relation Engine::counterfactualRelation(const std::vector<SymTensor> &perRank) {
 std::vector<int> Engine::axesVaried(Value v) {
   std::vector<int> out;
   auto pt = planTrace.values.find(v);
-  if (pt == planTrace.values.end())
+  if (pt == planTrace.values.end() || (int64_t)pt->second.size() != mesh.numRanks())
     return out;
   const std::vector<SymTensor> &ranks = pt->second;
   for (int a = 0; a < (int)mesh.axes.size(); ++a) {
