@@ -210,6 +210,7 @@ private:
     Value at;       // the op's result, or a later value on the walk's way
   };
   std::map<Operation *, Unreduced> unreduced;
+  int64_t counterfactualBudget = 4000; // ops evaluated by unreducedOnPath per run
   std::optional<Unreduced> reducedOnPath(const std::vector<Value> &path, size_t i,
                                          ReduceKind kind, const std::vector<int> &axes);
   void explainOutput(const Binding &b, Value v, const Relation &actual, Violation &viol);

@@ -198,6 +198,10 @@ std::optional<Engine::Unreduced> Engine::reducedOnPath(const std::vector<Value> 
   if (!op || operand < 0 || !type || !isa<ref::RefDialect>(op->getDialect()) ||
       relationOf(op->getResult(0)).exact())
     return std::nullopt;
+  // Bounded over the run (a count of evaluated ops, so that reports do not depend on
+  // the machine): past it, the walk's own culprit stands.
+  if (counterfactualBudget <= 0)
+    return std::nullopt;
   Layout reduced;
   reduced.dims.assign(type.getRank(), {});
   for (int a : axes)
@@ -206,6 +210,7 @@ std::optional<Engine::Unreduced> Engine::reducedOnPath(const std::vector<Value> 
     std::vector<SymTensor> value, results;
     // A reduction that leaves nothing (a max of values <= 0 and the zeros of the ranks
     // without them) fixes nothing: it removes the operand.
+    --counterfactualBudget;
     if (!reducedValue(path[i], reduced, value) || numericallyZero(value) ||
         !evaluateWith(op, operand, value, results))
       return std::nullopt;
@@ -215,7 +220,8 @@ std::optional<Engine::Unreduced> Engine::reducedOnPath(const std::vector<Value> 
       Operation *next = path[k - 1].getDefiningOp();
       int nextOperand = operandOnPath(path, k);
       std::vector<SymTensor> followed;
-      if (!next || nextOperand < 0 || !evaluateWith(next, nextOperand, results, followed))
+      if (!next || nextOperand < 0 || counterfactualBudget-- <= 0 ||
+          !evaluateWith(next, nextOperand, results, followed))
         break;
       results = std::move(followed);
       fixed = counterfactualRelation(results);
