@@ -85,7 +85,8 @@ def main():
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--limit", type=float, default=120)
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results-localization.md"))
+    ap.add_argument("--out", default="", help="write the table here (e.g. "
+                    "bench/results-localization.md); by default it is only printed")
     ap.add_argument("--baseline", help="another planproof binary, run on the same mutants: "
                     "its located count is shown beside")
     args = ap.parse_args()
@@ -172,8 +173,9 @@ def main():
     if misses:
         text += "\nNot located, verified or failed:\n\n" + "\n".join(
             "- %s: %s -- %s" % m for m in misses) + "\n"
-    write_results(args.out, "python3 bench/bench_localization.py --per-op %d --seed %d%s" % (
-        args.per_op, args.seed, " --baseline " + args.baseline if args.baseline else ""), text)
+    if args.out:
+        write_results(args.out, "python3 bench/bench_localization.py --per-op %d --seed %d%s" % (
+            args.per_op, args.seed, " --baseline " + args.baseline if args.baseline else ""), text)
     print(text)
 
 
