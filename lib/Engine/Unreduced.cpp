@@ -92,20 +92,13 @@ bool Engine::fixedByReducing(Operation *op, unsigned operand, const Relation &in
   }
 }
 
-/// What `perRank` holds, for a counterfactual reading: found among the reference
-/// values whose elements' fingerprints it shares (up to sign), with ratios accepted
-/// numerically (RelationFinder::numericRatios); then read flat (row-major) against the
-/// reference's values read flat: a plan that computes per token in the shape [batch,
-/// sequence] where the reference computes on [batch * sequence] tokens holds its
-/// values in another shape. A split of the flat value's only dimension is a split of
-/// the plan value's first dimension, so a relation found so is one of the plan's value:
-/// its blocks are the reference's row-major blocks. (Other splits are not contiguous
-/// when flat, and are not found.)
+/// Whether every element of `perRank` is 0 at both fingerprint points.
 bool Engine::numericallyZero(const std::vector<SymTensor> &perRank) {
   counterfactualFinders();
   return numericFinder->numericallyZero(perRank);
 }
 
+/// The finders of counterfactual readings (numeric ratios; the reference read flat).
 void Engine::counterfactualFinders() {
   if (!numericFinder) {
     numericFinder = std::make_unique<RelationFinder>(pool, mesh, refValues);
@@ -123,6 +116,15 @@ void Engine::counterfactualFinders() {
   }
 }
 
+/// What `perRank` holds, for a counterfactual reading: found among the reference
+/// values whose elements' fingerprints it shares (up to sign), with ratios accepted
+/// numerically (RelationFinder::numericRatios); then read flat (row-major) against the
+/// reference's values read flat: a plan that computes per token in the shape [batch,
+/// sequence] where the reference computes on [batch * sequence] tokens holds its
+/// values in another shape. A split of the flat value's only dimension is a split of
+/// the plan value's first dimension, so a relation found so is one of the plan's value:
+/// its blocks are the reference's row-major blocks. (Other splits are not contiguous
+/// when flat, and are not found.)
 Relation Engine::counterfactualRelation(const std::vector<SymTensor> &perRank) {
   counterfactualFinders();
   std::vector<int> only = numericFinder->exactCandidates(perRank, /*negated=*/true);
