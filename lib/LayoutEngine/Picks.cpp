@@ -177,6 +177,12 @@ bool pickedRows(TermPool &terms, Operation &op, TermId u, const std::vector<int6
     auto [r, f] = rest.size() == 1 ? rest[0] : terms.sum(terms.key(inner), rest);
     TermId ry = reshaped ? reshapeTerm(terms, op, r, us) : r;
     TermId product = terms.node(terms.key(u), {oneHot, ry});
+    // The op it is (u's: a product), for what reads terms as ops (Pieces.cpp rebuilds
+    // a term's pieces by its op; a node without one stays whole there).
+    OperationName name(ref::MulOp::getOperationName(), ctx);
+    DictionaryAttr attrs;
+    if (terms.opOf(u, name, attrs))
+      terms.setOp(product, name, attrs);
     total.push_back({sumTerm(terms, op, product, {1}, {us[0]}), f});
   }
   auto [s, f] = terms.sum(terms.head(OperationName(ref::AddOp::getOperationName(), ctx),
