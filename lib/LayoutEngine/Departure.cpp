@@ -316,7 +316,6 @@ DepartureFinder::Found DepartureFinder::of(Value out) {
   return {found, why(found)};
 }
 
-/// What the layout engine does not model yet: the whole spec is then inconclusive.
 /// A sum (add, sub, bias_add) of a partial sum over axes A and a value complete over
 /// A on every rank: the rule reads it as a partial sum in which the complete value
 /// counts once per rank of A (Rules.cpp). Unless that value is a share (1/|A| of the
@@ -353,6 +352,7 @@ DepartureFinder::Found DepartureFinder::countedPerRank(Operation *op) const {
   return {};
 }
 
+/// What the layout engine does not model yet: the whole spec is then inconclusive.
 std::string layoutUncovered(const Spec &spec) {
   if (spec.resume)
     return "checkpoint specs are not modelled by the layout engine yet";
