@@ -694,6 +694,26 @@ def _local_shard(x, placements, mesh):
     return x.contiguous()
 
 
+def _check_id_inputs(entries, values):
+    """Token ids and labels are proved for every value in [0, bound) (the rows or classes
+    they index): a captured input holding another value -- an ignored label, -100 for
+    `ignore_index` -- shows data outside the domain the proof covers. What a step does on
+    those tokens (which tokens the loss counts, what it divides by) would go unchecked,
+    so the capture stops, inconclusive."""
+    for entry in entries:
+        if entry.get("dtype") != "i64":
+            continue
+        x, bound = values[entry["name"]], entry["bound"]
+        outside = ((x < 0) | (x >= bound)).nonzero()
+        if len(outside):
+            at = [int(i) for i in outside[0]]
+            raise Unsupported(
+                f"integer input `{entry['name']}` holds {int(x[tuple(at)])} at {at}, outside "
+                f"[0, {bound}), the ids or classes the proof covers: ignored labels "
+                "(`ignore_index`) are not modelled, so the step's handling of those tokens "
+                "(which ones the loss counts, what it divides by) would go unchecked")
+
+
 def _trace_reference(model_fn, loss_fn, inputs, names, optimizer=None):
     """Traces and translates the single-device step: (inputs, ops, output names, the
     parameters' (name, shape))."""
@@ -731,6 +751,7 @@ def _trace_reference(model_fn, loss_fn, inputs, names, optimizer=None):
                 raise Unsupported(f"integer input `{entry['name']}` is not looked up in an "
                                   "embedding table (no bound on its values)")
             entry.update({"dtype": "i64", "bound": int(ref_t.int_bounds[entry["name"]])})
+    _check_id_inputs(ref_inputs, {_ident(n): inputs[n] for n in names})
     out_names = captured["names"]
     if len(set(out_names)) != len(out_names):
         raise Unsupported(f"two outputs of the step have one name: {out_names}")
