@@ -1,6 +1,7 @@
 //===- Hlo.cpp - XLA's text HLO, as its dumps write it -----------------------===//
 #include "Import/Hlo.h"
 
+#include "Support/Input.h"
 #include "Support/Limits.h"
 
 #include <cctype>
@@ -515,6 +516,10 @@ bool hlo::parseModule(const std::string &path, const std::string &text, Module &
                       Diagnostic &err) {
   ModuleReader r(path, err, m);
   m.path = path;
+  if (std::optional<Diagnostic> bad = utf8Problem(path, text)) {
+    err = *bad;
+    return false;
+  }
   size_t start = 0;
   while (start <= text.size()) {
     size_t nl = text.find('\n', start);

@@ -109,7 +109,7 @@ std::string planproof::renderErrorJson(const std::string &path, const Diagnostic
   json j = {{"spec", path},         {"verdict", "error"},    {"exit_status", 2},
             {"errors", list},       {"violations", json::array()},
             {"inconclusive", json::array()}};
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string planproof::renderErrorSarif(const std::string &path, const Diagnostics &errors) {
@@ -133,7 +133,7 @@ std::string planproof::renderErrorSarif(const std::string &path, const Diagnosti
                                                            {"exitCode", 2},
                                                            {"toolExecutionNotifications", notes}}})},
                              {"results", json::array()}}})}};
-  return sarif.dump(2) + "\n";
+  return sarif.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
@@ -231,7 +231,7 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
               {"expressions", r.stats.expressions},
               {"expression_terms", r.stats.expressionTerms},
               {"milliseconds", r.stats.milliseconds}}}};
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
@@ -276,5 +276,5 @@ std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
       {"version", "2.1.0"},
       {"runs", json::array({{{"tool", {{"driver", {{"name", "planproof"}, {"rules", rules}}}}},
                              {"results", results}}})}};
-  return sarif.dump(2) + "\n";
+  return sarif.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

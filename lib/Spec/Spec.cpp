@@ -159,7 +159,7 @@ static void readSourceLines(Spec &spec, const std::string &path, StringRef text)
 
 bool planproof::parseMlirSpecText(MLIRContext &ctx, const std::string &path, const std::string &contents,
                          Spec &spec, Diagnostics &diags) {
-  if (!checkNesting(path, contents, Syntax::Mlir, diags))
+  if (!checkUtf8(path, contents, diags) || !checkNesting(path, contents, Syntax::Mlir, diags))
     return false;
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(contents, path);
   readSourceLines(spec, path, buffer->getBuffer());

@@ -3,6 +3,7 @@
 #include "Support/Diagnostic.h"
 #include "Support/Limits.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -84,4 +85,62 @@ bool planproof::checkNesting(const std::string &path, const std::string &text, S
     }
   }
   return true;
+}
+
+size_t planproof::firstInvalidUtf8(const std::string &text) {
+  const auto *b = reinterpret_cast<const unsigned char *>(text.data());
+  size_t n = text.size(), i = 0;
+  while (i < n) {
+    unsigned c = b[i];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      lo = c == 0xE0 ? 0xA0 : 0x80;  // no overlong forms
+      hi = c == 0xED ? 0x9F : 0xBF;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      lo = c == 0xF0 ? 0x90 : 0x80;
+      hi = c == 0xF4 ? 0x8F : 0xBF;  // at most U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > n || b[i + 1] < lo || b[i + 1] > hi)
+      return i;
+    for (size_t k = 2; k < len; ++k)
+      if (b[i + k] < 0x80 || b[i + k] > 0xBF)
+        return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+std::optional<Diagnostic> planproof::utf8Problem(const std::string &path,
+                                                 const std::string &text) {
+  size_t bad = firstInvalidUtf8(text);
+  if (bad == std::string::npos)
+    return std::nullopt;
+  size_t nl = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
+  unsigned line = 1 + (unsigned)std::count(text.begin(), text.begin() + bad, '\n');
+  unsigned col = unsigned(bad - (nl == std::string::npos ? 0 : nl + 1)) + 1;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", (unsigned)(unsigned char)text[bad]);
+  Diagnostic d;
+  d.at = {path, line, col};
+  d.message = std::string("not UTF-8 text: byte ") + hex + " starts no UTF-8 character";
+  return d;
+}
+
+bool planproof::checkUtf8(const std::string &path, const std::string &text,
+                          Diagnostics &diags) {
+  std::optional<Diagnostic> d = utf8Problem(path, text);
+  if (!d)
+    return true;
+  diags.add(std::move(*d));
+  return false;
 }

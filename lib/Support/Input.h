@@ -11,6 +11,7 @@
 
 #include "Support/Diagnostic.h"
 
+#include <optional>
 #include <string>
 
 namespace planproof {
@@ -25,6 +26,18 @@ enum class Syntax { Json, Mlir };
 /// MLIR, comments). On failure records the place where the limit is passed in `diags`.
 bool checkNesting(const std::string &path, const std::string &text, Syntax syntax,
                   Diagnostics &diags);
+
+/// Where `text` stops being UTF-8 (its first such byte, as an error), if it does.
+std::optional<Diagnostic> utf8Problem(const std::string &path, const std::string &text);
+/// Whether `text` is UTF-8; on failure records the line and column of the first byte
+/// that is not in `diags`.
+bool checkUtf8(const std::string &path, const std::string &text, Diagnostics &diags);
+
+/// The offset of the first byte of `text` that is not part of well-formed UTF-8
+/// (overlong forms, surrogates and code points past U+10FFFF included), or npos. Text
+/// that reaches a JSON string (names, locations, messages) must be UTF-8: a dump of
+/// anything else throws.
+size_t firstInvalidUtf8(const std::string &text);
 
 } // namespace planproof
 

@@ -5,7 +5,8 @@
 // seed file, then N inputs mutated from them (byte flips, insertions and deletions of
 // spans, splices of two seeds, interesting numbers and tokens), reproducibly from S. An
 // input that runs past the timeout aborts with its bytes written to
-// fuzz-hang-<n>.input; a crash is a crash. Used by `make test` for a short seeded run.
+// fuzz-hang.input; a crash writes its input to fuzz-crash.input. Used by `make test`
+// for a short seeded run.
 //
 //===----------------------------------------------------------------------===//
 #include "FuzzTarget.h"
@@ -38,6 +39,19 @@ void onAlarm(int) {
   ssize_t ignored = ::write(2, msg, sizeof msg - 1);
   (void)ignored;
   std::abort();
+}
+
+/// A crash (an abort, an uncaught exception, a fault): the input is kept to reproduce it.
+void onCrash(int sig) {
+  static const char msg[] = "fuzz: an input crashed; written to fuzz-crash.input\n";
+  if (FILE *f = std::fopen("fuzz-crash.input", "wb")) {
+    std::fwrite(current.data(), 1, current.size(), f);
+    std::fclose(f);
+  }
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
 }
 
 std::string mutate(std::mt19937_64 &rng, const std::vector<std::string> &seeds) {
@@ -135,6 +149,8 @@ int main(int argc, char **argv) {
   // The CLI harness silences stdout and stderr; the summary goes to the original ones.
   int out = ::dup(1);
   std::signal(SIGALRM, onAlarm);
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL})
+    std::signal(sig, onCrash);
   for (const std::string &s : seeds)
     runOne(s);
   std::mt19937_64 rng(seed);

@@ -75,6 +75,26 @@ TEST_CASE("checkNesting: the depth that passes, the bracket that does not", "[su
   CHECK_FALSE(checkNesting("a.mlir", parens, Syntax::Mlir, q));
 }
 
+TEST_CASE("UTF-8: well-formed text passes, the first bad byte is located", "[support]") {
+  using namespace std::string_literals;
+  CHECK(firstInvalidUtf8("plain ascii\n") == std::string::npos);
+  CHECK(firstInvalidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == std::string::npos);
+  CHECK(firstInvalidUtf8("ab\xff") == 2);                // never a UTF-8 byte
+  CHECK(firstInvalidUtf8("a\xc3") == 1);                 // cut short
+  CHECK(firstInvalidUtf8("a\xf0y") == 1);                // continuation missing
+  CHECK(firstInvalidUtf8("\xc0\xaf") == 0);             // overlong '/'
+  CHECK(firstInvalidUtf8("\xe0\x80\xaf") == 0);        // overlong, three bytes
+  CHECK(firstInvalidUtf8("\xed\xa0\x80") == 0);        // a surrogate
+  CHECK(firstInvalidUtf8("\xf4\x90\x80\x80") == 0);   // past U+10FFFF
+  CHECK(firstInvalidUtf8("x\0y"s) == std::string::npos);  // NUL is UTF-8
+  Diagnostics diags;
+  CHECK_FALSE(checkUtf8("f.mlir", "line one\nab\xfe", diags));
+  REQUIRE(diags.list().size() == 1);
+  CHECK(diags.list()[0].at.str() == "f.mlir:2:3");
+  CHECK(diags.list()[0].message == "not UTF-8 text: byte 0xFE starts no UTF-8 character");
+  CHECK(checkUtf8("f.mlir", "fine", diags));
+}
+
 TEST_CASE("Limits: checked arithmetic never wraps", "[support]") {
   int64_t out = 0;
   CHECK(checkedMul(int64_t(1) << 31, int64_t(1) << 31, out));

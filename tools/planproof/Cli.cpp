@@ -198,7 +198,7 @@ void Watchdog::fire() {
           {"inconclusive",
            nlohmann::ordered_json::array(
                {{{"location", {{"file", spec}, {"line", 0}, {"col", 0}}}, {"reason", reason}}})}};
-      out = j.dump(2) + "\n";
+      out = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     } else if (format == "sarif") {
       nlohmann::ordered_json j = {
           {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
@@ -215,7 +215,7 @@ void Watchdog::fire() {
                          nlohmann::ordered_json::array(
                              {{{"physicalLocation",
                                 {{"artifactLocation", {{"uri", spec}}}}}}})}}})}}})}};
-      out = j.dump(2) + "\n";
+      out = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     } else {
       out = spec + ": warning: [inconclusive] " + reason + "\n" + spec + ": inconclusive\n";
     }
@@ -536,13 +536,13 @@ int cmdImportXla(std::vector<std::string> args) {
     std::string message = why.at.str() + ": unsupported: " + why.message;
     std::cerr << printable(message) << "\n";
     if (format == "json")
-      std::cout << nlohmann::ordered_json{{"verdict", "inconclusive"}, {"reason", message}}.dump(2)
+      std::cout << nlohmann::ordered_json{{"verdict", "inconclusive"}, {"reason", message}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                 << "\n";
     else
       std::cout << "inconclusive: the import does not cover this program\n";
     return 3;
   }
-  std::string text = spec.dump(1) + "\n";
+  std::string text = spec.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   return writeOutput(out, text);
 }
 

@@ -233,7 +233,7 @@ void printJson(const plangen::RecipeFile &big, const std::vector<Tried> &tried,
     j["schedule"] = f->schedule;
     j["report"] = nlohmann::ordered_json::parse(renderJson(f->spec, f->result), nullptr, false);
   }
-  std::cout << j.dump(2) << "\n";
+  std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 } // namespace
@@ -316,7 +316,7 @@ int planproof::cli::cmdShrink(std::vector<std::string> args) {
   }
   if (found && !out.empty()) {
     std::ofstream file(out);
-    if (!(file << recipeJson(big, *found, out).dump(2) << "\n"))
+    if (!(file << recipeJson(big, *found, out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"))
       return usage("cannot write '" + out + "'");
   }
   if (o.format == "json")
