@@ -13,7 +13,9 @@
 #include "Support/Rational.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -175,6 +177,155 @@ std::string Translator::oneMinus(const std::string &p, const std::vector<int64_t
   return emit("sub", {one, p}, nullptr, nullptr, cur->name + "_not");
 }
 
+/// a + b, a - b, a * b of two constants (scalars or splats) whose result is an integer:
+/// that constant, still known as one (jnp.var's `n - ddof`, compared with 0 next); none
+/// otherwise (the op is emitted).
+std::optional<Val> Translator::foldedConstant(const std::string &op, const Val &a, const Val &b,
+                                              const std::vector<int64_t> &dims) {
+  if (a.scalarConst.empty() || b.scalarConst.empty() ||
+      (op != "add" && op != "subtract" && op != "multiply"))
+    return std::nullopt;
+  Rational x, y;
+  std::string why;
+  if (!Rational::fromDecimal(trim(a.scalarConst), x, why) ||
+      !Rational::fromDecimal(trim(b.scalarConst), y, why))
+    return std::nullopt;
+  int64_t z;
+  try {
+    Rational r = op == "add" ? x + y : op == "subtract" ? x - y : x * y;
+    if (!r.asInt64(z) || z > (int64_t(1) << 53) || z < -(int64_t(1) << 53))
+      return std::nullopt;
+  } catch (const std::exception &) {  // beyond the rationals' limits: not folded
+    return std::nullopt;
+  }
+  Val v = tensor(emit("constant", {}, {{"value", z}}, &dims, cur->name), cur->shape.type, dims);
+  v.scalarConst = std::to_string(z);
+  return v;
+}
+
+/// An integer the import evaluated (a constant, index arithmetic on it), converted to
+/// float: the same numbers as a constant, when they are the same on every rank.
+Val Translator::indexToFloat(const Val &x, const std::string &base) {
+  for (const auto &row : x.idx)
+    if (row != x.idx[0])
+      unsupported("a conversion to float of an integer that differs between partitions");
+  std::vector<int64_t> dims = dimsOf();
+  const std::string &type = cur->shape.type;
+  if (product(x.dims) != product(dims))
+    malformed("'convert' changes the element count");
+  if (isSplat(x)) {
+    int64_t z = x.idx.empty() ? 0 : x.idx[0][0];
+    Val v = tensor(emit("constant", {}, {{"value", z}}, &dims, base), type, dims);
+    if (dims.empty())
+      v.scalarConst = std::to_string(z);
+    return v;
+  }
+  if (product(dims) > 1 << 20)
+    unsupported("a conversion to float of more than 2^20 integers");
+  json values = json::array();
+  for (int64_t z : x.idx[0])
+    values.push_back(z);
+  return tensor(emit("literal", {}, {{"values", values}}, &dims, base), type, dims);
+}
+
+/// pad(x, c): x with c on each side of each dim (negative edges cut it: a slice first),
+/// a concatenation with constants; interior padding is not covered.
+Val Translator::pad(const std::vector<const Val *> &in) {
+  if (in.size() != 2)
+    malformed("pad takes 2 operands");
+  const Val &x = *in[0], &c = *in[1];
+  checkTensor(x);
+  if (c.kind != Val::Tensor || !c.dims.empty() || c.scalarConst.empty())
+    unsupported("a pad whose padding value is not a scalar constant");
+  if (c.name.empty())
+    unsupported("a pad with the non-finite value " + c.scalarConst);
+  // padding=LO_HI[_INTERIOR]xLO_HI... , one per dim
+  auto split = [](const std::string &t, char sep) {
+    std::vector<std::string> parts(1);
+    for (char ch : t)
+      if (ch == sep)
+        parts.emplace_back();
+      else
+        parts.back().push_back(ch);
+    return parts;
+  };
+  std::string padding = trim(attr("padding"));
+  std::vector<std::array<int64_t, 3>> edges;
+  for (const std::string &d : padding.empty() ? std::vector<std::string>{} : split(padding, 'x')) {
+    std::vector<int64_t> e;
+    for (const std::string &part : split(d, '_'))
+      e.push_back(intLiteral(part));
+    if (e.size() != 2 && e.size() != 3)
+      malformed("padding '" + padding.substr(0, 80) + "'");
+    edges.push_back({e[0], e[1], e.size() == 3 ? e[2] : 0});
+  }
+  if (edges.size() != x.dims.size())
+    malformed("padding for " + std::to_string(edges.size()) + " dims of a rank-" +
+              std::to_string(x.dims.size()) + " value");
+  std::vector<int64_t> offsets(x.dims.size(), 0), sizes = x.dims;
+  bool cut = false;
+  for (size_t d = 0; d < edges.size(); ++d) {
+    auto [lo, hi, interior] = edges[d];
+    if (interior != 0)
+      unsupported("a pad with interior padding");
+    int64_t s = x.dims[d];
+    if ((lo < 0 && (__builtin_add_overflow(s, lo, &s) || s < 0)) ||
+        (hi < 0 && (__builtin_add_overflow(s, hi, &s) || s < 0)))
+      malformed("a pad that cuts more than the value holds");
+    cut |= lo < 0 || hi < 0;
+    offsets[d] = lo < 0 ? -lo : 0;
+    sizes[d] = s;
+  }
+  std::string name = x.name, base = cur->name;
+  if (cut)
+    name = emit("slice", {name}, {{"offsets", offsets}, {"sizes", sizes}}, nullptr, base + "_cut");
+  std::vector<int64_t> shape = sizes;
+  for (size_t d = 0; d < edges.size(); ++d) {
+    int64_t lo = std::max<int64_t>(edges[d][0], 0), hi = std::max<int64_t>(edges[d][1], 0);
+    if (!lo && !hi)
+      continue;
+    std::vector<std::string> parts;
+    auto fill = [&](int64_t n, const char *side) {
+      std::vector<int64_t> fd = shape;
+      fd[d] = n;
+      parts.push_back(emit("constant", {}, {{"value", floatLiteral(c.scalarConst)}}, &fd,
+                           base + side));
+    };
+    if (lo)
+      fill(lo, "_lo");
+    parts.push_back(name);
+    if (hi)
+      fill(hi, "_hi");
+    if (!checkedAdd(shape[d], lo, shape[d]) || !checkedAdd(shape[d], hi, shape[d]))
+      malformed("a pad past the largest size");
+    name = emit("concat", parts, {{"dim", (int64_t)d}}, nullptr, base);
+  }
+  if (shape != dimsOf())
+    malformed("pad's result shape disagrees with its padding");
+  return tensor(name, cur->shape.type, shape);
+}
+
+/// `a DIR b` for two float constants' literals (inf and nan included): 0 or 1.
+int64_t Translator::compareConstants(const std::string &a, const std::string &b,
+                                     const std::string &dir) {
+  Rational x, y;
+  std::string why;
+  int order;  // -1, 0, 1; 2 unordered (a nan)
+  if (Rational::fromDecimal(trim(a), x, why) && Rational::fromDecimal(trim(b), y, why)) {
+    order = x < y ? -1 : x == y ? 0 : 1;
+  } else {
+    double p = std::strtod(trim(a).c_str(), nullptr), q = std::strtod(trim(b).c_str(), nullptr);
+    order = std::isnan(p) || std::isnan(q) ? 2 : p < q ? -1 : p == q ? 0 : 1;
+  }
+  if (dir == "EQ") return order == 0;
+  if (dir == "NE") return order != 0;
+  if (dir == "LT") return order == -1;
+  if (dir == "LE") return order == -1 || order == 0;
+  if (dir == "GT") return order == 1;
+  if (dir == "GE") return order == 1 || order == 0;
+  malformed("comparison direction '" + dir + "'");
+}
+
 /// Predicates on float data, as 0/1 float tensors: a comparison is a step of the
 /// difference (x > y is step(x - y), x >= y is 1 - step(y - x)); and, or, not are
 /// products and sums; shape ops apply to the 0/1 tensor. Equality of floats is not
@@ -198,6 +349,15 @@ Val Translator::predOp(const hlo::Instruction &inst, const std::vector<const Val
     if (in.size() != 2 || in[0]->kind != Val::Tensor || in[1]->kind != Val::Tensor)
       unsupported("a comparison mixing float and integer values");
     std::string dir = attr("direction");
+    if (!in[0]->scalarConst.empty() && !in[1]->scalarConst.empty()) {
+      // Two constants (jnp.var's `n - ddof > 0`): decided here, the same on every rank.
+      Val v;
+      v.kind = Val::Index;
+      v.type = "pred";
+      v.dims = dims;
+      v.idx.assign(ranks, {compareConstants(in[0]->scalarConst, in[1]->scalarConst, dir)});
+      return v;
+    }
     const std::string &a = floatOf(*in[0]), &b = floatOf(*in[1]);
     auto stepOf = [&](const std::string &x, const std::string &y) {
       std::string d = emit("sub", {x, y}, nullptr, nullptr, cur->name + "_diff");

@@ -82,21 +82,32 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
   }
   if (std::optional<Val> v = idsShift(op, in))  // by a constant, or by partition
     return *v;
-  if (op == "clamp" && in.size() == 3 && in[1]->kind == Val::Ids && in[1]->shift.empty() &&
-      in[1]->kept.empty()) {
-    // clamp(lo, ids + offset, hi) with constants: the ids themselves when their range
-    // [offset, bound - 1 + offset] lies within [lo, hi] (the upper end checked once the
-    // bound is known).
-    int64_t lo, hi, limit;
-    const Val &x = *in[1];
-    if (constant(*in[0], lo) && constant(*in[2], hi) && lo <= x.offset &&
-        !__builtin_sub_overflow(hi, x.offset, &limit) && checkedAdd(limit, 1, limit)) {
-      boundLimits.push_back({x.input, limit, cur});
+  // clamp(lo, ids + offset, hi), max(ids + offset, lo) and min(ids + offset, hi) with
+  // constants (jnp.clip lowers to the latter two): the ids themselves when their range
+  // [offset, bound - 1 + offset] lies within [lo, hi] (the upper end checked once the
+  // bound is known).
+  bool clamp = op == "clamp" && in.size() == 3, maxmin = (op == "maximum" || op == "minimum") &&
+                                                         in.size() == 2;
+  if (clamp || maxmin) {
+    int k = clamp ? 1 : in[0]->kind == Val::Ids ? 0 : 1;
+    const Val &x = *in[k];
+    int64_t lo = INT64_MIN, hi = INT64_MAX, limit = INT64_MAX;
+    bool known = x.kind == Val::Ids && x.shift.empty() && x.kept.empty();
+    if (clamp)
+      known = known && constant(*in[0], lo) && constant(*in[2], hi);
+    else
+      known = known && constant(*in[1 - k], op == "maximum" ? lo : hi);
+    if (known && lo <= x.offset &&
+        (hi == INT64_MAX ||
+         (!__builtin_sub_overflow(hi, x.offset, &limit) && checkedAdd(limit, 1, limit)))) {
+      if (hi != INT64_MAX)
+        boundLimits.push_back({x.input, limit, cur});
       Val v = x;
       v.dims = dims;
       return v;
     }
-    unsupported("a clamp of token ids that their range [0, rows) does not decide");
+    unsupported("a " + std::string(clamp ? "clamp" : op) +
+                " of token ids that their range [0, rows) does not decide");
   }
   if (op == "compare" && in.size() == 2) {
     // ids + offset (in [offset, inf)) against a constant c: decided when the range is

@@ -152,6 +152,20 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     unsupported("custom-call " + target);
   }
 
+  if (op == "is-finite") {
+    // planproof's values are real numbers, every one finite (select, above): the
+    // predicate holds everywhere, the same on every rank -- as jax.nn.logsumexp's guard
+    // of its maximum is read. Only a non-finite constant makes it false.
+    const Val &x = need(in, 1);
+    if (x.kind != Val::Tensor)
+      unsupported("'is-finite' on an integer or tuple value");
+    Val v;
+    v.kind = Val::Index;
+    v.type = "pred";
+    v.dims = dimsOf();
+    v.idx.assign(ranks, std::vector<int64_t>(1, x.name.empty() ? 0 : 1));
+    return v;
+  }
   if (op == "while")
     return whileLoop(in, depth);
   if (inst.shape.isTuple() && op != "all-reduce")
@@ -250,9 +264,13 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
     v.type = type;
     return v;
   }
-  if (op == "convert" || op == "copy") {
+  if (op == "convert" && need(in, 1).kind == Val::Index)
+    return indexToFloat(*in[0], base);
+  if (op == "convert" || op == "copy" || op == "reduce-precision") {
+    // float to float, or rounded to fewer exponent and mantissa bits: the same real
+    // number (rounding is replay's concern)
     const Val &x = need(in, 1);
-    checkTensor(x);  // float to float: the same real number (rounding is replay's concern)
+    checkTensor(x);
     Val v = x;
     v.type = type;
     return v;
@@ -268,6 +286,8 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
         return *in[1 - k];
     checkTensor(*in[0]);
     checkTensor(*in[1]);
+    if (std::optional<Val> v = foldedConstant(op, *in[0], *in[1], dims))
+      return *v;
     return tensor(emit(it->second, {in[0]->name, in[1]->name}, nullptr, nullptr, base), type, dims);
   }
   static const std::map<std::string, std::string> unary = {
@@ -277,6 +297,12 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
     const Val &x = need(in, 1);
     checkTensor(x);
     return tensor(emit(it->second, {x.name}, nullptr, nullptr, base), type, dims);
+  }
+  if (op == "abs") {  // |x| = max(x, -x)
+    const Val &x = need(in, 1);
+    checkTensor(x);
+    std::string neg = emit("scale", {x.name}, {{"factor", -1}}, nullptr, base + "_neg");
+    return tensor(emit("maximum", {x.name, neg}, nullptr, nullptr, base), type, dims);
   }
   if (op == "negate") {
     const Val &x = need(in, 1);
@@ -361,6 +387,8 @@ std::optional<Val> Translator::floatLayout(const hlo::Instruction &inst,
     return tensor(emit("slice", {x.name}, {{"offsets", offsets}, {"sizes", sizes}}, nullptr, base),
                   type, dims);
   }
+  if (op == "pad")
+    return pad(in);
   if (op == "concatenate") {
     std::vector<std::string> names;
     for (auto *v : in) {

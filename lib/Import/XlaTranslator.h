@@ -271,6 +271,11 @@ private:
   Val indexBinary(const std::string &op, const Val &a, const Val &b, Val v);
   Val indexReduce(const std::vector<const Val *> &in, const Val &x, const Val &init, Val v);
   Val dot(const std::vector<const Val *> &in);
+  Val pad(const std::vector<const Val *> &in);
+  std::optional<Val> foldedConstant(const std::string &op, const Val &a, const Val &b,
+                                    const std::vector<int64_t> &dims);
+  int64_t compareConstants(const std::string &a, const std::string &b, const std::string &dir);
+  Val indexToFloat(const Val &x, const std::string &base);
   Val dynamicSlice(const std::vector<const Val *> &in);
   Val select(const std::vector<const Val *> &in);
   Val collectivePermute(const std::vector<const Val *> &in);
@@ -340,7 +345,7 @@ public:
       auto b = final.find(l.ids);
       if (b == final.end() || b->second > l.limit) {
         at = l.at;
-        unsupported("a comparison of token ids that their range [0, rows) does not decide");
+        unsupported("a comparison or clamp of token ids that their range [0, rows) does not decide");
       }
     }
   }
