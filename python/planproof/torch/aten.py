@@ -674,6 +674,15 @@ def _minimum(t, node, a, b):
     return t.binary("minimum", a, b, _out(node))
 
 
+@rule(aten.abs.default)
+def _abs(t, node, a):
+    """|x| = max(x, -x) (Adamax's norm; its backward, through comparisons, is not
+    covered)."""
+    shape = _out(node)
+    v = t.value(a)
+    return t.emit("maximum", [v, t.scale(v, -1.0, shape)], shape)
+
+
 def _unary(op):
     def fn(t, node, a):
         return t.emit(op, [t.value(a)], _out(node))
@@ -720,19 +729,111 @@ def _sigmoid_backward(t, node, grad, out):
     return t.emit("mul", [g, t.emit("sub", [y, t.emit("mul", [y, y], shape)], shape)], shape)
 
 
+# The tanh approximation's constants, as PyTorch's kernel has them: sqrt(2/pi) (as the
+# double nearest it) and the cubic's coefficient.
+_GELU_TANH_C = math.sqrt(2.0 / math.pi)
+_GELU_TANH_K = 0.044715
+
+
+def _gelu_tanh_inner(t, x, shape):
+    """tanh(c * (x + k x^3)), with x^3 and the constants written out."""
+    cube = t.emit("mul", [t.emit("mul", [x, x], shape), x], shape)
+    inner = t.emit("add", [x, t.scale(cube, _GELU_TANH_K, shape)], shape)
+    return t.emit("tanh", [t.scale(inner, _GELU_TANH_C, shape)], shape)
+
+
 @rule(aten.gelu.default)
 def _gelu(t, node, a, approximate="none"):
+    """The exact GELU is planproof's `gelu`; the tanh approximation (GPT-2's) is its
+    formula, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in elementwise ops."""
+    shape = _out(node)
+    if approximate == "tanh":
+        x = t.value(a)
+        th = _gelu_tanh_inner(t, x, shape)
+        one_plus = t.emit("add", [t.value(1.0, shape), th], shape)
+        return t.scale(t.emit("mul", [x, one_plus], shape), 0.5, shape)
     if approximate != "none":
-        t.fail(f"gelu with approximate='{approximate}' (planproof's gelu is the exact, "
-               "erf-based one)")
-    return t.emit("gelu", [t.value(a)], _out(node))
+        t.fail(f"gelu with approximate='{approximate}'")
+    return t.emit("gelu", [t.value(a)], shape)
 
 
 @rule(aten.gelu_backward.default)
 def _gelu_backward(t, node, grad, a, approximate="none"):
+    """The tanh approximation's derivative, written out: with th = tanh(c (x + k x^3)),
+    g * (0.5 (1 + th) + 0.5 x (1 - th^2) c (1 + 3 k x^2))."""
+    shape = _out(node)
+    if approximate == "tanh":
+        x, g = t.value(a), t.value(grad)
+        th = _gelu_tanh_inner(t, x, shape)
+        one = t.value(1.0, shape)
+        left = t.scale(t.emit("add", [one, th], shape), 0.5, shape)
+        sech2 = t.emit("sub", [t.value(1.0, shape), t.emit("mul", [th, th], shape)], shape)
+        slope = t.emit("add", [t.value(1.0, shape),
+                               t.scale(t.emit("mul", [x, x], shape), 3 * _GELU_TANH_K, shape)],
+                       shape)
+        right = t.scale(t.emit("mul", [t.emit("mul", [x, sech2], shape), slope], shape),
+                        0.5 * _GELU_TANH_C, shape)
+        return t.emit("mul", [g, t.emit("add", [left, right], shape)], shape)
     if approximate != "none":
         t.fail(f"gelu_backward with approximate='{approximate}'")
-    return t.emit("gelu_grad", [t.value(a), t.value(grad)], _out(node))
+    return t.emit("gelu_grad", [t.value(a), t.value(grad)], shape)
+
+
+def _norm_dims(t, x, normalized_shape):
+    shape = list(t.shapes[x])
+    k = len(normalized_shape)
+    if k == 0 or k > len(shape) or shape[len(shape) - k:] != list(normalized_shape):
+        t.fail(f"layer_norm over {list(normalized_shape)} of a {shape} tensor")
+    axis = len(shape) - k
+    return shape, list(range(axis, len(shape))), shape[:axis] + [1] * k
+
+
+@rule(aten.native_layer_norm.default)
+def _layer_norm(t, node, a, normalized_shape, weight, bias, eps):
+    """LayerNorm by its definition, over the last dims: mu = mean(x), var = mean((x -
+    mu)^2) (biased), rstd = rsqrt(var + eps), (x - mu) rstd w + b; mu and rstd are
+    results too (the backward reads them), kept as [..., 1]."""
+    x = t.value(a)
+    shape, dims, kept = _norm_dims(t, x, normalized_shape)
+    mu = t.reduce("reduce_mean", x, dims, True, kept)
+    xc = t.emit("sub", [x, t.broadcast_to(mu, shape)], shape)
+    var = t.reduce("reduce_mean", t.emit("mul", [xc, xc], shape), dims, True, kept)
+    rstd = t.emit("rsqrt", [t.emit("add", [var, t.value(float(eps), kept)], kept)], kept)
+    out = t.emit("mul", [xc, t.broadcast_to(rstd, shape)], shape)
+    if weight is not None:
+        out = t.emit("mul", [out, t.broadcast_to(t.value(weight), shape)], shape)
+    if bias is not None:
+        out = t.emit("add", [out, t.broadcast_to(t.value(bias), shape)], shape)
+    return (out, mu, rstd)
+
+
+@rule(aten.native_layer_norm_backward.default)
+def _layer_norm_backward(t, node, grad, a, normalized_shape, mean, rstd, weight, bias,
+                         output_mask):
+    """With xhat = (x - mu) rstd and gw = g w: dx = rstd (gw - mean(gw) - xhat
+    mean(gw xhat)) over the normalized dims; dw = sum of g xhat and db = sum of g over
+    the leading dims."""
+    x, g = t.value(a), t.value(grad)
+    shape, dims, kept = _norm_dims(t, x, normalized_shape)
+    mu, rs = t.value(mean), t.value(rstd)
+    rsb = t.broadcast_to(rs, shape)
+    xhat = t.emit("mul", [t.emit("sub", [x, t.broadcast_to(mu, shape)], shape), rsb], shape)
+    gw = g if weight is None else t.emit("mul", [g, t.broadcast_to(t.value(weight), shape)],
+                                         shape)
+    m1 = t.broadcast_to(t.reduce("reduce_mean", gw, dims, True, kept), shape)
+    m2 = t.broadcast_to(t.reduce("reduce_mean", t.emit("mul", [gw, xhat], shape), dims, True,
+                                 kept), shape)
+    inner = t.emit("sub", [t.emit("sub", [gw, m1], shape), t.emit("mul", [xhat, m2], shape)],
+                   shape)
+    dx = t.emit("mul", [rsb, inner], shape) if output_mask[0] else None
+    lead = list(range(len(shape) - len(dims)))
+    norm = list(normalized_shape)
+    dw = db = None
+    if output_mask[1] and weight is not None:
+        dw = t.reduce("reduce_sum", t.emit("mul", [g, xhat], shape), lead, False, norm)
+    if output_mask[2] and bias is not None:
+        db = t.reduce("reduce_sum", g, lead, False, norm)
+    return (dx, dw, db)
 
 
 @rule(aten.silu_backward.default)

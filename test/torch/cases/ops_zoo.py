@@ -16,7 +16,7 @@ class Zoo(nn.Module):
         self.q = nn.Parameter(torch.randn(2, 3, 4) * 0.5)
 
     def forward(self, x):
-        h = torch.addmm(self.b, x, self.w)                      # addmm
+        h = torch.addmm(self.b, x.abs(), self.w)                # addmm, abs (of data)
         h = nn.functional.silu(h) + nn.functional.gelu(h) * 0.5  # silu, gelu, mul.Scalar
         h = h - h.mean(dim=-1, keepdim=True)                    # mean.dim, sub
         r = torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-5)  # rsqrt, pow-free rms
