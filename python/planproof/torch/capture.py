@@ -54,6 +54,28 @@ def _anomaly():
             yield
 
 
+@contextlib.contextmanager
+def _loss_parallel_through_backward():
+    """A loss computed under DTensor's `loss_parallel()` needs its backward under that
+    context too (PyTorch's rule: `loss.backward()` inside it); a case's loss function
+    returns the loss, leaving the context before the capture runs the backward, so the
+    context's exit (which drops its loss ops) is deferred to after the backward."""
+    try:
+        from torch.distributed.tensor.parallel import loss as lp
+    except ImportError:  # (a PyTorch without loss parallelism)
+        yield
+        return
+    real = lp._disable_custom_loss_ops
+    deferred = []
+    lp._disable_custom_loss_ops = lambda: deferred.append(True)
+    try:
+        yield
+    finally:
+        lp._disable_custom_loss_ops = real
+        if deferred:
+            real()
+
+
 def _grad_with_forward_lines(loss, wrt):
     """torch.autograd.grad(loss, wrt), each backward op recorded with the stack trace of
     the forward op it differentiates (kept by anomaly mode on the autograd node), so that
@@ -442,10 +464,11 @@ def _groups_by_ranks(mesh, axes, groups):
 def _forward_backward(step, params, leaves, inputs):
     """The step's loss on `inputs` and the gradients of `leaves` (the parameters as the
     model sees them, named by `params`)."""
-    with _anomaly():
-        loss = torch.func.functional_call(
-            step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (inputs,))
-    return loss, list(_grad_with_forward_lines(loss, leaves))
+    with _loss_parallel_through_backward():
+        with _anomaly():
+            loss = torch.func.functional_call(
+                step, {"model." + n: p for (n, _), p in zip(params, leaves)}, (inputs,))
+        return loss, list(_grad_with_forward_lines(loss, leaves))
 
 
 def _accumulated(step, params, leaves, inputs, microbatches):
