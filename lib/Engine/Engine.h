@@ -262,6 +262,9 @@ private:
     });
   }
   bool fixRemoves(const Violation &v);
+  /// Set by fixRemoves: whether its last "no" was short of a violated verdict (the edit
+  /// did not apply, the edited plan was inconclusive, time ran out).
+  bool fixUndecided = false;
   bool checkFix(Violation &v);
   Operation *laterAllReduce(Operation *op, const std::string &kind,
                             const std::vector<std::string> &axes);

@@ -78,11 +78,13 @@ void Engine::checkFixes() {
   for (Violation &v : result.violations) {
     if (v.hint.empty())
       continue;
-    bool keep = false;
+    bool keep = false, refuted = false;
     if (v.fix && options.checkFixes && checked < 4 && options.deadline.remainingMs() > 2000) {
       ++checked;
+      fixUndecided = false;
       try {
         keep = checkFix(v);
+        refuted = !keep && !fixUndecided;
       } catch (const TimeLimit &) {
         keep = false;
       }
@@ -90,13 +92,28 @@ void Engine::checkFixes() {
     if (!keep) {
       v.hint.clear();
       v.fix.reset();
+      // A claim that rested on its fix, which re-verifying refuted (the edited plan is
+      // violated, not merely undecided): the walk's own culprit instead.
+      if (v.fallback && refuted) {
+        const Violation &alt = *v.fallback;
+        v.kind = alt.kind;
+        v.message = alt.message;
+        v.location = alt.location;
+        v.at = alt.at;
+        v.notes = alt.notes;
+        v.pictures = alt.pictures;
+      }
     }
+    v.fallback.reset();
   }
 }
 
 /// Whether applying `v.fix` to a copy of the spec makes the outputs `v` is about right
 /// and keeps every output this run proved right.
 bool Engine::fixRemoves(const Violation &v) {
+  // Every way out but a verdict leaves the fix undecided (sticky over checkFix's tries).
+  bool undecidedBefore = fixUndecided;
+  fixUndecided = true;
   if (v.value.empty())
     return false;
   std::set<std::string> outputs;
@@ -152,9 +169,14 @@ bool Engine::fixRemoves(const Violation &v) {
     if (leftMs < 50)
       return false;
     o.deadline = Deadline(leftMs / 1000);
-    if (verifySpec(edited, o).verdict != Verdict::Verified)
+    Verdict verdict = verifySpec(edited, o).verdict;
+    if (verdict != Verdict::Verified) {
+      if (verdict == Verdict::Violated)
+        fixUndecided = undecidedBefore;
       return false;
+    }
   }
+  fixUndecided = undecidedBefore;
   return true;
 }
 

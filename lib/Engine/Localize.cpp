@@ -432,7 +432,7 @@ Operation *Engine::findCulprit(const FailedObligation &f, func::ReturnOp ret, Vi
   }
   std::set<Operation *> seen;
   std::vector<Value> path;
-  Operation *culprit = walkToCulprit(v, seen, &path);
+  Operation *culprit = walkToCulprit(v, seen, &path), *relocatedFrom = nullptr;
   if (!culprit)
     culprit = ret.getOperation();
   // A culprit computing, from correct operands, a value the reference never computes
@@ -443,8 +443,10 @@ Operation *Engine::findCulprit(const FailedObligation &f, func::ReturnOp ret, Vi
       llvm::none_of(culprit->getOperands(), [&](Value x) {
         return isa<RankedTensorType>(x.getType()) && relationOf(x).layout.isPartial();
       }))
-    if (Operation *unreducedAt = unreducedOnPath(path))
+    if (Operation *unreducedAt = unreducedOnPath(path)) {
+      relocatedFrom = culprit;
       culprit = unreducedAt;
+    }
   // A culprit inside a derived backward pass whose seed (the loss a plan ref.grad
   // differentiates) is itself off by a factor: the seed's own culprit is the cause.
   if (culprit != ret.getOperation() && opName(culprit).rfind("%d(", 0) == 0)
@@ -468,6 +470,15 @@ Operation *Engine::findCulprit(const FailedObligation &f, func::ReturnOp ret, Vi
                    spec.nameOf(v) + "` as `" + b.refName + "`, which it is not";
   } else {
     explainCulprit(culprit, f, undefinedAt, undefinedViol, viol);
+    // The relocation's claim (the reduction would fix the value) is its fix: where
+    // re-verifying refutes it, the walk's own culprit is reported instead.
+    if (relocatedFrom && relocatedFrom != culprit && viol.fix) {
+      auto alt = std::make_shared<Violation>();
+      explainCulprit(relocatedFrom, f, undefinedAt, undefinedViol, *alt);
+      alt->location = toSourceLoc(relocatedFrom->getLoc());
+      alt->at = opName(relocatedFrom);
+      viol.fallback = std::move(alt);
+    }
   }
   return culprit;
 }

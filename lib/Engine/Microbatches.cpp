@@ -33,6 +33,39 @@ static int64_t summedDim(Operation *def, size_t i) {
   return -1;
 }
 
+/// Whether operand `i` of `def`, the sub-block `r` of a rank's block, is cut from that
+/// block only along dims `def` sums over (a microbatch's tokens); then `cut` is where,
+/// (offset, extent) along each of those dims. A block cut along a dim the op keeps --
+/// one head of several -- is no microbatch's contribution to a sum, nor are operands
+/// cut at different places along the summed dims (two chunks of one fused projection
+/// multiplied together pair no microbatch's tokens).
+static bool cutAlongSummed(Operation *def, size_t i, Value operand, const Relation &r,
+                           std::vector<std::pair<int64_t, int64_t>> &cut) {
+  auto shape = cast<RankedTensorType>(operand.getType()).getShape();
+  if (shape.size() != r.block.size() || r.offset.size() != shape.size())
+    return false;
+  std::vector<int64_t> summed;
+  if (auto sum = dyn_cast<ref::ReduceSumOp>(def))
+    summed.assign(sum.getDims().begin(), sum.getDims().end());
+  else if (auto mm = dyn_cast<ref::MatmulOp>(def))
+    summed = {i == 0 ? mm.getLhsDim() : mm.getRhsDim()};
+  else if (auto bm = dyn_cast<ref::BatchMatmulOp>(def))
+    summed = {i == 0 ? bm.getLhsDim() : bm.getRhsDim()};
+  else if (isa<ref::MseLossOp>(def))
+    for (size_t d = 0; d < shape.size(); ++d)
+      summed.push_back((int64_t)d);
+  else  // embedding_grad, cross_entropy_sum: along the tokens
+    summed = {0};
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != r.block[d] && !llvm::is_contained(summed, (int64_t)d))
+      return false;
+  cut.clear();
+  for (int64_t d : summed)
+    if (d >= 0 && d < (int64_t)shape.size())
+      cut.push_back({r.offset[d], shape[d]});
+  return true;
+}
+
 std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v, int depth) {
   Operation *def = v.getDefiningOp();
   if (depth > kMaxWalkDepth)
@@ -45,12 +78,20 @@ std::optional<std::map<std::string, Rational>> Engine::microbatchTerms(Value v, 
     if (mixesTiles(def))
       return std::nullopt;
     std::string tile;
-    for (Value operand : def->getOperands()) {
+    std::optional<std::vector<std::pair<int64_t, int64_t>>> tokens;
+    for (auto [i, operand] : llvm::enumerate(def->getOperands())) {
       if (!isa<RankedTensorType>(operand.getType()))
         continue;
       Relation r = exactRelationOf(operand);
       if (!r.exact())
         return std::nullopt;
+      std::vector<std::pair<int64_t, int64_t>> cut;
+      if (!r.block.empty() && (!cutAlongSummed(def, i, operand, r, cut) ||
+                               (isa<ref::MatmulOp, ref::BatchMatmulOp>(def) && tokens &&
+                                *tokens != cut)))
+        return std::nullopt;
+      if (!r.block.empty())
+        tokens = cut;
       if (!r.block.empty() && tile.empty())
         tile = indexStr(r.offset);
     }

@@ -43,6 +43,10 @@ struct Violation {
   /// this violation go away (Verifier.cpp, checkFixes). "" when there is none.
   std::string hint;
   std::shared_ptr<const PlanEdit> fix;
+  /// A report whose claim is its fix (a reduction missing further on, Unreduced.cpp):
+  /// what is reported instead when re-verifying the fix refutes it (checkFixes); its
+  /// kind, message, place and notes replace these. Null for every other report.
+  std::shared_ptr<const Violation> fallback;
   SourceLoc location;
   std::string at;       // SSA name of the plan op the violation points at ("" if none)
   std::string value;    // the reference value(s) concerned
