@@ -1113,7 +1113,8 @@ def _clamp(t, node, a, lo=None, hi=None):
 
 @rule(aten.arange.default, aten.arange.start)
 def _arange(t, node, *args, **kw):
-    """The row numbers 0..N-1 (index_put's rows): only index_put reads them."""
+    """The numbers 0..N-1: index_put's rows, or positions looked up in an embedding table
+    (its first N rows); nothing else reads them."""
     if node.target is aten.arange.start and args[0] != 0:
         t.fail("arange not from 0")
     return IdsExpr("arange", None, hi=int(args[-1]))
@@ -1239,6 +1240,14 @@ def _ids(t, node, indices):
 @rule(aten.embedding.default)
 def _embedding(t, node, weight, indices, padding_idx=-1, scale_grad=False, sparse=False):
     raw = t.values.get(indices) if isinstance(indices, torch.fx.Node) else None
+    if isinstance(raw, IdsExpr) and raw.kind == "arange":
+        # Positions 0..n-1 (nanoGPT's `wpe(torch.arange(t))`): the table's first n rows.
+        table = t.value(weight)
+        rows, width = t.shapes[table]
+        if raw.hi > rows or _out(node) != [raw.hi, width]:
+            t.fail(f"an embedding of positions 0..{raw.hi - 1} in a table of {rows} rows")
+        return t.emit("slice", [table], [raw.hi, width],
+                      {"offsets": [0, 0], "sizes": [raw.hi, width]}) if raw.hi < rows else table
     if isinstance(raw, IdsExpr):
         # DTensor's vocabulary-parallel lookup: the shifted ids of this shard's rows;
         # the rows outside it are zeroed next (masked_fill), which completes the idiom.
@@ -1272,6 +1281,18 @@ def _embedding_backward(t, node, grad, indices, num_weights, padding_idx, scale_
     if padding_idx not in (-1, None) or scale_grad:
         t.fail("embedding backward with padding_idx or scale_grad_by_freq")
     raw = t.values.get(indices) if isinstance(indices, torch.fx.Node) else None
+    if isinstance(raw, IdsExpr) and raw.kind == "arange":
+        # The backward of a lookup of positions 0..n-1: the gradient's rows are the
+        # first n rows' gradients, the others' are zero.
+        g = t.value(grad)
+        n, width = raw.hi, t.shapes[g][-1]
+        if t.shapes[g] != [n, width] or int(num_weights) < n:
+            t.fail("the backward of a lookup of positions whose gradient is not [n, width]")
+        if int(num_weights) == n:
+            return g
+        zeros = t.emit("constant", [], [int(num_weights) - n, width], {"value": 0.0},
+                       result_shape_attr=True)
+        return t.emit("concat", [g, zeros], _out(node), {"dim": 0})
     if isinstance(raw, IdsExpr) and raw.kind == "clamped_shift":
         # The backward of torchtitan's vocabulary-parallel lookup: the gradient rows of
         # the clamped shifted ids summed into the shard's rows. It is embedding_grad with
