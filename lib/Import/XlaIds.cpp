@@ -152,9 +152,13 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
         if (dir == "NE") any = !(lo == c && hi == c), all = c < lo || c > hi;
         if (all || !any)
           decided = all ? 1 : 0;
-        else
+        else if (dir != "EQ" && dir != "NE")
           return idsCompare(*in[k], *in[1 - k], dir);
       }
+      // Equal to a class within the range (a padding label, `labels != PAD`): that
+      // class's one-hot column, in the reference and the plan alike.
+      if (decided < 0 && (dir == "EQ" || dir == "NE"))
+        return idsEqual(*in[k], c, dir == "NE", dims);
       // Against the upper end (a bounds check, `ids <= rows - 1`): decided by the bound,
       // which the gathers fix later; the decision is recorded and checked at the end
       // (every id + offset <= c  iff  bound + offset - 1 <= c).
@@ -364,6 +368,30 @@ Val Translator::idsExchange(const Val &x) {
 /// identity never written out); by shifted ids, or in fewer classes than the ids range
 /// over, the columns of a vocabulary shard (`off` its first class per partition, else
 /// left empty).
+/// ids + offset == c (or != c, `negate`) for a constant c their range does not decide:
+/// a predicate on the data's side, the 0/1 column of class c - offset of the ids' one-hot
+/// (`one_hot` with that offset: [id == c - offset]), viewed as the ids.
+Val Translator::idsEqual(const Val &ids, int64_t c, bool negate, const std::vector<int64_t> &dims) {
+  int64_t at;
+  if (__builtin_sub_overflow(c, ids.offset, &at) || at < 0)
+    unsupported("integer overflow in token-id arithmetic");
+  int64_t tokens = product(ids.dims);
+  if (product(dims) != tokens)
+    unsupported("a comparison of token ids broadcast to other shapes");
+  std::vector<int64_t> shape = {tokens, 1};
+  std::vector<std::string> operands = {ids.name};
+  if (at != 0)  // (class 0 is the first column, without an offset)
+    operands.push_back(emit("arith.constant", {}, {{"value", at}}, nullptr, cur->name + "_class"));
+  std::string p = emit("one_hot", operands, nullptr, &shape, cur->name + "_onehot");
+  if (dims != shape)
+    p = emit("reshape", {p}, nullptr, &dims, cur->name + "_eq");
+  if (negate)
+    p = oneMinus(p, dims);
+  Val v = tensor(p, "pred", dims);
+  v.kind = Val::Pred;
+  return v;
+}
+
 std::string Translator::oneHot(const Val &ids, int64_t classes, std::vector<int64_t> &off) {
   int64_t tokens = 1; // the i64 input is flat: every id of the view
   for (int64_t d : ids.dims)

@@ -272,6 +272,7 @@ private:
   Val indexReduce(const std::vector<const Val *> &in, const Val &x, const Val &init, Val v);
   Val dot(const std::vector<const Val *> &in);
   Val pad(const std::vector<const Val *> &in);
+  Val idsEqual(const Val &ids, int64_t c, bool negate, const std::vector<int64_t> &dims);
   std::optional<Val> foldedConstant(const std::string &op, const Val &a, const Val &b,
                                     const std::vector<int64_t> &dims);
   int64_t compareConstants(const std::string &a, const std::string &b, const std::string &dir);
