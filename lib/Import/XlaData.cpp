@@ -431,8 +431,15 @@ Val Translator::select(const std::vector<const Val *> &in) {
   std::vector<int64_t> dims = dimsOf();
   int64_t n = product(dims);
   for (auto &row : p.idx)
-    if (row != p.idx[0])
+    if (row != p.idx[0]) {
+      // A causal mask of a rank's query rows (sequence parallelism at a size written
+      // out): the position predicate it is, element for element.
+      if (std::optional<Val> pos = maskAsPositions(p, dims)) {
+        std::vector<const Val *> args = {&*pos, in[1], in[2]};
+        return positionSelect(args);
+      }
       unsupported("a select whose mask differs between ranks");
+    }
   auto bit = [&](int64_t e) { return idxAt(p, 0, p.dims.empty() ? 0 : e) != 0; };
   bool all = true, none = true;
   for (int64_t e = 0; e < (isSplat(p) ? std::min<int64_t>(n, 1) : n); ++e)

@@ -12,7 +12,9 @@
 // offset (per partition, an index value fitted to the mesh coordinates) broadcast to
 // the select's shape: `m * a + (1 - m) * b`, as the literal masks of XlaData.cpp.
 // Small values are still evaluated element by element (XlaData.cpp); these forms take
-// over where that would pass its limit. Anything else on them is unsupported.
+// over where that would pass its limit, and a mask written out that differs between
+// ranks is read back as such a predicate where it is one (maskAsPositions). Anything
+// else on them is unsupported.
 //
 //===----------------------------------------------------------------------===//
 #include "Import/XlaTranslator.h"
@@ -305,6 +307,76 @@ Val Translator::posPredOp(const hlo::Instruction &inst, const std::vector<const 
   v.dims = dims;
   v.type = inst.shape.type;
   return v;
+}
+
+/// A mask known element by element on each rank (`idx`, over `dims`) that is, on every
+/// rank r, the causal predicate `x_k - x_q <= c_r` over two dimensions q and k --
+/// perhaps within a window, `c_r - w < x_k - x_q` -- and constant along the others:
+/// that predicate on positions (XlaPositions.cpp), checked at every element; none
+/// where no pair of dimensions fits.
+std::optional<Val> Translator::maskAsPositions(const Val &p, const std::vector<int64_t> &dims) {
+  int64_t n = product(dims);
+  if (p.dims != dims || n > (int64_t(1) << 20))
+    return std::nullopt;
+  for (const auto &row : p.idx)
+    if ((int64_t)row.size() != n)
+      return std::nullopt;
+  std::vector<int64_t> stride(dims.size(), 1);
+  for (size_t d = dims.size(); d-- > 1;)
+    stride[d - 1] = stride[d] * dims[d];
+  // The query dimension: one of several rows first; else one row (a rank's one query
+  // of a split sequence), the last such dimension first (heads and batch come before).
+  std::vector<size_t> queries;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] > 1)
+      queries.push_back(d);
+  for (size_t d = dims.size(); d-- > 0;)
+    if (dims[d] == 1)
+      queries.push_back(d);
+  for (size_t q : queries)
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (q == k || dims[k] < 2)
+        continue;
+      std::vector<int64_t> c(ranks), w(ranks);
+      bool fits = true, windowed = false;
+      for (int64_t r = 0; r < ranks && fits; ++r) {
+        int64_t hi = INT64_MIN, lo = INT64_MAX;
+        for (int64_t e = 0; e < n; ++e)
+          if (p.idx[r][e]) {
+            int64_t delta = (e / stride[k]) % dims[k] - (e / stride[q]) % dims[q];
+            hi = std::max(hi, delta), lo = std::min(lo, delta);
+          }
+        if (hi == INT64_MIN)
+          fits = false;
+        c[r] = hi, w[r] = hi - lo + 1;
+        for (int64_t e = 0; e < n && fits; ++e) {
+          int64_t delta = (e / stride[k]) % dims[k] - (e / stride[q]) % dims[q];
+          fits = (p.idx[r][e] != 0) == (delta <= hi && delta >= lo);
+        }
+        // (A window only where some key before the lowest is cut off.)
+        windowed |= lo > -(dims[q] - 1);
+      }
+      if (!fits)
+        continue;
+      Val v;
+      v.kind = Val::PosPred;
+      v.type = p.type;
+      v.dims = dims;
+      Val::Plane causal, window;
+      causal.coeff.assign(dims.size(), 0);
+      causal.coeff[q] = 1, causal.coeff[k] = -1;  // x_q - x_k + c >= 0
+      causal.base = c;
+      v.planes = {causal};
+      if (windowed) {
+        window.coeff.assign(dims.size(), 0);
+        window.coeff[k] = 1, window.coeff[q] = -1;  // x_k - x_q + (w - 1 - c) >= 0
+        for (int64_t r = 0; r < ranks; ++r)
+          window.base.push_back(w[r] - 1 - c[r]);
+        v.planes.push_back(window);
+      }
+      return v;
+    }
+  return std::nullopt;
 }
 
 /// select(p, a, b) of float data, p a causal mask over a query dimension i and a key

@@ -272,6 +272,7 @@ private:
   Val indexReduce(const std::vector<const Val *> &in, const Val &x, const Val &init, Val v);
   Val dot(const std::vector<const Val *> &in);
   Val pad(const std::vector<const Val *> &in);
+  std::optional<Val> maskAsPositions(const Val &p, const std::vector<int64_t> &dims);
   Val idsEqual(const Val &ids, int64_t c, bool negate, const std::vector<int64_t> &dims);
   std::optional<Val> foldedConstant(const std::string &op, const Val &a, const Val &b,
                                     const std::vector<int64_t> &dims);
