@@ -1015,7 +1015,7 @@ class IdsExpr:
     otherwise stops the translation."""
 
     # Kinds that are a function of each id (elementwise), so views pass them through.
-    PER_ID = ("mask", "inside", "all", "shift", "masked_shift", "clamped_shift")
+    PER_ID = ("mask", "inside", "all", "none", "shift", "masked_shift", "clamped_shift")
 
     def __init__(self, kind, ids, lo=None, hi=None, mask=None, table=None, shape=None):
         self.kind, self.ids, self.lo, self.hi = kind, ids, lo, hi
@@ -1076,6 +1076,27 @@ def _ne_ids(t, node, a, k):
         t.fail(f"comparison `{node.target}` (covered: token ids against a negative "
                "number, which no id equals)")
     return IdsExpr("all", ids)
+
+
+@rule(aten.eq.Scalar)
+def _eq_ids(t, node, a, k):
+    """ids == k for a negative k (the ignored label -100, which label smoothing's term
+    masks): false for every id, the ids being rows of a table (the domain the proof
+    covers; a captured label outside it stops the capture)."""
+    ids = _ids_of(t, a)
+    if ids is None or not isinstance(k, int) or k >= 0:
+        t.fail(f"comparison `{node.target}` (covered: token ids against a negative "
+               "number, which no id equals)")
+    return IdsExpr("none", ids)
+
+
+@rule(aten.bitwise_not.default)
+def _ids_not(t, node, a):
+    """not of a comparison `_ne_ids` or `_eq_ids` decided: the other decision."""
+    m = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if not (isinstance(m, IdsExpr) and m.kind in ("all", "none")):
+        t.fail("bitwise_not other than of a comparison of token ids that the domain decides")
+    return IdsExpr("none" if m.kind == "all" else "all", m.ids)
 
 
 @rule(aten.where.self)
@@ -1199,9 +1220,12 @@ def _offset_pick(t, x, ids, lo, hi, shape):
 def _masked_fill(t, node, x, mask, value):
     """The two masked fills of DTensor's vocabulary-parallel lookup: the shifted ids of
     other shards' rows set to 0, then their looked-up rows set to 0 -- together
-    `embedding(table, ids, offset=lo)` (rows outside [lo, lo + rows) give zeros)."""
+    `embedding(table, ids, offset=lo)` (rows outside [lo, lo + rows) give zeros); and a
+    fill by a mask no id satisfies (`_eq_ids`): the value itself."""
     raw = t.values.get(x) if isinstance(x, torch.fx.Node) else None
     m = t.values.get(mask) if isinstance(mask, torch.fx.Node) else None
+    if isinstance(m, IdsExpr) and m.kind == "none":  # a mask the domain decides: empty
+        return raw if isinstance(raw, IdsExpr) else t.value(x)
     if not (isinstance(raw, IdsExpr) and isinstance(m, IdsExpr) and m.kind == "mask" and
             value == 0 and m.ids == raw.ids and m.lo == raw.lo):
         t.fail("masked_fill other than DTensor's vocabulary-parallel embedding masks")
