@@ -1067,32 +1067,22 @@ def _mask_and(t, node, a, b):
     return IdsExpr("inside", ge.ids, lo=ge.hi, hi=lt.lo)
 
 
-@rule(aten.ne.Scalar)
-def _ne_ids(t, node, a, k):
-    """ids != k for a negative k (the ignored label -100): true for every id, the ids
-    being rows of a table (the domain the proof covers)."""
+@rule(aten.ne.Scalar, aten.eq.Scalar)
+def _ids_vs_negative(t, node, a, k):
+    """ids != k and ids == k for a negative k (the ignored label -100: `labels != -100`,
+    label smoothing's mask `labels == -100`): true, and false, for every id, the ids
+    being rows of a table (the domain the proof covers; a captured label outside it
+    stops the capture)."""
     ids = _ids_of(t, a)
     if ids is None or not isinstance(k, int) or k >= 0:
         t.fail(f"comparison `{node.target}` (covered: token ids against a negative "
                "number, which no id equals)")
-    return IdsExpr("all", ids)
-
-
-@rule(aten.eq.Scalar)
-def _eq_ids(t, node, a, k):
-    """ids == k for a negative k (the ignored label -100, which label smoothing's term
-    masks): false for every id, the ids being rows of a table (the domain the proof
-    covers; a captured label outside it stops the capture)."""
-    ids = _ids_of(t, a)
-    if ids is None or not isinstance(k, int) or k >= 0:
-        t.fail(f"comparison `{node.target}` (covered: token ids against a negative "
-               "number, which no id equals)")
-    return IdsExpr("none", ids)
+    return IdsExpr("all" if node.target is aten.ne.Scalar else "none", ids)
 
 
 @rule(aten.bitwise_not.default)
 def _ids_not(t, node, a):
-    """not of a comparison `_ne_ids` or `_eq_ids` decided: the other decision."""
+    """not of a comparison `_ids_vs_negative` decided: the other decision."""
     m = t.values.get(a) if isinstance(a, torch.fx.Node) else None
     if not (isinstance(m, IdsExpr) and m.kind in ("all", "none")):
         t.fail("bitwise_not other than of a comparison of token ids that the domain decides")
@@ -1101,7 +1091,7 @@ def _ids_not(t, node, a):
 
 @rule(aten.where.self)
 def _where(t, node, cond, a, b):
-    """where(c, a, b) with c true everywhere (`_ne_ids`): a."""
+    """where(c, a, b) with c true everywhere (`_ids_vs_negative`): a."""
     c = t.values.get(cond) if isinstance(cond, torch.fx.Node) else None
     if not (isinstance(c, IdsExpr) and c.kind == "all"):
         t.fail("where with a condition other than one true for every token id")
@@ -1221,7 +1211,7 @@ def _masked_fill(t, node, x, mask, value):
     """The two masked fills of DTensor's vocabulary-parallel lookup: the shifted ids of
     other shards' rows set to 0, then their looked-up rows set to 0 -- together
     `embedding(table, ids, offset=lo)` (rows outside [lo, lo + rows) give zeros); and a
-    fill by a mask no id satisfies (`_eq_ids`): the value itself."""
+    fill by a mask no id satisfies (`_ids_vs_negative`): the value itself."""
     raw = t.values.get(x) if isinstance(x, torch.fx.Node) else None
     m = t.values.get(mask) if isinstance(mask, torch.fx.Node) else None
     if isinstance(m, IdsExpr) and m.kind == "none":  # a mask the domain decides: empty
