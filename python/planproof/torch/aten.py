@@ -539,8 +539,12 @@ def _identity(t, node, a, *rest, **kw):
 
 @rule(aten._to_copy.default)
 def _to_copy(t, node, a, **kw):
-    if kw.get("dtype") not in (None, torch.float32):
-        t.fail(f"conversion to {kw.get('dtype')} (planproof models float32 values)")
+    """A copy, or a conversion between floating-point types (bf16 and fp16 autocast,
+    mixed precision): the same real number -- values are reals, and a format's rounding
+    is the replay's concern (`--dtype`), as for XLA's converts."""
+    dtype = kw.get("dtype")
+    if dtype is not None and not (dtype.is_floating_point and not dtype.is_complex):
+        t.fail(f"conversion to {dtype} (planproof models floating-point values)")
     raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
     if isinstance(raw, IdsExpr) and raw.kind in ("mask", "inside"):
         return _mask_value(t, raw, _out(node))
