@@ -66,6 +66,16 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
     return true;
   };
   for (auto *v : in)
+    if (v->kind == Val::IdsSpread) {  // jax.nn.one_hot: `ids[..., None] == iota`
+      int k = in[0]->kind == Val::IdsSpread ? 0 : 1;
+      std::string dir = op == "compare" ? attr("direction") : "";
+      if (in.size() == 2 && (dir == "EQ" || dir == "NE") && in[1 - k]->kind != Val::Ids &&
+          in[1 - k]->kind != Val::IdsSpread)
+        return idsOneHot(*in[k], *in[1 - k], dir == "NE");
+      unsupported("token ids broadcast along a new dimension, used other than compared "
+                  "(== or !=) with the positions along it (jax.nn.one_hot)");
+    }
+  for (auto *v : in)
     if (v->kind == Val::Ids && !v->kept.empty() && op != "reshape" && op != "bitcast" &&
         op != "copy" && op != "convert" && op != "broadcast" && op != "add" &&
         op != "subtract" && op != "compare" && op != "select")
@@ -73,6 +83,8 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
   if (op == "reshape" || op == "bitcast" || op == "copy" || op == "convert" ||
       op == "broadcast") {
     const Val &x = need(in, 1);
+    if (product(x.dims) != n && op == "broadcast")
+      return idsSpread(x, dims);
     if (product(x.dims) != n)
       unsupported("a broadcast of token ids");
     Val v = x;
@@ -388,6 +400,91 @@ Val Translator::idsEqual(const Val &ids, int64_t c, bool negate, const std::vect
   if (negate)
     p = oneMinus(p, dims);
   Val v = tensor(p, "pred", dims);
+  v.kind = Val::Pred;
+  return v;
+}
+
+/// A broadcast of ids `x` to `dims` that keeps their order and adds one dimension of
+/// more than one element (and any of one): IdsSpread, to be compared with the positions
+/// along the new dimension (jax.nn.one_hot).
+Val Translator::idsSpread(const Val &x, const std::vector<int64_t> &dims) {
+  std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
+  if (bd.size() != x.dims.size())
+    malformed("broadcast dimensions do not match the operand's rank");
+  std::vector<bool> kept(dims.size(), false);
+  for (size_t i = 0; i < bd.size(); ++i) {
+    if (bd[i] < 0 || bd[i] >= (int64_t)dims.size() || (i > 0 && bd[i] <= bd[i - 1]))
+      unsupported("a broadcast of token ids that reorders them");
+    if (dims[bd[i]] != x.dims[i])
+      unsupported("a broadcast of token ids that copies some of them");
+    kept[bd[i]] = true;
+  }
+  int64_t spread = -1;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (!kept[d] && dims[d] > 1) {
+      if (spread >= 0)
+        unsupported("a broadcast of token ids along two new dimensions");
+      spread = d;
+    }
+  if (!x.kept.empty())
+    unsupported("a broadcast of token ids partly replaced by a select");
+  Val v = x;
+  v.kind = Val::IdsSpread;
+  v.dims = dims;
+  v.spread = spread;
+  v.type = cur->shape.type;
+  return v;
+}
+
+/// `ids + offset == pos` (or !=, `negate`) with `ids` spread along dimension s and `pos`
+/// the position along s plus a number per partition b[r]: [id == j + b[r] - offset] at
+/// position j, the one-hot of the ids with that first class, its class dimension moved
+/// to s. Exact for every id (an id outside the classes has a zero row, as in JAX).
+Val Translator::idsOneHot(const Val &ids, const Val &pos, bool negate) {
+  Val a;
+  if (!affineOf(pos, a) || a.dims != ids.dims)
+    unsupported("token ids compared with a value that is not their positions along the new "
+                "dimension (jax.nn.one_hot)");
+  int64_t s = ids.spread, classes = ids.dims[s];
+  for (size_t d = 0; d < a.coeff.size(); ++d)
+    if (ids.dims[d] > 1 && a.coeff[d] != ((int64_t)d == s ? 1 : 0))
+      unsupported("token ids compared with positions other than those along the new "
+                  "dimension (jax.nn.one_hot)");
+  std::vector<int64_t> first(ranks);
+  bool zero = true;
+  for (int64_t r = 0; r < ranks; ++r) {
+    int64_t shift = ids.shift.empty() ? 0 : ids.shift[r];
+    if (__builtin_sub_overflow(a.idx[r][0], ids.offset, &first[r]) ||
+        __builtin_sub_overflow(first[r], shift, &first[r]))
+      unsupported("integer overflow in token-id arithmetic");
+    zero = zero && first[r] == 0;
+  }
+  std::vector<int64_t> shape = {product(ids.dims) / classes, classes};
+  std::vector<std::string> operands = {ids.name};
+  if (zero) {
+    useRows(ids, classes);
+  } else {
+    if (!plan || !refBounds.count(ids.input))
+      unsupported("a one-hot of shifted token ids outside the partitioned program");
+    operands.push_back(rankValue(first, cur->name + "_class"));
+  }
+  std::string p = emit("one_hot", operands, nullptr, &shape, cur->name + "_onehot");
+  std::vector<int64_t> mid;  // the ids' dims, then the classes
+  for (size_t d = 0; d < ids.dims.size(); ++d)
+    if ((int64_t)d != s)
+      mid.push_back(ids.dims[d]);
+  mid.push_back(classes);
+  if (mid != shape)
+    p = emit("reshape", {p}, nullptr, &mid, cur->name + "_eq");
+  if (s + 1 != (int64_t)ids.dims.size()) {
+    std::vector<int64_t> perm;
+    for (int64_t d = 0; d < (int64_t)ids.dims.size(); ++d)
+      perm.push_back(d < s ? d : d == s ? (int64_t)ids.dims.size() - 1 : d - 1);
+    p = emit("transpose", {p}, {{"perm", perm}}, nullptr, cur->name + "_t");
+  }
+  if (negate)
+    p = oneMinus(p, ids.dims);
+  Val v = tensor(p, "pred", ids.dims);
   v.kind = Val::Pred;
   return v;
 }

@@ -181,7 +181,7 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   // are evaluated.
   if (!inst.shape.isTuple() && isInt(inst.shape.type) && op != "all-reduce") {
     for (auto *v : in)
-      if (v->kind == Val::Ids)
+      if (v->kind == Val::Ids || v->kind == Val::IdsSpread)
         return idsOp(inst, in);
     for (auto *v : in)
       if (v->kind == Val::IdsMask)
@@ -389,6 +389,20 @@ std::optional<Val> Translator::floatLayout(const hlo::Instruction &inst,
   }
   if (op == "pad")
     return pad(in);
+  if (op == "iota" && in.empty()) {  // jnp.arange(n, dtype=float): exact small integers
+    int64_t id = ints(attr("iota_dimension"), "iota_dimension").at(0), n = product(dims);
+    if (id < 0 || id >= (int64_t)dims.size())
+      malformed("iota_dimension out of range");
+    if (n > 1 << 16)
+      unsupported("a float iota of more than 2^16 elements");
+    int64_t stride = 1;
+    for (size_t d = id + 1; d < dims.size(); ++d)
+      stride *= dims[d];
+    json values = json::array();
+    for (int64_t e = 0; e < n; ++e)
+      values.push_back((e / stride) % dims[id]);
+    return tensor(emit("literal", {}, {{"values", values}}, &dims, base), type, dims);
+  }
   if (op == "concatenate") {
     std::vector<std::string> names;
     for (auto *v : in) {

@@ -44,7 +44,10 @@ struct Val {
   /// Affine: an integer value affine in the element's position (XlaPositions.cpp):
   /// per rank the constant `idx[r][0]`, plus `coeff[d]` times the position along dim d.
   /// PosPred: a predicate on positions, the conjunction of `planes`.
-  enum Kind { Tensor, Index, Tuple, Ids, Pred, IdsMask, Affine, PosPred } kind = Tensor;
+  /// IdsSpread: Ids broadcast along one new dimension `spread` (the first half of
+  /// jax.nn.one_hot, `ids[..., None] == iota`); usable only in that comparison.
+  enum Kind { Tensor, Index, Tuple, Ids, Pred, IdsMask, Affine, PosPred, IdsSpread } kind = Tensor;
+  int64_t spread = -1;              // IdsSpread: the new dimension
   /// Sorted, disjoint, non-adjacent closed runs of ids.
   using Runs = std::vector<std::pair<int64_t, int64_t>>;
   std::string name;                 // Tensor: the JSON value; Ids: the i64 vector
@@ -274,6 +277,8 @@ private:
   Val pad(const std::vector<const Val *> &in);
   std::optional<Val> maskAsPositions(const Val &p, const std::vector<int64_t> &dims);
   Val idsEqual(const Val &ids, int64_t c, bool negate, const std::vector<int64_t> &dims);
+  Val idsSpread(const Val &x, const std::vector<int64_t> &dims);
+  Val idsOneHot(const Val &ids, const Val &pos, bool negate);
   std::optional<Val> foldedConstant(const std::string &op, const Val &a, const Val &b,
                                     const std::vector<int64_t> &dims);
   int64_t compareConstants(const std::string &a, const std::string &b, const std::string &dir);
