@@ -143,6 +143,10 @@ def main():
         f.unary("exp", "e", f.scale("nxx", "xx", -1.0))
         return {"x": f.binary("mul", "dx", "c", f.scale("ke", "e", 2 / math.sqrt(math.pi)))}
     case("erf", [("x", [2, 3])], lambda f: f.unary("erf", "y", "x"), ["x"], erf_hand)
+    case("sin", [("x", [2, 3])], lambda f: f.unary("sin", "y", "x"), ["x"],
+         lambda f: {"x": f.binary("mul", "dx", "c", f.unary("cos", "k", "x"))})
+    case("cos", [("x", [2, 3])], lambda f: f.unary("cos", "y", "x"), ["x"],
+         lambda f: {"x": f.scale("dx", f.binary("mul", "cs", "c", f.unary("sin", "s", "x")), -1.0)})
     # step: its derivative is 0 (everywhere it has one).
     case("step", [("x", [2, 3])], lambda f: f.binary("mul", "y", "x", f.unary("step", "s", "x")),
          ["x"], lambda f: {"x": f.binary("mul", "dx", "c", f.unary("step", "s2", "x"))})

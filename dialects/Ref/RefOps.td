@@ -404,6 +404,10 @@ def Ref_StepOp : Ref_FnOp<"step", "Step">;
 /// `erf(x) = 2/sqrt(pi) * integral from 0 to x of exp(-t^2) dt`, the error function: exact
 /// GeLU written out (XLA's `erf`, PyTorch's `aten.erf`).
 def Ref_ErfOp : Ref_FnOp<"erf", "Erf">;
+/// `sin(x)` and `cos(x)`, x in radians: rotary position tables computed in the step from
+/// the positions (XLA's `sine`/`cosine`, PyTorch's `aten.sin`/`aten.cos`).
+def Ref_SinOp : Ref_FnOp<"sin", "Sin">;
+def Ref_CosOp : Ref_FnOp<"cos", "Cos">;
 
 def Ref_SiluGradOp : Ref_Op<"silu_grad", [SameOperandsAndResultType, Ref_NonlinearOpInterface, Elementwise]> {
   let extraClassDeclaration = [{

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -36,6 +37,11 @@ std::string sanitize(const std::string &n) {
   if (s.empty() || std::isdigit((unsigned char)s[0]))
     s = "v" + s;
   return s;
+}
+
+static bool isFiniteText(const std::string &text) {
+  std::string t = trim(text);
+  return t != "inf" && t != "-inf" && t != "nan" && t != "-nan";
 }
 
 /// A float literal as JSON: exact decimal text kept as the number it denotes.
@@ -239,7 +245,9 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
     if ((int64_t)els.size() != n)
       malformed("a constant with " + std::to_string(els.size()) + " values for " +
                 std::to_string(n) + " elements");
-    if (dims.empty()) {
+    bool splat = n > 0 && std::all_of(els.begin(), els.end(),
+                                      [&](const std::string &e) { return trim(e) == trim(els[0]); });
+    if (dims.empty() || (splat && isFiniteText(els[0]))) {  // (f32[1] constant({10000}))
       std::string t = trim(els[0]);
       if (t == "inf" || t == "-inf" || t == "nan" || t == "-nan") {
         Val v = tensor("", type, dims);
@@ -292,12 +300,15 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
   }
   static const std::map<std::string, std::string> unary = {
       {"exponential", "exp"}, {"log", "log"}, {"rsqrt", "rsqrt"}, {"sqrt", "sqrt"},
-      {"tanh", "tanh"}, {"logistic", "logistic"}, {"erf", "erf"}};
+      {"tanh", "tanh"}, {"logistic", "logistic"}, {"erf", "erf"}, {"sine", "sin"},
+      {"cosine", "cos"}};
   if (auto it = unary.find(op); it != unary.end()) {
     const Val &x = need(in, 1);
     checkTensor(x);
     return tensor(emit(it->second, {x.name}, nullptr, nullptr, base), type, dims);
   }
+  if (op == "power")
+    return power(in);
   if (op == "abs") {  // |x| = max(x, -x)
     const Val &x = need(in, 1);
     checkTensor(x);
@@ -327,6 +338,35 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
     return tensor(emit("reduce_max", {in[0]->name}, {{"dims", rd}}, nullptr, base), type, dims);
   }
   return std::nullopt;
+}
+
+/// power(x, y) where the reals define it by other ops, exactly: a positive constant base
+/// b^y = exp(y log b) (RoPE's inverse frequencies 10000^(-2i/d)); a constant exponent n,
+/// a whole number up to 16, as n - 1 products (n = 0: ones, as XLA's 0^0 = 1).
+Val Translator::power(const std::vector<const Val *> &in) {
+  if (in.size() != 2)
+    malformed("power takes 2 operands");
+  const Val &x = *in[0], &y = *in[1];
+  checkTensor(x);
+  checkTensor(y);
+  std::vector<int64_t> dims = dimsOf();
+  const std::string &type = cur->shape.type, &base = cur->name;
+  if (!x.scalarConst.empty() && floatLiteral(x.scalarConst).get<double>() > 0) {
+    std::string lb = emit("log", {x.name}, nullptr, nullptr, base + "_logbase");
+    std::string e = emit("mul", {y.name, lb}, nullptr, nullptr, base + "_exponent");
+    return tensor(emit("exp", {e}, nullptr, nullptr, base), type, dims);
+  }
+  double n = y.scalarConst.empty() ? -1 : floatLiteral(y.scalarConst).get<double>();
+  if (n < 0 || n > 16 || n != std::floor(n))
+    unsupported("'power' other than of a positive constant base or to a whole constant "
+                "exponent up to 16");
+  if (n == 0)
+    return tensor(emit("constant", {}, {{"value", 1}}, &dims, base), type, dims);
+  std::string p = x.name;
+  for (int k = 1; k < (int)n; ++k)
+    p = emit("mul", {p, x.name}, nullptr, nullptr, base + (k + 1 == (int)n ? "" : "_" + std::to_string(k)));
+  Val v = tensor(p, type, dims);
+  return v;
 }
 
 /// Broadcasts, reshapes, transposes, slices and concatenations of float tensors; none

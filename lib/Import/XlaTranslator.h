@@ -278,6 +278,7 @@ private:
   std::optional<Val> maskAsPositions(const Val &p, const std::vector<int64_t> &dims);
   Val idsEqual(const Val &ids, int64_t c, bool negate, const std::vector<int64_t> &dims);
   Val idsSpread(const Val &x, const std::vector<int64_t> &dims);
+  Val power(const std::vector<const Val *> &in);
   Val idsOneHot(const Val &ids, const Val &pos, bool negate);
   std::optional<Val> foldedConstant(const std::string &op, const Val &a, const Val &b,
                                     const std::vector<int64_t> &dims);

@@ -202,6 +202,10 @@ std::optional<LogicalResult> Differentiator::backpropFunctions(Operation *op, Va
       Value x = op->getOperand(0);
       return scale(mul(g, ExpOp::create(b, loc, scale(mul(x, x), -1))), 2 / std::sqrt(M_PI));
     });
+  } else if (isa<SinOp>(op)) {  // sin' = cos
+    give(0, [&] { return mul(g, CosOp::create(b, loc, op->getOperand(0))); });
+  } else if (isa<CosOp>(op)) {  // cos' = -sin
+    give(0, [&] { return scale(mul(g, SinOp::create(b, loc, op->getOperand(0))), -1); });
   } else if (isa<StepOp>(op)) {  // step' = 0 (where it has a derivative)
     give(0, [&] { return scale(g, 0); });
   } else if (isa<SqrtOp>(op)) {

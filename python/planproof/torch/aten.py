@@ -548,7 +548,17 @@ def _to_copy(t, node, a, **kw):
     raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
     if isinstance(raw, IdsExpr) and raw.kind in ("mask", "inside"):
         return _mask_value(t, raw, _out(node))
+    if isinstance(raw, IdsExpr) and raw.kind == "arange" and dtype is not None:
+        return _positions(t, raw.hi)  # positions as numbers (rotary angles)
     return t.value(a)
+
+
+def _positions(t, n):
+    """The numbers 0..n-1 as a float literal (exact integers)."""
+    if n > 65536:
+        t.fail("positions as numbers past 65536 elements")
+    return t.emit("literal", [], [n], {"values": [float(i) for i in range(n)]},
+                  result_shape_attr=True)
 
 
 def _scaled_operand(t, b, alpha, shape):
@@ -697,7 +707,8 @@ for _op, _name in ((aten.exp.default, "exp"), (aten.log.default, "log"),
                    (aten.rsqrt.default, "rsqrt"), (aten.sqrt.default, "sqrt"),
                    (aten.reciprocal.default, "recip"), (aten.silu.default, "silu"),
                    (aten.tanh.default, "tanh"), (aten.sigmoid.default, "logistic"),
-                   (aten.erf.default, "erf")):
+                   (aten.erf.default, "erf"), (aten.sin.default, "sin"),
+                   (aten.cos.default, "cos")):
     RULES[_op] = _unary(_name)
 
 
@@ -1132,6 +1143,9 @@ def _arange(t, node, *args, **kw):
     (its first N rows); nothing else reads them."""
     if node.target is aten.arange.start and args[0] != 0:
         t.fail("arange not from 0")
+    dtype = kw.get("dtype")
+    if dtype is not None and dtype.is_floating_point:  # arange(n, dtype=float): numbers
+        return _positions(t, int(args[-1]))
     return IdsExpr("arange", None, hi=int(args[-1]))
 
 
