@@ -454,6 +454,14 @@ Val Translator::select(const std::vector<const Val *> &in) {
       checkTensor(pick);
     return pick;
   }
+  // A causal (windowed) mask written out, the same on every rank (XLA folds jnp.tril
+  // of a static size into a constant): the position predicate it is, checked at every
+  // element, as where it differs between ranks -- so that a reference's folded mask and
+  // a plan's per-rank masks of a split sequence are one op.
+  if (std::optional<Val> pos = maskAsPositions(p, dims)) {
+    std::vector<const Val *> args = {&*pos, in[1], in[2]};
+    return positionSelect(args);
+  }
   checkTensor(*in[1]);
   checkTensor(*in[2]);
   json mask = json::array(), inverse = json::array();

@@ -332,6 +332,11 @@ struct ReferenceShapes {
   /// Reshapes: input shape -> output shapes (a plan's reshape holds its split on the
   /// output dimension that gives one of them).
   std::map<Shape, std::set<Shape>> reshapes;
+  /// The same, by the reshaped value's term: the shapes the reference reshapes that
+  /// value itself to, tried first (at small sizes the tokens of a batch and a model
+  /// dimension are often one number: [8, 8] -> [2, 4, 8] and a weight's [8, 8] ->
+  /// [1, 8, 8] must not be confused).
+  std::map<TermId, std::set<Shape>> reshapesOf;
   /// Broadcasts: source shape -> result shapes. A plan's broadcast whose copies are
   /// fewer on each rank (query heads split, one KV head copied to each rank's heads)
   /// takes its copied dimensions as split over unused axes so that its global shape is

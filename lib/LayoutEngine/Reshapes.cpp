@@ -403,8 +403,10 @@ bool broadcastPlacedAs(RuleContext &c, Operation &op, const State &x, const Shap
 void ReferenceShapes::note(Operation &op, const std::vector<const State *> &in, const State &out) {
   if (in.empty() || !in[0]->known || !out.known)
     return;
-  if (isa<ref::ReshapeOp>(op))
+  if (isa<ref::ReshapeOp>(op)) {
     reshapes[in[0]->global].insert(out.global);
+    reshapesOf[in[0]->term].insert(out.global);
+  }
   if (isa<ref::BroadcastOp>(op))
     broadcasts[in[0]->global].insert(out.global);
   if (auto t = dyn_cast<ref::TransposeOp>(op))

@@ -290,10 +290,15 @@ SplitResult reshapeSplit(RuleContext &c, Operation &op, const State &x, const Sh
 SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
                            const Shape &outLocal) {
   SplitResult r;
-  // The global shapes the reference reshapes x's global shape to, then the shape x's
+  // The global shapes the reference reshapes x's own value to, then those it reshapes
+  // x's global shape to, then the shape x's
   // takes when grouped as a reshape of the reference groups its own, then a reshape
   // back to the shape x's term was reshaped from (the two then compose to that term),
   // where the split can take them.
+  if (auto it = c.shapes.reshapesOf.find(x.term); it != c.shapes.reshapesOf.end())
+    for (const Shape &target : it->second)
+      if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
+        return r;
   if (auto it = c.shapes.reshapes.find(x.global); it != c.shapes.reshapes.end())
     for (const Shape &target : it->second)
       if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
