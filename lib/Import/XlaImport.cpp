@@ -321,7 +321,11 @@ struct SpecTranslation {
       v.name = name;
       v.type = p.shape.type;
       v.dims = p.shape.dims;
-      if (ids) {
+      if (ids && p.shape.dims.empty()) {
+        // A scalar integer: a step count (optax's `count`), an index input.
+        v.kind = Val::Count;
+        rinputs.push_back({{"name", name}, {"dtype", "index"}});
+      } else if (ids) {
         // Token ids: one i64 vector in the spec (its bound found from the gathers).
         v.kind = Val::Ids;
         v.input = name;
@@ -338,7 +342,7 @@ struct SpecTranslation {
     rroot = ref.run(*rentry, rargs, 0);
     ref.checkBoundLimits(ref.bounds, at);
     for (auto &input : rinputs)
-      if (input.contains("dtype")) {
+      if (input.contains("dtype") && input["dtype"] == "i64") {
         std::string n = input["name"];
         auto b = ref.bounds.find(n);
         if (b == ref.bounds.end())
@@ -353,10 +357,16 @@ struct SpecTranslation {
       inputNames.insert(v.name);
     std::set<std::string> seen;
     for (auto &v : routs) {
-      if (v.kind != Val::Tensor || v.name.empty())
-        unsupported("a result that is not a float array");
+      if ((v.kind != Val::Tensor && v.kind != Val::Count) || v.name.empty())
+        unsupported("a result that is not a float array or a step count");
       std::string n = v.name;
-      if (seen.count(n) || inputNames.count(n)) {  // a distinct value for each result
+      if ((seen.count(n) || inputNames.count(n)) && v.kind == Val::Count) {
+        // (the count returned as it came: count + 0, a value of its own)
+        std::string zero = ref.fresh(v.name + "_zero");
+        n = ref.fresh(v.name + "_out");
+        ref.ops.push_back({{"result", zero}, {"op", "arith.constant"}, {"attrs", {{"value", 0}}}});
+        ref.ops.push_back({{"result", n}, {"op", "arith.addi"}, {"operands", {v.name, zero}}});
+      } else if (seen.count(n) || inputNames.count(n)) {  // a distinct value for each result
         n = ref.fresh(v.name + "_out");
         ref.ops.push_back({{"result", n}, {"op", "scale"}, {"operands", {v.name}},
                            {"attrs", {{"factor", 1}}}});
@@ -413,6 +423,12 @@ struct SpecTranslation {
     v.type = p.shape.type;
     v.dims = p.shape.dims;
     std::vector<int64_t> shape = p.shape.dims;
+    if (rargs[k].kind == Val::Count) {  // one integer, the same on every rank
+      v.kind = Val::Count;
+      pargs.push_back(v);
+      pinputs.push_back({{"name", name}, {"value", rargs[k].name}});
+      return;
+    }
     if (rargs[k].kind == Val::Ids) {
       // The ids as one vector: a split of dim 0 is a split of the vector; a split of
       // any later dim is not a block of it.
@@ -447,6 +463,10 @@ struct SpecTranslation {
       malformed("the modules return " + std::to_string(routs.size()) + " and " +
                 std::to_string(pouts.size()) + " results");
     for (size_t i = 0; i < pouts.size(); ++i) {
+      if (pouts[i].kind == Val::Count && routs[i].kind == Val::Count) {  // an index: no layout
+        poutputs.push_back({{"name", pouts[i].name}, {"value", routNames[i]}});
+        continue;
+      }
       if (pouts[i].kind != Val::Tensor || pouts[i].name.empty())
         unsupported("a result that is not a float array");
       if (!pouts[i].runs.empty())

@@ -187,6 +187,9 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   // are evaluated.
   if (!inst.shape.isTuple() && isInt(inst.shape.type) && op != "all-reduce") {
     for (auto *v : in)
+      if (v->kind == Val::Count)
+        return countOp(inst, in);
+    for (auto *v : in)
       if (v->kind == Val::Ids || v->kind == Val::IdsSpread)
         return idsOp(inst, in);
     for (auto *v : in)
@@ -272,6 +275,11 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
     v.type = type;
     return v;
   }
+  if (op == "convert" && need(in, 1).kind == Val::Count) {  // an exponent to be (power)
+    Val v = *in[0];
+    v.type = type;
+    return v;
+  }
   if (op == "convert" && need(in, 1).kind == Val::Index)
     return indexToFloat(*in[0], base);
   if (op == "convert" || op == "copy" || op == "reduce-precision") {
@@ -348,9 +356,15 @@ Val Translator::power(const std::vector<const Val *> &in) {
     malformed("power takes 2 operands");
   const Val &x = *in[0], &y = *in[1];
   checkTensor(x);
-  checkTensor(y);
   std::vector<int64_t> dims = dimsOf();
   const std::string &type = cur->shape.type, &base = cur->name;
+  if (y.kind == Val::Count) {  // beta ** count: Adam's bias corrections
+    if (x.scalarConst.empty() || floatLiteral(x.scalarConst).get<double>() <= 0 || !dims.empty())
+      unsupported("'power' to a step count other than of a positive scalar constant");
+    return tensor(emit("power", {y.name}, {{"base", floatLiteral(x.scalarConst)}}, &dims, base),
+                  type, dims);
+  }
+  checkTensor(y);
   if (!x.scalarConst.empty() && floatLiteral(x.scalarConst).get<double>() > 0) {
     std::string lb = emit("log", {x.name}, nullptr, nullptr, base + "_logbase");
     std::string e = emit("mul", {y.name, lb}, nullptr, nullptr, base + "_exponent");
@@ -367,6 +381,35 @@ Val Translator::power(const std::vector<const Val *> &in) {
     p = emit("mul", {p, x.name}, nullptr, nullptr, base + (k + 1 == (int)n ? "" : "_" + std::to_string(k)));
   Val v = tensor(p, type, dims);
   return v;
+}
+
+/// Integer ops on a step count: constants added or subtracted (`count + 1`), copies and
+/// conversions between integer types; anything else is unsupported.
+Val Translator::countOp(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  const std::string &op = inst.opcode;
+  if (!inst.shape.dims.empty())
+    unsupported("'" + op + "' broadcasting a step count");
+  if ((op == "copy" || op == "convert" || op == "reshape" || op == "bitcast") && in.size() == 1) {
+    Val v = *in[0];
+    v.type = inst.shape.type;
+    return v;
+  }
+  if ((op == "add" || op == "subtract") && in.size() == 2) {
+    int k = in[0]->kind == Val::Count ? 0 : 1;
+    const Val &c = *in[1 - k];
+    if (c.kind == Val::Index && isSplat(c) && !c.idx.empty() &&
+        std::all_of(c.idx.begin(), c.idx.end(), [&](auto &row) { return row == c.idx[0]; }) &&
+        (op == "add" || k == 0)) {
+      std::string n = emit("arith.constant", {}, {{"value", c.idx[0][0]}}, nullptr, cur->name + "_c");
+      Val v = *in[k];
+      v.name = emit(op == "add" ? "arith.addi" : "arith.subi", {in[k]->name, n}, nullptr, nullptr,
+                    cur->name);
+      v.type = inst.shape.type;
+      return v;
+    }
+  }
+  unsupported("'" + op + "' on a step count (constants added or subtracted, a float "
+              "exponent of a positive constant, are covered)");
 }
 
 /// Broadcasts, reshapes, transposes, slices and concatenations of float tensors; none

@@ -46,7 +46,9 @@ struct Val {
   /// PosPred: a predicate on positions, the conjunction of `planes`.
   /// IdsSpread: Ids broadcast along one new dimension `spread` (the first half of
   /// jax.nn.one_hot, `ids[..., None] == iota`); usable only in that comparison.
-  enum Kind { Tensor, Index, Tuple, Ids, Pred, IdsMask, Affine, PosPred, IdsSpread } kind = Tensor;
+  /// Count: a scalar integer parameter that is a step count (optax's `count`), the
+  /// spec's `index` value `name`, plus constants added; as a float only an exponent.
+  enum Kind { Tensor, Index, Tuple, Ids, Pred, IdsMask, Affine, PosPred, IdsSpread, Count } kind = Tensor;
   int64_t spread = -1;              // IdsSpread: the new dimension
   /// Sorted, disjoint, non-adjacent closed runs of ids.
   using Runs = std::vector<std::pair<int64_t, int64_t>>;
@@ -279,6 +281,7 @@ private:
   Val idsEqual(const Val &ids, int64_t c, bool negate, const std::vector<int64_t> &dims);
   Val idsSpread(const Val &x, const std::vector<int64_t> &dims);
   Val power(const std::vector<const Val *> &in);
+  Val countOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   Val idsOneHot(const Val &ids, const Val &pos, bool negate);
   std::optional<Val> foldedConstant(const std::string &op, const Val &a, const Val &b,
                                     const std::vector<int64_t> &dims);
