@@ -1310,9 +1310,12 @@ def _embedding(t, node, weight, indices, padding_idx=-1, scale_grad=False, spars
 
 @rule(aten.embedding_dense_backward.default)
 def _embedding_backward(t, node, grad, indices, num_weights, padding_idx, scale_grad):
-    if padding_idx not in (-1, None) or scale_grad:
-        t.fail("embedding backward with padding_idx or scale_grad_by_freq")
+    if scale_grad:
+        t.fail("embedding backward with scale_grad_by_freq")
     raw = t.values.get(indices) if isinstance(indices, torch.fx.Node) else None
+    padded = padding_idx not in (-1, None)
+    if padded and isinstance(raw, IdsExpr):
+        t.fail("embedding backward with padding_idx of positions or of a vocabulary shard")
     if isinstance(raw, IdsExpr) and raw.kind == "arange":
         # The backward of a lookup of positions 0..n-1: the gradient's rows are the
         # first n rows' gradients, the others' are zero.
@@ -1346,8 +1349,21 @@ def _embedding_backward(t, node, grad, indices, num_weights, padding_idx, scale_
     ids = _ids(t, node, indices)
     g = t.value(grad)
     flat = [t.shapes[ids][0], t.shapes[g][-1]]
-    return t.emit("embedding_grad", [t.reshape(g, flat), ids], _out(node),
-                  result_shape_attr=True)
+    out = t.emit("embedding_grad", [t.reshape(g, flat), ids], _out(node),
+                 result_shape_attr=True)
+    return _zero_row(t, out, int(padding_idx), _out(node)) if padded else out
+
+
+def _zero_row(t, v, row, shape):
+    """`v` [rows, width] with row `row` zeroed: nn.Embedding's padding_idx, whose row
+    the backward skips (every token of that id adds nothing), as a product with a 0/1
+    column."""
+    rows = shape[0]
+    if not 0 <= row < rows or rows > 65536:
+        t.fail(f"padding_idx {row} of a table of {rows} rows (at most 65536)")
+    col = t.emit("literal", [], [rows, 1], {"values": [0.0 if r == row else 1.0 for r in range(rows)]},
+                 result_shape_attr=True)
+    return t.emit("mul", [v, t.broadcast_to(col, shape)], shape)
 
 
 def _slice_of(t, v, dim, start, size, shape):
