@@ -47,7 +47,7 @@ static bool isFiniteText(const std::string &text) {
 /// A float literal as JSON: exact decimal text kept as the number it denotes.
 json floatLiteral(const std::string &text) {
   std::string t = trim(text);
-  if (t == "inf" || t == "-inf" || t == "nan" || t == "-nan")
+  if (!isFiniteText(t))
     unsupported("the non-finite constant " + t);
   if (t == "true")
     return 1;
@@ -252,7 +252,7 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
                                       [&](const std::string &e) { return trim(e) == trim(els[0]); });
     if (dims.empty() || (splat && isFiniteText(els[0]))) {  // (f32[1] constant({10000}))
       std::string t = trim(els[0]);
-      if (t == "inf" || t == "-inf" || t == "nan" || t == "-nan") {
+      if (!isFiniteText(t)) {
         Val v = tensor("", type, dims);
         v.scalarConst = t;
         return v;
@@ -379,8 +379,7 @@ Val Translator::power(const std::vector<const Val *> &in) {
   std::string p = x.name;
   for (int k = 1; k < (int)n; ++k)
     p = emit("mul", {p, x.name}, nullptr, nullptr, base + (k + 1 == (int)n ? "" : "_" + std::to_string(k)));
-  Val v = tensor(p, type, dims);
-  return v;
+  return tensor(p, type, dims);
 }
 
 /// Integer ops on a step count: constants added or subtracted (`count + 1`), copies and

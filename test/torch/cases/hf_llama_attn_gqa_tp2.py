@@ -38,12 +38,16 @@ class Attn(nn.Module):
         self.register_buffer("cos", emb.cos(), persistent=False)
         self.register_buffer("sin", emb.sin(), persistent=False)
 
+    def tables(self, s):
+        """The rotary cos and sin tables for `s` positions, [1, 1, s, HD]."""
+        return self.cos[None, None, :s], self.sin[None, None, :s]
+
     def forward(self, x):
         b, s, _ = x.shape
         q = self.q_proj(x).view(b, s, -1, HD).transpose(1, 2)
         k = self.k_proj(x).view(b, s, -1, HD).transpose(1, 2)
         v = self.v_proj(x).view(b, s, -1, HD).transpose(1, 2)
-        cos, sin = self.cos[None, None], self.sin[None, None]
+        cos, sin = self.tables(s)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         n_rep = q.shape[1] // k.shape[1]

@@ -1,72 +1,23 @@
-# HuggingFace-style Llama attention whose rotary tables the forward computes, as newer
-# HuggingFace versions do: positions by torch.arange converted to float, angles their
-# products with the inverse frequencies (a buffer), cos and sin of them; rotate_half,
-# GQA by repeat_kv, causal SDPA, q/k/v ColwiseParallel, o_proj RowwiseParallel at TP=2,
-# batch 1. VALID plan.
+# HuggingFace-style Llama attention (hf_llama_attn_gqa_tp2.py) whose rotary tables the
+# forward computes, as newer HuggingFace versions do: positions by torch.arange converted
+# to float, angles their products with the inverse frequencies (a buffer), cos and sin of
+# them. TP=2, batch 1. VALID plan.
 import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-DIM, HEADS, KV_HEADS, SEQ = 8, 4, 2, 4
-HD = DIM // HEADS
-BATCH = 1
+from hf_llama_attn_gqa_tp2 import HD, Attn as BufferedAttn, planproof_case as buffered_case
 
 
-def rotate_half(x):
-    x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2:]
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def repeat_kv(h, n_rep):
-    b, kvh, s, hd = h.shape
-    if n_rep == 1:
-        return h
-    h = h[:, :, None, :, :].expand(b, kvh, n_rep, s, hd)
-    return h.reshape(b, kvh * n_rep, s, hd)
-
-
-class Attn(nn.Module):
+class Attn(BufferedAttn):
     def __init__(self):
         super().__init__()
-        self.q_proj = nn.Linear(DIM, HEADS * HD, bias=False)
-        self.k_proj = nn.Linear(DIM, KV_HEADS * HD, bias=False)
-        self.v_proj = nn.Linear(DIM, KV_HEADS * HD, bias=False)
-        self.o_proj = nn.Linear(HEADS * HD, DIM, bias=False)
         inv = 1.0 / (10000 ** (torch.arange(0, HD, 2).float() / HD))
-        freqs = torch.outer(torch.arange(SEQ).float(), inv)
-        emb = torch.cat((freqs, freqs), dim=-1)
         self.register_buffer("inv", inv, persistent=False)
 
-    def forward(self, x):
-        b, s, _ = x.shape
-        q = self.q_proj(x).view(b, s, -1, HD).transpose(1, 2)
-        k = self.k_proj(x).view(b, s, -1, HD).transpose(1, 2)
-        v = self.v_proj(x).view(b, s, -1, HD).transpose(1, 2)
-        pos = torch.arange(s, device=x.device).float()
+    def tables(self, s):
+        pos = torch.arange(s, device=self.inv.device).float()
         freqs = pos[:, None] * self.inv[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        n_rep = q.shape[1] // k.shape[1]
-        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
-
-
-def loss_fn(model, x, t):
-    return ((model(x) - t) ** 2).sum()
-
-
-def parallelize(model, mesh):
-    return parallelize_module(model, mesh, {"q_proj": ColwiseParallel(), "k_proj": ColwiseParallel(),
-                                            "v_proj": ColwiseParallel(), "o_proj": RowwiseParallel()})
+        return emb.cos()[None, None], emb.sin()[None, None]
 
 
 def planproof_case():
-    torch.manual_seed(0)
-    return dict(model_fn=Attn, loss_fn=loss_fn,
-                inputs={"x": torch.randn(BATCH, SEQ, DIM), "t": torch.randn(BATCH, SEQ, DIM)},
-                mesh_shape=(2,), mesh_dim_names=("tp",), parallelize=parallelize)
+    return dict(buffered_case(), model_fn=Attn)
