@@ -373,8 +373,14 @@ Val Translator::predOp(const hlo::Instruction &inst, const std::vector<const Val
       return pred(oneMinus(stepOf(a, b), dims));
     unsupported("a comparison of float data by '" + dir + "' (only <, <=, >, >= are covered)");
   }
+  // (A predicate on which labels are kept stays one through negation and views.)
+  auto keptAlike = [&](Val v, bool negated) {
+    v.keptOf = in[0]->keptOf;
+    v.keptNeg = in[0]->keptNeg != negated;
+    return v;
+  };
   if (op == "not")
-    return pred(oneMinus(floatOf(need(in, 1)), dims));
+    return keptAlike(pred(oneMinus(floatOf(need(in, 1)), dims)), true);
   if ((op == "and" || op == "or") && in.size() == 2) {
     std::string pq = emit("mul", {floatOf(*in[0]), floatOf(*in[1])}, nullptr, nullptr,
                           cur->name + (op == "and" ? "" : "_both"));
@@ -384,9 +390,10 @@ Val Translator::predOp(const hlo::Instruction &inst, const std::vector<const Val
     return pred(emit("sub", {s, pq}, nullptr, nullptr, cur->name));
   }
   if (op == "copy" || op == "convert" || op == "bitcast" || op == "reshape")
-    return pred(product(need(in, 1).dims) == product(dims) && need(in, 1).dims == dims
-                    ? floatOf(*in[0])
-                    : emit("reshape", {floatOf(*in[0])}, nullptr, &dims, cur->name));
+    return keptAlike(pred(product(need(in, 1).dims) == product(dims) && need(in, 1).dims == dims
+                              ? floatOf(*in[0])
+                              : emit("reshape", {floatOf(*in[0])}, nullptr, &dims, cur->name)),
+                     false);
   if (op == "broadcast") {
     std::vector<int64_t> bd = ints(attr("dimensions"), "broadcast dimensions");
     const Val &x = need(in, 1);

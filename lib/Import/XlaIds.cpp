@@ -66,6 +66,9 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
     return true;
   };
   for (auto *v : in)
+    if (v->kind == Val::Ids && v->ignorable)  // labels that may be ignored (XlaLabels.cpp)
+      return labelsOp(inst, in);
+  for (auto *v : in)
     if (v->kind == Val::IdsSpread) {  // jax.nn.one_hot: `ids[..., None] == iota`
       int k = in[0]->kind == Val::IdsSpread ? 0 : 1;
       std::string dir = op == "compare" ? attr("direction") : "";
@@ -134,6 +137,13 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
     }
     if (in[k]->kind == Val::Ids && !in[k]->kept.empty() && in[1 - k]->kind != Val::Ids)
       return filledCompare(*in[k], *in[1 - k], dir);
+    if (lateIgnored && in[k]->kind == Val::Ids && in[1 - k]->kind == Val::Index &&
+        constant(*in[1 - k], c) && c < 0 && (dir == "EQ" || dir == "NE") &&
+        in[k]->offset == 0 && in[k]->shift.empty()) {
+      // Labels compared with an ignored label: they may be one (XlaLabels.cpp).
+      (*lateIgnored)[in[k]->input] = c;
+      throw MoreIgnored{};
+    }
     // Against a value that differs by partition, or ids shifted so: a predicate on the
     // ids (a vocabulary shard's range, XlaShards.cpp).
     if (in[1 - k]->kind == Val::Index && (!in[k]->shift.empty() || !constant(*in[1 - k], c)))
@@ -469,6 +479,15 @@ Val Translator::idsOneHot(const Val &ids, const Val &pos, bool negate) {
     operands.push_back(rankValue(first, cur->name + "_class"));
   }
   std::string p = emit("one_hot", operands, nullptr, &shape, cur->name + "_onehot");
+  if (ids.ignorable) {  // labels that may be ignored: no class equals one, a zero row
+    Val kept;
+    kept.kind = Val::Ids;
+    kept.name = kept.input = ids.keptIds;
+    kept.dims = {shape[0]};
+    std::string k = idsEqual(kept, 1, false, kept.dims).name;
+    k = emit("broadcast", {k}, {{"dims", {0}}}, &shape, cur->name + "_kept");
+    p = emit("mul", {p, k}, nullptr, nullptr, cur->name + "_onehot_kept");
+  }
   std::vector<int64_t> mid;  // the ids' dims, then the classes
   for (size_t d = 0; d < ids.dims.size(); ++d)
     if ((int64_t)d != s)

@@ -256,8 +256,20 @@ struct SpecTranslation {
   json poutputs = json::array();
 
   SpecTranslation(const hlo::Module &before, const hlo::Module &after, const hlo::Module &refm,
-                  const Mesh &mesh, const hlo::Instruction *&at, const hlo::Module *&where)
-      : before(before), after(after), refm(refm), mesh(mesh), at(at), where(where) {}
+                  const Mesh &mesh, const hlo::Instruction *&at, const hlo::Module *&where,
+                  std::map<size_t, int64_t> &ignored)
+      : before(before), after(after), refm(refm), mesh(mesh), at(at), where(where),
+        ignored(ignored) {
+    ref.lateIgnored = pl.lateIgnored = &late;
+  }
+
+  /// The parameters of labels found late (MoreIgnored): ignorable next time.
+  void noteLate() {
+    for (auto &[name, c] : late)
+      for (size_t k = 0; k < rargs.size() || k < pargs.size(); ++k)
+        if ((k < rargs.size() && rargs[k].name == name) || (k < pargs.size() && pargs[k].name == name))
+          ignored.emplace(k, c);
+  }
 
   /// The parameters of computation `c` by number, each defined once, none missing.
   void collectParams(const hlo::Computation *c, std::vector<const hlo::Instruction *> &out) {
@@ -306,9 +318,49 @@ struct SpecTranslation {
     }
   }
 
+  /// Labels that a module compares with a negative constant (XlaLabels.cpp), by
+  /// parameter number, with that constant (the first module's, if they differ); those
+  /// found by an earlier attempt come in with it.
+  std::map<size_t, int64_t> &ignored;
+  std::map<std::string, int64_t> late;
+  /// The reference's input of each plan ids input.
+  std::map<std::string, std::string> refNameOf;
+
+  void findIgnoredLabels() {
+    const hlo::Computation *entries[] = {rentry, bentry, aentry};
+    const std::vector<const hlo::Instruction *> *params[] = {&rparams, &bparams, &aparams};
+    for (int e = 0; e < 3; ++e) {
+      std::map<std::string, int64_t> found = ignoredLabels(*entries[e]);
+      for (size_t k = 0; k < params[e]->size(); ++k)
+        if (auto it = found.find((*params[e])[k]->name); it != found.end())
+          ignored.emplace(k, it->second);
+    }
+  }
+
+  /// Each input's `where` puts one class on ignored labels, in the reference and the
+  /// plan alike (`reference`: the reference's, by input, once its own are checked).
+  void checkFills(const Translator &t, const std::map<std::string, int64_t> &bound,
+                  std::map<std::string, int64_t> &reference) {
+    for (auto &f : t.fills) {
+      at = f.at;
+      auto b = bound.find(f.ids);
+      if (b == bound.end() || f.value >= b->second)
+        unsupported("`where` puts " + std::to_string(f.value) + " on the ignored labels, "
+                    "which is not one of their classes");
+      std::string key = refNameOf.count(f.ids) ? refNameOf.at(f.ids) : f.ids;
+      auto [it, fresh] = reference.emplace(key, f.value);
+      if (!fresh && it->second != f.value)
+        unsupported("`where` puts " + std::to_string(f.value) + " on the ignored labels "
+                    "here and " + std::to_string(it->second) + " elsewhere (the reference "
+                    "or the plan): the class an ignored token reads must be one");
+    }
+  }
+  std::map<std::string, int64_t> fillOf;
+
   /// The reference's inputs: float arrays and integer token ids.
   void referenceInputs() {
     ref.track = &at;
+    findIgnoredLabels();
     for (size_t k = 0; k < rparams.size(); ++k) {
       const hlo::Instruction &p = *rparams[k];
       at = &p;
@@ -330,6 +382,14 @@ struct SpecTranslation {
         v.kind = Val::Ids;
         v.input = name;
         rinputs.push_back({{"name", name}, {"shape", {product(p.shape.dims)}}, {"dtype", "i64"}});
+        if (auto g = ignored.find(k); g != ignored.end()) {
+          // Labels that may be ignored: which are kept, a second vector of 0s and 1s.
+          v.ignorable = true;
+          v.ignore = g->second;
+          v.keptIds = ref.fresh(name + "_kept");
+          ref.bounds[v.keptIds] = 2;
+          rinputs.push_back({{"name", v.keptIds}, {"shape", {product(p.shape.dims)}}, {"dtype", "i64"}});
+        }
       } else {
         rinputs.push_back({{"name", name}, {"shape", p.shape.dims}});
       }
@@ -341,6 +401,7 @@ struct SpecTranslation {
   void runReference() {
     rroot = ref.run(*rentry, rargs, 0);
     ref.checkBoundLimits(ref.bounds, at);
+    checkFills(ref, ref.bounds, fillOf);
     for (auto &input : rinputs)
       if (input.contains("dtype") && input["dtype"] == "i64") {
         std::string n = input["name"];
@@ -441,10 +502,21 @@ struct SpecTranslation {
       layout = {{"dims", json::array({global.empty() ? json(nullptr) : layout["dims"][0]})}};
       shape = {product(p.shape.dims)};
       pl.refBounds[name] = ref.bounds.at(rargs[k].name);
+      refNameOf[name] = rargs[k].name;
+    }
+    std::string kept;
+    if (rargs[k].ignorable) {  // labels that may be ignored: the kept vector alike
+      v.ignorable = true;
+      v.ignore = rargs[k].ignore;
+      v.keptIds = kept = pl.fresh(name + "_kept");
+      pl.refBounds[kept] = 2;
     }
     pargs.push_back(v);
     pinputs.push_back({{"name", name}, {"value", rargs[k].name}, {"layout", layout},
                        {"shape", shape}});
+    if (!kept.empty())
+      pinputs.push_back({{"name", kept}, {"value", rargs[k].keptIds}, {"layout", layout},
+                         {"shape", shape}});
   }
 
   /// 3. The plan: the entry after partitioning, on every partition; its results are the
@@ -457,6 +529,7 @@ struct SpecTranslation {
       planInput(k);
     Val proot = pl.run(*aentry, pargs, 0);
     pl.checkBoundLimits(pl.refBounds, at);
+    checkFills(pl, pl.refBounds, fillOf);
     at = aentry->root();
     std::vector<Val> pouts = proot.kind == Val::Tuple ? proot.elements : std::vector<Val>{proot};
     if (pouts.size() != routs.size())
@@ -504,14 +577,25 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
                              const std::string &beforePath, const std::string &afterPath,
                              std::set<int64_t> *cuts, const hlo::Instruction *&at,
                              const hlo::Module *&where, json &spec) {
-  SpecTranslation t(before, after, refm, mesh, at, where);
-  // 2. The reference: the entry before partitioning, parameters named by metadata.
-  t.matchParams();
-  t.referenceInputs();
-  t.runReference();
-  t.outputShardings();
-  t.translatePlan(cuts);
-  t.writeSpec(options, beforePath, afterPath, spec);
-  return XlaImportStatus::Ok;
+  std::map<size_t, int64_t> ignored;
+  for (;;) {
+    SpecTranslation t(before, after, refm, mesh, at, where, ignored);
+    size_t known = ignored.size();
+    try {
+      // 2. The reference: the entry before partitioning, parameters named by metadata.
+      t.matchParams();
+      t.referenceInputs();
+      t.runReference();
+      t.outputShardings();
+      t.translatePlan(cuts);
+    } catch (const MoreIgnored &) {
+      t.noteLate();
+      if (ignored.size() == known)  // (each attempt finds another input)
+        unsupported("labels compared with an ignored label whose input is not found");
+      continue;
+    }
+    t.writeSpec(options, beforePath, afterPath, spec);
+    return XlaImportStatus::Ok;
+  }
 }
 } // namespace

@@ -189,6 +189,8 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     for (auto *v : in)
       if (v->kind == Val::Count)
         return countOp(inst, in);
+    if (std::optional<Val> v = countData(inst, in))  // a count of tokens
+      return *v;
     for (auto *v : in)
       if (v->kind == Val::Ids || v->kind == Val::IdsSpread)
         return idsOp(inst, in);
@@ -202,6 +204,12 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
         return predOp(inst, in);
     return indexOp(inst, in);
   }
+  for (auto *v : in)
+    if (v->kind == Val::Ids && v->ignorable)
+      unsupported("'" + op + "' of labels that may be the ignored label " + std::to_string(v->ignore));
+  if (op == "all-reduce")
+    if (std::optional<Val> v = countData(inst, in))  // a count of tokens over the mesh
+      return *v;
   if (!inst.shape.isTuple() && !isFloat(inst.shape.type))
     unsupported("element type " + inst.shape.type);
 

@@ -33,6 +33,14 @@ json floatLiteral(const std::string &text);
 /// The element texts of a literal `{ {1, 2}, {3, 4} }` (or a scalar), flattened.
 std::vector<std::string> literalElements(const std::string &raw);
 int64_t intLiteral(const std::string &t);
+/// The integer parameters of `entry` (by name) that it compares, == or !=, with a
+/// negative constant -- through reshapes, copies, conversions and broadcasts: labels
+/// that may be an ignored label (-100), with that value (XlaLabels.cpp).
+std::map<std::string, int64_t> ignoredLabels(const hlo::Computation &entry);
+
+/// Thrown when labels turn out to be compared with an ignored label (Translator::
+/// lateIgnored): the translation starts again with them ignorable.
+struct MoreIgnored {};
 
 struct Val {
   /// Ids: token ids or labels, an integer parameter (a symbolic i64 vector in the spec,
@@ -91,6 +99,22 @@ struct Val {
     std::vector<int64_t> coeff, base;
   };
   std::vector<Plane> planes;
+  /// Ids: labels that may also be the ignored label `ignore` (a value below every class,
+  /// -100, that the program compares them with): on each token either a class or that
+  /// value. `keptIds` names the spec's second i64 vector, of bound 2, that is 1 on the
+  /// tokens whose label is a class and 0 on the ignored ones; the ids vector `name`
+  /// holds a class on every token, the one a `where` that replaces the ignored labels
+  /// puts there (XlaLabels.cpp).
+  bool ignorable = false;
+  int64_t ignore = 0;
+  std::string keptIds;
+  /// Pred: the predicate holds exactly on the tokens of ids `keptOf` that are kept (or,
+  /// with `keptNeg`, ignored), element e for token e.
+  std::string keptOf;
+  bool keptNeg = false;
+  /// Tensor of an integer type: a whole number held as a real (a count of tokens: a sum
+  /// of a predicate), at most `countMax` in absolute value.
+  int64_t countMax = 0;
 };
 
 /// Element `e` of rank `r` of an Index value (a splat's row has one entry).
@@ -328,6 +352,12 @@ private:
   Val idsRun(const Val &x, std::vector<int64_t> offsets, const std::vector<int64_t> &sizes);
   Val idsExchange(const Val &x);
   Val idsPermuteRuns(const Val &x, const std::vector<int64_t> &perm, Val v);
+  // Ignored labels and counts of tokens (XlaLabels.cpp).
+  Val keptPred(const Val &ids, bool ignored, const std::vector<int64_t> &dims);
+  Val labelsOp(const hlo::Instruction &inst, const std::vector<const Val *> &in);
+  Val labelsCompare(const std::vector<const Val *> &in, int k);
+  Val labelsSelect(const std::vector<const Val *> &in);
+  std::optional<Val> countData(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   /// The `slice={[a:b], ...}` attribute of the current slice: offsets and sizes.
   void sliceRanges(std::vector<int64_t> &offsets, std::vector<int64_t> &sizes);
   std::string oneHot(const Val &ids, int64_t classes, std::vector<int64_t> &off);
@@ -350,6 +380,18 @@ public:
     const hlo::Instruction *at;
   };
   std::vector<BoundLimit> boundLimits;
+  /// The classes `where(labels != ignore, labels, fill)` put on ignored tokens (by the
+  /// labels' input name); checked once bounds are known: one class per input, in range.
+  struct Fill {
+    std::string ids;
+    int64_t value;
+    const hlo::Instruction *at;
+  };
+  std::vector<Fill> fills;
+  /// Where the translation records labels (by input name) found compared, == or !=,
+  /// with a negative constant that the first look (ignoredLabels) missed -- inside a
+  /// loop or a call; it then throws MoreIgnored and the import starts again with them.
+  std::map<std::string, int64_t> *lateIgnored = nullptr;
   /// Throws unsupported, located at the comparison, when a recorded decision is wrong.
   void checkBoundLimits(const std::map<std::string, int64_t> &final, const hlo::Instruction *&at) {
     for (auto &l : boundLimits) {

@@ -596,6 +596,10 @@ State positionMaskRule(RuleContext &c, mlir::Operation &op, const std::vector<co
 State embeddingRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 State embeddingGradRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 State oneHotRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
+/// The reference's one_hot with a constant first class, as a slice of a whole one-hot
+/// (the plan's form); false for other ops (Offsets.cpp).
+bool referenceOneHot(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                     State &out);
 
 /// all_reduce, reduce_scatter, all_gather, all_to_all, shard_slice (Collectives.cpp).
 State collectiveRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);

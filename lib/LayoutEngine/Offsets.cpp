@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "LayoutEngine/LayoutState.h"
+#include "Support/Limits.h"
 
 #include "Ref/RefDialect.h"
 
@@ -179,6 +180,32 @@ State oneHotRule(RuleContext &c, Operation &op, const std::vector<const State *>
   if (!consistent(c, out, local, why))
     return State::unknown(&op, why);
   return out;
+}
+
+/// The reference's one_hot with a constant first class c (a class's column, `labels ==
+/// PAD`): columns c .. c + w - 1 of the one-hot of c + w classes -- the term the plan's
+/// one_hot with that offset on every rank has (oneHotRule), so the two meet.
+bool referenceOneHot(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                     State &out) {
+  if (!isa<ref::OneHotOp>(op) || in.size() != 2 || !in[0]->known || !in[1]->known)
+    return false;
+  const State &ids = *in[0];
+  Shape local;
+  int64_t first = 0, reach = 0;
+  if (!resultShape(op, local) || local.size() != 2 || ids.global.size() != 1 ||
+      !in[1]->rankCoeff.empty() || !indexConstant(c.terms, *in[1], first) || first < 0 ||
+      !checkedAdd(first, local[1], reach))
+    return false;
+  Shape whole = {local[0], reach};
+  TermId all = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), whole),
+                            {c.terms.scaled(ids.term, ids.factor)});
+  c.terms.setOp(all, op.getName(), op.getAttrDictionary());
+  out = State();
+  out.known = true;
+  out.global = local;
+  out.split.assign(2, {});
+  out.term = sliceTerm(c.terms, op.getContext(), all, whole, {0, first}, {local[0], local[1]});
+  return true;
 }
 
 /// embedding_grad with an offset: rank row v gathers the gradients of the tokens whose

@@ -391,6 +391,8 @@ bool operandStates(Operation &op, const std::vector<const State *> &in, State &u
 State referenceRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
   if (isa<arith::ArithDialect>(op.getDialect()))
     return indexRule(c, op, in);
+  if (State out; referenceOneHot(c, op, in, out))
+    return out;
   State bad;
   if (!operandStates(op, in, bad))
     return bad;
