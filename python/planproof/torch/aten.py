@@ -137,6 +137,13 @@ class Translator:
         self.reshaped = {}      # a reshape's result -> the value it reshapes
         self.ints = set()       # integer values (token ids): only embedding takes them
         self.int_bounds = {}    # integer input -> the table rows it indexes
+        # Labels that may be the ignored label (their captured values hold it): input ->
+        # that value, set by the caller; input -> the name of its `kept` input (an i64
+        # vector of bound 2, 1 where the label is a class); ids -> the kept column as
+        # a float [N] value, once emitted.
+        self.ignored = {}
+        self.kept = {}
+        self.kept_cols = {}
         self.pieces = {}        # piece I of an even split into N: value -> (source, dim, N, I)
         # The optimizer's update (inside torch.optim's "Optimizer.step#..." profiler
         # range): its ops are located at `update_loc` (where the user builds the
@@ -171,6 +178,9 @@ class Translator:
         self.shapes[name] = [math.prod(shape)] if integer else list(shape)
         if integer:
             self.ints.add(name)
+        if integer and name in self.ignored:
+            self.kept[name] = name + "_kept"
+            self.shapes[name + "_kept"] = [math.prod(shape)]
 
     def emit(self, op, operands, shape, attrs=None, result_shape_attr=False, name=None):
         result = name or self.fresh(self.node.name if self.node is not None else op)
@@ -1092,6 +1102,12 @@ def _ids_vs_negative(t, node, a, k):
     if ids is None or not isinstance(k, int) or k >= 0:
         t.fail(f"comparison `{node.target}` (covered: token ids against a negative "
                "number, which no id equals)")
+    if ids in t.kept and k == t.ignored[ids]:
+        # Labels that may be ignored: which are kept (or ignored), as 0/1 numbers.
+        shape = _out(node)
+        col = t.reshape(_kept_col(t, ids), shape)
+        return col if node.target is aten.ne.Scalar else t.emit(
+            "sub", [t.value(1.0, shape), col], shape)
     return IdsExpr("all" if node.target is aten.ne.Scalar else "none", ids)
 
 
@@ -1256,9 +1272,10 @@ def _masked_fill(t, node, x, mask, value):
     return t.emit("embedding", [raw.table, raw.ids, offset], raw.shape)
 
 
-def _ids(t, node, indices):
+def _ids(t, node, indices, ignorable_ok=False):
     """The token ids `indices`, an integer input of the step or a view of one (held flat,
-    [N], whatever the view's shape)."""
+    [N], whatever the view's shape). Labels that may be the ignored label only where the
+    caller models it (`ignorable_ok`: the kept column, `_kept_col`)."""
     t._ids_ok = True
     try:
         v = t.value(indices)
@@ -1266,7 +1283,22 @@ def _ids(t, node, indices):
         t._ids_ok = False
     if v not in t.ints or len(t.shapes[v]) != 1:
         t.fail("embedding of ids that are not an integer input of the step")
+    if v in t.kept and not ignorable_ok:
+        t.fail(f"`{node.target}` of labels that may be the ignored label {t.ignored[v]} "
+               "(covered: nll_loss with that ignore_index, comparisons with it)")
     return v
+
+
+def _kept_col(t, ids):
+    """1 where label `ids` is a class, 0 where it is the ignored label: column 1 of the
+    one-hot of its `kept` input (an i64 vector of bound 2), [N]."""
+    if ids not in t.kept_cols:
+        kept = t.kept[ids]
+        n = t.shapes[ids][0]
+        hot = t.emit("one_hot", [kept], [n, 2], result_shape_attr=True)
+        col = t.emit("slice", [hot], [n, 1], {"offsets": [0, 1], "sizes": [n, 1]})
+        t.kept_cols[ids] = t.reshape(col, [n])
+    return t.kept_cols[ids]
 
 
 @rule(aten.embedding.default)
@@ -1634,9 +1666,26 @@ def _one_hot(t, node, target, classes):
     """The one-hot rows of the labels `target` (an i64 input), [N, classes]: `one_hot`,
     the identity's rows selected by label (torch requires every label to be a class, so
     the labels are bounded by `classes`; ignored labels are outside that domain)."""
-    ids = _ids(t, node, target)
+    ids = _ids(t, node, target, ignorable_ok=True)
     t.int_bounds[ids] = min(t.int_bounds.get(ids, classes), classes)
-    return t.emit("one_hot", [ids], [t.shapes[ids][0], classes], result_shape_attr=True)
+    hot = t.emit("one_hot", [ids], [t.shapes[ids][0], classes], result_shape_attr=True)
+    if ids in t.kept:  # an ignored label's row: zeros (nll_loss skips the token)
+        n = t.shapes[ids][0]
+        col = t.reshape(_kept_col(t, ids), [n, 1])
+        hot = t.emit("mul", [hot, t.broadcast_to(col, [n, classes])], [n, classes])
+    return hot
+
+
+def _label_count(t, node, target, ignore_index, n):
+    """The number of labelled tokens: N, or, for labels that may be ignored, the sum of
+    their kept column (nll_loss's `total_weight`)."""
+    ids = _ids(t, node, target, ignorable_ok=True)
+    if ids not in t.kept:
+        return t.value(float(n), [])
+    if ignore_index != t.ignored[ids]:
+        t.fail(f"nll_loss with ignore_index {ignore_index} of labels that hold "
+               f"{t.ignored[ids]}")
+    return t.emit("reduce_sum", [_kept_col(t, ids)], [], {"dims": [0]})
 
 
 @rule(aten.nll_loss_forward.default)
@@ -1647,9 +1696,9 @@ def _nll_loss(t, node, logp, target, weight, reduction, ignore_index):
     n, c = t.shapes[lp]
     hot = _one_hot(t, node, target, c)
     picked = t.emit("reduce_sum", [t.emit("mul", [hot, lp], [n, c])], [], {"dims": [0, 1]})
-    total = t.value(float(n), [])
+    total = _label_count(t, node, target, ignore_index, n)
     loss = t.scale(picked, -1.0, [])
-    if reduction == 1:  # mean over the labelled tokens: all N of them in this domain
+    if reduction == 1:  # mean over the labelled tokens
         loss = t.emit("div", [loss, total], [])
     return (loss, total)
 
@@ -1663,16 +1712,25 @@ def _nll_loss_backward(t, node, grad, logp, target, weight, reduction, ignore_in
     hot = _one_hot(t, node, target, c)
     g = t.broadcast_to(t.value(grad), [n, c])
     out = t.scale(t.emit("mul", [hot, g], [n, c]), -1.0, [n, c])
+    ids = _ids(t, node, target, ignorable_ok=True)
+    count = _label_count(t, node, target, ignore_index, n) if ids in t.kept else None
+
+    def over_count(v, shape):  # v / the labelled tokens' count, broadcast to `shape`
+        k = t.broadcast_to(count, shape) if count else t.value(float(n), shape)
+        return t.emit("div", [v, k], shape)
     if reduction == 1:
-        out = t.emit("div", [out, t.value(float(n), [n, c])], [n, c])
+        out = over_count(out, [n, c])
     # Each row holds one nonzero: the label is one of the c classes (the domain the
-    # proof covers), so its row sums are -g (over n for the mean). log_softmax's
+    # proof covers), so its row sums are -g (over n for the mean), times the kept
+    # column for labels that may be ignored (an ignored row is zeros). log_softmax's
     # backward reads them (g - exp(y) * rowsum), and a fused cross-entropy backward
     # (softmax - one-hot) meets it only in this form.
-    total = t.scale(t.broadcast_to(t.value(grad), [n]), -1.0, [n])
+    sums = t.scale(t.broadcast_to(t.value(grad), [n]), -1.0, [n])
+    if ids in t.kept:
+        sums = t.emit("mul", [sums, _kept_col(t, ids)], [n])
     if reduction == 1:
-        total = t.emit("div", [total, t.value(float(n), [n])], [n])
-    t.row_sums[out] = total
+        sums = over_count(sums, [n])
+    t.row_sums[out] = sums
     return out
 
 

@@ -652,6 +652,7 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
     _groups_by_ranks(mesh, axes, groups)
     plan_t = Translator("plan", groups)
     plan_t.update_loc = _code_loc(optimizer)
+    plan_t.ignored = ignored_labels(inputs)
     plan_inputs = []
     placeholders = [n for n in plan_gm.graph.nodes if n.op == "placeholder"]
     labels = [(n, pl, shape, pa) for (n, _), (pl, shape, _), (pa, _) in
@@ -667,6 +668,8 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
         if integer:
             layout = _flat_layout(layout, shape, f"`{label}`")
         plan_inputs.append({"name": nm, "value": nm, "layout": layout})
+        if nm in plan_t.kept:  # labels that may be ignored: which are kept, alike
+            plan_inputs.append({"name": plan_t.kept[nm], "value": plan_t.kept[nm], "layout": layout})
     plan_outs = plan_t.run(plan_gm)
     plan_outputs = []
     for v, ref_name, (pl, pa), shape in zip(plan_outs, out_names, captured["placements"],
@@ -717,6 +720,31 @@ def _local_shard(x, placements, mesh):
     return x.contiguous()
 
 
+def ignored_labels(inputs):
+    """Integer inputs whose captured values hold a negative number, one for all of them
+    (the ignored label, -100 for `ignore_index`): name (as in the spec) -> it. Such
+    labels are modelled as a class or that value on each token (aten.Translator.kept)."""
+    out = {}
+    for n, x in inputs.items():
+        if isinstance(x, torch.Tensor) and not x.is_floating_point() and x.dtype != torch.bool:
+            neg = x[x < 0].unique()
+            if len(neg) == 1:
+                out[_ident(n)] = int(neg[0])
+    return out
+
+
+def ignored_values(inputs):
+    """The values the spec's integer inputs take for the captured `inputs`: an ignorable
+    label's ignored value replaced by class 0 (what a `where` would put there: the
+    model's ids hold a class on every token), its `kept` vector 1 elsewhere."""
+    values = {_ident(n): v for n, v in inputs.items()}
+    for n, c in ignored_labels(inputs).items():
+        x = values[n]
+        values[n] = torch.where(x == c, torch.zeros_like(x), x)
+        values[n + "_kept"] = (x != c).to(x.dtype)
+    return values
+
+
 def _check_id_inputs(entries, values):
     """Token ids and labels are proved for every value in [0, bound) (the rows or classes
     they index): a captured input holding another value -- an ignored label, -100 for
@@ -758,6 +786,7 @@ def _trace_reference(model_fn, loss_fn, inputs, names, optimizer=None):
 
     ref_t = Translator("ref")
     ref_t.update_loc, ref_t.update_role = _code_loc(optimizer), "optimizer"
+    ref_t.ignored = ignored_labels(inputs)
     ref_inputs = []
     placeholders = [n for n in ref_gm.graph.nodes if n.op == "placeholder"]
     for node, (label, arg) in zip(placeholders, [(n, p) for n, p in ref_params] +
@@ -774,7 +803,11 @@ def _trace_reference(model_fn, loss_fn, inputs, names, optimizer=None):
                 raise Unsupported(f"integer input `{entry['name']}` is not looked up in an "
                                   "embedding table (no bound on its values)")
             entry.update({"dtype": "i64", "bound": int(ref_t.int_bounds[entry["name"]])})
-    _check_id_inputs(ref_inputs, {_ident(n): inputs[n] for n in names})
+    for k in reversed(range(len(ref_inputs))):  # which labels are kept, after each
+        if ref_inputs[k]["name"] in ref_t.kept:
+            ref_inputs.insert(k + 1, {"name": ref_t.kept[ref_inputs[k]["name"]],
+                                      "shape": ref_inputs[k]["shape"], "dtype": "i64", "bound": 2})
+    _check_id_inputs(ref_inputs, ignored_values({n: inputs[n] for n in names}))
     out_names = captured["names"]
     if len(set(out_names)) != len(out_names):
         raise Unsupported(f"two outputs of the step have one name: {out_names}")

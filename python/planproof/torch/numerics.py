@@ -10,7 +10,8 @@ rule could otherwise hide a plan's bug in that op).
 """
 import torch
 
-from .capture import _Step, _ident, _in_child, _params, _run_step, _trace_reference, eagerly
+from .capture import (_Step, _ident, _in_child, _params, _run_step, _trace_reference, eagerly,
+                      ignored_values)
 
 
 @eagerly
@@ -22,7 +23,7 @@ def numeric_spec(model_fn, loss_fn, inputs, optimizer=None, **_ignored):
     model = model_fn()  # (checkpoint wrappers kept: PyTorch's side recomputes)
     params = _params(model)
     values = {_ident(n): p.detach().clone() for n, p in params}
-    values.update({_ident(n): v for n, v in inputs.items()})
+    values.update(ignored_values(inputs))
     # PyTorch's side runs in float64 (the same values, widened exactly): the check is of
     # the translation's meaning, and PyTorch's fp32 kernels (a blocked, online softmax in
     # SDPA) round differently from the order replay's fp32 error model assumes. Code that

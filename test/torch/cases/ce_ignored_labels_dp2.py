@@ -1,8 +1,9 @@
 # Labels holding the ignored label (-100, cross_entropy's default `ignore_index`), with a
 # data-parallel plan that takes each rank's mean over its own labelled tokens and averages
 # the gradients: a mean of means, wrong whenever the ranks hold different numbers of
-# ignored labels (3 and 2 here). The proof covers labels in [0, classes) only -- ignored
-# labels are not modelled -- so the capture, seeing one, is inconclusive, never verified.
+# ignored labels (3 and 2 here). The capture models the labels as a class or -100 on
+# each token (a second input says which tokens are kept), so this is violated where a
+# rank divides by its own count. The fix: ce_ignored_labels_dp2_global.py.
 import torch
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
