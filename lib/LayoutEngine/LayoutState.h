@@ -346,6 +346,9 @@ struct ReferenceShapes {
   /// shape is a choice (XLA's merged [1, B S, H] for the reference's [B, S, H]) is
   /// described under the shape the reference transposes so (placedAs).
   std::map<std::vector<int64_t>, std::set<Shape>> transposes;
+  /// Every term the reference computes (an elementwise op's operands under different
+  /// global shapes are placed as the one whose result is among them: refOpRule).
+  std::set<TermId> terms;
   /// Records reference op `op` (operands `in`, result `out`).
   void note(mlir::Operation &op, const std::vector<const State *> &in, const State &out);
 };

@@ -401,6 +401,8 @@ bool broadcastPlacedAs(RuleContext &c, Operation &op, const State &x, const Shap
 }
 
 void ReferenceShapes::note(Operation &op, const std::vector<const State *> &in, const State &out) {
+  if (out.known)
+    terms.insert(out.term);
   if (in.empty() || !in[0]->known || !out.known)
     return;
   if (isa<ref::ReshapeOp>(op)) {

@@ -457,7 +457,31 @@ bool operandPartials(RuleContext &c, Operation &op, const std::vector<const Stat
   return true;
 }
 
+State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State *> &operands,
+                   int preferred);
+
+/// refOpRule with operand `preferred` leading the placement of an elementwise op's
+/// operands (-1: the first plain one).
 State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> &operands) {
+  State first = refOpRuleLed(c, op, operands, -1);
+  // Where an elementwise op's operands hold their blocks under different global shapes
+  // (a reshape's unit dimensions left a choice) and the result under the first's is no
+  // value the reference computes, each other one is tried as the lead: every
+  // placement that fits is a true description, so this only chooses which.
+  if (!op.hasTrait<mlir::OpTrait::Elementwise>() || !first.known ||
+      c.shapes.terms.count(first.term))
+    return first;
+  for (size_t i = 1; i < operands.size(); ++i)
+    if (operands[i]->known && operands[0]->known && operands[i]->global != operands[0]->global) {
+      State alt = refOpRuleLed(c, op, operands, (int)i);
+      if (alt.known && c.shapes.terms.count(alt.term))
+        return alt;
+    }
+  return first;
+}
+
+State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State *> &operands,
+                   int preferred) {
   // A broadcast operand's block under a split of its copied dimensions is a broadcast
   // of the same source: for an elementwise op it takes the split and global shape of
   // the first operand that is not a broadcast, where its source dimensions are split
@@ -477,6 +501,8 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   if (op.hasTrait<mlir::OpTrait::Elementwise>() || cat) {
     auto plain = [](const State *s) { return s->known && !(s->broadcast && s->copies()); };
     const State *lead = nullptr;
+    if (preferred >= 0 && plain(in[preferred]))
+      lead = in[preferred];
     for (const State *s : in)
       if (!lead && plain(s))
         lead = s;
