@@ -1710,26 +1710,27 @@ def _nll_loss_backward(t, node, grad, logp, target, weight, reduction, ignore_in
         t.fail("nll_loss backward other than on [N, C] log-probabilities, unweighted, mean or sum")
     n, c = t.shapes[lp]
     hot = _one_hot(t, node, target, c)
-    g = t.broadcast_to(t.value(grad), [n, c])
-    out = t.scale(t.emit("mul", [hot, g], [n, c]), -1.0, [n, c])
     ids = _ids(t, node, target, ignorable_ok=True)
-    count = _label_count(t, node, target, ignore_index, n) if ids in t.kept else None
-
-    def over_count(v, shape):  # v / the labelled tokens' count, broadcast to `shape`
-        k = t.broadcast_to(count, shape) if count else t.value(float(n), shape)
-        return t.emit("div", [v, k], shape)
-    if reduction == 1:
-        out = over_count(out, [n, c])
+    gv = t.value(grad)
+    if ids in t.kept and reduction == 1:
+        # The mean over the kept tokens: the gradient over their count, then spread (as
+        # autograd writes a sum over a count: `sum / tokens`).
+        gv = t.emit("div", [gv, _label_count(t, node, target, ignore_index, n)], t.shapes[gv])
+    g = t.broadcast_to(gv, [n, c])
+    out = t.scale(t.emit("mul", [hot, g], [n, c]), -1.0, [n, c])
+    mean = reduction == 1 and ids not in t.kept  # (over the constant count N)
+    if mean:
+        out = t.emit("div", [out, t.value(float(n), [n, c])], [n, c])
     # Each row holds one nonzero: the label is one of the c classes (the domain the
     # proof covers), so its row sums are -g (over n for the mean), times the kept
     # column for labels that may be ignored (an ignored row is zeros). log_softmax's
     # backward reads them (g - exp(y) * rowsum), and a fused cross-entropy backward
     # (softmax - one-hot) meets it only in this form.
-    sums = t.scale(t.broadcast_to(t.value(grad), [n]), -1.0, [n])
+    sums = t.scale(t.broadcast_to(gv, [n]), -1.0, [n])
     if ids in t.kept:
         sums = t.emit("mul", [sums, _kept_col(t, ids)], [n])
-    if reduction == 1:
-        sums = over_count(sums, [n])
+    if mean:
+        sums = t.emit("div", [sums, t.value(float(n), [n])], [n])
     t.row_sums[out] = sums
     return out
 
