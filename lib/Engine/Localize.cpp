@@ -534,8 +534,8 @@ llvm::DenseSet<Value> Engine::normalizationInputs() const {
 }
 
 /// Whether plan value `v` is computed by its op from values that hold exactly (pieces
-/// of) a reference input the loss normalization is computed from: a count of one
-/// microbatch's tokens.
+/// of) a reference input the loss normalization is computed from, or a value on its
+/// way (a kept-label column): a count of one microbatch's tokens.
 bool Engine::countsNormalizationInput(Value v) {
   Operation *def = v.getDefiningOp();
   if (!def)
@@ -543,8 +543,10 @@ bool Engine::countsNormalizationInput(Value v) {
   llvm::DenseSet<Value> normInputs = normalizationInputs();
   for (Value operand : def->getOperands()) {
     Relation r = exactRelationOf(operand);
-    if (r.exact() && r.ref >= 0 && r.ref < (int)refValueOf.size() &&
-        normInputs.count(refValueOf[r.ref]))
+    if (!r.exact() || r.ref < 0 || r.ref >= (int)refValueOf.size() || !refValueOf[r.ref])
+      continue;
+    Operation *refDef = refValueOf[r.ref].getDefiningOp();
+    if (normInputs.count(refValueOf[r.ref]) || (refDef && normalizes(refDef)))
       return true;
   }
   return false;

@@ -1558,6 +1558,9 @@ def _ids_slice(t, ids, start, size):
     """The token ids [start, start + size) of flat ids `ids`: token ids themselves."""
     out = _slice_of(t, ids, 0, start, size, [size])
     t.ints.add(out)
+    if ids in t.kept:  # labels that may be ignored: their kept vector alike
+        t.kept[out] = _slice_of(t, t.kept[ids], 0, start, size, [size])
+        t.ignored[out] = t.ignored[ids]
     return out
 
 
