@@ -20,6 +20,7 @@
 //   embedding(w, concat(ids_i)), one_hot alike  = concat(embedding(w, ids_i))
 //   embedding_grad(concat(g_i), concat(ids_i))  = sum_i embedding_grad(g_i, ids_i)
 //   div(sum_k a_k, d)                           = sum_k div(a_k, d)
+//   sum_k view(a_k), one transpose or reshape   = view(sum_k a_k)
 //   broadcast of pieces along a source dim      = concat of the pieces' broadcasts
 //   sum_k concat(a_ik)                          = concat(sum_k a_ik)
 //
@@ -243,6 +244,38 @@ bool PieceComparison::Normalizer::swapConcat(int dim, const Shape &shape,
 
 Weighted PieceComparison::Normalizer::sumOf(const Shape &shape, const std::vector<Weighted> &summands) {
   ++made;
+  // Summands that are all one view of their operands -- transposes by one permutation,
+  // or reshapes from one shape -- are that view of the operands' sum (the views are
+  // linear): microbatches' gradients summed after XLA's transposes meet the whole
+  // batch's transposed sum.
+  if (summands.size() >= 2) {
+    OperationName view("ref.add", ctx);
+    DictionaryAttr viewAttrs;
+    Shape from;
+    std::vector<Weighted> inner;
+    for (const auto &[t, g] : summands) {
+      Rational c(1);
+      TermId v = t;
+      if (!terms.scaleOf(t, c, v))
+        v = t;
+      OperationName name("ref.add", ctx);
+      DictionaryAttr attrs;
+      if (terms.operands(v).size() != 1 || !terms.opOf(v, name, attrs) ||
+          (name.getStringRef() != "ref.transpose" && name.getStringRef() != "ref.reshape"))
+        break;
+      TermId src = terms.operands(v)[0];
+      if (inner.empty()) {
+        view = name;
+        viewAttrs = attrs;
+        from = terms.shapeOf(src);
+      } else if (name != view || attrs != viewAttrs || terms.shapeOf(src) != from) {
+        break;
+      }
+      inner.push_back({src, c * g});
+    }
+    if (inner.size() == summands.size())
+      return rebuild(view, viewAttrs, shape, {sumOf(from, inner)});
+  }
   return terms.sum(terms.head(OperationName("ref.add", ctx), DictionaryAttr::get(ctx), shape),
                    summands);
 }
@@ -253,6 +286,22 @@ Weighted PieceComparison::Normalizer::sumOf(const Shape &shape, const std::vecto
 Weighted PieceComparison::Normalizer::rebuild(OperationName name, DictionaryAttr attrs, const Shape &shape,
                              const std::vector<Weighted> &in) {
   ++made;
+  // A transpose that only moves dimensions of size 1 is a reshape, in the form the
+  // rules give it (Rules.cpp, layoutNormalForm): a microbatch of one row transposed.
+  if (auto perm = attrs ? attrs.getAs<DenseI64ArrayAttr>("perm") : DenseI64ArrayAttr();
+      name.getStringRef() == "ref.transpose" && in.size() == 1 && perm) {
+    Shape src = terms.shapeOf(in[0].first);
+    int64_t last = -1;
+    bool units = perm.size() == (int64_t)src.size();
+    for (int64_t p : perm.asArrayRef()) {
+      if (!units || p < 0 || p >= (int64_t)src.size())
+        units = false;
+      else if (src[p] != 1)
+        units = p > last && (last = p, true);
+    }
+    if (units)
+      return {src == shape ? in[0].first : terms.reshaped(in[0].first, shape, ctx), in[0].second};
+  }
   std::vector<TermId> ts;
   Rational f(1);
   bool multilinear = name.hasTrait<ref::OpTrait::Multilinear>();

@@ -717,6 +717,45 @@ TEST_CASE("a whole-batch reference meets microbatches piece by piece", "[layouts
   }
 }
 
+TEST_CASE("microbatches' transposed weight gradients summed meet the whole batch's by pieces",
+          "[layouts]") {
+  // The reference transposes one product over every token; the plan (XLA's scan over
+  // microbatches) sums each microbatch's transposed product: a sum of transposes by
+  // one permutation is the transpose of the sum (Pieces.cpp).
+  std::string refArgs = R"(%x: tensor<{N}x2xf32> {ref.name = "x"}, %g: tensor<{N}x3xf32> {ref.name = "g"})";
+  std::string refRes = R"(tensor<3x2xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %xt = ref.transpose %x perm [1, 0] : tensor<{N}x2xf32>
+    %w = ref.matmul %xt, %g contract(1, 0) : tensor<2x{N}xf32>, tensor<{N}x3xf32>
+    %y = ref.transpose %w perm [1, 0] : tensor<2x3xf32>
+    return %y : tensor<3x2xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{N}x2xf32> {dist.value = "x", dist.layout = #dist.layout<[_, _]>}, %g: tensor<{N}x3xf32> {dist.value = "g", dist.layout = #dist.layout<[_, _]>})";
+  std::string planRes = R"(tensor<3x2xf32> {dist.value = "y", dist.layout = #dist.layout<[_, _]>})";
+  auto planBody = [](const char *secondG) {
+    return std::string(R"(    %x0 = ref.slice %x offsets [0, 0] sizes [{n}, 2] : tensor<{N}x2xf32>
+    %x1 = ref.slice %x offsets [{n}, 0] sizes [{n}, 2] : tensor<{N}x2xf32>
+    %g0 = ref.slice %g offsets [0, 0] sizes [{n}, 3] : tensor<{N}x3xf32>
+    %g1 = ref.slice %g offsets [)") + secondG + R"(, 0] sizes [{n}, 3] : tensor<{N}x3xf32>
+    %t0 = ref.transpose %x0 perm [1, 0] : tensor<{n}x2xf32>
+    %w0 = ref.matmul %t0, %g0 contract(1, 0) : tensor<2x{n}xf32>, tensor<{n}x3xf32>
+    %y0 = ref.transpose %w0 perm [1, 0] : tensor<2x3xf32>
+    %t1 = ref.transpose %x1 perm [1, 0] : tensor<{n}x2xf32>
+    %w1 = ref.matmul %t1, %g1 contract(1, 0) : tensor<2x{n}xf32>, tensor<{n}x3xf32>
+    %y1 = ref.transpose %w1 perm [1, 0] : tensor<2x3xf32>
+    %y = ref.add %y0, %y1 : tensor<3x2xf32>
+    return %y : tensor<3x2xf32>
+)";
+  };
+  for (auto v : instances()) {
+    v["N"] = 2 * v["n"];
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody("{n}")), v),
+                  Verdict::Verified);
+    // Near miss: the second microbatch's gradients the first's.
+    expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody("0")), v),
+                  Verdict::Violated);
+  }
+}
+
 TEST_CASE("index values every rank holds alike: a step counter's terms", "[layouts]") {
   // Adam's bias correction: the gradient (split over a) scaled by 1 / (1 - 0.9^(t+1)),
   // and the counter itself returned.
