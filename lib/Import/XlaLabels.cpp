@@ -209,8 +209,9 @@ Val Translator::labelsCompare(const std::vector<const Val *> &in, int k) {
     return keptPred(ids, /*ignored=*/atIgnored, dims);
   }
   if (onClasses.kind == Val::Pred && (dir == "EQ" || dir == "NE")) {
-    // Against a class: its one-hot column, where the token is kept.
-    Val col = idsEqual(plain, c, false, dims);
+    // Against a class: its one-hot column (for ==, the comparison on the classes
+    // itself), where the token is kept.
+    Val col = dir == "EQ" ? onClasses : idsEqual(plain, c, false, dims);
     Val kept = keptPred(ids, false, dims);
     std::string both = emit("mul", {kept.name, col.name}, nullptr, nullptr, cur->name + "_kept");
     Val v = tensor(dir == "EQ" ? both : oneMinus(both, dims), "pred", dims);
