@@ -665,6 +665,12 @@ SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<con
 std::string memoKey(const std::string &mesh, mlir::Operation &op,
                     const std::vector<const State *> &in);
 
+/// The rule of `op` on operands some of which are each rank's maximum of its block
+/// over axes A, where `op` commutes with that maximum: the op's rule on them as if
+/// complete, partial-max over A (Maxima.cpp). False where `op` is no such op.
+bool throughMaxima(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                   State &out);
+
 /// The split of each rank's reshape of its block of x (local shape inLocal) to
 /// outLocal: a ref.reshape's rule (Splits.cpp).
 SplitResult reshapeSplitOf(RuleContext &c, const State &x, const Shape &inLocal,

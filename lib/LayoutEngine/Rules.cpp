@@ -177,12 +177,48 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
   return false;
 }
 
+bool combine(TermPool &terms, Operation &op, const Shape &global,
+             const std::vector<const State *> &in, Combined &out, std::string &why,
+             int depth = 0);
+
+/// Whether elementwise `op` takes only uniform operands of a non-scalar shape (each a
+/// scalar's copies): then `scalar` and `factor` are the op applied to their scalars.
+bool uniformOfUniforms(TermPool &terms, Operation &op, const Shape &global,
+                       const std::vector<const State *> &in, TermId &scalar, Rational &factor,
+                       std::string &why, int depth) {
+  if (depth > 0 || global.empty() || in.empty() ||
+      !op.hasTrait<mlir::OpTrait::Elementwise>() || op.getNumResults() != 1)
+    return false;
+  for (const State *s : in)
+    if (!s->broadcast || !s->sourceDims.empty() || !terms.shapeOf(s->source).empty())
+      return false;
+  std::vector<State> scalars(in.size());
+  std::vector<const State *> at;
+  for (size_t i = 0; i < in.size(); ++i) {
+    State &s = scalars[i];
+    s.known = true;
+    s.term = in[i]->source;
+    s.factor = in[i]->factor;
+    if (s.term == terms.one()) { // the constants stay uniform ones (combine's identities)
+      s.broadcast = true;
+      s.source = s.term;
+    }
+    at.push_back(&s);
+  }
+  Combined k;
+  if (!combine(terms, op, Shape(), at, k, why, depth + 1))
+    return false;
+  scalar = k.term;
+  factor = k.factor;
+  return true;
+}
+
 /// The term and factor of `op` applied to `in`: factors stay outside the term as far
 /// as linearity allows (the same function for reference and plan, so that the same
 /// computation gives the same term whichever way its constants were grouped).
 bool combine(TermPool &terms, Operation &op, const Shape &global,
              const std::vector<const State *> &in, Combined &out, std::string &why,
-             int depth = 0) {
+             int depth) {
   if (auto s = dyn_cast<ref::ScaleOp>(op)) {
     Rational f;
     if (!exactConstant(s.getFactorAttr().getValueAsDouble(), f, why))
@@ -254,6 +290,14 @@ bool combine(TermPool &terms, Operation &op, const Shape &global,
   if (isa<ref::DivOp>(op) && in.size() == 2 && in[1]->uniformOne(terms.one()) &&
       !in[1]->factor.isZero()) {
     out = {in[0]->term, in[0]->factor / in[1]->factor};
+    return true;
+  }
+  // An elementwise op of uniform values (every element one scalar: constants,
+  // broadcasts of scalars) is uniform, the op of the scalars copied: op(copies of a,
+  // copies of b) = copies of op(a, b), element by element (exact). Its term is that
+  // broadcast, whatever shape and split the copies were made at.
+  if (TermId scalar; uniformOfUniforms(terms, op, global, in, scalar, out.factor, why, depth)) {
+    out.term = terms.broadcast(global, {}, scalar);
     return true;
   }
   // An elementwise op of values reshaped alike is the reshape of the op (Reshapes.cpp).
@@ -346,6 +390,13 @@ void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State
   } else if (isa<ref::ReshapeOp>(op) && in.size() == 1 && in[0]->broadcast &&
              in[0]->sourceDims.empty()) {
     inherit(*in[0]); // a reshape of a uniform value: the same value everywhere
+  } else if (op.hasTrait<mlir::OpTrait::Elementwise>() && !in.empty() &&
+             llvm::all_of(in, [](const State *s) {
+               return s->broadcast && s->sourceDims.empty();
+             })) {
+    // An elementwise op of uniform values (combine: uniformOfUniforms).
+    out.broadcast = broadcastParts(terms, out.term, out.source, out.sourceDims) &&
+                    out.sourceDims.empty();
   } else if (in.size() == 1 && (isa<ref::ReshapeOp>(op) || unitTranspose(op, in[0]->global))) {
     out.broadcast = unitReshape(*in[0], out.global, out.source, out.sourceDims);
   } else if (concatOfBroadcasts(terms, op, out.global, in, out.source)) {
@@ -663,53 +714,6 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
 namespace {
 State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *> &in);
 
-/// Values each rank holds the maximum of its block of, over the same axes A, through an
-/// op that commutes with the elementwise maximum over the ranks: one that moves, copies
-/// or cuts elements alike on every rank (reshape, transpose, broadcast, slice,
-/// detach), scales them by c >= 0, or is itself a maximum -- concatenations of such
-/// values (max_r concat(a_r, b_r) = concat(max_r a_r, max_r b_r)), their elementwise
-/// maximum (max_r max(a_r, b_r) = max(max_r a_r, max_r b_r)), reduce_max (a maximum
-/// of maxima; the result is also partial-max over the axes a reduced dimension is
-/// split over). An operand replicated over A (neither split nor partial over it) is
-/// the maximum of its copies, and joins the others as it is. The op's rule runs on the
-/// operands as if complete; the result is partial-max over A. False where the op is
-/// none of these.
-bool throughMaxima(RuleContext &c, Operation &op, const std::vector<const State *> &in,
-                   State &out) {
-  std::vector<int> axes;
-  for (const State *s : in)
-    if (!s->partialMax.empty())
-      axes = s->partialMax;
-  if (axes.empty())
-    return false;
-  auto scale = dyn_cast<ref::ScaleOp>(op);
-  bool one = in.size() == 1 && (isa<ref::ReshapeOp, ref::TransposeOp, ref::BroadcastOp,
-                                    ref::SliceOp, ref::DetachOp, ref::ReduceMaxOp>(op) ||
-                                (scale && scale.getFactorAttr().getValueAsDouble() >= 0));
-  if (!one && !isa<ref::ConcatOp, ref::MaximumOp>(op))
-    return false;
-  std::vector<State> moved;
-  moved.reserve(in.size());
-  for (const State *s : in) {
-    if (!s->known || (s->partialMax != axes && !s->partialMax.empty()) ||
-        intersects(s->splitAxes(), axes) || intersects(s->partial, axes) ||
-        !s->rankCoeff.empty())
-      return false;
-    moved.push_back(*s);
-    moved.back().partialMax.clear();
-  }
-  std::vector<const State *> ptrs;
-  for (const State &s : moved)
-    ptrs.push_back(&s);
-  out = planRule(c, op, ptrs);
-  if (out.known && (intersects(out.splitAxes(), axes) || intersects(out.partial, axes)))
-    out = State::unknown(&op, "its operand is each rank's maximum over " +
-                                  axesText(c.mesh, axes) +
-                                  ", and its result would be split or summed over them");
-  else if (out.known)
-    out.partialMax = sortedUnion(out.partialMax, axes);
-  return true;
-}
 } // namespace
 
 State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {

@@ -2225,6 +2225,33 @@ TEST_CASE("a broadcast's source dimensions of one element are dropped; a reshape
   }
 }
 
+TEST_CASE("an elementwise op of uniform values is uniform: its copies fit any split",
+          "[layouts]") {
+  // optax's clip_by_global_norm selects with 1 - step(norm - max): the constant one
+  // minus the step's copies, made at each rank's block shape, times a gradient split
+  // over a. op(copies of a, copies of b) = copies of op(a, b), so the difference is
+  // the copies of 1 - step(s), which fit the gradient's split. Near misses: another
+  // constant; the difference reversed.
+  std::string refArgs = R"(%x: tensor<{Kn}xf32> {ref.name = "x"}, %s: tensor<f32> {ref.name = "s"})";
+  std::string refRes = R"(tensor<{Kn}xf32> {ref.name = "y"})";
+  auto body = [](const char *shape, const char *one, bool reversed) {
+    std::string t = shape;
+    return R"(    %st = ref.step %s : tensor<f32>
+    %b = ref.broadcast %st dims [] : tensor<f32> -> tensor<)" + t + R"(xf32>
+    %one = ref.constant )" + one + " : tensor<" + t + R"(xf32>
+    %u = ref.sub )" + (reversed ? "%b, %one" : "%one, %b") + " : tensor<" + t + R"(xf32>
+    %y = ref.mul %x, %u : tensor<)" + t + R"(xf32>
+    return %y : tensor<)" + t + R"(xf32>
+)";
+  };
+  std::string planArgs = R"(%x: tensor<{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[a]>}, %s: tensor<f32> {dist.value = "s", dist.layout = #dist.layout<[]>})";
+  std::string planRes = R"(tensor<{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[a]>})";
+  std::string ref = body("{Kn}", "1.000000e+00", false);
+  proves(spec(refArgs, refRes, ref, planArgs, planRes, body("{n}", "1.000000e+00", false)));
+  refutes(spec(refArgs, refRes, ref, planArgs, planRes, body("{n}", "2.000000e+00", false)));
+  refutes(spec(refArgs, refRes, ref, planArgs, planRes, body("{n}", "1.000000e+00", true)));
+}
+
 TEST_CASE("a row-wise op of a reshape keeping the last dimension is the reshape of the op",
           "[layouts]") {
   // softmax and rms_norm over the last dimension, the plan computing them in a merged
