@@ -107,6 +107,9 @@ struct Result {
   std::vector<Finding> violations, warnings;
   /// Why the verdict is inconclusive (where, why).
   std::vector<std::pair<Location, std::string>> inconclusive;
+  /// What the spec's importer took for granted about the inputs (the spec's
+  /// "assumptions"): the verdict holds under them.
+  std::vector<std::string> assumptions;
   Stats stats;
   /// The CLI's reports of this result: text, JSON (docs/json-format.md's report), and
   /// the self-contained HTML page of `--format html`.

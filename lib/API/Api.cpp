@@ -196,6 +196,7 @@ Result Session::verify(const Spec &spec, const Options &options) {
     out.warnings.push_back(toFinding(v));
   for (auto &[loc, why] : r.inconclusiveReasons)
     out.inconclusive.push_back({location(loc), why});
+  out.assumptions = spec.impl->spec.assumptions;
   const VerifyStats &s = r.stats;
   out.stats = {s.obligations, s.decidedCanonical, s.solverQueries, s.ranks,
                s.referenceOps, s.planOps,     s.milliseconds, s.reusedStates,

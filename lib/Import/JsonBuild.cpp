@@ -539,6 +539,18 @@ void Importer::expectation(const json &j, const std::string &ptr, ModuleOp modul
   module->setAttr("planproof.expect", builder.getDictionaryAttr(fields));
 }
 
+void Importer::assumptions(const json &j, const std::string &ptr, ModuleOp module) {
+  if (!j.is_array())
+    fail(ptr, "'assumptions' must be an array of strings");
+  SmallVector<Attribute> texts;
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_string() || j[i].get<std::string>().empty())
+      fail(ptr + "/" + std::to_string(i), "an assumption must be a non-empty string");
+    texts.push_back(builder.getStringAttr(j[i].get<std::string>()));
+  }
+  module->setAttr("planproof.assumptions", builder.getArrayAttr(texts));
+}
+
 bool Importer::run(const std::string &text, Diagnostics &diags) {
   json root;
   std::string why;
@@ -617,6 +629,8 @@ bool Importer::run(const std::string &text, Diagnostics &diags) {
     planFunc.setAllResultAttrs(resultDicts);
     if (root.contains("expect"))
       expectation(root["expect"], "/expect", *module);
+    if (root.contains("assumptions"))
+      assumptions(root["assumptions"], "/assumptions", *module);
   } catch (const JsonError &e) {
     return diags.error(toSourceLoc(loc(e.path)), dotted(e.path) + ": " + e.message);
   } catch (const json::exception &e) {

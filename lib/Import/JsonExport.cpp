@@ -324,6 +324,8 @@ struct Exporter {
     if (!exportPlan(plan))
       return false;
     json doc = {{"planproof", 1}};
+    if (!spec.assumptions.empty())
+      doc["assumptions"] = spec.assumptions;
     if (spec.expect.present) {
       json e = {{"verdict", spec.expect.verdict}};
       if (!spec.expect.kind.empty())

@@ -163,6 +163,8 @@ private:
   dist::MeshOp buildMesh(const json &mesh, const std::string &ptr);
   func::FuncOp buildPlan(const json &plan, const std::string &ptr, dist::MeshOp &meshOut);
   void expectation(const json &j, const std::string &ptr, ModuleOp module);
+  /// "assumptions": the module attribute `planproof.assumptions` (Spec::assumptions).
+  void assumptions(const json &j, const std::string &ptr, ModuleOp module);
 
   MLIRContext &ctx;
   std::string path;

@@ -280,6 +280,8 @@ std::string planproof::renderHtml(const Spec &spec, const VerifyResult &result) 
     mesh += (a ? " x " : "") + spec.mesh.axes[a] + "=" + std::to_string(spec.mesh.shape[a]);
   out << (mesh.empty() ? "" : " (" + esc(mesh) + ")") << ", " << num(result.stats.milliseconds)
       << " ms</span></div>";
+  for (const std::string &a : spec.assumptions)
+    out << "<p class=\"note\" id=\"assumption\">assumed: " << esc(a) << "</p>";
   if (!result.violations.empty()) {
     out << "<h2>Violations</h2>";
     for (size_t i = 0; i < result.violations.size(); ++i)

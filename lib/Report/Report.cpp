@@ -181,6 +181,8 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
     out += spec.path + ": note: decided at reduced sizes " + reduced +
            "; for this parametric spec the result holds at the full sizes "
            "(docs/shape-reduction.md)\n";
+  for (const std::string &a : spec.assumptions)
+    out += spec.path + ": note: assumed: " + printable(a, false) + "\n";
   out += spec.path + ": " + verdictName(r.verdict);
   if (r.verdict == Verdict::Violated)
     out += " (" + std::to_string(r.violations.size()) + " violation" +
@@ -218,6 +220,7 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
   json j = {{"spec", spec.path},
             {"verdict", verdictName(r.verdict)},
             {"dims", dims},
+            {"assumptions", spec.assumptions},
             {"violations", violations},
             {"inconclusive", reasons},
             {"warnings", warnings},

@@ -595,12 +595,33 @@ struct Checker {
                                          "function marked 'dist.resume'");
     }
 
-    for (auto &m : spec.modules) {
+    // The (innermost) module of `m` that carries attribute `name`, or null.
+    auto carrying = [](ModuleOp m, StringRef name) {
       Operation *found = nullptr;
       m->walk([&](ModuleOp inner) {
-        if (inner->hasAttr("planproof.expect"))
+        if (inner->hasAttr(name))
           found = inner;
       });
+      return found;
+    };
+    spec.assumptions.clear();
+    for (auto &m : spec.modules) {
+      Operation *stated = carrying(*m, "planproof.assumptions");
+      if (!stated)
+        continue;
+      auto list = dyn_cast<ArrayAttr>(stated->getAttr("planproof.assumptions"));
+      if (!list)
+        return error(stated->getLoc(), "'planproof.assumptions' must be an array of strings");
+      for (Attribute a : list) {
+        auto text = dyn_cast<StringAttr>(a);
+        if (!text || text.getValue().empty())
+          return error(stated->getLoc(), "'planproof.assumptions' must be an array of "
+                                         "non-empty strings");
+        spec.assumptions.push_back(text.getValue().str());
+      }
+    }
+    for (auto &m : spec.modules) {
+      Operation *found = carrying(*m, "planproof.expect");
       if (!found)
         continue;
       auto dict = dyn_cast<DictionaryAttr>(found->getAttr("planproof.expect"));

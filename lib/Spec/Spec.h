@@ -248,6 +248,11 @@ struct Spec {
   /// Source lines of each loaded file, for diagnostic snippets.
   std::map<std::string, std::vector<std::string>> sources;
   Expectation expect;
+  /// What the spec's importer took for granted about the inputs beyond their types
+  /// (module attribute `planproof.assumptions`, JSON "assumptions": a capture whose
+  /// labels are classes only because its batch held no ignored token). Every verdict
+  /// holds under them, and reports show them with it.
+  std::vector<std::string> assumptions;
   /// Whether parametric specs are verified at reduced sizes (docs/shape-reduction.md).
   bool reduceShapes = true;
   std::vector<ReducedDim> reducedDims;

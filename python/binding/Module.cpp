@@ -156,6 +156,7 @@ void bindResults(py::module_ &m) {
       .def_readonly("violations", &Result::violations)
       .def_readonly("warnings", &Result::warnings)
       .def_readonly("inconclusive", &Result::inconclusive)
+      .def_readonly("assumptions", &Result::assumptions)
       .def_readonly("stats", &Result::stats)
       .def_readonly("text", &Result::text)
       .def_readonly("json", &Result::json)

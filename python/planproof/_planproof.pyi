@@ -41,6 +41,7 @@ class Result:
     violations: List[Finding]
     warnings: List[Finding]
     inconclusive: List[Tuple[Location, str]]
+    assumptions: List[str]
     stats: Stats
     text: str
     json: str

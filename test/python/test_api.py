@@ -47,6 +47,20 @@ def test_a_violation_has_kind_place_op_and_counterexample():
     assert c.rank_values
 
 
+def test_assumptions_come_with_the_verdict():
+    spec = json.loads((SPECS / "json" / "mlp_tp2.json").read_text())
+    assert planproof.verify(spec).assumptions == []
+    spec["assumptions"] = ["the labels are classes on every token"]
+    r = planproof.verify(spec)
+    assert r.verdict == "verified"
+    assert r.assumptions == ["the labels are classes on every token"]
+    assert "note: assumed: the labels are classes on every token" in r.text
+    assert json.loads(r.json)["assumptions"] == r.assumptions
+    spec["assumptions"] = [""]
+    with pytest.raises(SpecError):
+        planproof.verify(spec)
+
+
 def test_json_file_dict_and_text_agree():
     path = SPECS / "json" / "mlp_tp2.json"
     as_dict = json.loads(path.read_text())

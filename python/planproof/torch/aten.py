@@ -164,6 +164,13 @@ class Translator:
         self.zero_filled = set()
         self.row_sums = {}      # value -> its sums over the last dim, where known exactly
         self.unmasked = {}      # x * [id in shard] -> x (the other factor)
+        # What the translation takes for granted about the inputs, beyond their types:
+        # the spec's "assumptions", shown with every verdict.
+        self.assumptions = []
+
+    def assume(self, text):
+        if text not in self.assumptions:
+            self.assumptions.append(text)
 
     # -- values -------------------------------------------------------------------------
     def fresh(self, hint):
@@ -1093,27 +1100,39 @@ def _mask_and(t, node, a, b):
 
 
 @rule(aten.ne.Scalar, aten.eq.Scalar)
-def _ids_vs_negative(t, node, a, k):
-    """ids != k and ids == k for a negative k (the ignored label -100: `labels != -100`,
+def _ids_vs_constant(t, node, a, k):
+    """ids != k and ids == k. For a negative k (the ignored label -100: `labels != -100`,
     label smoothing's mask `labels == -100`): true, and false, for every id, the ids
     being rows of a table (the domain the proof covers; a captured label outside it
-    stops the capture)."""
+    stops the capture). For a class k (a padding token's id: `labels != pad_id`): 1 -
+    the ids' one-hot column of k, and that column, as 0/1 numbers. For labels that may
+    be the ignored label: their kept column (k that label), or it times the class's
+    column (an ignored token's label is no class)."""
     ids = _ids_of(t, a)
-    if ids is None or not isinstance(k, int) or k >= 0:
-        t.fail(f"comparison `{node.target}` (covered: token ids against a negative "
-               "number, which no id equals)")
+    if ids is None or not isinstance(k, int) or isinstance(k, bool):
+        t.fail(f"comparison `{node.target}` (covered: token ids against a number)")
+    shape = _out(node)
+    eq = node.target is aten.eq.Scalar
     if ids in t.kept and k == t.ignored[ids]:
         # Labels that may be ignored: which are kept (or ignored), as 0/1 numbers.
-        shape = _out(node)
         col = t.reshape(_kept_col(t, ids), shape)
-        return col if node.target is aten.ne.Scalar else t.emit(
-            "sub", [t.value(1.0, shape), col], shape)
-    return IdsExpr("all" if node.target is aten.ne.Scalar else "none", ids)
+        return t.emit("sub", [t.value(1.0, shape), col], shape) if eq else col
+    if k < 0:
+        return IdsExpr("none" if eq else "all", ids)
+    n = t.shapes[ids][0]
+    if ids not in t.kept:
+        return t.reshape(_mask_value(t, IdsExpr("inside" if eq else "mask", ids, lo=k,
+                                                hi=k + 1), [n]), shape)
+    col = t.emit("mul", [_mask_value(t, IdsExpr("inside", ids, lo=k, hi=k + 1), [n]),
+                         _kept_col(t, ids)], [n])
+    if not eq:
+        col = t.emit("sub", [t.value(1.0, [n]), col], [n])
+    return t.reshape(col, shape)
 
 
 @rule(aten.bitwise_not.default)
 def _ids_not(t, node, a):
-    """not of a comparison `_ids_vs_negative` decided: the other decision."""
+    """not of a comparison `_ids_vs_constant` decided: the other decision."""
     m = t.values.get(a) if isinstance(a, torch.fx.Node) else None
     if not (isinstance(m, IdsExpr) and m.kind in ("all", "none")):
         t.fail("bitwise_not other than of a comparison of token ids that the domain decides")
@@ -1122,7 +1141,7 @@ def _ids_not(t, node, a):
 
 @rule(aten.where.self)
 def _where(t, node, cond, a, b):
-    """where(c, a, b) with c true everywhere (`_ids_vs_negative`): a."""
+    """where(c, a, b) with c true everywhere (`_ids_vs_constant`): a."""
     c = t.values.get(cond) if isinstance(cond, torch.fx.Node) else None
     if not (isinstance(c, IdsExpr) and c.kind == "all"):
         t.fail("where with a condition other than one true for every token id")
@@ -1245,7 +1264,7 @@ def _masked_fill(t, node, x, mask, value):
     """The two masked fills of DTensor's vocabulary-parallel lookup: the shifted ids of
     other shards' rows set to 0, then their looked-up rows set to 0 -- together
     `embedding(table, ids, offset=lo)` (rows outside [lo, lo + rows) give zeros); and a
-    fill by a mask no id satisfies (`_ids_vs_negative`): the value itself."""
+    fill by a mask no id satisfies (`_ids_vs_constant`): the value itself."""
     raw = t.values.get(x) if isinstance(x, torch.fx.Node) else None
     m = t.values.get(mask) if isinstance(mask, torch.fx.Node) else None
     if isinstance(m, IdsExpr) and m.kind == "none":  # a mask the domain decides: empty
@@ -1665,30 +1684,56 @@ def _root_of_integer(x):
     return None
 
 
-def _one_hot(t, node, target, classes):
-    """The one-hot rows of the labels `target` (an i64 input), [N, classes]: `one_hot`,
-    the identity's rows selected by label (torch requires every label to be a class, so
-    the labels are bounded by `classes`; ignored labels are outside that domain)."""
+def _kept_of(t, node, ids, ignore_index, classes):
+    """1 where nll_loss counts label `ids`' token, 0 where it skips it, [N]; None where it
+    counts every token. A token is skipped where its label is `ignore_index`: for labels
+    that may be the ignored label (t.kept), their kept column (and `ignore_index` must be
+    that label); for an `ignore_index` that is a class (a padding token's id), 1 - the
+    labels' one-hot column of that class -- tokens of that class are skipped, whichever
+    tokens the captured batch holds. Otherwise (a negative `ignore_index` no captured
+    label holds) the labels are classes and every token counts; the spec says so in its
+    assumptions (t.assume)."""
+    if ids in t.kept:
+        if ignore_index != t.ignored[ids]:
+            t.fail(f"nll_loss with ignore_index {ignore_index} of labels that hold "
+                   f"{t.ignored[ids]}")
+        return _kept_col(t, ids)
+    n = t.shapes[ids][0]
+    if 0 <= ignore_index < classes:  # (as `labels != ignore_index` is: _ids_vs_constant)
+        key = (ids, ignore_index)
+        if key not in t.kept_cols:
+            t.kept_cols[key] = _mask_value(t, IdsExpr("mask", ids, lo=ignore_index,
+                                                      hi=ignore_index + 1), [n])
+        return t.kept_cols[key]
+    t.assume(f"the labels nll_loss reads are classes on every token: it skips a token "
+             f"labelled {ignore_index} (its ignore_index), and the captured batch holds none, "
+             "so batches with such tokens (padding) are not checked; capture a batch that "
+             "holds one to have them checked")
+    return None
+
+
+def _one_hot(t, node, target, classes, ignore_index):
+    """The one-hot rows of the labels `target` (an i64 input) that nll_loss counts,
+    [N, classes]: `one_hot`, the identity's rows selected by label (torch requires every
+    label to be a class or the ignored one, so the labels are bounded by `classes`; an
+    ignored label's row is zeros, _kept_of)."""
     ids = _ids(t, node, target, ignorable_ok=True)
     t.int_bounds[ids] = min(t.int_bounds.get(ids, classes), classes)
     hot = t.emit("one_hot", [ids], [t.shapes[ids][0], classes], result_shape_attr=True)
-    if ids in t.kept:  # an ignored label's row: zeros (nll_loss skips the token)
+    kept = _kept_of(t, node, ids, ignore_index, classes)
+    if kept is not None:  # an ignored label's row: zeros (nll_loss skips the token)
         n = t.shapes[ids][0]
-        col = t.reshape(_kept_col(t, ids), [n, 1])
+        col = t.reshape(kept, [n, 1])
         hot = t.emit("mul", [hot, t.broadcast_to(col, [n, classes])], [n, classes])
-    return hot
+    return hot, ids, kept
 
 
-def _label_count(t, node, target, ignore_index, n):
-    """The number of labelled tokens: N, or, for labels that may be ignored, the sum of
-    their kept column (nll_loss's `total_weight`)."""
-    ids = _ids(t, node, target, ignorable_ok=True)
-    if ids not in t.kept:
+def _label_count(t, n, kept):
+    """The number of tokens nll_loss counts: N, or the sum of their kept column (its
+    `total_weight`)."""
+    if kept is None:
         return t.value(float(n), [])
-    if ignore_index != t.ignored[ids]:
-        t.fail(f"nll_loss with ignore_index {ignore_index} of labels that hold "
-               f"{t.ignored[ids]}")
-    return t.emit("reduce_sum", [_kept_col(t, ids)], [], {"dims": [0]})
+    return t.emit("reduce_sum", [kept], [], {"dims": [0]})
 
 
 @rule(aten.nll_loss_forward.default)
@@ -1697,9 +1742,9 @@ def _nll_loss(t, node, logp, target, weight, reduction, ignore_index):
     if weight is not None or len(t.shapes[lp]) != 2 or reduction not in (1, 2):
         t.fail("nll_loss other than on [N, C] log-probabilities, unweighted, mean or sum")
     n, c = t.shapes[lp]
-    hot = _one_hot(t, node, target, c)
+    hot, _, kept = _one_hot(t, node, target, c, ignore_index)
     picked = t.emit("reduce_sum", [t.emit("mul", [hot, lp], [n, c])], [], {"dims": [0, 1]})
-    total = _label_count(t, node, target, ignore_index, n)
+    total = _label_count(t, n, kept)
     loss = t.scale(picked, -1.0, [])
     if reduction == 1:  # mean over the labelled tokens
         loss = t.emit("div", [loss, total], [])
@@ -1712,26 +1757,25 @@ def _nll_loss_backward(t, node, grad, logp, target, weight, reduction, ignore_in
     if weight is not None or len(t.shapes[lp]) != 2 or reduction not in (1, 2):
         t.fail("nll_loss backward other than on [N, C] log-probabilities, unweighted, mean or sum")
     n, c = t.shapes[lp]
-    hot = _one_hot(t, node, target, c)
-    ids = _ids(t, node, target, ignorable_ok=True)
+    hot, ids, kept = _one_hot(t, node, target, c, ignore_index)
     gv = t.value(grad)
-    if ids in t.kept and reduction == 1:
+    if kept is not None and reduction == 1:
         # The mean over the kept tokens: the gradient over their count, then spread (as
         # autograd writes a sum over a count: `sum / tokens`).
-        gv = t.emit("div", [gv, _label_count(t, node, target, ignore_index, n)], t.shapes[gv])
+        gv = t.emit("div", [gv, _label_count(t, n, kept)], t.shapes[gv])
     g = t.broadcast_to(gv, [n, c])
     out = t.scale(t.emit("mul", [hot, g], [n, c]), -1.0, [n, c])
-    mean = reduction == 1 and ids not in t.kept  # (over the constant count N)
+    mean = reduction == 1 and kept is None  # (over the constant count N)
     if mean:
         out = t.emit("div", [out, t.value(float(n), [n, c])], [n, c])
     # Each row holds one nonzero: the label is one of the c classes (the domain the
     # proof covers), so its row sums are -g (over n for the mean), times the kept
-    # column for labels that may be ignored (an ignored row is zeros). log_softmax's
+    # column where tokens may be skipped (a skipped row is zeros). log_softmax's
     # backward reads them (g - exp(y) * rowsum), and a fused cross-entropy backward
     # (softmax - one-hot) meets it only in this form.
     sums = t.scale(t.broadcast_to(gv, [n]), -1.0, [n])
-    if ids in t.kept:
-        sums = t.emit("mul", [sums, _kept_col(t, ids)], [n])
+    if kept is not None:
+        sums = t.emit("mul", [sums, kept], [n])
     if mean:
         sums = t.emit("div", [sums, t.value(float(n), [n])], [n])
     t.row_sums[out] = sums

@@ -274,7 +274,7 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
     # --- the reference: one device -----------------------------------------------------
     # Traced in a process of its own, like every rank below: autograd cannot run in a
     # forked process once it ran in the parent.
-    ref_inputs, ref_ops, out_names, ref_params = _in_child(
+    ref_inputs, ref_ops, out_names, ref_params, assumptions = _in_child(
         lambda: _trace_reference(model_fn, loss_fn, inputs, names, optimizer))
     if not isinstance(microbatches, int) or isinstance(microbatches, bool) or \
             microbatches < 1:
@@ -304,7 +304,8 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
             mesh = init_device_mesh("cpu", mesh_shape, mesh_dim_names=tuple(axes))
             return _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs,
                                names, input_placements, ref_params, out_names, **opts)
-        ops, plan_inputs_r, outputs, pieces, coord = _in_child(trace_rank)
+        ops, plan_inputs_r, outputs, pieces, coord, assumed = _in_child(trace_rank)
+        assumptions += [a for a in assumed if a not in assumptions]
         if not programs:
             plan_inputs = plan_inputs_r
         if plan_inputs_r != plan_inputs:
@@ -321,7 +322,7 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
                           "or its shards differ): not an SPMD plan that planproof can check "
                           "from one trace")
 
-    return {
+    spec = {
         "planproof": 1,
         "description": description or "captured by planproof.torch",
         "reference": {"inputs": ref_inputs, "ops": ref_ops, "outputs": out_names},
@@ -329,6 +330,9 @@ def capture(model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names, parallelize,
                                                   for a, s in zip(axes, mesh_shape)]},
                  "inputs": plan_inputs, "ops": plan_ops, "outputs": plan_outputs},
     }
+    if assumptions:  # what the translation took for granted, shown with every verdict
+        spec["assumptions"] = assumptions
+    return spec
 
 
 def _name_outputs(t, outs, names):
@@ -680,7 +684,7 @@ def _trace_plan(mesh, axes, mesh_shape, model_fn, loss_fn, parallelize, inputs, 
         plan_outputs.append({"name": v, "value": ref_name, "layout": layout_of(pl, len(shape), pa)})
 
     coord = dict(zip(axes, (int(c) for c in mesh.get_coordinate())))
-    return plan_t.ops, plan_inputs, plan_outputs, plan_t.pieces, coord
+    return plan_t.ops, plan_inputs, plan_outputs, plan_t.pieces, coord, plan_t.assumptions
 
 
 def _flat_layout(layout, shape, what):
@@ -814,4 +818,5 @@ def _trace_reference(model_fn, loss_fn, inputs, names, optimizer=None):
     _name_outputs(ref_t, ref_outs, out_names)
     _mark_loss_normalization(ref_t.ops, {_ident(n) for n, _ in ref_params})
 
-    return ref_inputs, ref_t.ops, out_names, [(n, tuple(p.shape)) for n, p in ref_params]
+    return (ref_inputs, ref_t.ops, out_names, [(n, tuple(p.shape)) for n, p in ref_params],
+            ref_t.assumptions)

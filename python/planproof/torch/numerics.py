@@ -18,7 +18,7 @@ from .capture import (_Step, _ident, _in_child, _params, _run_step, _trace_refer
 def numeric_spec(model_fn, loss_fn, inputs, optimizer=None, **_ignored):
     """(integer input values by name, the cross-check spec)."""
     names = list(inputs)
-    ref_inputs, ref_ops, out_names, _ = _in_child(
+    ref_inputs, ref_ops, out_names, _, _ = _in_child(
         lambda: _trace_reference(model_fn, loss_fn, inputs, names, optimizer))
     model = model_fn()  # (checkpoint wrappers kept: PyTorch's side recomputes)
     params = _params(model)
