@@ -552,8 +552,61 @@ struct SpecTranslation {
     }
   }
 
+  /// Gives the reference's loss normalizer its role, as planproof.torch does: the ops
+  /// computing a divisor, on the way to a scalar result (the loss), that reads no float
+  /// input -- a token count from the labels, a batch size -- carry "role":
+  /// "loss-normalization", so that a plan dividing by another count (a rank's or a
+  /// microbatch's own tokens) is reported as a loss-normalization error.
+  void markLossNormalization() {
+    std::map<std::string, size_t> producer;
+    for (size_t i = 0; i < ref.ops.size(); ++i)
+      producer[ref.ops[i]["result"].get<std::string>()] = i;
+    std::set<std::string> floats; // values that read a float input
+    for (const json &in : rinputs)
+      if (!in.contains("dtype"))
+        floats.insert(in["name"].get<std::string>());
+    auto operands = [&](size_t i) {
+      std::vector<std::string> out;
+      if (ref.ops[i].contains("operands"))
+        for (const json &o : ref.ops[i]["operands"])
+          out.push_back(o.get<std::string>());
+      return out;
+    };
+    for (size_t i = 0; i < ref.ops.size(); ++i) // ops are in program order
+      for (const std::string &o : operands(i))
+        if (floats.count(o))
+          floats.insert(ref.ops[i]["result"].get<std::string>());
+    std::vector<std::string> todo, divisors;
+    for (size_t i = 0; i < routs.size(); ++i)
+      if (routs[i].kind == Val::Tensor && routs[i].dims.empty())
+        todo.push_back(routNames[i].get<std::string>());
+    std::set<std::string> onPath, marked;
+    while (!todo.empty()) {
+      std::string v = todo.back();
+      todo.pop_back();
+      auto it = producer.find(v);
+      if (it == producer.end() || !onPath.insert(v).second)
+        continue;
+      std::vector<std::string> ops = operands(it->second);
+      if (ref.ops[it->second]["op"] == "div" && ops.size() == 2 && !floats.count(ops[1]))
+        divisors.push_back(ops[1]);
+      todo.insert(todo.end(), ops.begin(), ops.end());
+    }
+    while (!divisors.empty()) {
+      std::string v = divisors.back();
+      divisors.pop_back();
+      auto it = producer.find(v);
+      if (it == producer.end() || !marked.insert(v).second)
+        continue;
+      ref.ops[it->second]["role"] = "loss-normalization";
+      for (const std::string &o : operands(it->second))
+        divisors.push_back(o);
+    }
+  }
+
   void writeSpec(const XlaImportOptions &options, const std::string &beforePath,
                  const std::string &afterPath, json &spec) {
+    markLossNormalization();
     json axes = json::array();
     for (auto &a : mesh.axes)
       axes.push_back({{"name", a.name}, {"size", a.size}});
