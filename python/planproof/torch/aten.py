@@ -1690,9 +1690,9 @@ def _kept_of(t, node, ids, ignore_index, classes):
     that may be the ignored label (t.kept), their kept column (and `ignore_index` must be
     that label); for an `ignore_index` that is a class (a padding token's id), 1 - the
     labels' one-hot column of that class -- tokens of that class are skipped, whichever
-    tokens the captured batch holds. Otherwise (a negative `ignore_index` no captured
-    label holds) the labels are classes and every token counts; the spec says so in its
-    assumptions (t.assume)."""
+    tokens the captured batch holds. Past the classes, no label is it. Otherwise (a
+    negative `ignore_index` no captured label holds) the labels are classes and every
+    token counts; the spec says so in its assumptions (t.assume)."""
     if ids in t.kept:
         if ignore_index != t.ignored[ids]:
             t.fail(f"nll_loss with ignore_index {ignore_index} of labels that hold "
@@ -1705,6 +1705,8 @@ def _kept_of(t, node, ids, ignore_index, classes):
             t.kept_cols[key] = _mask_value(t, IdsExpr("mask", ids, lo=ignore_index,
                                                       hi=ignore_index + 1), [n])
         return t.kept_cols[key]
+    if ignore_index >= classes:  # no label is one (torch refuses labels past the classes)
+        return None
     t.assume(f"the labels nll_loss reads are classes on every token: it skips a token "
              f"labelled {ignore_index} (its ignore_index), and the captured batch holds none, "
              "so batches with such tokens (padding) are not checked; capture a batch that "
