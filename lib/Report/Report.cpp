@@ -274,10 +274,13 @@ std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
                         "inconclusive"})
     rules.push_back({{"id", std::string("planproof/") + k},
                      {"shortDescription", {{"text", std::string(k) + " semantics"}}}});
+  json run = {{"tool", {{"driver", {{"name", "planproof"}, {"rules", rules}}}}},
+              {"results", results}};
+  if (!spec.assumptions.empty()) // what every result holds under (the spec's assumptions)
+    run["properties"] = {{"assumptions", spec.assumptions}};
   json sarif = {
       {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
       {"version", "2.1.0"},
-      {"runs", json::array({{{"tool", {{"driver", {{"name", "planproof"}, {"rules", rules}}}}},
-                             {"results", results}}})}};
+      {"runs", json::array({run})}};
   return sarif.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
