@@ -87,6 +87,35 @@ json layoutOf(const Mesh &mesh, const Sharding &sh, const std::vector<int64_t> &
 
 } // namespace
 
+bool planproof::parseOutputNames(const std::string &text, std::vector<std::string> &names,
+                                 std::string &why) {
+  names.clear();
+  std::set<std::string> seen;
+  size_t from = 0;
+  while (true) {
+    size_t comma = text.find(',', from);
+    std::string name = text.substr(from, comma == std::string::npos ? std::string::npos
+                                                                    : comma - from);
+    bool ok = !name.empty() && name.size() <= 200 &&
+              (std::isalpha((unsigned char)name[0]) || name[0] == '_');
+    for (char c : name)
+      ok &= std::isalnum((unsigned char)c) || c == '_';
+    if (!ok) {
+      why = "--output-names takes identifiers (letters, digits, '_'; not starting with a "
+            "digit), not '" + name.substr(0, 60) + "'";
+      return false;
+    }
+    if (!seen.insert(name).second) {
+      why = "--output-names gives '" + name + "' twice";
+      return false;
+    }
+    names.push_back(name);
+    if (comma == std::string::npos)
+      return true;
+    from = comma + 1;
+  }
+}
+
 bool planproof::parseMeshOption(const std::string &text,
                                 std::vector<std::pair<std::string, int64_t>> &mesh,
                                 std::string &why) {
@@ -604,8 +633,35 @@ struct SpecTranslation {
     }
   }
 
+  /// Gives the results the names `--output-names` gives them (the step's pytree paths):
+  /// each a copy of its value under that name (scale by 1; a step count plus 0), so
+  /// reports say which result is wrong. (A name a value already has gets a suffix.)
+  void nameOutputs(const std::vector<std::string> &names) {
+    if (names.empty())
+      return;
+    if (names.size() != routs.size())
+      malformed("--output-names gives " + std::to_string(names.size()) + " names for " +
+                std::to_string(routs.size()) + " results");
+    for (size_t i = 0; i < routs.size(); ++i) {
+      std::string from = routNames[i], to = ref.fresh(names[i]);
+      if (routs[i].kind == Val::Count) {
+        std::string zero = ref.fresh(to + "_zero");
+        ref.ops.push_back({{"result", zero}, {"op", "arith.constant"}, {"attrs", {{"value", 0}}}});
+        ref.ops.push_back({{"result", to}, {"op", "arith.addi"}, {"operands", {from, zero}}});
+      } else {
+        ref.ops.push_back({{"result", to}, {"op", "scale"}, {"operands", {from}},
+                           {"attrs", {{"factor", 1}}}});
+      }
+      routNames[i] = to;
+      for (json &o : poutputs)
+        if (o["value"] == from)
+          o["value"] = to;
+    }
+  }
+
   void writeSpec(const XlaImportOptions &options, const std::string &beforePath,
                  const std::string &afterPath, json &spec) {
+    nameOutputs(options.outputNames);
     markLossNormalization();
     json axes = json::array();
     for (auto &a : mesh.axes)

@@ -42,6 +42,10 @@ struct XlaImportOptions {
   std::string referencePath, referenceText;
   /// Written into the spec's "description".
   std::string description;
+  /// Names for the step's results, in order (`--output-names`; planproof.xla writes the
+  /// results' pytree paths): each reference result is a value of that name, so reports
+  /// say which result is wrong. Empty: results are named by their HLO values.
+  std::vector<std::string> outputNames;
 };
 
 enum class XlaImportStatus { Ok, BadInput, Unsupported };
@@ -53,6 +57,10 @@ XlaImportStatus importXla(const std::string &beforePath, const std::string &befo
                           const std::string &afterPath, const std::string &afterText,
                           const XlaImportOptions &options, nlohmann::ordered_json &spec,
                           Diagnostics &diags);
+
+/// Parses `--output-names a,b,...`: identifiers ([A-Za-z_][A-Za-z0-9_]*), distinct;
+/// false with a reason when malformed.
+bool parseOutputNames(const std::string &text, std::vector<std::string> &names, std::string &why);
 
 /// Parses `--mesh dp=2,tp=4`; false with a reason when malformed.
 bool parseMeshOption(const std::string &text, std::vector<std::pair<std::string, int64_t>> &mesh,

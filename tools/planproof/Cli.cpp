@@ -61,12 +61,13 @@ Usage:
   planproof import FILE.json                   print the MLIR of a JSON spec
   planproof export FILE.mlir                   print a spec in the JSON interchange format
   planproof import-xla BEFORE.txt AFTER.txt [--mesh dp=2,tp=4] [-o SPEC.json]
-                 [--reference REF.txt]
+                 [--reference REF.txt] [--output-names a,b,...]
                                                a spec from the HLO XLA dumps before and
                                                after its SPMD partitioner (docs/xla.md);
                                                --reference: the single-device step (for
-                                               shard_map); exit 3 when an op is not
-                                               covered
+                                               shard_map); --output-names: the step's
+                                               results' names, in order (identifiers);
+                                               exit 3 when an op is not covered
   planproof replay SPEC [replay options]       run the reference and the plan on numbers
                                                and compare under an error model
                                                (docs/replay.md)
@@ -485,7 +486,7 @@ int cmdImportXla(std::vector<std::string> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     if (a == "--mesh" || a == "-o" || a == "--format" || a == "--description" ||
-        a == "--reference") {
+        a == "--reference" || a == "--output-names") {
       if (i + 1 >= args.size())
         return usage(a + " needs a value");
       if (!given.insert(a).second)
@@ -500,6 +501,8 @@ int cmdImportXla(std::vector<std::string> args) {
         opts.description = v;
       if (a == "--reference")
         opts.referencePath = v;
+      if (a == "--output-names" && !parseOutputNames(v, opts.outputNames, why))
+        return usage(why);
       if (a == "--format") {
         if (v != "text" && v != "json")
           return usage("--format for import-xla is text or json");

@@ -9,7 +9,9 @@ CASE.py defines `planproof_case()`, returning a dict with
 and optionally `description`, `make_step` (a function of the jax Mesh returning the
 step, for steps that need it: shard_map), and `reference_step`: the single-device step
 whose meaning the parallel one must keep (needed with shard_map, where the module before
-partitioning already computes per shard; written to DIR/CASE.reference.hlo). The step is compiled with jax.jit for that many virtual
+partitioning already computes per shard; written to DIR/CASE.reference.hlo), and
+`output_names` (an identifier per leaf of the step's results; default: their pytree
+paths, `out1_w1`). The step is compiled with jax.jit for that many virtual
 CPU devices; XLA's modules before and after its SPMD partitioner are written to
 DIR/CASE.before.hlo and DIR/CASE.after.hlo (DIR: the case's folder), then
 `planproof import-xla` writes DIR/CASE.json; with --verify, `planproof verify` checks it
@@ -25,6 +27,27 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+
+def _output_names(out_info):
+    """The step's results named by their pytree paths, as identifiers: the second
+    result's leaf 'w1' is `out1_w1`, a lone result `out`. (None where two would clash.)"""
+    import re
+
+    import jax
+    leaves = jax.tree_util.tree_flatten_with_path(out_info)[0]
+    names = []
+    for path, _ in leaves:
+        parts = []
+        for k in path:
+            for attr in ("idx", "key", "name"):
+                if hasattr(k, attr):
+                    parts.append(str(getattr(k, attr)))
+                    break
+        name = "out" + "".join(("" if i == 0 and p.isdigit() else "_") + p
+                               for i, p in enumerate(parts))
+        names.append(re.sub(r"[^A-Za-z0-9_]", "_", name)[:200])
+    return names if len(set(names)) == len(names) else None
 
 
 def main(argv=None):
@@ -67,7 +90,9 @@ def main(argv=None):
                      out_shardings=to_sharding(case["out_shardings"]))
         # The mesh in context, for with_sharding_constraint(x, PartitionSpec) in the step.
         with jax.set_mesh(mesh):
-            fn.lower(*args).compile()
+            lowered = fn.lower(*args)
+            lowered.compile()
+        out_names = case.get("output_names") or _output_names(lowered.out_info)
         reference = case.get("reference_step")
         if reference is not None:
             if reference.__name__ == step.__name__:
@@ -116,6 +141,8 @@ def main(argv=None):
         cmd += ["--reference", paths["reference"]]
     if case.get("description"):
         cmd += ["--description", case["description"]]
+    if out_names:
+        cmd += ["--output-names", ",".join(out_names)]
     r = subprocess.run(cmd)
     if r.returncode != 0:
         return r.returncode
