@@ -665,9 +665,7 @@ SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<con
 std::string memoKey(const std::string &mesh, mlir::Operation &op,
                     const std::vector<const State *> &in);
 
-/// The rule of `op` on operands some of which are each rank's maximum of its block
-/// over axes A, where `op` commutes with that maximum: the op's rule on them as if
-/// complete, partial-max over A (Maxima.cpp). False where `op` is no such op.
+/// `op`'s rule on partial maxima over A, where it commutes with them (Maxima.cpp).
 bool throughMaxima(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                    State &out);
 
