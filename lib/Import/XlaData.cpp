@@ -27,7 +27,7 @@ namespace planproof::xla {
 /// on the loop state. At most 4096 iterations in all, else unsupported.
 Val Translator::whileLoop(const std::vector<const Val *> &in, int depth) {
   const Val &init = need(in, 1);
-  auto comp = [&](const char *key) {
+  auto named = [&](const char *key) {
     std::string n = attr(key);
     if (!n.empty() && n[0] == '%')
       n.erase(0, 1);
@@ -36,7 +36,7 @@ Val Translator::whileLoop(const std::vector<const Val *> &in, int depth) {
       malformed(std::string("while: unknown ") + key + " computation '" + n + "'");
     return c;
   };
-  const hlo::Computation *cond = comp("condition"), *body = comp("body");
+  const hlo::Computation *cond = named("condition"), *body = named("body");
   const hlo::Instruction *self = cur;
   // A counted loop whose count is known before unrolling it: refused at once when past
   // the limit, instead of after unrolling 4096 iterations (each may emit many ops).

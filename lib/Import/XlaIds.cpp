@@ -138,11 +138,16 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
     if (in[k]->kind == Val::Ids && !in[k]->kept.empty() && in[1 - k]->kind != Val::Ids)
       return filledCompare(*in[k], *in[1 - k], dir);
     if (lateIgnored && in[k]->kind == Val::Ids && in[1 - k]->kind == Val::Index &&
-        constant(*in[1 - k], c) && c < 0 && (dir == "EQ" || dir == "NE") &&
-        in[k]->offset == 0 && in[k]->shift.empty()) {
-      // Labels compared with an ignored label: they may be one (XlaLabels.cpp).
-      (*lateIgnored)[in[k]->input] = c;
-      throw MoreIgnored{};
+        constant(*in[1 - k], c) && in[k]->offset == 0 && in[k]->shift.empty()) {
+      // Labels tested for an ignored label: they may be one (XlaLabels.cpp) -- unless
+      // a select chose them (never below 0) or the test only wraps a negative index.
+      if ((dir == "EQ" || dir == "NE") && c < 0) {
+        (*lateIgnored)[in[k]->input] = c;
+        throw MoreIgnored{};
+      }
+      if (std::optional<int64_t> g = orderIgnored(dir, c);
+          g && !in[k]->picked && comp && !wrapsIndex(m, *comp, *cur))
+        orderTested.emplace(in[k]->input, OrderTest{*g, rangePartner(*comp, *cur, k)});
     }
     // Against a value that differs by partition, or ids shifted so: a predicate on the
     // ids (a vocabulary shard's range, XlaShards.cpp).
@@ -211,6 +216,7 @@ Val Translator::idsOp(const hlo::Instruction &inst, const std::vector<const Val 
       if (pick.kind == Val::Ids) {
         Val v = pick;
         v.dims = dims;
+        v.picked = true;
         return v;
       }
     }
@@ -564,6 +570,7 @@ Val Translator::gather(const std::vector<const Val *> &in) {
       // Ids shifted (by partition), or a table of fewer rows than they range over: a
       // lookup in a vocabulary shard, XLA's value only on its rows (XlaShards.cpp).
       bool shard = shardOf(ids, rows[0], off, first);
+      rowLookups.insert(ids.input);
       if (!shard)
         useRows(ids, x.dims[0]);
       filledIn(ids, off, rows[0]);
@@ -631,6 +638,7 @@ Val Translator::scatterAdd(const std::vector<const Val *> &in) {
     std::vector<int64_t> off;
     std::string first;
     bool shard = shardOf(ids, rows[0], off, first);
+    rowLookups.insert(ids.input);
     if (!shard)
       useRows(ids, base.dims[0]);
     scatterUpdates(ids, upd, off, rows[0], rows[1]);

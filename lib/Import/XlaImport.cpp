@@ -677,6 +677,20 @@ struct SpecTranslation {
                     {"inputs", pinputs},
                     {"ops", pl.ops},
                     {"outputs", poutputs}};
+    // Labels whose comparisons tell labels below 0 apart: modelled as the classes and
+    // one ignored label (XlaLabels.cpp), which the verdict then assumes.
+    json assumed = json::array();
+    std::set<std::string> said;
+    for (const Translator *t : {&ref, &pl})
+      for (auto &[input, g] : t->assumedIgnored) {
+        std::string name = refNameOf.count(input) ? refNameOf.at(input) : input;
+        if (said.insert(name).second)
+          assumed.push_back("every label in `" + name + "` is a class or " + std::to_string(g) +
+                            " (the program compares labels with constants that would tell "
+                            "other negative labels apart)");
+      }
+    if (!assumed.empty())
+      spec["assumptions"] = assumed;
   }
 };
 
@@ -695,8 +709,10 @@ XlaImportStatus translateAll(const hlo::Module &before, const hlo::Module &after
       t.matchParams();
       t.referenceInputs();
       t.runReference();
+      t.ref.labelsOrderTested();
       t.outputShardings();
       t.translatePlan(cuts);
+      t.pl.labelsOrderTested();
     } catch (const MoreIgnored &) {
       t.noteLate();
       if (ignored.size() == known)  // (each attempt finds another input)

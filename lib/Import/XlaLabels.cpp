@@ -4,7 +4,16 @@
 // and for the token counts computed from them.
 //
 // Labels a program compares with a negative constant c (`labels != -100`) are not all
-// classes: on each token the label is either a class or c. Such a parameter becomes two
+// classes: on each token the label is either a class or c. So are labels it compares
+// by order with a constant that every class passes alike and some value below 0 does
+// not (`labels >= 0`: c = -1; `labels > -100`: c = -100) -- found once the module is
+// read (Translator::labelsOrderTested), since JAX's own guards (`x < 0` wrapping a
+// negative index, a lookup's bounds on an index a select chose), a side of a range test
+// that splits the classes (a vocabulary shard's) and ids that index a table's rows
+// (token ids, whose domain is the rows) are no such test. Where every comparison of
+// the labels treats all values below 0 alike (`>= 0`), c stands for each of them
+// exactly; where one tells them apart (`!= -100`), the spec's verdict assumes that no
+// label is a value below 0 other than c, and says so. Such a parameter becomes two
 // inputs of the spec: the ids (a class on every token) and a 0/1 vector `kept` (bound
 // 2: 1 where the label is a class). Every use of the labels must be one of
 //   - a comparison with a constant: decided on the classes and on c separately, it is
@@ -70,7 +79,91 @@ std::optional<int64_t> intConstant(const hlo::Computation &c, const std::string 
   return std::nullopt;
 }
 
+/// `x DIR c` as `c DIR' x`.
+std::string flipped(const std::string &dir) {
+  return dir == "LT" ? "GT" : dir == "GT" ? "LT" : dir == "LE" ? "GE" : dir == "GE" ? "LE" : dir;
+}
+
 } // namespace
+
+std::optional<int64_t> orderIgnored(const std::string &dir, int64_t c) {
+  // Every class x >= 0 passes `x >= c` (c <= 0) alike, and c - 1 does not; likewise
+  // `x > c` (c <= -1) and c.
+  if ((dir == "GE" || dir == "LT") && c <= 0 && c > INT64_MIN)
+    return c - 1;
+  if ((dir == "GT" || dir == "LE") && c <= -1)
+    return c;
+  return std::nullopt;
+}
+
+namespace {
+/// Whether `u` selects on its first operand between the other two: a select, or a call
+/// of a computation that is one (JAX's `_where` before optimization).
+bool isSelect(const hlo::Module &m, const hlo::Instruction &u) {
+  if (u.operands.size() != 3)
+    return false;
+  if (u.opcode == "select")
+    return true;
+  auto f = u.attrs.find("to_apply");
+  if (u.opcode != "call" || f == u.attrs.end())
+    return false;
+  std::string n = trim(f->second);
+  const hlo::Computation *callee = m.find(n.substr(!n.empty() && n[0] == '%'));
+  const hlo::Instruction *r = callee ? callee->root() : nullptr;
+  if (!r || r->opcode != "select" || r->operands.size() != 3)
+    return false;
+  for (int k = 0; k < 3; ++k) {
+    const hlo::Instruction *a = callee->find(r->operands[k]);
+    if (!a || a->opcode != "parameter" || trim(a->rawOperands) != std::to_string(k))
+      return false;
+  }
+  return true;
+}
+} // namespace
+
+bool wrapsIndex(const hlo::Module &m, const hlo::Computation &c, const hlo::Instruction &cmp) {
+  if (cmp.operands.size() != 2)
+    return false;
+  for (auto &u : c.insts) {
+    if (std::find(u.operands.begin(), u.operands.end(), cmp.name) == u.operands.end())
+      continue;
+    if (!isSelect(m, u) || u.operands[0] != cmp.name)
+      return false;
+    // One branch is an operand x of the comparison, the other an `add` of x.
+    bool wraps = false;
+    for (int side = 1; side <= 2; ++side) {
+      const std::string &x = u.operands[side];
+      const hlo::Instruction *a = c.find(u.operands[3 - side]);
+      wraps |= (x == cmp.operands[0] || x == cmp.operands[1]) && a && a->opcode == "add" &&
+               std::find(a->operands.begin(), a->operands.end(), x) != a->operands.end();
+    }
+    if (!wraps)
+      return false;
+  }
+  return true;
+}
+
+std::optional<RangeSide> rangePartner(const hlo::Computation &c, const hlo::Instruction &cmp,
+                                      int k) {
+  if (cmp.operands.size() != 2 || k < 0 || k > 1)
+    return std::nullopt;
+  const std::string &x = cmp.operands[k];
+  for (auto &u : c.insts) {
+    if ((u.opcode != "or" && u.opcode != "and") || u.operands.size() != 2 ||
+        (u.operands[0] != cmp.name && u.operands[1] != cmp.name))
+      continue;
+    const hlo::Instruction *o = c.find(u.operands[u.operands[0] == cmp.name ? 1 : 0]);
+    auto dir = o ? o->attrs.find("direction") : cmp.attrs.end();
+    if (!o || o->opcode != "compare" || o->operands.size() != 2 || dir == o->attrs.end())
+      continue;
+    for (int j = 0; j < 2; ++j)
+      if (o->operands[j] == x) {
+        std::string d = trim(dir->second);
+        return RangeSide{j == 0 ? d : flipped(d), intConstant(c, o->operands[1 - j])};
+      }
+  }
+  return std::nullopt;
+}
 
 std::map<std::string, int64_t> ignoredLabels(const hlo::Computation &entry) {
   std::map<std::string, std::vector<const hlo::Instruction *>> users;
@@ -118,6 +211,37 @@ Val Translator::keptPred(const Val &ids, bool ignored, const std::vector<int64_t
   v.keptOf = ids.name;
   v.keptNeg = ignored;
   return v;
+}
+
+void Translator::labelsOrderTested() {
+  bool more = false;
+  for (auto &[input, t] : orderTested) {
+    if (rowLookups.count(input) || !lateIgnored)
+      continue;  // token ids, whose domain is a table's rows
+    if (t.partner) {
+      // The other side of a range test: a shard's bound when the classes [0, b) do
+      // not all pass it alike (or it differs by partition: no constant).
+      auto b = (plan ? refBounds : bounds).find(input);
+      if (!t.partner->c)
+        continue;
+      if (b != (plan ? refBounds : bounds).end() && b->second > 0) {
+        auto holds = [&](int64_t x) {
+          const std::string &d = t.partner->dir;
+          int64_t c = *t.partner->c;
+          return d == "LT" ? x < c : d == "LE" ? x <= c : d == "GT" ? x > c : d == "GE" ? x >= c
+                 : d == "EQ" ? x == c : x != c;
+        };
+        bool alike = holds(0) == holds(b->second - 1) &&
+                     (t.partner->dir != "EQ" && t.partner->dir != "NE" ? true
+                      : *t.partner->c < 0 || *t.partner->c >= b->second);
+        if (!alike)
+          continue;
+      }
+    }
+    more |= lateIgnored->emplace(input, t.ignored).second;
+  }
+  if (more)
+    throw MoreIgnored{};
 }
 
 /// Integer ops on labels that may be ignored (see the file comment).
@@ -170,7 +294,7 @@ Val Translator::labelsCompare(const std::vector<const Val *> &in, int k) {
   const Val &ids = *in[k], &other = *in[1 - k];
   std::string dir = attr("direction");
   if (k == 1)  // c OP labels  ->  labels OP' c
-    dir = dir == "LT" ? "GT" : dir == "GT" ? "LT" : dir == "LE" ? "GE" : dir == "GE" ? "LE" : dir;
+    dir = flipped(dir);
   int64_t c = 0;
   bool isConstant = other.kind == Val::Index && !other.idx.empty() && !other.idx[0].empty();
   if (isConstant) {
@@ -189,6 +313,11 @@ Val Translator::labelsCompare(const std::vector<const Val *> &in, int k) {
                    : dir == "EQ" ? g == c
                    : dir == "NE" ? g != c
                                  : (malformed("unknown compare direction '" + dir + "'"), false);
+  // Labels below 0 other than g compare as g does when the comparison is by order with
+  // c >= 0 (>= -1 for > and <=); else the verdict holds for labels that are classes or g.
+  bool alike = ((dir == "LT" || dir == "GE") && c >= 0) || ((dir == "LE" || dir == "GT") && c >= -1);
+  if (!alike)
+    assumedIgnored.emplace(ids.input, g);
   std::vector<int64_t> dims = dimsOf();
   // On the classes: as the ids' range decides it.
   Val plain = ids;
@@ -240,6 +369,7 @@ Val Translator::labelsSelect(const std::vector<const Val *> &in) {
     fills.push_back({x.input, k, cur});
     Val v = x;
     v.ignorable = false;
+    v.picked = true;
     v.keptIds.clear();
     v.dims = dimsOf();
     return v;

@@ -37,6 +37,21 @@ int64_t intLiteral(const std::string &t);
 /// negative constant -- through reshapes, copies, conversions and broadcasts: labels
 /// that may be an ignored label (-100), with that value (XlaLabels.cpp).
 std::map<std::string, int64_t> ignoredLabels(const hlo::Computation &entry);
+/// The label below the classes that `labels DIR c` tells apart from them (`DIR` one of
+/// LT, LE, GT, GE): the comparison is the same on every class and differs there.
+std::optional<int64_t> orderIgnored(const std::string &dir, int64_t c);
+/// Whether every use of comparison `cmp` in `c` (of module `m`) is JAX's wrap of a
+/// negative index, `select(x < 0, x + n, x)` with x its operand (or a call of `_where`
+/// doing it): a guard, not a test for ignored labels.
+bool wrapsIndex(const hlo::Module &m, const hlo::Computation &c, const hlo::Instruction &cmp);
+/// The other side of a range test that comparison `cmp` (of its operand `k`, x) is one
+/// side of -- `x < a | x >= b`, `x >= a & x < b`, a vocabulary shard's rows -- as
+/// `x DIR c`, with c when it is a constant; none when no `or`/`and` joins it so.
+struct RangeSide {
+  std::string dir;
+  std::optional<int64_t> c;
+};
+std::optional<RangeSide> rangePartner(const hlo::Computation &c, const hlo::Instruction &cmp, int k);
 
 /// Thrown when labels turn out to be compared with an ignored label (Translator::
 /// lateIgnored): the translation starts again with them ignorable.
@@ -108,6 +123,9 @@ struct Val {
   bool ignorable = false;
   int64_t ignore = 0;
   std::string keptIds;
+  /// Ids: chosen by a select (a negative index wrapped, or ignored labels replaced by a
+  /// class), so never below 0: an order comparison with 0 is a bounds check on them.
+  bool picked = false;
   /// Pred: the predicate holds exactly on the tokens of ids `keptOf` that are kept (or,
   /// with `keptNeg`, ignored), element e for token e.
   std::string keptOf;
@@ -158,6 +176,7 @@ public:
   /// Where the instruction being translated is (for messages), and its user location;
   /// mirrored into *track so that errors are located.
   const hlo::Instruction *cur = nullptr;
+  const hlo::Computation *comp = nullptr;  // the one `cur` is in
   const hlo::Instruction **track = nullptr;
   /// Where the plan's translation records mesh cuts it needs (then throws Remesh).
   std::set<int64_t> *newBounds = nullptr;
@@ -213,6 +232,8 @@ public:
   Val run(const hlo::Computation &c, const std::vector<Val> &args, int depth) {
     if (depth > 64)
       unsupported("calls nested more than 64 deep");
+    const hlo::Computation *outer = comp;
+    comp = &c;
     std::map<std::string, Val> env;
     for (auto &inst : c.insts) {
       cur = &inst;
@@ -227,8 +248,8 @@ public:
       }
       env[inst.name] = translate(inst, in, args, depth);
     }
-    const hlo::Instruction *r = c.root();
-    return env.at(r->name);
+    comp = outer;
+    return env.at(c.root()->name);
   }
 
 private:
@@ -388,10 +409,31 @@ public:
     const hlo::Instruction *at;
   };
   std::vector<Fill> fills;
-  /// Where the translation records labels (by input name) found compared, == or !=,
-  /// with a negative constant that the first look (ignoredLabels) missed -- inside a
+  /// Where the translation records labels (by input name) found tested for an ignored
+  /// label (as ignoredLabels finds them) where the first look missed it -- inside a
   /// loop or a call; it then throws MoreIgnored and the import starts again with them.
   std::map<std::string, int64_t> *lateIgnored = nullptr;
+  /// Ids (by input name) compared by order with a constant that every class passes
+  /// alike and some value below 0 does not (`labels >= 0`; not a wrap of a negative
+  /// index), with that value (orderIgnored): labels that may be an ignored label,
+  /// unless they index a table's rows (`rowLookups`: token ids, whose domain is the
+  /// rows). Checked once the module is translated (labelsOrderTested).
+  /// A comparison that is one side of a range test (`partner`) tests the ids for an
+  /// ignored label only when the other side is the same on every class: a range test
+  /// of a shard's rows (`labels < 0 | labels >= 2` of 8 classes) says where a class is.
+  struct OrderTest {
+    int64_t ignored;
+    std::optional<RangeSide> partner;
+  };
+  std::map<std::string, OrderTest> orderTested;
+  std::set<std::string> rowLookups;
+  /// Throws MoreIgnored, with the labels recorded in lateIgnored, when an ids input in
+  /// `orderTested` is tested for an ignored label (XlaLabels.cpp).
+  void labelsOrderTested();
+  /// Labels (by input name) compared with a constant that tells labels below 0 apart
+  /// (`labels != -100`): the spec holds only the classes and the ignored label, and its
+  /// verdict assumes that no label is another value below 0; with that ignored label.
+  std::map<std::string, int64_t> assumedIgnored;
   /// Throws unsupported, located at the comparison, when a recorded decision is wrong.
   void checkBoundLimits(const std::map<std::string, int64_t> &final, const hlo::Instruction *&at) {
     for (auto &l : boundLimits) {
