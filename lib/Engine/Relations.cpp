@@ -326,6 +326,25 @@ Relation RelationFinder::find(const std::vector<SymTensor> &perRank,
   size_t budget = 200000;
   const Shape &local = perRank[0].shape;
   size_t count = only ? only->size() : refs.size();
+  // The preferred values first (RefValue::preferred), for an exact relation only: a
+  // scaled one reads best against the plainest value (its first).
+  for (size_t k = 0; k < count && mesh.axes.size() <= 6; ++k) {
+    int i = only ? (*only)[k] : (int)k;
+    const SymTensor &ref = *refs[i].tensor;
+    if (!refs[i].preferred || ref.shape.size() != local.size())
+      continue;
+    std::vector<Layout> layouts;
+    std::vector<std::pair<Layout, Shape>> sub;
+    candidates(local, ref.shape, notPartial, layouts, sub);
+    for (const Layout &layout : layouts) {
+      if (budget-- == 0)
+        return best;
+      Rational scale;
+      if (matchesNumerically(perRank, ref, layout, {}, {}) && matches(perRank, ref, layout, scale) &&
+          scale.isOne() && !uniformOverPartial(perRank, layout))
+        return Relation{i, layout, scale, {}, {}};
+    }
+  }
   for (size_t k = 0; k < count; ++k) {
     int i = only ? (*only)[k] : (int)k;
     const SymTensor &ref = *refs[i].tensor;

@@ -34,6 +34,10 @@ bool isGroupLeader(const Mesh &mesh, const Layout &layout, int64_t rank);
 struct RefValue {
   std::string name;
   const SymTensor *tensor;
+  /// The reference states a role for it (ref.role): searched first, so that a plan
+  /// value equal to several reference values reads as the one with a stated meaning
+  /// (a loss's normalizer rather than an equal count nll_loss also returns).
+  bool preferred = false;
 };
 
 struct Relation {

@@ -73,8 +73,8 @@ void Engine::buildRefValues() {
   auto add = [&](Value v, std::string name) {
     refIndexByName[name] = refValues.size();
     refValueOf.push_back(v);
-    refValues.push_back({name, &refTrace.values[v]});
     auto r = roleOf.find(v);
+    refValues.push_back({name, &refTrace.values[v], r != roleOf.end() && !r->second.empty()});
     refRoles.push_back(r == roleOf.end() ? "" : r->second);
   };
   for (unsigned i = 0; i < spec.reference.getNumArguments(); ++i)

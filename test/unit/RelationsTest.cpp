@@ -63,3 +63,24 @@ TEST_CASE("gathering partial values reduces over the partial group", "[relations
   CHECK(isGroupLeader(f.mesh, avg, 0));
   CHECK_FALSE(isGroupLeader(f.mesh, avg, 1));
 }
+
+TEST_CASE("a value equal to several reference values reads as the one with a role",
+          "[relations]") {
+  Fixture f;
+  SymTensor same = f.ref, twice({2}, f.pool.zero());
+  for (int i = 0; i < 2; ++i)
+    twice.data[i] = f.pool.scale(f.ref.data[i], Rational(2));
+  // `count` (a loss's normalizer, ref.role) equals `total` (an nll_loss's own count),
+  // which comes first: an exact match reads as `count` ...
+  RelationFinder finder(f.pool, f.mesh, {{"total", &f.ref}, {"count", &same, true}});
+  Relation r = finder.find({f.x, f.y});
+  REQUIRE(r.exact());
+  CHECK(finder.describe(r) == "reference `count` (partial-sum over tp)");
+  // ... a scaled one still as the first value.
+  Relation scaled = finder.find({twice, twice});
+  REQUIRE(scaled.related());
+  CHECK(finder.describe(scaled) == "2 x reference `total` (replicated)");
+  // Without the role, the first value.
+  RelationFinder plain(f.pool, f.mesh, {{"total", &f.ref}, {"count", &same}});
+  CHECK(plain.describe(plain.find({f.x, f.y})) == "reference `total` (partial-sum over tp)");
+}
