@@ -167,6 +167,14 @@ class Translator:
         # What the translation takes for granted about the inputs, beyond their types:
         # the spec's "assumptions", shown with every verdict.
         self.assumptions = []
+        # Ids compared with a bound that every id passes alike and a value below 0 would
+        # not (`labels >= 0`): id input -> that test; and the ids that index a table's
+        # rows (token ids, whose domain the rows are). Labels tested so are classes only
+        # by assumption, stated once the graph is read.
+        self.order_tested = {}
+        self.row_lookups = set()
+        self.order_ranges = {}  # id input -> the ranges [lo, hi) such tests bound
+        self.derived_ids = {}   # ids made of runs of other ids (labels[..., 1:]) -> those
 
     def assume(self, text):
         if text not in self.assumptions:
@@ -433,6 +441,16 @@ class Translator:
             if packet is not None and packet.__name__ in VIEWS and node.args and \
                     isinstance(node.args[0], torch.fx.Node):
                 self.view_of[node] = node.args[0]
+        for ids, test in self.order_tested.items():
+            ranges = self.order_ranges.get(ids, [])
+            shard = ranges and all(hi < self.int_bounds.get(ids, hi + 1) for _, hi in ranges)
+            if ids not in self.row_lookups and not shard:
+                # (token ids' domain is a table's rows; a range test [0, hi) whose end
+                # splits the classes says which shard holds a class)
+                self.assume(f"the labels are classes on every token: the step tests them "
+                            f"for a value below 0 (`{test}`) and the captured batch holds "
+                            "none, so batches with such tokens (padding) are not checked; "
+                            "capture a batch that holds one to have them checked")
         return outputs
 
     def constant(self, node, value):
@@ -1066,6 +1084,12 @@ def _compare_ids(t, node, a, k):
     if ids is None or not isinstance(k, int):
         t.fail(f"comparison `{node.target}` (covered: token ids against a shard's row "
                "bounds, as DTensor's vocabulary-parallel embedding does)")
+    if ids in t.kept:
+        t.fail(f"comparison `{node.target}` of labels that may be the ignored label "
+               f"{t.ignored[ids]} (covered: nll_loss with that ignore_index, == and != "
+               "with it)")
+    if k <= 0:  # the same on every id, but not on a label below 0
+        t.order_tested.setdefault(ids, f"{'<' if node.target is aten.lt.Scalar else '>='} {k}")
     lo, hi = (k, None) if node.target is aten.lt.Scalar else (None, k)
     return IdsExpr("mask", ids, lo=lo, hi=hi)
 
@@ -1080,6 +1104,7 @@ def _mask_or(t, node, a, b):
     hi = ma.hi if ma.hi is not None else mb.hi
     if lo is None or hi is None:
         t.fail("bitwise_or of two bounds on the same side")
+    t.order_ranges.setdefault(ma.ids, []).append((lo, hi))  # (outside [lo, hi))
     return IdsExpr("mask", ma.ids, lo=lo, hi=hi)
 
 
@@ -1096,6 +1121,7 @@ def _mask_and(t, node, a, b):
     lt = mb if ge is ma else ma
     if ge.hi is None or ge.lo is not None or lt.lo is None or lt.hi is not None:
         t.fail("bitwise_and of two bounds on the same side")
+    t.order_ranges.setdefault(ge.ids, []).append((ge.hi, lt.lo))
     return IdsExpr("inside", ge.ids, lo=ge.hi, hi=lt.lo)
 
 
@@ -1107,7 +1133,8 @@ def _ids_vs_constant(t, node, a, k):
     stops the capture). For a class k (a padding token's id: `labels != pad_id`): 1 -
     the ids' one-hot column of k, and that column, as 0/1 numbers. For labels that may
     be the ignored label: their kept column (k that label), or it times the class's
-    column (an ignored token's label is no class)."""
+    column (an ignored token's label is no class). A negative k that no captured label
+    holds leaves the labels classes: an assumption the spec states."""
     ids = _ids_of(t, a)
     if ids is None or not isinstance(k, int) or isinstance(k, bool):
         t.fail(f"comparison `{node.target}` (covered: token ids against a number)")
@@ -1118,6 +1145,11 @@ def _ids_vs_constant(t, node, a, k):
         col = t.reshape(_kept_col(t, ids), shape)
         return t.emit("sub", [t.value(1.0, shape), col], shape) if eq else col
     if k < 0:
+        # (no captured label is k: the spec's labels are classes, which it says)
+        t.assume(f"the labels are classes on every token: the step compares them with {k} "
+                 "(an ignored label) and the captured batch holds none, so batches with "
+                 "such tokens (padding) are not checked; capture a batch that holds one to "
+                 "have them checked")
         return IdsExpr("none" if eq else "all", ids)
     n = t.shapes[ids][0]
     if ids not in t.kept:
@@ -1323,6 +1355,9 @@ def _kept_col(t, ids):
 @rule(aten.embedding.default)
 def _embedding(t, node, weight, indices, padding_idx=-1, scale_grad=False, sparse=False):
     raw = t.values.get(indices) if isinstance(indices, torch.fx.Node) else None
+    looked_up = raw.ids if isinstance(raw, IdsExpr) else _ids_of(t, indices)
+    if looked_up is not None:
+        t.row_lookups.add(looked_up)
     if isinstance(raw, IdsExpr) and raw.kind == "arange":
         # Positions 0..n-1 (nanoGPT's `wpe(torch.arange(t))`): the table's first n rows.
         table = t.value(weight)
@@ -1350,7 +1385,7 @@ def _embedding(t, node, weight, indices, padding_idx=-1, scale_grad=False, spars
     ids = _ids(t, node, indices)
     # torch requires every id to index a row: that is the domain the proof covers.
     rows = t.shapes[table][0]
-    t.int_bounds[ids] = min(t.int_bounds.get(ids, rows), rows)
+    _bound_ids(t, ids, rows)
     out = _out(node)
     if len(out) == 2:
         return t.emit("embedding", [table, ids], out)
@@ -1567,10 +1602,50 @@ def _ids_rows(t, node, a, dim):
         return None
     shape = list(a.meta["val"].shape)
     d = dim % len(shape)
-    if math.prod(shape[:d]) != 1 or t.shapes[raw] != [math.prod(shape)]:
-        t.fail("a cut of token ids along a dimension whose rows are not contiguous (covered: "
-               "rows of the leading dimension, as microbatches are cut)")
+    if t.shapes[raw] != [math.prod(shape)]:
+        t.fail("a cut of token ids whose shape is not theirs")
+    if math.prod(shape[:d]) != 1:
+        if node.target is not aten.slice.Tensor:
+            t.fail("a cut of token ids along a dimension whose rows are not contiguous "
+                   "(covered: rows of the leading dimension, as microbatches are cut, and "
+                   "slices along any dimension, as `labels[..., 1:]`)")
+        return raw, None  # (a slice of each leading index's run: _ids_runs)
     return raw, math.prod(shape[d + 1:])
+
+
+def _ids_runs(t, ids, pieces, shape):
+    """Flat ids made of `pieces` of flat ids `ids`, in order: (start, size) a run of
+    them, (None, size) that many ignored labels (a pad with the ignored label, which
+    reads some class and counts for nothing). Token ids themselves, derived from `ids`
+    (their bound is its bound); labels that may be ignored where `ids` may be or where
+    a pad puts the ignored label, with their kept column alike."""
+    if len(pieces) > 4096:
+        t.fail("token ids cut into more than 4096 runs")
+    n = t.shapes[ids][0]
+    runs = [_slice_of(t, ids, 0, a, b, [b]) if a is not None else
+            _slice_of(t, ids, 0, 0, b, [b]) for a, b in pieces if b > 0]
+    size = sum(b for _, b in pieces)
+    if size > 0 and any(a is None and b > n for a, b in pieces):
+        t.fail("a pad of token ids longer than they are")
+    out = runs[0] if len(runs) == 1 else t.emit("concat", runs, [size], {"dim": 0})
+    t.ints.add(out)
+    t.shapes[out] = [size]
+    t.derived_ids[out] = ids
+    padded = any(a is None for a, _ in pieces)
+    if ids in t.kept or padded:
+        col = _kept_col(t, ids) if ids in t.kept else t.value(1.0, [n])
+        cols = [_slice_of(t, col, 0, a, b, [b]) if a is not None else
+                t.value(0.0, [b]) for a, b in pieces if b > 0]
+        t.kept_cols[out] = cols[0] if len(cols) == 1 else t.emit("concat", cols, [size], {"dim": 0})
+        t.kept[out] = None  # (its kept column only: t.kept_cols)
+    return out
+
+
+def _bound_ids(t, ids, n):
+    """Token ids `ids` index n rows (or classes); so do the ids they are derived from."""
+    while ids is not None:
+        t.int_bounds[ids] = min(t.int_bounds.get(ids, n), n)
+        ids = t.derived_ids.get(ids)
 
 
 def _ids_slice(t, ids, start, size):
@@ -1578,8 +1653,14 @@ def _ids_slice(t, ids, start, size):
     out = _slice_of(t, ids, 0, start, size, [size])
     t.ints.add(out)
     if ids in t.kept:  # labels that may be ignored: their kept vector alike
-        t.kept[out] = _slice_of(t, t.kept[ids], 0, start, size, [size])
+        if t.kept[ids] is None:  # (derived: its kept column only)
+            t.kept_cols[out] = _slice_of(t, t.kept_cols[ids], 0, start, size, [size])
+            t.kept[out] = None
+        else:
+            t.kept[out] = _slice_of(t, t.kept[ids], 0, start, size, [size])
         t.ignored[out] = t.ignored[ids]
+    if ids in t.derived_ids:
+        t.derived_ids[out] = ids
     return out
 
 
@@ -1606,6 +1687,30 @@ def _split(t, node, a, split, dim=0):
     return tuple(out)
 
 
+@rule(aten.constant_pad_nd.default)
+def _pad(t, node, a, pad, value=0):
+    """Labels padded along their last dimension with the ignored label (Hugging Face's
+    causal-LM loss: `F.pad(labels, (0, 1), value=-100)`, then `[..., 1:]`): each row's
+    run with ignored labels before and after it (_ids_runs)."""
+    raw = t.values.get(a) if isinstance(a, torch.fx.Node) else None
+    if not (isinstance(raw, str) and raw in t.ints):
+        t.fail("constant_pad_nd (covered: token ids padded with the ignored label)")
+    pad = [int(p) for p in pad]
+    shape = list(a.meta["val"].shape)
+    if len(pad) < 2 or any(pad[2:]) or min(pad) < 0 or not shape:
+        t.fail("a pad of token ids other than along their last dimension, by >= 0")
+    if value != int(value) or value >= 0 or (raw in t.ignored and t.ignored[raw] != value):
+        t.fail(f"a pad of token ids with {value} (covered: the ignored label, a negative "
+               "number)")
+    s_last = shape[-1]
+    pieces = []
+    for p in range(math.prod(shape[:-1])):
+        pieces += [(None, pad[0]), (p * s_last, s_last), (None, pad[1])]
+    out = _ids_runs(t, raw, [x for x in pieces if x[1] > 0], shape)
+    t.ignored[out] = int(value)
+    return out
+
+
 @rule(aten.slice.Tensor)
 def _slice(t, node, a, dim=0, start=None, end=None, step=1):
     ids = _ids_rows(t, node, a, dim)
@@ -1613,6 +1718,16 @@ def _slice(t, node, a, dim=0, start=None, end=None, step=1):
         if step != 1:
             t.fail("slice with a step other than 1")
         lo, hi, _ = slice(start, end).indices(a.meta["val"].shape[dim])
+        if ids[1] is None:  # each leading index's run cut alike (labels[..., 1:])
+            shape = list(a.meta["val"].shape)
+            d = dim % len(shape)
+            inner, run = math.prod(shape[d + 1:]), math.prod(shape[d:])
+            pieces = [(p * run + lo * inner, max(0, hi - lo) * inner)
+                      for p in range(math.prod(shape[:d]))]
+            out = _ids_runs(t, ids[0], pieces, shape)
+            if ids[0] in t.ignored:
+                t.ignored[out] = t.ignored[ids[0]]
+            return out
         return _ids_slice(t, ids[0], lo * ids[1], max(0, hi - lo) * ids[1])
     v = t.value(a)
     src = t.shapes[v]
@@ -1720,7 +1835,7 @@ def _one_hot(t, node, target, classes, ignore_index):
     label to be a class or the ignored one, so the labels are bounded by `classes`; an
     ignored label's row is zeros, _kept_of)."""
     ids = _ids(t, node, target, ignorable_ok=True)
-    t.int_bounds[ids] = min(t.int_bounds.get(ids, classes), classes)
+    _bound_ids(t, ids, classes)
     hot = t.emit("one_hot", [ids], [t.shapes[ids][0], classes], result_shape_attr=True)
     kept = _kept_of(t, node, ids, ignore_index, classes)
     if kept is not None:  # an ignored label's row: zeros (nll_loss skips the token)
