@@ -1614,28 +1614,28 @@ def _ids_rows(t, node, a, dim):
 
 
 def _ids_runs(t, ids, pieces, shape):
-    """Flat ids made of `pieces` of flat ids `ids`, in order: (start, size) a run of
-    them, (None, size) that many ignored labels (a pad with the ignored label, which
-    reads some class and counts for nothing). Token ids themselves, derived from `ids`
-    (their bound is its bound); labels that may be ignored where `ids` may be or where
-    a pad puts the ignored label, with their kept column alike."""
+    """Flat ids made of `pieces` of flat ids `ids`, in order: (start, size, ignored), a
+    run of them -- or, ignored, that many ignored labels (a pad with the ignored label),
+    which read the run's classes (those of the row they pad, so that a shard of rows
+    pads as the whole batch does) and count for nothing. Token ids themselves, derived
+    from `ids` (their bound is its bound); labels that may be ignored where `ids` may be
+    or where a pad puts the ignored label, with their kept column alike."""
     if len(pieces) > 4096:
         t.fail("token ids cut into more than 4096 runs")
     n = t.shapes[ids][0]
-    runs = [_slice_of(t, ids, 0, a, b, [b]) if a is not None else
-            _slice_of(t, ids, 0, 0, b, [b]) for a, b in pieces if b > 0]
-    size = sum(b for _, b in pieces)
-    if size > 0 and any(a is None and b > n for a, b in pieces):
-        t.fail("a pad of token ids longer than they are")
+    if any(a < 0 or a + b > n for a, b, _ in pieces):
+        t.fail("a pad of token ids longer than their rows")
+    runs = [_slice_of(t, ids, 0, a, b, [b]) for a, b, _ in pieces if b > 0]
+    size = sum(b for _, b, _ in pieces)
     out = runs[0] if len(runs) == 1 else t.emit("concat", runs, [size], {"dim": 0})
     t.ints.add(out)
     t.shapes[out] = [size]
     t.derived_ids[out] = ids
-    padded = any(a is None for a, _ in pieces)
+    padded = any(ignored for _, _, ignored in pieces)
     if ids in t.kept or padded:
         col = _kept_col(t, ids) if ids in t.kept else t.value(1.0, [n])
-        cols = [_slice_of(t, col, 0, a, b, [b]) if a is not None else
-                t.value(0.0, [b]) for a, b in pieces if b > 0]
+        cols = [_slice_of(t, col, 0, a, b, [b]) if not ignored else t.value(0.0, [b])
+                for a, b, ignored in pieces if b > 0]
         t.kept_cols[out] = cols[0] if len(cols) == 1 else t.emit("concat", cols, [size], {"dim": 0})
         t.kept[out] = None  # (its kept column only: t.kept_cols)
     return out
@@ -1705,7 +1705,8 @@ def _pad(t, node, a, pad, value=0):
     s_last = shape[-1]
     pieces = []
     for p in range(math.prod(shape[:-1])):
-        pieces += [(None, pad[0]), (p * s_last, s_last), (None, pad[1])]
+        pieces += [(p * s_last, pad[0], True), (p * s_last, s_last, False),
+                   (p * s_last, pad[1], True)]
     out = _ids_runs(t, raw, [x for x in pieces if x[1] > 0], shape)
     t.ignored[out] = int(value)
     return out
@@ -1722,7 +1723,7 @@ def _slice(t, node, a, dim=0, start=None, end=None, step=1):
             shape = list(a.meta["val"].shape)
             d = dim % len(shape)
             inner, run = math.prod(shape[d + 1:]), math.prod(shape[d:])
-            pieces = [(p * run + lo * inner, max(0, hi - lo) * inner)
+            pieces = [(p * run + lo * inner, max(0, hi - lo) * inner, False)
                       for p in range(math.prod(shape[:d]))]
             out = _ids_runs(t, ids[0], pieces, shape)
             if ids[0] in t.ignored:
