@@ -214,27 +214,27 @@ Val Translator::keptPred(const Val &ids, bool ignored, const std::vector<int64_t
 }
 
 void Translator::labelsOrderTested() {
+  const std::map<std::string, int64_t> &known = plan ? refBounds : bounds;
   bool more = false;
   for (auto &[input, t] : orderTested) {
     if (rowLookups.count(input) || !lateIgnored)
       continue;  // token ids, whose domain is a table's rows
     if (t.partner) {
-      // The other side of a range test: a shard's bound when the classes [0, b) do
-      // not all pass it alike (or it differs by partition: no constant).
-      auto b = (plan ? refBounds : bounds).find(input);
+      // The other side of a range test: a shard's bound (no test for an ignored label)
+      // when it differs by partition (no constant) or the classes [0, b) do not all
+      // pass it alike.
       if (!t.partner->c)
         continue;
-      if (b != (plan ? refBounds : bounds).end() && b->second > 0) {
+      auto b = known.find(input);
+      if (b != known.end() && b->second > 0) {
+        const std::string &d = t.partner->dir;
+        int64_t c = *t.partner->c;
         auto holds = [&](int64_t x) {
-          const std::string &d = t.partner->dir;
-          int64_t c = *t.partner->c;
           return d == "LT" ? x < c : d == "LE" ? x <= c : d == "GT" ? x > c : d == "GE" ? x >= c
                  : d == "EQ" ? x == c : x != c;
         };
-        bool alike = holds(0) == holds(b->second - 1) &&
-                     (t.partner->dir != "EQ" && t.partner->dir != "NE" ? true
-                      : *t.partner->c < 0 || *t.partner->c >= b->second);
-        if (!alike)
+        bool inside = c >= 0 && c < b->second;  // (== and != split the classes there)
+        if (holds(0) != holds(b->second - 1) || ((d == "EQ" || d == "NE") && inside))
           continue;
       }
     }

@@ -1613,7 +1613,7 @@ def _ids_rows(t, node, a, dim):
     return raw, math.prod(shape[d + 1:])
 
 
-def _ids_runs(t, ids, pieces, shape):
+def _ids_runs(t, ids, pieces):
     """Flat ids made of `pieces` of flat ids `ids`, in order: (start, size, ignored), a
     run of them -- or, ignored, that many ignored labels (a pad with the ignored label),
     which read the run's classes (those of the row they pad, so that a shard of rows
@@ -1707,7 +1707,7 @@ def _pad(t, node, a, pad, value=0):
     for p in range(math.prod(shape[:-1])):
         pieces += [(p * s_last, pad[0], True), (p * s_last, s_last, False),
                    (p * s_last, pad[1], True)]
-    out = _ids_runs(t, raw, [x for x in pieces if x[1] > 0], shape)
+    out = _ids_runs(t, raw, [x for x in pieces if x[1] > 0])
     t.ignored[out] = int(value)
     return out
 
@@ -1725,7 +1725,7 @@ def _slice(t, node, a, dim=0, start=None, end=None, step=1):
             inner, run = math.prod(shape[d + 1:]), math.prod(shape[d:])
             pieces = [(p * run + lo * inner, max(0, hi - lo) * inner, False)
                       for p in range(math.prod(shape[:d]))]
-            out = _ids_runs(t, ids[0], pieces, shape)
+            out = _ids_runs(t, ids[0], pieces)
             if ids[0] in t.ignored:
                 t.ignored[out] = t.ignored[ids[0]]
             return out
