@@ -172,6 +172,7 @@ class Translator:
         # rows (token ids, whose domain the rows are). Labels tested so are classes only
         # by assumption, stated once the graph is read.
         self.order_tested = {}
+        self.below_all = []     # (labels, k, loc): `labels < k` read as true (check_below_all)
         self.row_lookups = set()
         self.order_ranges = {}  # id input -> the ranges [lo, hi) such tests bound
         self.derived_ids = {}   # ids made of runs of other ids (labels[..., 1:]) -> those
@@ -441,6 +442,7 @@ class Translator:
             if packet is not None and packet.__name__ in VIEWS and node.args and \
                     isinstance(node.args[0], torch.fx.Node):
                 self.view_of[node] = node.args[0]
+        check_below_all(self)
         for ids, test in self.order_tested.items():
             ranges = self.order_ranges.get(ids, [])
             shard = ranges and all(hi < self.int_bounds.get(ids, hi + 1) for _, hi in ranges)
@@ -1078,20 +1080,60 @@ def _ids_of(t, x):
     return raw if isinstance(raw, str) and raw in t.ints else None
 
 
-@rule(aten.lt.Scalar, aten.ge.Scalar)
+@rule(aten.lt.Scalar, aten.ge.Scalar, aten.gt.Scalar, aten.le.Scalar)
 def _compare_ids(t, node, a, k):
+    """Token ids against a bound: `ids < k` (`ids <= k - 1`) and `ids >= k` (`ids > k - 1`)
+    of integer ids, as a mask of the ids outside [k, ...) or [..., k). Labels that may be
+    the ignored label L (t.kept) tested by a bound every class passes alike and L does
+    not (`labels >= 0`, `labels > -100` for L = -100): their kept column, or 1 minus it."""
     ids = _ids_of(t, a)
-    if ids is None or not isinstance(k, int):
+    if ids is None or not isinstance(k, int) or isinstance(k, bool):
         t.fail(f"comparison `{node.target}` (covered: token ids against a shard's row "
                "bounds, as DTensor's vocabulary-parallel embedding does)")
+    below = node.target in (aten.lt.Scalar, aten.le.Scalar)
+    if node.target in (aten.gt.Scalar, aten.le.Scalar):
+        k += 1  # (of integers: > k is >= k + 1, <= k is < k + 1)
     if ids in t.kept:
-        t.fail(f"comparison `{node.target}` of labels that may be the ignored label "
-               f"{t.ignored[ids]} (covered: nll_loss with that ignore_index, == and != "
-               "with it)")
+        return _compare_ignorable(t, node, ids, k, below)
     if k <= 0:  # the same on every id, but not on a label below 0
-        t.order_tested.setdefault(ids, f"{'<' if node.target is aten.lt.Scalar else '>='} {k}")
-    lo, hi = (k, None) if node.target is aten.lt.Scalar else (None, k)
+        t.order_tested.setdefault(ids, f"{'<' if below else '>='} {k}")
+    lo, hi = (k, None) if below else (None, k)
     return IdsExpr("mask", ids, lo=lo, hi=hi)
+
+
+def _compare_ignorable(t, node, ids, k, below):
+    """`ids < k` (below) or `ids >= k` of labels that may be the ignored label L < 0, each
+    a class in [0, bound) or L: with L < k <= 0 every class passes `>= k` and L does not,
+    so the test is the kept column (1 minus it for `<`); `>= k` with k <= L, and `< k`
+    with k at least the classes' bound (checked once the whole step is read, when the
+    bound is known: t.below_all), hold on every label. Other bounds split the classes."""
+    ignored = t.ignored[ids]
+    shape = _out(node)
+    if ignored >= 0:  # (capture.ignored_labels: always a negative value)
+        t.fail(f"comparison of labels whose ignored label {ignored} is not below the classes")
+    if ignored < k <= 0:
+        col = t.reshape(_kept_col(t, ids), shape)
+        return t.emit("sub", [t.value(1.0, shape), col], shape) if below else col
+    if not below and k <= ignored:
+        return IdsExpr("all", ids)
+    if below and k > 0:
+        t.below_all.append((ids, k, t.loc))
+        return IdsExpr("all", ids)
+    t.fail(f"comparison `{node.target}` of labels that may be the ignored label {ignored} "
+           "with a bound that splits the classes (covered: a bound that every class passes "
+           "and the ignored label fails, or that every label passes)")
+
+
+def check_below_all(t):
+    """Each `labels < k` read as true on every label (_compare_ignorable) is: k is at
+    least the labels' bound, the classes they index."""
+    for ids, k, loc in t.below_all:
+        bound = t.int_bounds.get(ids)
+        if bound is None or k < bound:
+            raise Unsupported(f"comparison of labels with {k}, which splits their "
+                              f"{'classes' if bound is None else f'{bound} classes'} (covered: "
+                              "a bound that every class passes and the ignored label fails, "
+                              "or that every label passes)", loc)
 
 
 @rule(aten.bitwise_or.Tensor)
@@ -1113,6 +1155,9 @@ def _mask_and(t, node, a, b):
     """ids >= lo & ids < hi: the ids in [lo, hi) (torchtitan's vocabulary-parallel
     embedding)."""
     ma, mb = (t.values.get(x) if isinstance(x, torch.fx.Node) else None for x in (a, b))
+    for one, other in ((ma, b), (mb, a)):  # (a test true on every label: the other one)
+        if isinstance(one, IdsExpr) and one.kind == "all" and isinstance(other, torch.fx.Node):
+            return t.values[other] if isinstance(t.values.get(other), IdsExpr) else t.value(other)
     if not (isinstance(ma, IdsExpr) and isinstance(mb, IdsExpr) and ma.kind == mb.kind == "mask"
             and ma.ids == mb.ids):
         t.fail("bitwise_and other than of two bounds on the same token ids")
@@ -1857,10 +1902,15 @@ def _label_count(t, n, kept):
 @rule(aten.nll_loss_forward.default)
 def _nll_loss(t, node, logp, target, weight, reduction, ignore_index):
     lp = t.value(logp)
-    if weight is not None or len(t.shapes[lp]) != 2 or reduction not in (1, 2):
-        t.fail("nll_loss other than on [N, C] log-probabilities, unweighted, mean or sum")
+    if weight is not None or len(t.shapes[lp]) != 2 or reduction not in (0, 1, 2):
+        t.fail("nll_loss other than on [N, C] log-probabilities, unweighted")
     n, c = t.shapes[lp]
     hot, _, kept = _one_hot(t, node, target, c, ignore_index)
+    if reduction == 0:
+        # Each token's loss, [N] (0 where its label is ignored: its one-hot row is
+        # zeros); the total weight torch returns beside it is read by no one (no value).
+        rows = t.emit("reduce_sum", [t.emit("mul", [hot, lp], [n, c])], [n], {"dims": [1]})
+        return (t.scale(rows, -1.0, [n]), None)
     picked = t.emit("reduce_sum", [t.emit("mul", [hot, lp], [n, c])], [], {"dims": [0, 1]})
     total = _label_count(t, n, kept)
     loss = t.scale(picked, -1.0, [])
@@ -1872,11 +1922,19 @@ def _nll_loss(t, node, logp, target, weight, reduction, ignore_index):
 @rule(aten.nll_loss_backward.default)
 def _nll_loss_backward(t, node, grad, logp, target, weight, reduction, ignore_index, total):
     lp = t.value(logp)
-    if weight is not None or len(t.shapes[lp]) != 2 or reduction not in (1, 2):
-        t.fail("nll_loss backward other than on [N, C] log-probabilities, unweighted, mean or sum")
+    if weight is not None or len(t.shapes[lp]) != 2 or reduction not in (0, 1, 2):
+        t.fail("nll_loss backward other than on [N, C] log-probabilities, unweighted")
     n, c = t.shapes[lp]
     hot, ids, kept = _one_hot(t, node, target, c, ignore_index)
     gv = t.value(grad)
+    if reduction == 0:  # each token's own gradient, [N]: row i is -grad_i at its label
+        if t.shapes[gv] != [n]:
+            t.fail(f"nll_loss backward of a per-token gradient of shape {t.shapes[gv]}")
+        out = t.scale(t.emit("mul", [hot, t.broadcast_to(t.reshape(gv, [n, 1]), [n, c])],
+                             [n, c]), -1.0, [n, c])
+        sums = t.scale(gv, -1.0, [n])
+        t.row_sums[out] = sums if kept is None else t.emit("mul", [sums, kept], [n])
+        return out
     if kept is not None and reduction == 1:
         # The mean over the kept tokens: the gradient over their count, then spread (as
         # autograd writes a sum over a count: `sum / tokens`).
