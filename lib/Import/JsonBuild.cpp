@@ -530,7 +530,7 @@ void Importer::expectation(const json &j, const std::string &ptr, ModuleOp modul
   if (!j.is_object())
     fail(ptr, "'expect' must be an object");
   SmallVector<NamedAttribute> fields;
-  for (const char *k : {"verdict", "kind", "at"})
+  for (const char *k : {"verdict", "kind", "at", "engine"})
     if (j.contains(k)) {
       if (!j[k].is_string())
         fail(ptr + "/" + k, std::string("'") + k + "' must be a string");

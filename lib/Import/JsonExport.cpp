@@ -332,6 +332,8 @@ struct Exporter {
         e["kind"] = spec.expect.kind;
       if (!spec.expect.at.empty())
         e["at"] = spec.expect.at[0] == '%' ? spec.expect.at.substr(1) : spec.expect.at;
+      if (!spec.expect.engine.empty())
+        e["engine"] = spec.expect.engine;
       doc["expect"] = e;
     }
     doc["reference"] = reference;

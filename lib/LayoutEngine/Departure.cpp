@@ -356,8 +356,6 @@ DepartureFinder::Found DepartureFinder::countedPerRank(Operation *op) const {
 std::string layoutUncovered(const Spec &spec) {
   if (spec.resume)
     return "checkpoint specs are not modelled by the layout engine yet";
-  if (spec.rngIndependent || !spec.draws.empty())
-    return "random draws are not modelled by the layout engine yet";
   return "";
 }
 

@@ -6,10 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "LayoutEngine/LayoutEngine.h"
+#include "LayoutEngine/Bindings.h"
 #include "LayoutEngine/LayoutState.h"
 #include "Support/Progress.h"
 
 #include "Dist/DistDialect.h"
+#include "Engine/RngCheck.h"
 #include "Engine/Schedule.h"
 #include "Ref/RefDialect.h"
 
@@ -28,17 +30,6 @@ using namespace mlir;
 using namespace planproof;
 using namespace planproof::layouts;
 
-namespace {
-
-std::string shapeText(const Shape &s) {
-  std::string t;
-  for (int64_t d : s)
-    t += std::to_string(d) + "x";
-  return t + "f32";
-}
-
-} // namespace
-
 struct planproof::LayoutCache::Impl {
   /// The reference these hold states of (referenceKey); empty: nothing yet.
   std::vector<uintptr_t> key;
@@ -47,6 +38,7 @@ struct planproof::LayoutCache::Impl {
   std::vector<bool> nonnegative;
   TermPool terms;
   std::vector<State> argStates, outputStates;
+  std::vector<std::pair<size_t, State>> maskStates; // dropout masks', by op position
   ReferenceTerms refTerms;
   ReferenceShapes shapes;
   int64_t referenceOps = 0;
@@ -78,6 +70,9 @@ public:
       : spec(spec), options(options), terms(terms), ctx{spec.mesh, terms} {
     terms.setContext(spec.reference->getContext());
     ctx.pipelineAxis = spec.pipelineAxis;
+    for (const DrawBinding &d : spec.draws) // (one that draws otherwise: RngCheck's)
+      if (d.mismatch.empty())
+        draws[d.op] = &d;
   }
 
   void reference(VerifyStats &stats);
@@ -102,9 +97,6 @@ public:
 
 private:
   State bindingState(const Binding &b);
-  bool interleave(const Layout &l, int d, State &s);
-  int paddedDim(const Layout &l, const Shape &global) const;
-  int64_t paddedSize(const Layout &l, const Shape &global, size_t d) const;
   /// recv and stage_select (pipelines).
   State route(Operation &op);
   /// Whether `s` is split or summed over the pipeline axis.
@@ -189,6 +181,7 @@ private:
   RuleContext ctx;
   std::string meshKey;
   llvm::DenseMap<Value, State> ref, planStates;
+  std::map<Operation *, const DrawBinding *> draws; // independent-mode draws (drawRule)
   std::vector<State> refOutputs;
   /// Every term the reference computes (for the departure of an output not shown
   /// equal): the run's own, made from `ref` when first needed, or the cache's.
@@ -271,6 +264,8 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
       spec.refInputNonnegative == cache.nonnegative) {
     for (unsigned i = 0; i < body.getNumArguments(); ++i)
       ref[body.getArgument(i)] = cache.argStates[i];
+    for (auto &[pos, s] : cache.maskStates) // (the plan's draws are their pieces)
+      ref[std::next(body.begin(), (ptrdiff_t)pos)->getResult(0)] = s;
     refOutputs = cache.outputStates;
     refTerms = &cache.refTerms;
     ctx.shapes = cache.shapes;
@@ -288,6 +283,10 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   cache.argStates.clear();
   for (unsigned i = 0; i < body.getNumArguments(); ++i)
     cache.argStates.push_back(ref[body.getArgument(i)]);
+  cache.maskStates.clear();
+  for (auto [pos, op] : llvm::enumerate(body))
+    if (isa<ref::DropoutMaskOp>(op))
+      cache.maskStates.push_back({pos, ref[op.getResult(0)]});
   cache.outputStates = refOutputs;
   referenceTerms(); // the reference's states are not kept: its terms are, once
   cache.refTerms = std::move(ownRefTerms);
@@ -301,120 +300,13 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   cache.key = key;
 }
 
-/// The one split dimension of `global` that layout `l` pads (its axes do not divide it),
-/// -1 for none, -2 for several.
-int Run::paddedDim(const Layout &l, const Shape &global) const {
-  int dim = -1;
-  for (size_t d = 0; d < l.dims.size() && d < global.size(); ++d)
-    if (paddedSize(l, global, d) != global[d]) {
-      if (dim >= 0)
-        return -2;
-      dim = (int)d;
-    }
-  return dim;
-}
-
-int64_t Run::paddedSize(const Layout &l, const Shape &global, size_t d) const {
-  int64_t k = spec.mesh.groupSize(l.dims[d]);
-  return (global[d] + k - 1) / k * k;
-}
-
-
-/// A dimension split over axes A within k interleaved segments (a fused [gate | up]
-/// weight): rank b holds block b of each segment, side by side. That is the plain block
-/// b of the concatenation, over b in rank order, of each segment's block b -- slices of
-/// the value -- so the state is a plain split of that permuted term; its products and
-/// slices meet the reference's by pieces (Pieces.cpp: the input is cut at the same
-/// places).
-bool Run::interleave(const Layout &l, int d, State &s) {
-  DimSplit axes;
-  for (int a : l.dims[d])
-    if (spec.mesh.shape[a] > 1)
-      axes.push_back(a);
-  int64_t k = l.segmentsOf(d), n = ctx.size(axes), global = s.global[d];
-  if (axes.empty() || k <= 0 || global % k != 0 || (global / k) % n != 0)
-    return false;
-  int64_t seg = global / k, len = seg / n;
-  std::vector<TermId> pieces;
-  TermId whole = terms.scaled(s.term, s.factor);
-  for (int64_t blk = 0; blk < n; ++blk)
-    for (int64_t j = 0; j < k; ++j) {
-      std::vector<int64_t> offsets(s.global.size(), 0), sizes(s.global.begin(), s.global.end());
-      offsets[d] = j * seg + blk * len;
-      sizes[d] = len;
-      pieces.push_back(sliceTerm(ctx.terms, spec.plan.getContext(), whole, s.global, offsets, sizes));
-    }
-  s.term = terms.concat(concatHead(spec.plan.getContext(), d, s.global), pieces);
-  s.factor = Rational(1);
-  s.broadcast = false;
-  s.split[d] = axes;
-  return true;
-}
-
 State Run::bindingState(const Binding &b) {
-  const Layout &l = b.layout;
-  int interleaved = -1;
-  for (size_t d = 0; d < l.dims.size(); ++d) {
-    if (l.segmentsOf(d) != 1 && !l.zigzagAt(d)) {
-      if (l.padded || interleaved >= 0)
-        return State::unknown(nullptr, "padded interleaved layouts, or several interleaved "
-                                       "dimensions, are not modelled by the layout engine yet");
-      interleaved = (int)d;
-    }
-    if (l.zigzagAt(d) && l.padded)
-      return State::unknown(nullptr, "padded zigzag layouts are not modelled by the layout "
-                                     "engine yet");
-  }
   auto it = std::find(spec.refInputs.begin(), spec.refInputs.end(), b.refName);
   if (it == spec.refInputs.end())
     return State::unknown(nullptr, "plan input `" + b.refName + "` is not a reference input");
-  const State &whole = ref[spec.reference.getArgument(it - spec.refInputs.begin())];
-  if (!whole.known)
-    return whole;
-  State s = whole;
-  if (l.padded) {
-    // A padded flat buffer (ZeRO/FSDP): the value, then padding of arbitrary content
-    // (a leaf of its own) up to the split's multiple.
-    int d = paddedDim(l, whole.global);
-    if (d == -2)
-      return State::unknown(nullptr, "padding in more than one dimension is not modelled");
-    if (d >= 0) {
-      Shape pad = whole.global;
-      pad[d] = paddedSize(l, whole.global, d) - whole.global[d];
-      TermId padding = terms.leaf("padding of " + b.refName, shapeText(pad));
-      Shape global = whole.global;
-      global[d] += pad[d];
-      s.term = terms.concat(concatHead(spec.plan.getContext(), d, global),
-                            {terms.scaled(whole.term, whole.factor), padding});
-      s.factor = Rational(1);
-      s.global = global;
-      s.broadcast = false;
-    }
-  }
-  if (l.dims.size() != s.global.size())
-    return State::unknown(nullptr, "the layout of `" + b.refName + "` has the wrong rank");
-  s.split.assign(l.dims.size(), {});
-  for (size_t d = 0; d < l.dims.size(); ++d) {
-    std::string why;
-    if ((int)d != interleaved && !layoutDim(spec.mesh, l, d, s.global[d], s.split[d], why))
-      return State::unknown(nullptr, why);
-  }
-  if (interleaved >= 0 && !interleave(l, interleaved, s))
-    return State::unknown(nullptr, "an interleaved layout whose segments do not divide into "
-                                   "its blocks");
-  // A partial average over an axis of n ranks: the ranks' values sum to n times the
-  // value.
-  for (auto [axis, kind] : l.partial) {
-    if (kind == ReduceKind::Max)
-      return State::unknown(nullptr, "partial maxima are not modelled in bindings");
-    if (spec.mesh.shape[axis] > 1) {
-      s.partial.push_back(axis);
-      if (kind == ReduceKind::Avg)
-        s.factor = s.factor * Rational(spec.mesh.shape[axis]);
-    }
-  }
-  std::sort(s.partial.begin(), s.partial.end());
-  return s;
+  return layoutOf(ctx, spec.plan.getContext(),
+                  ref[spec.reference.getArgument(it - spec.refInputs.begin())], b.layout,
+                  b.refName);
 }
 
 bool Run::resume(LayoutCache::Impl &cache, llvm::DenseSet<Operation *> &dirty) {
@@ -478,6 +370,9 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     State s;
     if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
       s = route(*op);
+    } else if (auto d = draws.find(op); d != draws.end()) {
+      const DrawBinding &b = *d->second;
+      s = drawRule(ctx, *op, ref.lookup(b.refMask), b.layout, b.blockShape, b.blockOffset);
     } else if (square &&
                definitionRule(
                    *op, [&](Value v) { return planStates.lookup(v); },
@@ -624,12 +519,12 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
     }
     // A padded output: the reference's value, then padding whose content does not
     // matter -- the plan's value must begin with the reference's (compared by pieces).
-    int padDim = b.layout.padded ? paddedDim(b.layout, want.global) : -1;
+    int padDim = b.layout.padded ? paddedDim(spec.mesh, b.layout, want.global) : -1;
     bool padOk = padDim != -2 && modelled; // padding in several dimensions: not modelled
     if (!padOk)
       padDim = -1;
     if (padDim >= 0)
-      expected.global[padDim] = paddedSize(b.layout, want.global, padDim);
+      expected.global[padDim] = paddedSize(spec.mesh, b.layout, want.global, padDim);
     expected.partial.clear();
     bool sums = true; // (a partial average: the ranks' values sum to n times the value)
     for (auto [axis, kind] : b.layout.partial) {
@@ -646,6 +541,9 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
     if (State placed; got.global != expected.global && padDim < 0 &&
                       placedAs(ctx, *ret, got, expected.global, placed))
       got = std::move(placed);
+    for (size_t d = 0; d < got.split.size() && d < expected.split.size(); ++d)
+      if (State plain; windowsAsBlocks(ctx, spec.plan.getContext(), got, d, expected.split[d], plain))
+        got = std::move(plain); // (rows chosen per rank: as the declared blocks)
     bool layoutSame = sums && padOk && got.partialMax.empty() && got.rankCoeff.empty() && got.split == expected.split &&
                       got.partial == expected.partial && got.global == expected.global;
     bool same = layoutSame && padDim < 0 && got.term == expected.term &&
@@ -743,10 +641,19 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     // plan's own degrees, without values: what it finds is a violation here as in the
     // element engine (the same check, the same report).
     checkSchedule(spec, r);
+    // Independent random streams: the same check as the element engine's (Z3, over
+    // symbolic ranks and elements); what it finds is a violation, and a stream it does
+    // not decide leaves the verdict inconclusive. The plan's draws are then renamed to
+    // the pieces of the reference's masks they stand for (drawRule).
+    if (spec.rngIndependent && r.violations.empty()) {
+      options.deadline.check("checking random streams");
+      checkRandomStreams(spec, options.deadline.cap(options.solverTimeoutMs), r);
+    }
     if (!r.violations.empty()) {
       r.verdict = Verdict::Violated;
       return finish();
     }
+    const bool streamsOpen = !r.inconclusiveReasons.empty();
     auto own = std::make_unique<TermPool>();
     own->picks = picks;
     auto runPtr = std::make_unique<Run>(spec, options, cache ? cache->terms : *own);
@@ -756,7 +663,7 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     else
       run.reference(r.stats);
     run.plan(r.stats, cache);
-    if (run.outputs(r.inconclusiveReasons, r.stats.obligations, r.departures))
+    if (run.outputs(r.inconclusiveReasons, r.stats.obligations, r.departures) && !streamsOpen)
       r.verdict = Verdict::Verified;
     if (cache)
       run.keep(*cache);

@@ -384,8 +384,12 @@ bool consistent(RuleContext &c, const State &s, const Shape &local, std::string 
 /// attributes, whose names hold a '.', say where or how the op runs, not what it
 /// computes, and are left out) and the result's global shape `global`.
 std::string headFrom(llvm::StringRef name, mlir::DictionaryAttr attrs, const Shape &global);
-/// ref.slice of a split operand (Slices.cpp).
+/// ref.slice of a split operand (Slices.cpp); sliceState: the piece [off, off + size) of
+/// each rank's block (local shape inLocal) of `in`, whose local shape is `local`, at `op`.
 State sliceRule(RuleContext &c, mlir::Operation &op, const State &in);
+State sliceState(RuleContext &c, mlir::Operation &op, const State &in,
+                 llvm::ArrayRef<int64_t> off, llvm::ArrayRef<int64_t> size,
+                 llvm::ArrayRef<int64_t> inLocal, const Shape &local);
 /// The term of the reference's `ref.slice` of `term` (global shape `whole`) at
 /// `offsets` with `sizes`; `term` itself when the slice is the whole value (Slices.cpp).
 /// Exact identities keep one term per value: a slice of a slice is one slice, a
@@ -432,12 +436,10 @@ bool functionOfReshape(TermPool &terms, mlir::Operation &op, const State &x, con
 struct ReshapeGroup {
   std::vector<int64_t> a, b;
 };
-/// The groups of a reshape between shapes a and b, in order; false when their element
-/// counts differ.
+/// The groups of a reshape between shapes a and b, in order; false if their sizes differ.
 bool reshapeGroups(const Shape &a, const Shape &b, std::vector<ReshapeGroup> &groups);
 /// The dimensions a reshape from `in` to `out` groups, sizes of 1 included: [i0, i1)
-/// of the input with [j0, j1) of the output (Windows.cpp); false when the element
-/// counts differ.
+/// of the input with [j0, j1) of the output (Windows.cpp); false if their sizes differ.
 struct DimGroup {
   size_t i0, i1, j0, j1;
 };
@@ -543,8 +545,7 @@ bool runsAsSlices(RuleContext &c, mlir::Operation &op, State &s);
 /// The first row any rank's window `w` starts at and the row past the last one any
 /// ends at; false on overflow.
 bool windowReach(const Mesh &mesh, const Window &w, int64_t &lo, int64_t &hi);
-/// Whether d's windows fit a dimension of `global` rows on every rank and hold `local`
-/// rows.
+/// Whether d's windows fit a dimension of `global` rows on every rank and hold `local` rows.
 bool windowsFit(const Mesh &mesh, const DimSplit &d, int64_t global, int64_t local,
                 std::string &why);
 std::string windowsText(const Mesh &mesh, const DimSplit &d, int64_t global);
@@ -634,10 +635,8 @@ private:
   bool settled = false;
 };
 
-/// What the layout engine does not model yet (the whole spec is then inconclusive),
-/// or empty.
+/// What the layout engine does not model yet (the spec is then inconclusive), or empty.
 std::string layoutUncovered(const Spec &spec);
-
 /// An index value's state (arith constants, +, -, * of index values every rank holds
 /// alike): a scalar term.
 State indexRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
@@ -688,7 +687,6 @@ bool placedAs(RuleContext &c, mlir::Operation &op, const State &x, const Shape &
 /// reshape of its block of the value (Views.cpp). False where that does not apply.
 bool concatOfUnitSlices(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                         State &out);
-
 /// `out` (op's result state by its rule) with the summands of a partial sum of a
 /// one-hot's row sums where op keeps them known on every rank, and without any
 /// operand's otherwise (RowSums.cpp).
@@ -701,7 +699,6 @@ bool oneHotTimesRowSums(RuleContext &c, mlir::Operation &op, const std::vector<c
 
 /// Whether t is an index constant's leaf, and its value (Index.cpp).
 bool constantLeaf(const TermPool &terms, TermId t, int64_t &v);
-
 /// dropout_mask with a rank-dependent counter (Index.cpp).
 State dropoutRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in);
 

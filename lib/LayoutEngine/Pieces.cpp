@@ -73,7 +73,7 @@ void PieceComparison::Normalizer::collect(TermId t) {
     return;
   TermId input;
   std::vector<int64_t> offsets, sizes;
-  if (sliceOf(t, input, offsets, sizes) && terms.isLeaf(input)) {
+  if (sliceOf(t, input, offsets, sizes) && cuttable(input)) {
     Shape whole = terms.shapeOf(input);
     int d = cutDim(whole, offsets, sizes);
     Cut &c = cuts[input];
@@ -533,7 +533,7 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
   if (terms.scaleOf(t, c, u)) {
     out = norm(u);
     out.second = out.second * c;
-  } else if (terms.isLeaf(t) && cuts.count(t)) {
+  } else if (cuttable(t) && cuts.count(t)) {
     const Cut &cut = cuts[t];
     Shape whole = terms.shapeOf(t);
     std::vector<Weighted> pieces;

@@ -88,6 +88,12 @@ private:
       }
     return dim;
   }
+  /// A value cut into pieces where slices of it are taken: an input, or a random draw
+  /// (its operands are its stream's key and counter; any value is the concatenation
+  /// of its slices, and a draw has no tensor operand to distribute over).
+  bool cuttable(TermId t) const {
+    return terms.isLeaf(t) || terms.headIs(t, "ref.dropout_mask{");
+  }
   bool sliceOf(TermId t, TermId &input, std::vector<int64_t> &offsets,
                std::vector<int64_t> &sizes) const;
   TermId slice(TermId input, const Shape &whole, int dim, int64_t from, int64_t to);

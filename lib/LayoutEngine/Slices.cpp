@@ -151,14 +151,19 @@ State sliceRule(RuleContext &c, Operation &op, const State &in) {
   Shape local;
   if (!resultShape(op, local))
     return State::unknown(&op, "`ref.slice` does not have one tensor result");
+  auto inType = cast<RankedTensorType>(slice.getInput().getType());
+  return sliceState(c, op, in, slice.getOffsets(), slice.getSizes(), inType.getShape(), local);
+}
+
+State sliceState(RuleContext &c, Operation &op, const State &in, ArrayRef<int64_t> off,
+                 ArrayRef<int64_t> size, ArrayRef<int64_t> inLocal, const Shape &local) {
   if (!in.partialMax.empty())
     return State::unknown(&op, "the operand is each rank's maximum of its block over " +
                                    axesText(c.mesh, in.partialMax) +
                                    ": it must be completed by all_reduce \"max\" first");
-  auto inType = cast<RankedTensorType>(slice.getInput().getType());
-  ArrayRef<int64_t> off = slice.getOffsets(), size = slice.getSizes(), inLocal = inType.getShape();
   size_t rank = in.global.size();
-  if (in.split.size() != rank || off.size() != rank || size.size() != rank)
+  if (in.split.size() != rank || off.size() != rank || size.size() != rank ||
+      inLocal.size() != rank)
     return State::unknown(&op, "the slice's rank does not match its operand's layout");
   // At most one split dimension is cut; the others are taken whole.
   int cut = -1;

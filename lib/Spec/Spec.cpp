@@ -629,7 +629,8 @@ struct Checker {
         return error(found->getLoc(), "'planproof.expect' must be a dictionary");
       spec.expect.present = true;
       for (auto [field, out] : {std::pair<const char *, std::string *>{"verdict", &spec.expect.verdict},
-                                {"kind", &spec.expect.kind}, {"at", &spec.expect.at}}) {
+                                {"kind", &spec.expect.kind}, {"at", &spec.expect.at},
+                                {"engine", &spec.expect.engine}}) {
         if (Attribute a = dict.get(field)) {
           auto s = dyn_cast<StringAttr>(a);
           if (!s)
@@ -642,6 +643,10 @@ struct Checker {
           spec.expect.verdict != "inconclusive")
         return error(found->getLoc(), "'planproof.expect.verdict' must be verified, violated "
                                       "or inconclusive");
+      // (a production-sized spec: the engine whose verdict it states)
+      const std::string &e = spec.expect.engine;
+      if (!e.empty() && e != "element" && e != "layout" && e != "auto")
+        return error(found->getLoc(), "'planproof.expect.engine' must be element, layout or auto");
     }
     return true;
   }

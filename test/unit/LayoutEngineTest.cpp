@@ -883,6 +883,141 @@ TEST_CASE("dropout masks of exact streams: each rank draws its block's counters"
   }
 }
 
+TEST_CASE("independent random streams: each draw is the piece of the reference mask it "
+          "stands for", "[layouts]") {
+  // RNG mode independent (docs/rng.md): every rank draws from its own key; each plan
+  // draw names the reference mask it stands for, its layout and (for a microbatch's
+  // rows) its offset in the rank's block. Once the streams are proved apart (RngCheck,
+  // both engines), both rename the draws to those pieces. Two microbatches per rank
+  // where the rank holds two rows, their sums added.
+  std::string refArgs = R"(%x: tensor<{KJn}x2xf32> {ref.name = "x"}, %seed: index {ref.name = "seed"}, %offset: index {ref.name = "offset"})";
+  std::string refRes = R"(tensor<f32> {ref.name = "s"}, index {ref.name = "next", ref.updates = "offset"})";
+  std::string refBody = R"(    %m = ref.dropout_mask %seed, %offset p 0.5 : tensor<{KJn}x2xf32>
+    %y = ref.mul %x, %m : tensor<{KJn}x2xf32>
+    %s = ref.reduce_sum %y dims [0, 1] : tensor<{KJn}x2xf32>
+    %c = arith.constant {KJn2} : index
+    %next = arith.addi %offset, %c : index
+    return %s, %next : tensor<f32>, index
+)";
+  std::string planArgs = R"(%x: tensor<{n}x2xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _]>}, %seed: index {dist.value = "seed"}, %offset: index {dist.value = "offset"})";
+  std::string planRes = R"(tensor<f32> {dist.value = "s", dist.layout = #dist.layout<[]>}, index {dist.value = "next"})";
+  // key: "r" (seed + 7 + the rank's block number) or "same" (seed + 7 on every rank);
+  // layout: the draws' claimed layout; o0, o1: the microbatches' claimed rows.
+  auto planBody = [](bool twoPieces, const std::string &key, const std::string &layout,
+                     int o0, int o1) {
+    std::string draw = " p 0.5 {dist.draws = \"m\", dist.layout = #dist.layout<" + layout + ">";
+    std::string body = R"(    %ra = dist.axis_index "a" : index
+    %rb = dist.axis_index "b" : index
+    %cJ = arith.constant {J} : index
+    %ka = arith.muli %ra, %cJ : index
+    %r = arith.addi %ka, %rb : index
+    %c7 = arith.constant 7 : index
+    %same = arith.addi %seed, %c7 : index
+    %key = arith.addi %same, %r : index
+)";
+    if (!twoPieces)
+      body += "    %m = ref.dropout_mask %" + key + ", %offset" + draw + R"(} : tensor<{n}x2xf32>
+    %y = ref.mul %x, %m : tensor<{n}x2xf32>
+    %s_part = ref.reduce_sum %y dims [0, 1] : tensor<{n}x2xf32>
+)";
+    else
+      body += R"(    %x0 = ref.slice %x offsets [0, 0] sizes [1, 2] : tensor<2x2xf32>
+    %m0 = ref.dropout_mask %)" + key + ", %offset" + draw + ", dist.block_offset = array<i64: " +
+              std::to_string(o0) + R"(, 0>} : tensor<1x2xf32>
+    %y0 = ref.mul %x0, %m0 : tensor<1x2xf32>
+    %s0 = ref.reduce_sum %y0 dims [0, 1] : tensor<1x2xf32>
+    %c2 = arith.constant 2 : index
+    %ctr1 = arith.addi %offset, %c2 : index
+    %x1 = ref.slice %x offsets [1, 0] sizes [1, 2] : tensor<2x2xf32>
+    %m1 = ref.dropout_mask %)" + key + ", %ctr1" + draw + ", dist.block_offset = array<i64: " +
+              std::to_string(o1) + R"(, 0>} : tensor<1x2xf32>
+    %y1 = ref.mul %x1, %m1 : tensor<1x2xf32>
+    %s1 = ref.reduce_sum %y1 dims [0, 1] : tensor<1x2xf32>
+    %s_part = ref.add %s0, %s1 : tensor<f32>
+)";
+    return body + R"(    %s = dist.all_reduce %s_part over ["a", "b"] "sum" : tensor<f32> -> tensor<f32>
+    %c = arith.constant {KJn2} : index
+    %next = arith.addi %offset, %c : index
+    return %s, %next : tensor<f32>, index
+)";
+  };
+  for (auto &v : instances()) {
+    std::map<std::string, int64_t> w = v;
+    w["KJn2"] = 2 * v["KJn"];
+    bool two = v["n"] == 2;
+    auto verdicts = [&](const std::string &key, const std::string &layout, int o0, int o1) {
+      std::string t = spec(refArgs, refRes, refBody, planArgs, planRes,
+                           planBody(two, key, layout, o0, o1));
+      t.replace(t.rfind("{dist.mesh = @mesh}"), 19,
+                "{dist.mesh = @mesh, dist.rng = \"independent\"}");
+      return run(fill(t, w));
+    };
+    INFO("K=" << v["K"] << " J=" << v["J"] << " n=" << v["n"]);
+    Verdicts right = verdicts("key", "[(a, b), _]", 0, 1);
+    CHECK(right.element == Verdict::Verified);
+    CHECK(right.layout == Verdict::Verified);
+    // Near misses: every rank the same key (identical masks on different shards: the
+    // stream check's violation, in both engines); the draws claiming the rows in the
+    // other axis order; the microbatches claiming each other's rows.
+    Verdicts same = verdicts("same", "[(a, b), _]", 0, 1);
+    CHECK(same.element == Verdict::Violated);
+    CHECK(same.layout == Verdict::Violated);
+    if (v["J"] == 2) {
+      Verdicts swapped = verdicts("key", "[(b, a), _]", 0, 1);
+      CHECK(swapped.element == Verdict::Violated);
+      CHECK(swapped.layout != Verdict::Verified);
+    }
+    if (two) {
+      Verdicts crossed = verdicts("key", "[(a, b), _]", 1, 0);
+      CHECK(crossed.element == Verdict::Violated);
+      CHECK(crossed.layout != Verdict::Verified);
+    }
+  }
+}
+
+TEST_CASE("microbatches' rows concatenated back are the rank's block", "[layouts]") {
+  // Each rank's 2n rows in two microbatches of n, a function applied to each and the
+  // results concatenated: the rows of every rank's block are two windows of the
+  // concatenation's rows (microbatch 0 of every rank, then microbatch 1), which the
+  // output's declared blocks describe once each rank's windows are read in order.
+  // Near misses: the microbatches concatenated in the other order; the second taken
+  // from the first microbatch's rows.
+  std::string refArgs = R"(%x: tensor<{KJn2}x2xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{KJn2}x2xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %y = ref.gelu %x : tensor<{KJn2}x2xf32>
+    return %y : tensor<{KJn2}x2xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{n2}x2xf32> {dist.value = "x", dist.layout = #dist.layout<[(a, b), _]>})";
+  std::string planRes = R"(tensor<{n2}x2xf32> {dist.value = "y", dist.layout = #dist.layout<[(a, b), _]>})";
+  auto planBody = [](const char *second, bool swapped) {
+    return std::string(R"(    %x0 = ref.slice %x offsets [0, 0] sizes [{n}, 2] : tensor<{n2}x2xf32>
+    %x1 = ref.slice %x offsets [)") + second + R"(, 0] sizes [{n}, 2] : tensor<{n2}x2xf32>
+    %y0 = ref.gelu %x0 : tensor<{n}x2xf32>
+    %y1 = ref.gelu %x1 : tensor<{n}x2xf32>
+    %y = ref.concat )" + (swapped ? "%y1, %y0" : "%y0, %y1") + R"( dim 0 : tensor<{n}x2xf32>, tensor<{n}x2xf32>
+    return %y : tensor<{n2}x2xf32>
+)";
+  };
+  for (auto &v : instances()) {
+    std::map<std::string, int64_t> w = v;
+    w["n2"] = 2 * v["n"];
+    w["KJn2"] = 2 * v["KJn"];
+    auto verdicts = [&](const char *second, bool swapped) {
+      return run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody(second, swapped)), w));
+    };
+    INFO("K=" << v["K"] << " J=" << v["J"] << " n=" << v["n"]);
+    Verdicts right = verdicts("{n}", false);
+    CHECK(right.element == Verdict::Verified);
+    CHECK(right.layout == Verdict::Verified);
+    Verdicts swapped = verdicts("{n}", true);
+    CHECK(swapped.element == Verdict::Violated);
+    CHECK(swapped.layout != Verdict::Verified);
+    Verdicts twice = verdicts("0", false);
+    CHECK(twice.element == Verdict::Violated);
+    CHECK(twice.layout != Verdict::Verified);
+  }
+}
+
 TEST_CASE("a function of a reshape is the reshape of the function; sums of sums merge; "
           "products commute", "[layouts]") {
   // As captures write a vocabulary-parallel log-sum-exp and pick: the row sum reshaped
