@@ -84,8 +84,9 @@ bool close(double want, double got, double rel) {
   return std::fabs(want - got) <= rel * std::max(1.0, std::fabs(want));
 }
 
-/// Every spec of the catalogue (MLIR and JSON), and the specs of the autodiff and CLI
-/// tests that load (the others are bad-input tests), loaded.
+/// Every spec of the catalogue (MLIR and JSON) but those stated for the layout engine
+/// (production-sized), and the specs of the autodiff and CLI tests that load (the others
+/// are bad-input tests), loaded.
 template <class F> void forEachSpec(mlir::MLIRContext &ctx, F f) {
   for (const char *dir : {"/verify-specs", "/test/Autodiff", "/test/CLI/Inputs"}) {
     std::vector<std::string> paths;
@@ -103,6 +104,8 @@ template <class F> void forEachSpec(mlir::MLIRContext &ctx, F f) {
           FAIL(p << ": " << errors.str());
         continue;
       }
+      if (spec.expect.engine == "layout")
+        continue; // (production-sized: its tensors are past any element-wise run)
       f(p, spec);
     }
   }
