@@ -208,4 +208,26 @@ bool windowsAsBlocks(RuleContext &c, MLIRContext *ctx, const State &s, size_t d,
   return true;
 }
 
+bool windowsAsPartners(RuleContext &c, Operation &op, const std::vector<const State *> &in,
+                       std::vector<State> &conv) {
+  conv.clear();
+  bool any = false;
+  for (const State *s : in) {
+    conv.push_back(*s);
+    for (size_t d = 0; d < s->split.size(); ++d) {
+      if (s->split[d].windows.empty())
+        continue;
+      for (const State *p : in) // a partner with plain blocks of the same rows
+        if (p != s && d < p->split.size() && !p->split[d].empty() &&
+            p->split[d].windows.empty() && d < p->global.size() &&
+            p->global[d] == s->global[d] &&
+            windowsAsBlocks(c, op.getContext(), conv.back(), d, p->split[d], conv.back())) {
+          any = true;
+          break;
+        }
+    }
+  }
+  return any && llvm::none_of(conv, [](const State &s) { return s.windowed(); });
+}
+
 } // namespace planproof::layouts

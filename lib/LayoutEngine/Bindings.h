@@ -46,6 +46,13 @@ State drawRule(RuleContext &c, mlir::Operation &op, const State &whole, const La
 bool windowsAsBlocks(RuleContext &c, mlir::MLIRContext *ctx, const State &s, size_t d,
                      const DimSplit &axes, State &out);
 
+/// The operands `in` of op with each dimension held in windows described as the plain
+/// blocks of a partner operand's split of the same rows (windowsAsBlocks), into `conv`:
+/// true where none is left in windows (a gradient concatenated from microbatches
+/// scattered by the rank's own ids, which a rule of plain blocks then takes).
+bool windowsAsPartners(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
+                       std::vector<State> &conv);
+
 } // namespace planproof::layouts
 
 #endif

@@ -73,19 +73,53 @@ void PieceComparison::Normalizer::collect(TermId t) {
     return;
   TermId input;
   std::vector<int64_t> offsets, sizes;
-  if (sliceOf(t, input, offsets, sizes) && cuttable(input)) {
-    Shape whole = terms.shapeOf(input);
-    int d = cutDim(whole, offsets, sizes);
-    Cut &c = cuts[input];
-    if (d == -2 || (d >= 0 && c.dim >= 0 && c.dim != d)) {
-      c.bad = true;
-    } else if (d >= 0) {
-      c.dim = d;
-      c.at.insert({0, offsets[d], offsets[d] + sizes[d], whole[d]});
-    }
+  if (sliceOf(t, input, offsets, sizes)) {
+    int d = cutDim(terms.shapeOf(input), offsets, sizes);
+    if (d == -2 && cuttable(input))
+      cuts[input].bad = true;
+    else if (d >= 0)
+      requestCut(input, d, offsets[d], offsets[d] + sizes[d]);
   }
   for (TermId u : terms.operands(t))
     collect(u);
+}
+
+void PieceComparison::Normalizer::requestCut(TermId t, int d, int64_t from, int64_t to) {
+  Deeper guard(depth);
+  if (depth > kMaxDepth) {
+    tooDeep = true;
+    return;
+  }
+  Shape whole = terms.shapeOf(t);
+  if (cuttable(t)) {
+    Cut &c = cuts[t];
+    if (c.dim >= 0 && c.dim != d)
+      c.bad = true;
+    c.dim = d;
+    c.at.insert({0, from, to, whole[d]});
+    return;
+  }
+  // Rows of a value computed row by row are those of its operands' rows: a lookup by
+  // token id (embedding, one_hot: row i reads id i), an elementwise op of operands of
+  // its shape. Cutting those operands there makes the rules above rewrite the value
+  // into the concatenation whose pieces the slice takes (a value computed whole, then
+  // cut into microbatches: a tied embedding's lookup before a pipeline's stages).
+  OperationName name("ref.slice", ctx);
+  DictionaryAttr attrs;
+  if (!terms.opOf(t, name, attrs))
+    return;
+  auto ops = terms.operands(t);
+  if ((name.getStringRef() == "ref.embedding" || name.getStringRef() == "ref.one_hot") &&
+      d == 0) {
+    TermId ids = ops[name.getStringRef() == "ref.embedding" ? 1 : 0];
+    if (terms.shapeOf(ids).size() == 1)
+      requestCut(ids, 0, from, to);
+    return;
+  }
+  if (name.hasTrait<OpTrait::Elementwise>())
+    for (TermId u : ops)
+      if (terms.shapeOf(u) == whole)
+        requestCut(u, d, from, to);
 }
 
 bool PieceComparison::Normalizer::settle() {

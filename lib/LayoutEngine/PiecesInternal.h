@@ -26,8 +26,11 @@ public:
   Normalizer(TermPool &terms, mlir::MLIRContext *ctx, const Deadline &deadline)
       : terms(terms), ctx(ctx), deadline(deadline) {}
 
-  /// Records the cuts of every slice of an input reachable from t.
+  /// Records the cuts of every slice of an input reachable from t (requestCut).
   void collect(TermId t);
+  /// Cuts value t along d at [from, to): an input or a random draw there, a value
+  /// computed row by row through the operands its rows read (Pieces.cpp).
+  void requestCut(TermId t, int d, int64_t from, int64_t to);
   /// Keeps the inputs cut along exactly one dimension; false when none is.
   bool settle();
   Weighted norm(TermId t);

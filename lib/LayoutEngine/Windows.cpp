@@ -11,7 +11,7 @@
 // states each rule and why it holds.
 //
 //===----------------------------------------------------------------------===//
-#include "LayoutEngine/LayoutState.h"
+#include "LayoutEngine/Bindings.h"
 
 #include "Ref/RefDialect.h"
 #include "Support/Limits.h"
@@ -642,8 +642,12 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
     any |= runsAsSlices(c, op, conv.back());
     windows |= conv.back().windowed();
   }
-  if (!any)
-    return out;
+  if (!any) {
+    // Or windows of the rows a partner holds in plain blocks, read as those blocks.
+    if (!windowsAsPartners(c, op, in, conv))
+      return out;
+    windows = false;
+  }
   std::vector<const State *> ptrs;
   for (const State &s : conv)
     ptrs.push_back(&s);

@@ -975,6 +975,35 @@ TEST_CASE("independent random streams: each draw is the piece of the reference m
   }
 }
 
+/// A plan of two microbatches of n rows per rank (rows split over (a, b)): `planBody(
+/// second, swapped)` with the second microbatch at row `second` and the results in the
+/// other order where `swapped`. Both engines verify the right one; the element engine
+/// refutes, and the layout engine does not verify, the second microbatch taking the
+/// first's rows and the results swapped.
+void microbatchVariants(const std::string &text,
+                        const std::function<std::string(const char *, bool)> &planBody) {
+  for (auto &v : instances()) {
+    std::map<std::string, int64_t> w = v;
+    w["n2"] = 2 * v["n"];
+    w["KJn2"] = 2 * v["KJn"];
+    auto verdicts = [&](const char *second, bool swapped) {
+      std::string t = text;
+      t.replace(t.find("{PLAN}"), 6, planBody(second, swapped));
+      return run(fill(t, w));
+    };
+    INFO("K=" << v["K"] << " J=" << v["J"] << " n=" << v["n"]);
+    Verdicts right = verdicts("{n}", false);
+    CHECK(right.element == Verdict::Verified);
+    CHECK(right.layout == Verdict::Verified);
+    Verdicts twice = verdicts("0", false);
+    CHECK(twice.element == Verdict::Violated);
+    CHECK(twice.layout != Verdict::Verified);
+    Verdicts swapped = verdicts("{n}", true);
+    CHECK(swapped.element == Verdict::Violated);
+    CHECK(swapped.layout != Verdict::Verified);
+  }
+}
+
 TEST_CASE("microbatches' rows concatenated back are the rank's block", "[layouts]") {
   // Each rank's 2n rows in two microbatches of n, a function applied to each and the
   // results concatenated: the rows of every rank's block are two windows of the
@@ -998,24 +1027,55 @@ TEST_CASE("microbatches' rows concatenated back are the rank's block", "[layouts
     return %y : tensor<{n2}x2xf32>
 )";
   };
-  for (auto &v : instances()) {
-    std::map<std::string, int64_t> w = v;
-    w["n2"] = 2 * v["n"];
-    w["KJn2"] = 2 * v["KJn"];
-    auto verdicts = [&](const char *second, bool swapped) {
-      return run(fill(spec(refArgs, refRes, refBody, planArgs, planRes, planBody(second, swapped)), w));
-    };
-    INFO("K=" << v["K"] << " J=" << v["J"] << " n=" << v["n"]);
-    Verdicts right = verdicts("{n}", false);
-    CHECK(right.element == Verdict::Verified);
-    CHECK(right.layout == Verdict::Verified);
-    Verdicts swapped = verdicts("{n}", true);
-    CHECK(swapped.element == Verdict::Violated);
-    CHECK(swapped.layout != Verdict::Verified);
-    Verdicts twice = verdicts("0", false);
-    CHECK(twice.element == Verdict::Violated);
-    CHECK(twice.layout != Verdict::Verified);
-  }
+  microbatchVariants(spec(refArgs, refRes, refBody, planArgs, planRes, "{PLAN}"), planBody);
+}
+
+TEST_CASE("a lookup computed whole, then cut into microbatches, meets the whole batch's; "
+          "a gradient concatenated back is scattered by the rank's ids", "[layouts]") {
+  // Each rank looks its 2n token ids up and applies gelu to all its rows, then takes
+  // them as two microbatches (a tied embedding ahead of a pipeline's stages): the slices
+  // of the lookup are the lookups of the ids' slices (the pieces' cuts reach the ids
+  // through gelu and the lookup). Backward: the microbatches' cotangents concatenated
+  // back and scattered into the table by the rank's ids (windows of the rows read as the
+  // ids' blocks). Near misses: the second microbatch the first's rows; the cotangents
+  // concatenated in the other order.
+  std::string refArgs = R"(%e: tensor<5x2xf32> {ref.name = "e"}, %ids: tensor<{KJn2}xi64> {ref.name = "ids", ref.bound = 5 : i64}, %w: tensor<2x2xf32> {ref.name = "w"}, %t: tensor<{KJn2}x2xf32> {ref.name = "t"}, %g: tensor<{KJn2}x2xf32> {ref.name = "g"})";
+  std::string refRes = R"(tensor<f32> {ref.name = "loss"}, tensor<5x2xf32> {ref.name = "de"})";
+  std::string refBody = R"(    %x = ref.embedding %e, %ids : tensor<5x2xf32>, tensor<{KJn2}xi64>
+    %h = ref.gelu %x : tensor<{KJn2}x2xf32>
+    %p = ref.matmul %h, %w contract(1, 0) : tensor<{KJn2}x2xf32>, tensor<2x2xf32>
+    %loss = ref.mse_loss %p, %t : tensor<{KJn2}x2xf32>
+    %gg = ref.exp %g : tensor<{KJn2}x2xf32>
+    %de = ref.embedding_grad %gg, %ids : tensor<{KJn2}x2xf32>, tensor<{KJn2}xi64> -> tensor<5x2xf32>
+    return %loss, %de : tensor<f32>, tensor<5x2xf32>
+)";
+  std::string planArgs = R"(%e: tensor<5x2xf32> {dist.value = "e", dist.layout = #dist.layout<[_, _]>}, %ids: tensor<{n2}xi64> {dist.value = "ids", dist.layout = #dist.layout<[(a, b)]>}, %w: tensor<2x2xf32> {dist.value = "w", dist.layout = #dist.layout<[_, _]>}, %t: tensor<{n2}x2xf32> {dist.value = "t", dist.layout = #dist.layout<[(a, b), _]>}, %g: tensor<{n2}x2xf32> {dist.value = "g", dist.layout = #dist.layout<[(a, b), _]>})";
+  std::string planRes = R"(tensor<f32> {dist.value = "loss", dist.layout = #dist.layout<[]>}, tensor<5x2xf32> {dist.value = "de", dist.layout = #dist.layout<[_, _]>})";
+  auto planBody = [](const char *second, bool swapped) {
+    return std::string(R"(    %x = ref.embedding %e, %ids : tensor<5x2xf32>, tensor<{n2}xi64>
+    %h = ref.gelu %x : tensor<{n2}x2xf32>
+    %h0 = ref.slice %h offsets [0, 0] sizes [{n}, 2] : tensor<{n2}x2xf32>
+    %h1 = ref.slice %h offsets [)") + second + R"(, 0] sizes [{n}, 2] : tensor<{n2}x2xf32>
+    %t0 = ref.slice %t offsets [0, 0] sizes [{n}, 2] : tensor<{n2}x2xf32>
+    %t1 = ref.slice %t offsets [{n}, 0] sizes [{n}, 2] : tensor<{n2}x2xf32>
+    %p0 = ref.matmul %h0, %w contract(1, 0) : tensor<{n}x2xf32>, tensor<2x2xf32>
+    %p1 = ref.matmul %h1, %w contract(1, 0) : tensor<{n}x2xf32>, tensor<2x2xf32>
+    %l0 = ref.mse_loss %p0, %t0 : tensor<{n}x2xf32>
+    %l1 = ref.mse_loss %p1, %t1 : tensor<{n}x2xf32>
+    %lsum = ref.add %l0, %l1 : tensor<f32>
+    %lhalf = ref.scale %lsum by 0.5 : tensor<f32>
+    %loss = dist.all_reduce %lhalf over ["a", "b"] "avg" : tensor<f32> -> tensor<f32>
+    %g0 = ref.slice %g offsets [0, 0] sizes [{n}, 2] : tensor<{n2}x2xf32>
+    %g1 = ref.slice %g offsets [{n}, 0] sizes [{n}, 2] : tensor<{n2}x2xf32>
+    %gg0 = ref.exp %g0 : tensor<{n}x2xf32>
+    %gg1 = ref.exp %g1 : tensor<{n}x2xf32>
+    %gc = ref.concat )" + (swapped ? "%gg1, %gg0" : "%gg0, %gg1") + R"( dim 0 : tensor<{n}x2xf32>, tensor<{n}x2xf32>
+    %de_part = ref.embedding_grad %gc, %ids : tensor<{n2}x2xf32>, tensor<{n2}xi64> -> tensor<5x2xf32>
+    %de = dist.all_reduce %de_part over ["a", "b"] "sum" : tensor<5x2xf32> -> tensor<5x2xf32>
+    return %loss, %de : tensor<f32>, tensor<5x2xf32>
+)";
+  };
+  microbatchVariants(spec(refArgs, refRes, refBody, planArgs, planRes, "{PLAN}"), planBody);
 }
 
 TEST_CASE("a function of a reshape is the reshape of the function; sums of sums merge; "
