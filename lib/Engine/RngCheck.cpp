@@ -279,6 +279,7 @@ private:
     domain(s, b);
     s.add(property);
     z3::check_result r;
+    ++result.stats.solverQueries; // (the verdict's stats count the stream queries too)
     try {
       r = s.check();
     } catch (const z3::exception &e) {
