@@ -164,7 +164,7 @@ State drawRule(RuleContext &c, Operation &op, const State &whole, const Layout &
 
 bool windowsAsBlocks(RuleContext &c, MLIRContext *ctx, const State &s, size_t d,
                      const DimSplit &axes, State &out) {
-  if (!s.known || s.broadcast || !s.partialMax.empty() || d >= s.split.size() ||
+  if (!s.known || !s.partialMax.empty() || d >= s.split.size() ||
       s.split[d].windows.empty() || !axes.windows.empty() || axes.empty())
     return false;
   for (size_t e = 0; e < s.split.size(); ++e)
@@ -201,6 +201,8 @@ bool windowsAsBlocks(RuleContext &c, MLIRContext *ctx, const State &s, size_t d,
     rows = held;
   }
   out = s;
+  out.broadcast = false; // (a broadcast's rows rearranged: no longer its copies)
+  out.sourceDims.clear();
   out.split[d] = axes;
   if (!checkedMul(rows, n, out.global[d]))
     return false;
@@ -217,14 +219,22 @@ bool windowsAsPartners(RuleContext &c, Operation &op, const std::vector<const St
     for (size_t d = 0; d < s->split.size(); ++d) {
       if (s->split[d].windows.empty())
         continue;
-      for (const State *p : in) // a partner with plain blocks of the same rows
+      for (const State *p : in) { // a partner with plain blocks of as many rows
+        State blocks;
         if (p != s && d < p->split.size() && !p->split[d].empty() &&
             p->split[d].windows.empty() && d < p->global.size() &&
-            p->global[d] == s->global[d] &&
-            windowsAsBlocks(c, op.getContext(), conv.back(), d, p->split[d], conv.back())) {
+            windowsAsBlocks(c, op.getContext(), conv.back(), d, p->split[d], blocks) &&
+            blocks.global[d] == p->global[d]) {
+          conv.back() = std::move(blocks);
           any = true;
           break;
         }
+      }
+      // Or, with no partner, the blocks of the axes the windows name.
+      if (!conv.back().split[d].windows.empty() &&
+          windowsAsBlocks(c, op.getContext(), conv.back(), d,
+                          DimSplit(static_cast<const std::vector<int> &>(s->split[d])), conv.back()))
+        any = true;
     }
   }
   return any && llvm::none_of(conv, [](const State &s) { return s.windowed(); });

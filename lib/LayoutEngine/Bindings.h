@@ -47,9 +47,11 @@ bool windowsAsBlocks(RuleContext &c, mlir::MLIRContext *ctx, const State &s, siz
                      const DimSplit &axes, State &out);
 
 /// The operands `in` of op with each dimension held in windows described as the plain
-/// blocks of a partner operand's split of the same rows (windowsAsBlocks), into `conv`:
-/// true where none is left in windows (a gradient concatenated from microbatches
-/// scattered by the rank's own ids, which a rule of plain blocks then takes).
+/// blocks of a partner operand's split of as many rows (windowsAsBlocks), or without
+/// one as the plain blocks of the axes the windows name, into `conv`: true where none
+/// is left in windows (a gradient concatenated from microbatches scattered by the
+/// rank's own ids; shifted labels, each rank's run and pad, summed over the tokens),
+/// which a rule of plain blocks then takes. Exact: every rank holds what it held.
 bool windowsAsPartners(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                        std::vector<State> &conv);
 

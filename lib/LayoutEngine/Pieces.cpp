@@ -104,6 +104,29 @@ void PieceComparison::Normalizer::requestCut(TermId t, int d, int64_t from, int6
   // its shape. Cutting those operands there makes the rules above rewrite the value
   // into the concatenation whose pieces the slice takes (a value computed whole, then
   // cut into microbatches: a tied embedding's lookup before a pipeline's stages).
+  // A concatenation's rows are its operands' (along its dimension, each from its
+  // offset); a slice's rows its input's, from its offset.
+  int cd = -1;
+  std::vector<Weighted> parts;
+  if (piecesOf(t, cd, parts)) {
+    int64_t at = 0;
+    for (const Weighted &u : parts) {
+      int64_t len = d < (int)terms.shapeOf(u.first).size() ? terms.shapeOf(u.first)[d] : 0;
+      if (cd != d)
+        requestCut(u.first, d, from, to);
+      else if (std::max(from, at) < std::min(to, at + len))
+        requestCut(u.first, d, std::max(from, at) - at, std::min(to, at + len) - at);
+      at += len;
+    }
+    return;
+  }
+  TermId input;
+  std::vector<int64_t> offsets, sizes;
+  if (sliceOf(t, input, offsets, sizes)) {
+    if (d < (int)offsets.size())
+      requestCut(input, d, offsets[d] + from, offsets[d] + to);
+    return;
+  }
   OperationName name("ref.slice", ctx);
   DictionaryAttr attrs;
   if (!terms.opOf(t, name, attrs))
@@ -201,6 +224,47 @@ bool PieceComparison::Normalizer::broadcastParts(TermId t, std::vector<int64_t> 
     list = rest;
   }
   source = terms.operands(t)[0];
+  return true;
+}
+
+bool PieceComparison::Normalizer::cutUniform(TermId t, int dim, int64_t len, TermId &out) {
+  Deeper guard(depth);
+  if (depth > kMaxDepth)
+    return false;
+  Shape whole = terms.shapeOf(t);
+  if (dim >= (int)whole.size())
+    return false;
+  Shape piece = whole;
+  piece[dim] = len;
+  std::vector<int64_t> dims;
+  TermId source;
+  Rational c;
+  TermId u;
+  if (broadcastParts(t, dims, source)) { // copies along dim: fewer copies
+    if (llvm::is_contained(dims, (int64_t)dim))
+      return false;
+    out = terms.broadcast(piece, dims, source);
+    return true;
+  }
+  if (terms.scaleOf(t, c, u)) {
+    if (!cutUniform(u, dim, len, out))
+      return false;
+    out = terms.scaled(out, c);
+    return true;
+  }
+  // An elementwise op of such operands (of its shape): the op of their cuts.
+  OperationName name("ref.slice", ctx);
+  DictionaryAttr attrs;
+  if (!terms.opOf(t, name, attrs) || !name.hasTrait<OpTrait::Elementwise>())
+    return false;
+  std::vector<Weighted> in;
+  for (TermId v : terms.operands(t)) {
+    if (terms.shapeOf(v) != whole || !cutUniform(v, dim, len, out))
+      return false;
+    in.push_back({out, Rational(1)});
+  }
+  Weighted w = rebuild(name, attrs, piece, in);
+  out = terms.scaled(w.first, w.second);
   return true;
 }
 
@@ -377,10 +441,16 @@ bool PieceComparison::Normalizer::sliceOfConcat(TermId input, const std::vector<
   int64_t at = 0;
   for (auto &p : parts) {
     int64_t len = terms.shapeOf(p.first)[d];
+    TermId part;
     if (at >= offsets[d] && at + len <= offsets[d] + sizes[d])
       taken.push_back({p.first, p.second * x.second});
-    else if (at < offsets[d] + sizes[d] && at + len > offsets[d])
-      return false; // the window cuts a piece
+    else if (at < offsets[d] + sizes[d] && at + len > offsets[d]) {
+      // The window cuts a piece: only one that is the same along d everywhere.
+      int64_t lo = std::max(at, offsets[d]), hi = std::min(at + len, offsets[d] + sizes[d]);
+      if (!cutUniform(p.first, d, hi - lo, part))
+        return false;
+      taken.push_back({part, p.second * x.second});
+    }
     at += len;
   }
   if (taken.empty())

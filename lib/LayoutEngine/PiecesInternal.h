@@ -62,6 +62,9 @@ public:
   /// A broadcast that copies along `dim` (no source dimension there), cut there as
   /// `like`'s pieces are: the same broadcast at each piece's extent. False otherwise.
   bool cutCopies(TermId t, int dim, const std::vector<Weighted> &like, std::vector<Weighted> &out);
+  /// t's first `len` elements along `dim`, where t is the same at every index along it
+  /// (copies there, scaled, and elementwise ops of such values): true, with them.
+  bool cutUniform(TermId t, int dim, int64_t len, TermId &out);
 
 private:
   static constexpr size_t kMaxNodes = 1 << 20;

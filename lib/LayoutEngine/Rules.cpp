@@ -614,8 +614,15 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
       State u = b;
       u.split = lead->split;
       u.global = lead->global;
-      if (concat)
-        u.global[concat.getDim()] = b.global[concat.getDim()];
+      if (concat) {
+        // Along a dimension the lead splits in plain blocks, every rank holds the whole
+        // piece: copies of one scalar, the blocks of copies |axes| times as long.
+        int64_t d = concat.getDim();
+        auto type = dyn_cast<RankedTensorType>(op.getOperand(i).getType());
+        u.global[d] = !lead->split[d].empty() && lead->split[d].windows.empty() && type
+                          ? type.getDimSize(d) * c.size(lead->split[d])
+                          : b.global[d];
+      }
       // (The same global shape is the same value: its term stays.)
       if (u.global != b.global)
         u.term = c.terms.broadcast(u.global, u.sourceDims, u.source);

@@ -642,16 +642,19 @@ State windowRule(RuleContext &c, Operation &op, const std::vector<const State *>
     any |= runsAsSlices(c, op, conv.back());
     windows |= conv.back().windowed();
   }
-  if (!any) {
-    // Or windows of the rows a partner holds in plain blocks, read as those blocks.
-    if (!windowsAsPartners(c, op, in, conv))
-      return out;
-    windows = false;
-  }
-  std::vector<const State *> ptrs;
-  for (const State &s : conv)
-    ptrs.push_back(&s);
-  State again = windows ? windowRuleOnce(c, op, ptrs, generic) : generic(ptrs);
+  auto retry = [&](bool windowed) {
+    std::vector<const State *> ptrs;
+    for (const State &s : conv)
+      ptrs.push_back(&s);
+    return windowed ? windowRuleOnce(c, op, ptrs, generic) : generic(ptrs);
+  };
+  if (any)
+    if (State again = retry(windows); again.known)
+      return again;
+  // Or windows of the rows a partner holds in plain blocks, read as those blocks.
+  if (!windowsAsPartners(c, op, in, conv))
+    return out;
+  State again = retry(false);
   return again.known ? again : out;
 }
 

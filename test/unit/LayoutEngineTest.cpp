@@ -1078,6 +1078,60 @@ TEST_CASE("a lookup computed whole, then cut into microbatches, meets the whole 
   microbatchVariants(spec(refArgs, refRes, refBody, planArgs, planRes, "{PLAN}"), planBody);
 }
 
+TEST_CASE("each rank's rows shifted by one with a constant pad: the reference's runs", "[layouts]") {
+  // Hugging Face's shifted labels on activations: every rank pads its m rows with one
+  // row of zeros and takes rows [1, m + 1) -- each block's rows after its first, then
+  // the pad -- which the reference writes as those runs concatenated. The constant pad
+  // is copies on every rank (the blocks of copies KJ times as long); the rows a rank
+  // holds are windows of the concatenation, read as the declared blocks, compared by
+  // pieces through the slices, the concatenations and the pad cut to its rows. Near
+  // misses: the rows not shifted; a pad of ones.
+  for (auto &v : instances()) {
+    int64_t blocks = v["K"] * v["J"], m = 2 * v["n"];
+    auto text = [&](int shift, const char *pad) {
+      std::string rows = std::to_string(blocks * m), mm = std::to_string(m);
+      std::string ref = "module {\n  func.func @reference(%x: tensor<" + rows +
+                        "x2xf32> {ref.name = \"x\"}) -> (tensor<" + rows +
+                        "x2xf32> {ref.name = \"y\"}) attributes {ref.reference} {\n"
+                        "    %z = ref.constant 0.0 : tensor<1x2xf32>\n";
+      std::string cat = "    %cat = ref.concat", types;
+      for (int64_t p = 0; p < blocks; ++p) {
+        std::string r = "%r" + std::to_string(p);
+        ref += "    " + r + " = ref.slice %x offsets [" + std::to_string(p * m + 1) +
+               ", 0] sizes [" + std::to_string(m - 1) + ", 2] : tensor<" + rows + "x2xf32>\n";
+        cat += std::string(p ? "," : "") + " " + r + ", %z";
+        types += std::string(p ? ", " : "") + "tensor<" + std::to_string(m - 1) +
+                 "x2xf32>, tensor<1x2xf32>";
+      }
+      ref += cat + " dim 0 : " + types + "\n    %y = ref.exp %cat : tensor<" + rows +
+             "x2xf32>\n    return %y : tensor<" + rows + "x2xf32>\n  }\n";
+      std::string mesh = "  dist.mesh @mesh axes = [\"a\", \"b\"] shape = [" +
+                         std::to_string(v["K"]) + ", " + std::to_string(v["J"]) + "]\n";
+      std::string plan = "  func.func @plan(%x: tensor<" + mm + "x2xf32> {dist.value = \"x\", "
+                         "dist.layout = #dist.layout<[(a, b), _]>}) -> (tensor<" + mm +
+                         "x2xf32> {dist.value = \"y\", dist.layout = #dist.layout<[(a, b), _]>}) "
+                         "attributes {dist.mesh = @mesh} {\n"
+                         "    %z = ref.constant " + pad + " : tensor<1x2xf32>\n"
+                         "    %cat = ref.concat %x, %z dim 0 : tensor<" + mm + "x2xf32>, tensor<1x2xf32>\n"
+                         "    %s = ref.slice %cat offsets [" + std::to_string(shift) + ", 0] sizes [" +
+                         mm + ", 2] : tensor<" + std::to_string(m + 1) + "x2xf32>\n"
+                         "    %y = ref.exp %s : tensor<" + mm + "x2xf32>\n"
+                         "    return %y : tensor<" + mm + "x2xf32>\n  }\n}\n";
+      return ref + mesh + plan;
+    };
+    INFO("K=" << v["K"] << " J=" << v["J"] << " n=" << v["n"]);
+    Verdicts right = run(text(1, "0.0"));
+    CHECK(right.element == Verdict::Verified);
+    CHECK(right.layout == Verdict::Verified);
+    Verdicts unshifted = run(text(0, "0.0"));
+    CHECK(unshifted.element == Verdict::Violated);
+    CHECK(unshifted.layout != Verdict::Verified);
+    Verdicts ones = run(text(1, "1.0"));
+    CHECK(ones.element == Verdict::Violated);
+    CHECK(ones.layout != Verdict::Verified);
+  }
+}
+
 TEST_CASE("a function of a reshape is the reshape of the function; sums of sums merge; "
           "products commute", "[layouts]") {
   // As captures write a vocabulary-parallel log-sum-exp and pick: the row sum reshaped
