@@ -200,13 +200,14 @@ bool windowsAsBlocks(RuleContext &c, MLIRContext *ctx, const State &s, size_t d,
       return false;
     rows = held;
   }
-  out = s;
-  out.broadcast = false; // (a broadcast's rows rearranged: no longer its copies)
-  out.sourceDims.clear();
-  out.split[d] = axes;
-  if (!checkedMul(rows, n, out.global[d]))
+  State blocks = s; // (out may be s: assigned once it is complete)
+  blocks.broadcast = false; // (a broadcast's rows rearranged: no longer its copies)
+  blocks.sourceDims.clear();
+  blocks.split[d] = axes;
+  if (!checkedMul(rows, n, blocks.global[d]))
     return false;
-  out.term = joinedConcat(c.terms, ctx, concatHead(ctx, d, out.global), pieces);
+  blocks.term = joinedConcat(c.terms, ctx, concatHead(ctx, d, blocks.global), pieces);
+  out = std::move(blocks);
   return true;
 }
 
