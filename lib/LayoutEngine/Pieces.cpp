@@ -90,7 +90,11 @@ void PieceComparison::Normalizer::requestCut(TermId t, int d, int64_t from, int6
     tooDeep = true;
     return;
   }
+  deadline.check("comparing terms by pieces");
   Shape whole = terms.shapeOf(t);
+  // (Each request once: the work stays bounded by the terms times their windows.)
+  if (d < 0 || d >= (int)whole.size() || !requested.insert({t, d, from, to}).second)
+    return;
   if (cuttable(t)) {
     Cut &c = cuts[t];
     if (c.dim >= 0 && c.dim != d)

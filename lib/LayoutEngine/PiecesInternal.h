@@ -10,6 +10,9 @@
 
 #include "LayoutEngine/LayoutState.h"
 
+#include <set>
+#include <tuple>
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OperationSupport.h"
 
@@ -77,6 +80,7 @@ private:
     explicit Deeper(int &d) : d(++d) {}
     ~Deeper() { --d; }
   };
+  std::set<std::tuple<TermId, int, int64_t, int64_t>> requested; // requestCut's
   struct Cut {
     int dim = -1;
     bool bad = false; // cut along two dimensions
