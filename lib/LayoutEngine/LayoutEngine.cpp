@@ -645,7 +645,7 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     // symbolic ranks and elements); what it finds is a violation, and a stream it does
     // not decide leaves the verdict inconclusive. The plan's draws are then renamed to
     // the pieces of the reference's masks they stand for (drawRule).
-    if (spec.rngIndependent && r.violations.empty()) {
+    if (spec.rngIndependent && r.violations.empty() && !picks) { // (the second pass: done)
       options.deadline.check("checking random streams");
       checkRandomStreams(spec, options.deadline.cap(options.solverTimeoutMs), r);
     }
@@ -671,7 +671,7 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     // normal form (Picks.cpp), where the reference has ids with a bound and a one-hot.
     bool oneHot = false;
     spec.reference.walk([&](ref::OneHotOp h) { oneHot |= h->getNumOperands() == 1; });
-    if (!picks && r.verdict != Verdict::Verified && oneHot &&
+    if (!picks && !streamsOpen && r.verdict != Verdict::Verified && oneHot &&
         llvm::any_of(spec.refInputBounds, [](int64_t b) { return b > 0; }))
       if (VerifyResult again = verifyWith(spec, options, nullptr, true);
           again.verdict == Verdict::Verified)
