@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Transforms/Autodiff.h"
+#include "Transforms/Differentiator.h"
 
 #include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
@@ -27,98 +28,9 @@
 using namespace mlir;
 using namespace planproof;
 using namespace planproof::ref;
+using namespace planproof::autodiff;
 
-namespace {
-
-class Differentiator {
-public:
-  /// `positions`: the ops' places in their blocks before any grad was expanded (ops
-  /// created since have none), to order a loss's backward slice without renumbering
-  /// the block; null to use the block's own order.
-  Differentiator(GradOp grad, std::function<std::string(Value)> nameOf,
-                 std::function<void(Value, Value, Value)> replaced = nullptr,
-                 const llvm::DenseMap<Operation *, size_t> *positions = nullptr,
-                 std::function<void(Operation *, Operation *)> ruled = nullptr)
-      : grad(grad), b(grad), loc(grad.getLoc()), gradLoc(grad.getLoc()), nameOf(nameOf),
-        replaced(replaced), positions(positions), ruled(ruled) {}
-
-  LogicalResult run(std::string &why, Location &where);
-
-private:
-  RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-  Value constant(RankedTensorType t, double v) {
-    return ConstantOp::create(b, loc, t, b.getF64FloatAttr(v));
-  }
-  Value scale(Value v, double f) { return ScaleOp::create(b, loc, v, llvm::APFloat(f)); }
-  Value add(Value a, Value c) { return AddOp::create(b, loc, a, c); }
-  Value sub(Value a, Value c) { return SubOp::create(b, loc, a, c); }
-  Value mul(Value a, Value c) { return MulOp::create(b, loc, a, c); }
-  Value div(Value a, Value c) { return DivOp::create(b, loc, a, c); }
-  Value reduceSum(Value v, ArrayRef<int64_t> dims) {
-    if (dims.empty())
-      return v;
-    return ReduceSumOp::create(b, loc, v, SmallVector<int64_t>(dims));
-  }
-  /// Broadcasts `v` (whose dims are `dims` of `to`) to the type `to`.
-  Value broadcast(Value v, ArrayRef<int64_t> dims, RankedTensorType to) {
-    if (typeOf(v) == to)
-      return v;
-    return BroadcastOp::create(b, loc, to, v, dims);
-  }
-  /// Broadcasts `v` over the leading dimensions of `to` (v matches its trailing dims).
-  Value broadcastTrailing(Value v, RankedTensorType to) {
-    SmallVector<int64_t> dims;
-    for (int64_t d = to.getRank() - typeOf(v).getRank(); d < to.getRank(); ++d)
-      dims.push_back(d);
-    return broadcast(v, dims, to);
-  }
-  /// Sums `v` over the last dimension and broadcasts the sums back over it.
-  Value rowSumBroadcast(Value v) {
-    auto t = typeOf(v);
-    Value s = reduceSum(v, SmallVector<int64_t>{t.getRank() - 1});
-    SmallVector<int64_t> dims;
-    for (int64_t d = 0; d + 1 < t.getRank(); ++d)
-      dims.push_back(d);
-    return broadcast(s, dims, t);
-  }
-
-  void accumulate(Value v, Value contribution) {
-    auto it = adjoint.find(v);
-    if (it == adjoint.end())
-      adjoint[v] = contribution;
-    else
-      it->second = add(it->second, contribution);
-  }
-  /// Adds the vector-Jacobian products of `op` for its active operands.
-  LogicalResult backprop(Operation *op, Value g);
-  std::optional<LogicalResult> backpropArithmetic(Operation *op, Value g);
-  std::optional<LogicalResult> backpropFunctions(Operation *op, Value g);
-  std::optional<LogicalResult> backpropLayout(Operation *op, Value g);
-  std::optional<LogicalResult> backpropNorms(Operation *op, Value g);
-  std::optional<LogicalResult> backpropComposites(Operation *op, Value g);
-  std::optional<LogicalResult> backpropCollectives(Operation *op, Value g);
-  void contribute(Operation *op, unsigned i, llvm::function_ref<Value()> make);
-
-  GradOp grad;
-  OpBuilder b;
-  Location loc;
-  Location gradLoc;
-  std::function<std::string(Value)> nameOf;
-  std::function<void(Value, Value, Value)> replaced;
-  /// Told each op whose derivative rule ran (with null) and each adjoint collective a
-  /// collective's rule made (expandGradOps).
-  std::function<void(Operation *, Operation *)> ruled;
-  /// `v`, the adjoint collective made by `op`'s rule, told to `ruled`.
-  Value madeBy(Operation *op, Value v) {
-    if (ruled)
-      ruled(op, v.getDefiningOp());
-    return v;
-  }
-  const llvm::DenseMap<Operation *, size_t> *positions = nullptr;
-  llvm::StringMap<unsigned> counters;
-  llvm::DenseSet<Value> active;
-  llvm::DenseMap<Value, Value> adjoint;
-};
+namespace planproof::autodiff {
 
 /// The vector-Jacobian rules of arithmetic, products and bias addition; none when `op` is not one of them.
 std::optional<LogicalResult> Differentiator::backpropArithmetic(Operation *op, Value g) {
@@ -531,14 +443,13 @@ void Differentiator::contribute(Operation *op, unsigned i, llvm::function_ref<Va
 }
 
 
-LogicalResult Differentiator::run(std::string &why, Location &where) {
-  Block *block = grad->getBlock();
-  Operation *before = grad->getPrevNode();
-  // Only the ops the loss depends on can receive an adjoint: its backward slice in
-  // this block (all before the grad op, which uses the loss), in block order. Walking
-  // the slice rather than the block keeps a plan with one grad per microbatch and
-  // stage linear: each grad visits its own microbatch's ops.
-  Value loss = grad.getLoss();
+LogicalResult Differentiator::derive(SmallVectorImpl<Value> &results, std::string &why,
+                                     Location &where) {
+  Operation *before = anchor ? anchor->getPrevNode() : (block->empty() ? nullptr : &block->back());
+  // Only the ops the seeds depend on can receive an adjoint: their backward slice in
+  // this block (all before the anchor), in block order. Walking the slice rather than
+  // the block keeps a plan with one grad per microbatch and stage linear: each grad
+  // visits its own microbatch's ops.
   SmallVector<Operation *> ops, stack;
   llvm::DenseSet<Operation *> inSlice;
   auto visit = [&](Value v) {
@@ -546,7 +457,8 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
     if (d && d->getBlock() == block && inSlice.insert(d).second)
       stack.push_back(d);
   };
-  visit(loss);
+  for (auto &[v, cot] : seeds)
+    visit(v);
   while (!stack.empty()) {
     Operation *op = stack.pop_back_val();
     ops.push_back(op);
@@ -559,7 +471,7 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
   else
     llvm::sort(ops, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
   // Forward: what is computed from a `wrt` value is active.
-  for (Value w : grad.getWrt())
+  for (Value w : wrt)
     active.insert(w);
   for (Operation *op : ops) {
     if (isa<DetachOp>(op))
@@ -568,21 +480,33 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
       for (Value r : op->getResults())
         active.insert(r);
   }
-  // The backward pass is built in a scratch block and moved before the grad op in one
+  // The backward pass is built in a scratch block and moved before the anchor in one
   // splice: inserting op by op before it would renumber the block's op order again and
   // again (isBeforeInBlock, above, needs it).
   Block scratch;
   b.setInsertionPointToEnd(&scratch);
-  auto place = [&] { block->getOperations().splice(grad->getIterator(), scratch.getOperations()); };
-  if (active.contains(loss)) {
-    adjoint[loss] = constant(typeOf(loss), 1.0);
-    // The seed is named after the loss it differentiates (`d(%loss).seed`), so the
-    // backward pass can be traced to its loss even after export.
-    if (nameOf)
-      adjoint[loss].getDefiningOp()->setLoc(
-          NameLoc::get(b.getStringAttr("d(" + nameOf(loss) + ").seed"), gradLoc));
+  auto place = [&] {
+    block->getOperations().splice(anchor ? anchor->getIterator() : block->end(),
+                                  scratch.getOperations());
+  };
+  for (auto &[v, cot] : seeds) {
+    if (!active.contains(v))
+      continue;
+    accumulate(v, cot ? cot : constant(typeOf(v), 1.0));
+    // A loss's seed is named after the loss it differentiates (`d(%loss).seed`), so
+    // the backward pass can be traced to its loss even after export.
+    if (!cot && nameOf)
+      adjoint[v].getDefiningOp()->setLoc(
+          NameLoc::get(b.getStringAttr("d(" + nameOf(v) + ").seed"), gradLoc));
   }
   for (Operation *op : llvm::reverse(ops)) {
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      if (failed(backpropCall(call, why, where))) {
+        place();
+        return failure();
+      }
+      continue;
+    }
     if (op->getNumResults() != 1 || !active.contains(op->getResult(0)))
       continue;
     auto it = adjoint.find(op->getResult(0));
@@ -605,18 +529,24 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
       return failure();
     }
   }
-  SmallVector<Value> results;
-  for (Value w : grad.getWrt()) {
+  for (Value w : wrt) {
     auto it = adjoint.find(w);
     results.push_back(it != adjoint.end() ? it->second : constant(typeOf(w), 0.0));
   }
   place();
   // The derived backward pass runs where the grad op runs: on a pipelined plan's
   // stage, its ops carry the grad op's `dist.stage`.
-  if (Attribute stage = grad->getAttr("dist.stage"))
-    for (Operation *o = before ? before->getNextNode() : &block->front();
-         o && o != grad.getOperation(); o = o->getNextNode())
+  if (Attribute stage = anchor ? anchor->getAttr("dist.stage") : Attribute())
+    for (Operation *o = before ? before->getNextNode() : &block->front(); o && o != anchor;
+         o = o->getNextNode())
       o->setAttr("dist.stage", stage);
+  return success();
+}
+
+LogicalResult Differentiator::run(std::string &why, Location &where) {
+  SmallVector<Value> results;
+  if (failed(derive(results, why, where)))
+    return failure();
   if (replaced)
     for (auto [old, now, w] : llvm::zip(grad.getResults(), results, grad.getWrt()))
       replaced(old, now, w);
@@ -625,16 +555,28 @@ LogicalResult Differentiator::run(std::string &why, Location &where) {
   return success();
 }
 
+} // namespace planproof::autodiff
+
+namespace {
+
 struct ExpandGradPass : PassWrapper<ExpandGradPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExpandGradPass)
   StringRef getArgument() const override { return "ref-expand-grad"; }
   StringRef getDescription() const override {
     return "Replace ref.grad ops by the derived backward pass";
   }
+  ExpandGradPass() = default;
+  ExpandGradPass(const ExpandGradPass &other) : PassWrapper(other) {}
+  Option<bool> throughCalls{
+      *this, "through-calls",
+      llvm::cl::desc("differentiate calls through their callees' vector-Jacobian functions "
+                     "(added to the module) instead of refusing them"),
+      llvm::cl::init(false)};
   void runOnOperation() override {
     std::string why;
     Location where = getOperation().getLoc();
-    if (failed(expandGradOps(getOperation(), why, where))) {
+    if (failed(expandGradOps(getOperation(), why, where, nullptr, nullptr, nullptr,
+                             throughCalls))) {
       emitError(where) << why;
       signalPassFailure();
     }
@@ -646,7 +588,8 @@ struct ExpandGradPass : PassWrapper<ExpandGradPass, OperationPass<ModuleOp>> {
 LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Location &where,
                                       std::function<std::string(Value)> nameOf,
                                       std::function<void(Value, Value, Value)> replaced,
-                                      std::function<void(Operation *, Operation *)> ruled) {
+                                      std::function<void(Operation *, Operation *)> ruled,
+                                      bool throughCalls) {
   SmallVector<GradOp> grads;
   root->walk([&](GradOp g) { grads.push_back(g); });
   llvm::DenseMap<Operation *, size_t> positions;
@@ -657,8 +600,16 @@ LogicalResult planproof::expandGradOps(Operation *root, std::string &why, Locati
       for (Operation &op : *g->getBlock())
         positions[&op] = i++;
     }
+  std::optional<VjpFunctions> calls;
+  if (throughCalls) {
+    auto module = dyn_cast<ModuleOp>(root);
+    if (!module)
+      module = root->getParentOfType<ModuleOp>();
+    calls.emplace(module, nameOf, ruled);
+  }
   for (GradOp g : grads)
-    if (failed(Differentiator(g, nameOf, replaced, &positions, ruled).run(why, where)))
+    if (failed(Differentiator(g, nameOf, replaced, &positions, ruled, calls ? &*calls : nullptr)
+                   .run(why, where)))
       return failure();
   return success();
 }

@@ -33,11 +33,17 @@ namespace planproof {
 /// (all_reduce: axes, kind; all_gather and reduce_scatter, shard_slice and shard_pad:
 /// axes, dim, zigzag of each other; all_to_all: axes, its split_dim the other's
 /// concat_dim and back; select_on: on).
+/// `throughCalls`: a func.call on the way from a `wrt` value to the loss is
+/// differentiated by a call of its callee's vector-Jacobian function, derived once per
+/// callee and set of differentiated arguments and added to the module (Vjp.cpp,
+/// docs/calls.md); without it a call has no derivative rule (the loader expands calls
+/// first).
 mlir::LogicalResult
 expandGradOps(mlir::Operation *root, std::string &why, mlir::Location &where,
               std::function<std::string(mlir::Value)> nameOf = nullptr,
               std::function<void(mlir::Value, mlir::Value, mlir::Value)> replaced = nullptr,
-              std::function<void(mlir::Operation *, mlir::Operation *)> ruled = nullptr);
+              std::function<void(mlir::Operation *, mlir::Operation *)> ruled = nullptr,
+              bool throughCalls = false);
 
 /// `--ref-expand-grad` for planproof-opt.
 std::unique_ptr<mlir::Pass> createExpandGradPass();
