@@ -116,6 +116,9 @@ struct VerifyStats {
   /// and whether the reference's run was.
   int64_t reusedStates = 0;
   bool reusedReference = false;
+  /// Layout engine on kept calls (Spec::keepCalls): function bodies run (summaries) and
+  /// the plan calls they served.
+  int64_t functionBodies = 0, summarizedCalls = 0;
   double milliseconds = 0;
 };
 

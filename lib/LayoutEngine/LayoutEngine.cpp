@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "LayoutEngine/LayoutEngine.h"
 #include "LayoutEngine/Bindings.h"
+#include "LayoutEngine/Calls.h"
 #include "LayoutEngine/LayoutState.h"
 #include "Support/Progress.h"
 
@@ -67,7 +68,8 @@ namespace {
 class Run {
 public:
   Run(const Spec &spec, const VerifyOptions &options, TermPool &terms)
-      : spec(spec), options(options), terms(terms), ctx{spec.mesh, terms} {
+      : spec(spec), options(options), terms(terms), ctx{spec.mesh, terms},
+        calls(ctx, options.deadline) {
     terms.setContext(spec.reference->getContext());
     ctx.pipelineAxis = spec.pipelineAxis;
     for (const DrawBinding &d : spec.draws) // (one that draws otherwise: RngCheck's)
@@ -179,6 +181,8 @@ private:
   const VerifyOptions &options;
   TermPool &terms;
   RuleContext ctx;
+  /// Kept calls (Spec::keepCalls): applications in the reference, summaries in the plan.
+  Calls calls;
   std::string meshKey;
   llvm::DenseMap<Value, State> ref, planStates;
   std::map<Operation *, const DrawBinding *> draws; // independent-mode draws (drawRule)
@@ -244,6 +248,11 @@ void Run::reference(VerifyStats &stats) {
     std::vector<const State *> in;
     for (Value v : op.getOperands())
       in.push_back(&ref[v]);
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      for (auto [r, s] : llvm::zip(call.getResults(), calls.reference(call, in)))
+        ref[r] = s;
+      continue;
+    }
     State s;
     if (!definitionRule(
             op, [&](Value v) { return ref.lookup(v); },
@@ -367,6 +376,16 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     std::vector<const State *> in;
     for (Value v : op->getOperands())
       in.push_back(&planStates[v]);
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      for (auto [r, s] : llvm::zip(call.getResults(), calls.plan(call, in))) {
+        if (spec.pipelineAxis >= 0 && s.known && overPipeline(s))
+          s = State::unknown(op, "the value is split or summed over the pipeline axis");
+        planStates[r] = s;
+      }
+      stats.functionBodies = calls.bodies;
+      stats.summarizedCalls = calls.summarized;
+      continue;
+    }
     State s;
     if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
       s = route(*op);

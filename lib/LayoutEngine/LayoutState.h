@@ -663,6 +663,8 @@ SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<con
 /// state is unknown (MemoKey.cpp). LayoutCache keeps result states under it.
 std::string memoKey(const std::string &mesh, mlir::Operation &op,
                     const std::vector<const State *> &in);
+/// A known state, every field, appended to `out` (memoKey's text per operand).
+void stateKey(const State &s, std::string &out);
 
 /// `op`'s rule on partial maxima over A, where it commutes with them (Maxima.cpp).
 bool throughMaxima(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,

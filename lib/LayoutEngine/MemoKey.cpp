@@ -13,8 +13,6 @@ using namespace mlir;
 
 namespace planproof::layouts {
 
-namespace {
-
 /// A known state, exactly, as text (for memoKey).
 void stateKey(const State &s, std::string &out) {
   auto list = [&](const std::vector<int> &axes) {
@@ -59,8 +57,6 @@ void stateKey(const State &s, std::string &out) {
   }
   out += "#";
 }
-
-} // namespace
 
 /// A plan op's rule input, exactly: the mesh, the op's name, attributes and types
 /// (by identity) and its operands' states; "" when an operand's state is unknown.

@@ -190,6 +190,12 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
   out += " -- " + std::to_string(r.stats.obligations) + " obligations on " +
          std::to_string(r.stats.ranks) + " ranks, " + std::to_string(r.stats.solverQueries) +
          " solver queries, " + num(r.stats.milliseconds) + " ms\n";
+  if (r.stats.summarizedCalls > 0)
+    out += spec.path + ": note: the calls were kept: " +
+           std::to_string(r.stats.summarizedCalls) + " plan calls proved by " +
+           std::to_string(r.stats.functionBodies) +
+           " function bodies run once per boundary state (docs/layout-engine.md, "
+           "\"Repetition\")\n";
   return out;
 }
 
@@ -233,6 +239,8 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
               {"plan_ops", r.stats.planOps},
               {"expressions", r.stats.expressions},
               {"expression_terms", r.stats.expressionTerms},
+              {"function_bodies", r.stats.functionBodies},
+              {"summarized_calls", r.stats.summarizedCalls},
               {"milliseconds", r.stats.milliseconds}}}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

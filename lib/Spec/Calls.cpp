@@ -194,7 +194,9 @@ struct Inliner {
     call.erase();
   }
 
-  bool run() {
+  /// The checks; with `expand`, the expansion (or the spec made undecidable past the
+  /// limit).
+  bool run(bool expand = true) {
     std::vector<func::FuncOp> all;
     module.walk([&](func::FuncOp f) {
       functions[f.getSymName()] = f;
@@ -212,6 +214,8 @@ struct Inliner {
     for (func::FuncOp f : all)
       if (!f.isPrivate() && !measure(f))
         return false;
+    if (!expand)
+      return true;
     // Expanding callees first materializes each measured function once: the entries'
     // expansion and, at most as large again per level, the callees'.
     uint64_t entries = 0, everything = 0;
@@ -250,6 +254,39 @@ struct Inliner {
 };
 
 } // namespace
+
+bool planproof::checkCalls(ModuleOp module, Spec &spec, Diagnostics &diags) {
+  return Inliner(module, spec, diags).run(/*expand=*/false);
+}
+
+std::string planproof::keptCallsRefusal(const Spec &spec) {
+  bool calls = false;
+  std::string why;
+  for (auto &m : spec.modules)
+    m.get()->walk([&](Operation *op) {
+      calls |= isa<func::CallOp>(op);
+      auto f = op->getParentOfType<func::FuncOp>();
+      if (!why.empty() || !f || !f.isPrivate())
+        return;
+      // What the layout engine reads only at the plan's top level (its schedule, its
+      // pipeline routes, the draws' bindings, checkpoints): in a called function, the
+      // spec is read expanded.
+      bool pipelineWide = false;
+      if (auto axes = op->getAttrOfType<ArrayAttr>("axes"); axes && spec.pipelineAxis >= 0)
+        pipelineWide = llvm::any_of(axes, [&](Attribute a) {
+          auto s = dyn_cast<StringAttr>(a);
+          return s && s.getValue() == spec.mesh.axes[spec.pipelineAxis];
+        });
+      if (pipelineWide || op->hasAttr(dist::kStageAttr) ||
+          isa<dist::SendOp, dist::RecvOp, dist::SaveOp, dist::LoadOp, dist::StageSelectOp,
+              ref::DropoutMaskOp>(op))
+        why = "@" + f.getSymName().str() + " holds a '" + op->getName().getStringRef().str() +
+              "'" + (pipelineWide ? " over the pipeline axis" : "");
+    });
+  if (!calls)
+    return kNoCalls;
+  return why;
+}
 
 bool planproof::inlineCalls(ModuleOp module, Spec &spec, Diagnostics &diags) {
   if (!Inliner(module, spec, diags).run())

@@ -184,7 +184,7 @@ bool planproof::parseMlirSpecText(MLIRContext &ctx, const std::string &path, con
     for (auto [i, arg] : llvm::enumerate(def.arguments))
       if (i < def.block->getNumArguments() && arg.loc.isValid())
         spec.names[def.block->getArgument(i)] = text(arg.loc);
-  if (!inlineCalls(*module, spec, diags))
+  if (!(spec.keepCalls ? checkCalls(*module, spec, diags) : inlineCalls(*module, spec, diags)))
     return false;
   spec.modules.push_back(std::move(module));
   return true;
@@ -698,7 +698,7 @@ bool planproof::analyzeSpec(Spec &spec, Diagnostics &diags) {
         spec.adjoints[op].push_back(adjoint);
     };
     if (failed(expandGradOps(*m, why, where, [&](Value v) { return spec.nameOf(v); }, replaced,
-                             ruled))) {
+                             ruled, spec.keepCalls))) {
       spec.undecidable = why;
       spec.undecidableAt = toSourceLoc(where);
       break;
@@ -713,6 +713,8 @@ bool planproof::analyzeSpec(Spec &spec, Diagnostics &diags) {
   }
   if (!Checker{spec, diags}.run())
     return false;
+  if (spec.keepCalls)
+    spec.keptCallsRefused = keptCallsRefusal(spec);
   // The losses the plan's derived backward passes start from: a seed constant named
   // `d(%x).seed` (lib/Transforms/Autodiff) differentiates the plan value `%x`.
   std::map<std::string, Value> byName;

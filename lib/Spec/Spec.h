@@ -259,6 +259,17 @@ struct Spec {
   /// 2 x (product of the mesh axis sizes and interleaving segments): every reduced
   /// dimension is a multiple of it, so every shard of it keeps >= 2 elements.
   int64_t reductionQuantum = 0;
+  /// Set before loading: keep the calls of private functions (a repeated layer stated
+  /// once) instead of expanding them, and derive backward passes through them (a
+  /// vector-Jacobian function per callee, lib/Transforms/Vjp.cpp): the form in which
+  /// the layout engine proves each function once per boundary state (docs/calls.md).
+  /// No other engine reads such a spec.
+  bool keepCalls = false;
+  /// After loading with keepCalls: why the kept form is not for the layout engine's
+  /// summaries ("" when it is): no calls, or calls of functions with effects (messages,
+  /// checkpoints, random draws, stage selections, pipeline-wide collectives), which
+  /// the spec must be expanded to read.
+  std::string keptCallsRefused;
   /// Set when the spec is well-formed but cannot be decided as written (an op on a
   /// differentiated path has no derivative rule): the verdict is then *inconclusive*.
   std::string undecidable;
@@ -286,6 +297,14 @@ bool parseMlirSpecText(mlir::MLIRContext &ctx, const std::string &path,
 /// for malformed calls (undefined, public or bodiless callees, recursion); past the
 /// expansion limit nothing is expanded and the spec is undecidable.
 bool inlineCalls(mlir::ModuleOp module, Spec &spec, Diagnostics &diags);
+/// The checks of inlineCalls (callees defined, private, with bodies, on their callers'
+/// mesh; no recursion), nothing expanded: for a spec loaded with keepCalls.
+bool checkCalls(mlir::ModuleOp module, Spec &spec, Diagnostics &diags);
+/// keptCallsRefusal of a spec without calls (read the same kept or expanded).
+inline constexpr const char *kNoCalls = "the spec has no calls";
+/// Why the kept calls of a loaded spec (keepCalls) are not for the layout engine's
+/// summaries, "" when they are (Spec::keptCallsRefused).
+std::string keptCallsRefusal(const Spec &spec);
 
 /// While alive, records every diagnostic MLIR emits in `ctx` (parser, verifiers, the
 /// dialects' shape rules) in `diags`: errors with their place, notes and warnings as

@@ -244,6 +244,24 @@ VerifyResult runEngines(const Spec &spec, const Options &o) {
   return verifyAuto(r, [&] { return verifySpec(spec, o.verify); });
 }
 
+KeptReading readKept(mlir::MLIRContext &ctx, const std::string &path, const Options &o) {
+  KeptReading k;
+  k.kept->reduceShapes = !o.fullShapes;
+  k.kept->keepCalls = true;
+  Diagnostics ignored; // (the expanded reading reports them)
+  bool loaded = false;
+  try {
+    loaded = loadSpec(ctx, path, *k.kept, ignored);
+  } catch (const std::exception &) {
+  }
+  if (loaded && k.kept->keptCallsRefused.empty()) {
+    k.result = verifyByLayouts(*k.kept, o.verify);
+    k.proved = k.result.verdict == Verdict::Verified;
+  }
+  k.noCalls = loaded && k.kept->keptCallsRefused == kNoCalls;
+  return k;
+}
+
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -370,31 +388,51 @@ int cmdVerify(std::vector<std::string> args) {
   progress.emplace(o.progress, path);
   mlir::MLIRContext ctx;
   registerDialects(ctx);
-  Spec spec;
-  spec.reduceShapes = !o.fullShapes;
-  Diagnostics errors;
-  bool ok;
-  try {
-    ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
-                     : loadSpecPair(ctx, ref, plan, spec, errors);
-  } catch (const std::exception &e) {
-    ok = errors.error({path}, std::string("the spec could not be read: ") + e.what());
-  }
-  if (!ok) {
-    progress.reset(); // erased before the errors are written
-    return badInput(path, errors, o.format);
-  }
   o.verify.keepMemory = watchdogEnabled; // the process ends below (std::_Exit)
-  VerifyResult r = runEngines(spec, o);
+  // The layout engine reads a spec with its calls kept first (each function proved once
+  // per boundary state, docs/layout-engine.md "Repetition"); where that does not prove
+  // the plan, the spec is read again with its calls expanded. A spec without calls is
+  // the same either way and is read once.
+  VerifyResult r;
+  const Spec *read = nullptr;
+  KeptReading k;
+  if (o.engine != "element" && ref.empty() && !llvm::StringRef(path).ends_with(".json")) {
+    k = readKept(ctx, path, o);
+    if (k.proved) {
+      r = k.result;
+      read = k.kept.get();
+    } else if (k.noCalls) {
+      r = runEngines(*k.kept, o);
+      read = k.kept.get();
+    }
+  }
+  Spec spec;
+  if (!read) {
+    spec.reduceShapes = !o.fullShapes;
+    Diagnostics errors;
+    bool ok;
+    try {
+      ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
+                       : loadSpecPair(ctx, ref, plan, spec, errors);
+    } catch (const std::exception &e) {
+      ok = errors.error({path}, std::string("the spec could not be read: ") + e.what());
+    }
+    if (!ok) {
+      progress.reset(); // erased before the errors are written
+      return badInput(path, errors, o.format);
+    }
+    r = runEngines(spec, o);
+    read = &spec;
+  }
   progress.reset();
   if (o.format == "json")
-    std::cout << renderJson(spec, r);
+    std::cout << renderJson(*read, r);
   else if (o.format == "sarif")
-    std::cout << renderSarif(spec, r);
+    std::cout << renderSarif(*read, r);
   else if (o.format == "html")
-    std::cout << renderHtml(spec, r);
+    std::cout << renderHtml(*read, r);
   else
-    std::cout << renderText(spec, r);
+    std::cout << renderText(*read, r);
   if (o.format == "text" && r.verdict == Verdict::Inconclusive && ref.empty())
     shrinkHint(path);
   // In the planproof tool (not a harness calling cliMain), the process ends here and

@@ -50,6 +50,19 @@ struct Options {
 /// engine alone; or the layout engine, then the element engine where it is not verified.
 VerifyResult runEngines(const Spec &spec, const Options &o);
 
+/// The spec file `path` read with its calls kept (Spec::keepCalls) into `kept`, and
+/// the layout engine on it (each function proved once per boundary state,
+/// docs/layout-engine.md "Repetition"). `proved`: its result proves the plan;
+/// `noCalls`: the file has no calls, so `kept` is the spec as any engine reads it. Both
+/// false: read the spec again with its calls expanded (calls the layout engine does
+/// not summarize, a plan it does not prove kept, bad input -- reported there).
+struct KeptReading {
+  std::unique_ptr<Spec> kept = std::make_unique<Spec>();
+  VerifyResult result;
+  bool proved = false, noCalls = false;
+};
+KeptReading readKept(mlir::MLIRContext &ctx, const std::string &path, const Options &o);
+
 /// Parses a --time-limit value: seconds in (0, 86400].
 bool parseSeconds(const std::string &v, double &out);
 /// Takes --format, --timeout-ms, --threads, --time-limit, --full-shapes and --engine out of
