@@ -75,9 +75,9 @@ def verify(path, engine, runs, limit=600):
         for r in j.get("inconclusive", [])[:1]:
             why = r.get("reason", "")[:110]
         rows.append((wall, int(p.stderr.strip().splitlines()[-1]) / 1024, j.get("verdict", "?"),
-                     why, j.get("stats", {}).get("plan_ops", "")))
+                     why, j.get("stats", {}).get("plan_ops", ""), j.get("stats", {})))
     return {"wall": statistics.median(r[0] for r in rows), "mib": max(r[1] for r in rows),
-            "verdict": rows[0][2], "why": rows[0][3], "ops": rows[0][4]}
+            "verdict": rows[0][2], "why": rows[0][3], "ops": rows[0][4], "stats": rows[0][5]}
 
 
 def main():
