@@ -47,6 +47,17 @@ inline void loadAndVerify(const std::string &name, const std::string &text) {
   // engine reads differently), with a budget of its own.
   options.deadline = Deadline(2.0);
   verifyByLayouts(spec, options);
+  // With calls, the layout engine's kept reading as well (calls not expanded, backward
+  // passes derived through vjp functions, functions summarized).
+  if (text.find("call @") == std::string::npos)
+    return;
+  Spec kept;
+  kept.keepCalls = true;
+  planproof::Diagnostics keptErrors;
+  if (!loadSpecText(ctx, name, text, kept, keptErrors) || !kept.keptCallsRefused.empty())
+    return;
+  options.deadline = Deadline(2.0);
+  verifyByLayouts(kept, options);
 }
 
 } // namespace planproof::fuzz
