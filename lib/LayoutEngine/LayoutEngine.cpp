@@ -8,6 +8,7 @@
 #include "LayoutEngine/LayoutEngine.h"
 #include "LayoutEngine/Bindings.h"
 #include "LayoutEngine/Calls.h"
+#include "LayoutEngine/Run.h"
 #include "LayoutEngine/LayoutState.h"
 #include "Support/Progress.h"
 
@@ -63,136 +64,15 @@ struct planproof::LayoutCache::Impl {
 planproof::LayoutCache::LayoutCache() : impl(std::make_unique<Impl>()) {}
 planproof::LayoutCache::~LayoutCache() = default;
 
-namespace {
+namespace planproof::layouts {
 
-class Run {
-public:
-  Run(const Spec &spec, const VerifyOptions &options, TermPool &terms)
-      : spec(spec), options(options), terms(terms), ctx{spec.mesh, terms},
-        calls(ctx, options.deadline) {
-    terms.setContext(spec.reference->getContext());
-    ctx.pipelineAxis = spec.pipelineAxis;
-    for (const DrawBinding &d : spec.draws) // (one that draws otherwise: RngCheck's)
-      if (d.mismatch.empty())
-        draws[d.op] = &d;
-  }
-
-  void reference(VerifyStats &stats);
-  /// The reference's states from `cache`, if it holds this reference's; else runs it
-  /// and fills the cache.
-  void reference(VerifyStats &stats, LayoutCache::Impl &cache);
-  /// The plan, reusing and filling `cache->plan` where given, and re-deriving only
-  /// what edits reach where `cache->last` holds a run of this spec.
-  void plan(VerifyStats &stats, LayoutCache::Impl *cache);
-  /// Keeps this run's plan states in `cache.last` (after a run that completed).
-  void keep(LayoutCache::Impl &cache) {
-    cache.last.serial = spec.serial;
-    cache.last.generation = spec.generation;
-    cache.last.plan = spec.plan.getOperation();
-    cache.last.mesh = meshKey;
-    cache.last.states = std::move(planStates);
-  }
-  void plan(VerifyStats &stats);
-  /// Compares every output; false with the reasons where one is not shown equal.
-  bool outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64_t &checked,
-               std::vector<VerifyResult::Departure> &found);
-
-private:
-  State bindingState(const Binding &b);
-  /// recv and stage_select (pipelines).
-  State route(Operation &op);
-  /// Whether `s` is split or summed over the pipeline axis.
-  bool overPipeline(const State &s) const;
-  std::string describe(const State &s) const {
-    return (s.factor.isOne() ? "" : s.factor.str() + " x ") + terms.str(s.term) + " " +
-           ctx.show(s);
-  }
-
-  /// What an output holding the reference's term differs in: a partial sum never
-  /// completed, a sum where none belongs, another split ("" when the terms differ too).
-  std::string layoutHint(const State &got, const State &want) const {
-    if (got.term != want.term || got.factor != want.factor || !got.partialMax.empty())
-      return "";
-    std::vector<int> missing, extra;
-    for (int a : got.partial)
-      if (std::find(want.partial.begin(), want.partial.end(), a) == want.partial.end())
-        missing.push_back(a);
-    for (int a : want.partial)
-      if (std::find(got.partial.begin(), got.partial.end(), a) == got.partial.end())
-        extra.push_back(a);
-    if (!missing.empty())
-      return ": it holds the reference's value but is still a partial sum over " +
-             axesText(spec.mesh, missing) + " -- a reduction over " +
-             axesText(spec.mesh, missing) + " is missing on its way";
-    if (!extra.empty())
-      return ": it holds the reference's value complete where the output declares a partial "
-             "sum over " + axesText(spec.mesh, extra);
-    if (got.split != want.split)
-      return ": it holds the reference's value under another split than the output declares";
-    return "";
-  }
-
-  /// For an op that cannot take a partial sum (operandPartials): where that operand
-  /// became one -- back through ops whose result is a partial sum over the same axes
-  /// because an input is, to the op that made it (a contraction over split blocks):
-  /// the reduction is missing between there and here. "" when not found.
-  std::string partialSince(const State &u) {
-    Operation *op = u.origin;
-    if (!op || u.partialOperand < 0 || u.partialOperand >= (int)op->getNumOperands())
-      return "";
-    Value v = op->getOperand(u.partialOperand);
-    const std::vector<int> axes = planStates[v].partial;
-    if (axes.empty())
-      return "";
-    for (int step = 0; step < 10000; ++step) {
-      Operation *def = v.getDefiningOp();
-      if (!def || def->getNumResults() != 1)
-        return "";
-      Value from;
-      for (Value in : def->getOperands())
-        if (auto it = planStates.find(in); it != planStates.end() && it->second.known &&
-                                           it->second.partial == axes) {
-          from = in;
-          break;
-        }
-      if (!from)
-        return "; it is a partial sum over " + axesText(spec.mesh, axes) + " since `" +
-               spec.nameOf(v) + "` = " + opName(*def) + " (line " +
-               std::to_string(toSourceLoc(def->getLoc()).line) +
-               "), and no reduction over " + axesText(spec.mesh, axes) + " follows";
-      v = from;
-    }
-    return "";
-  }
-
-  /// "; they first differ at ..." when the terms differ.
-  std::string termDifference(const State &got, const State &want) const {
-    std::string d = terms.difference(got.term, want.term);
-    if (d.size() > 400)
-      d = d.substr(0, 400) + "...";
-    return d.empty() ? "" : "; the terms first differ at " + d;
-  }
-
-  /// Continues `cache.last` where it holds a run of this spec: the ops edited since,
-  /// into `dirty`, and the states into planStates. False for a fresh run.
-  bool resume(LayoutCache::Impl &cache, llvm::DenseSet<Operation *> &dirty);
-
-  const Spec &spec;
-  const VerifyOptions &options;
-  TermPool &terms;
-  RuleContext ctx;
-  /// Kept calls (Spec::keepCalls): applications in the reference, summaries in the plan.
-  Calls calls;
-  std::string meshKey;
-  llvm::DenseMap<Value, State> ref, planStates;
-  std::map<Operation *, const DrawBinding *> draws; // independent-mode draws (drawRule)
-  std::vector<State> refOutputs;
-  /// Every term the reference computes (for the departure of an output not shown
-  /// equal): the run's own, made from `ref` when first needed, or the cache's.
-  ReferenceTerms ownRefTerms;
-  const ReferenceTerms *refTerms = nullptr;
-  const ReferenceTerms &referenceTerms();
-};
+void Run::keep(LayoutCache::Impl &cache) {
+  cache.last.serial = spec.serial;
+  cache.last.generation = spec.generation;
+  cache.last.plan = spec.plan.getOperation();
+  cache.last.mesh = meshKey;
+  cache.last.states = std::move(planStates);
+}
 
 const ReferenceTerms &Run::referenceTerms() {
   if (refTerms)
@@ -218,9 +98,17 @@ void Run::reference(VerifyStats &stats) {
     Type type = body.getArgument(i).getType();
     auto t = dyn_cast<RankedTensorType>(type);
     State s;
+    // (The second step of a checkpoint spec: the state it resumes, a fresh batch.)
+    std::string name = i < spec.refInputs.size() ? spec.refInputs[i] : "";
+    if (auto it = secondInputs.find(name); secondStep && it != secondInputs.end()) {
+      ref[body.getArgument(i)] = it->second;
+      continue;
+    }
+    if (secondStep)
+      name += "@2";
     if (type.isIndex() && i < spec.refInputs.size()) { // a step counter, a seed: a scalar
       s.known = true;
-      s.term = terms.leaf(spec.refInputs[i], "index");
+      s.term = terms.leaf(name, "index");
     } else if (!t || i >= spec.refInputs.size()) {
       s = State::unknown(nullptr, "reference input #" + std::to_string(i) +
                                       " is an index value, which the layout engine does "
@@ -229,7 +117,7 @@ void Run::reference(VerifyStats &stats) {
       s.known = true;
       s.global.assign(t.getShape().begin(), t.getShape().end());
       s.split.assign(s.global.size(), {});
-      s.term = terms.leaf(spec.refInputs[i], shapeText(s.global));
+      s.term = terms.leaf(name, shapeText(s.global));
       if (i < spec.refInputBounds.size() && spec.refInputBounds[i] > 0)
         terms.setBound(s.term, spec.refInputBounds[i]);
     }
@@ -387,7 +275,9 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
       continue;
     }
     State s;
-    if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
+    if (isa<dist::LoadOp>(op)) {
+      s = loadState(*op);
+    } else if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
       s = route(*op);
     } else if (auto d = draws.find(op); d != draws.end()) {
       const DrawBinding &b = *d->second;
@@ -500,15 +390,20 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
   };
   std::vector<Departed> departed;
   std::map<Operation *, size_t> departedIndex;
+  std::vector<Check> checks;
+  for (const Binding &b : spec.planOutputs)
+    checks.push_back({b, ret->getOperand(b.index), "output `" + b.refName + "`"});
+  checks.insert(checks.end(), extraChecks.begin(), extraChecks.end());
   for (int pass = 0; pass < 2; ++pass)
-  for (const Binding &b : spec.planOutputs) {
+  for (const Check &check : checks) {
+    const Binding &b = check.b;
     auto it = std::find(spec.refOutputs.begin(), spec.refOutputs.end(), b.refName);
     size_t k = it - spec.refOutputs.begin();
     State want = State::unknown(nullptr, "it is not an output of the reference");
     if (it != spec.refOutputs.end() && k < refOutputs.size())
       want = refOutputs[k];
-    State got = planStates[ret->getOperand(b.index)];
-    std::string out = "output `" + b.refName + "`: ";
+    State got = planStates[check.value];
+    std::string out = check.label + ": ";
     if (pass == 1)
       ++checked;
     if (!want.known || !got.known) {
@@ -587,7 +482,7 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       if (!departures)
         departures = std::make_unique<DepartureFinder>(spec, terms, planStates,
                                                        referenceTerms());
-      DepartureFinder::Found d = departures->of(ret->getOperand(b.index));
+      DepartureFinder::Found d = departures->of(check.value);
       if (d.op) {
         auto [it, fresh] = departedIndex.emplace(d.op, departed.size());
         if (fresh)
@@ -599,7 +494,7 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       // At the op computing the output, where there is one: the multiple of the
       // reference's value it holds, compared piece by piece, where no departure is
       // found (a microbatch's pieces are no values the walk can meet).
-      Operation *def = ret->getOperand(b.index).getDefiningOp();
+      Operation *def = check.value.getDefiningOp();
       SourceLoc at = def ? toSourceLoc(def->getLoc()) : toSourceLoc(b.loc);
       std::string scaled = layoutSame && padDim < 0 && anyPieces
                                ? pieces.scaling(got.term, got.factor, expected.term, expected.factor)
@@ -633,7 +528,7 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
   return all;
 }
 
-} // namespace
+} // namespace planproof::layouts
 
 static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
                                LayoutCache::Impl *cache, bool picks = false) {
@@ -670,6 +565,14 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     }
     if (!r.violations.empty()) {
       r.verdict = Verdict::Violated;
+      return finish();
+    }
+    if (spec.resume) { // (a checkpoint spec: two steps, Checkpoints.cpp)
+      auto own = std::make_unique<TermPool>();
+      verifyCheckpointByLayouts(spec, options, *own, r);
+      r.stats.decidedCanonical = r.verdict == Verdict::Verified ? r.stats.obligations : 0;
+      if (options.keepMemory)
+        llvm::BuryPointer(std::move(own));
       return finish();
     }
     const bool streamsOpen = !r.inconclusiveReasons.empty();
