@@ -148,12 +148,16 @@ std::vector<State> Calls::reference(func::CallOp call, const std::vector<const S
   return out;
 }
 
-std::vector<State> Calls::runPlanBody(func::FuncOp f, const std::vector<State> &args) {
+std::vector<State> Calls::runBody(func::FuncOp f, const std::vector<State> &args,
+                                  bool planSide) {
   ++bodies;
   llvm::DenseMap<Value, State> st;
   Block &body = f.getBody().front();
   for (unsigned i = 0; i < body.getNumArguments(); ++i)
     st[body.getArgument(i)] = args[i];
+  auto rule = [&](Operation &o, const std::vector<const State *> &i) {
+    return planSide ? planRule(ctx, o, i) : referenceRule(ctx, o, i);
+  };
   for (Operation &op : body) {
     deadline.check("the layout engine's function summaries");
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -166,54 +170,18 @@ std::vector<State> Calls::runPlanBody(func::FuncOp f, const std::vector<State> &
     for (Value v : op.getOperands())
       in.push_back(&st[v]);
     if (auto call = dyn_cast<func::CallOp>(op)) {
-      std::vector<State> outs = plan(call, in);
+      std::vector<State> outs = planSide ? plan(call, in) : reference(call, in);
       for (auto [r, s] : llvm::zip(call.getResults(), outs))
         st[r] = s;
       continue;
     }
+    // (As the top-level walks: the plan's reads definitions only where its rule does.)
     State s;
-    if (!readsDefinitions(op) ||
-        !definitionRule(
-            op, [&](Value v) { return st.lookup(v); },
-            [&](Operation &o, const std::vector<const State *> &i) { return planRule(ctx, o, i); },
-            s))
-      s = planRule(ctx, op, in);
-    for (Value r : op.getResults())
-      st[r] = s;
-  }
-  return {};
-}
-
-std::vector<State> Calls::runReferenceBody(func::FuncOp f, const std::vector<State> &args) {
-  ++bodies;
-  llvm::DenseMap<Value, State> st;
-  Block &body = f.getBody().front();
-  for (unsigned i = 0; i < body.getNumArguments(); ++i)
-    st[body.getArgument(i)] = args[i];
-  for (Operation &op : body) {
-    deadline.check("the layout engine's function summaries");
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      std::vector<State> out;
-      for (Value v : ret.getOperands())
-        out.push_back(st.lookup(v));
-      return out;
-    }
-    std::vector<const State *> in;
-    for (Value v : op.getOperands())
-      in.push_back(&st[v]);
-    if (auto call = dyn_cast<func::CallOp>(op)) {
-      std::vector<State> outs = reference(call, in);
-      for (auto [r, s] : llvm::zip(call.getResults(), outs))
-        st[r] = s;
-      continue;
-    }
-    State s;
-    if (!definitionRule(
-            op, [&](Value v) { return st.lookup(v); },
-            [&](Operation &o, const std::vector<const State *> &i) { return referenceRule(ctx, o, i); },
-            s))
-      s = referenceRule(ctx, op, in);
-    ctx.shapes.note(op, in, s);
+    if ((planSide && !readsDefinitions(op)) ||
+        !definitionRule(op, [&](Value v) { return st.lookup(v); }, rule, s))
+      s = rule(op, in);
+    if (!planSide)
+      ctx.shapes.note(op, in, s);
     for (Value r : op.getResults())
       st[r] = s;
   }
@@ -239,7 +207,7 @@ const std::vector<State> &Calls::referenceOn(const RefCall &rc, const std::vecto
   if (it != refSummaries.end())
     return it->second;
   ++depth;
-  std::vector<State> out = depth > kMaxDepth ? std::vector<State>() : runReferenceBody(g, args);
+  std::vector<State> out = depth > kMaxDepth ? std::vector<State>() : runBody(g, args, false);
   --depth;
   return refSummaries[key] = std::move(out);
 }
@@ -305,7 +273,7 @@ std::vector<State> Calls::plan(func::CallOp call, const std::vector<const State 
   auto it = planSummaries.find(key);
   if (it == planSummaries.end()) {
     ++depth;
-    std::vector<State> made = runPlanBody(f, args);
+    std::vector<State> made = runBody(f, args, true);
     --depth;
     it = planSummaries.emplace(key, std::move(made)).first;
   }

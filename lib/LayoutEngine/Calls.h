@@ -52,8 +52,9 @@ private:
   std::vector<Candidate> candidatesFor(const std::vector<const State *> &in);
   TermId variable(int index, const State &of);
   bool holdsVariable(TermId t);
-  std::vector<State> runPlanBody(mlir::func::FuncOp f, const std::vector<State> &args);
-  std::vector<State> runReferenceBody(mlir::func::FuncOp f, const std::vector<State> &args);
+  /// f's body run by the plan's rules (`planSide`) or the reference's, from `args`.
+  std::vector<State> runBody(mlir::func::FuncOp f, const std::vector<State> &args,
+                             bool planSide);
   /// The reference body of `rc`'s callee on the variables of the plan operands its
   /// operands are (`at[j]`: the plan operand of operand j).
   const std::vector<State> &referenceOn(const RefCall &rc, const std::vector<int> &at,
