@@ -12,8 +12,9 @@
 //   planproof::api::Result r = session.verify(*spec);
 //   if (r.verdict == planproof::api::Verdict::Violated) ... r.violations[0].message ...
 //
-// Verdicts are the CLI's: *verified* only for what was proven; unsupported ops,
-// budgets and solver timeouts give *inconclusive* with the reason.
+// Verdicts are the CLI's: *verified* only for what was proven; unsupported ops and
+// budgets reached give *inconclusive* with the reason. Budgets count work, so the
+// same spec gets the same verdict on any machine, load and thread count.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PLANPROOF_PLANPROOF_H
@@ -116,11 +117,19 @@ struct Result {
   std::string text, json, html;
 };
 
+/// Z3's resource limit per query by default (counted work units), and what one
+/// millisecond of the older `solverTimeoutMs`-style options is worth in them.
+constexpr uint64_t kDefaultSolverBudget = 5'000'000;
+constexpr uint64_t kSolverUnitsPerMs = 500;
+
 struct Options {
-  /// Wall-clock budget of one call; spent, the verdict is inconclusive.
+  /// Wall-clock budget of one call: the outer safety bound; spent, the verdict is
+  /// inconclusive and says so. It never decides a verdict the budgets below would not.
   double timeLimitSeconds = 600;
   unsigned threads = 2;
-  unsigned solverTimeoutMs = 10000;
+  /// Z3's resource limit per query (counted work: the same verdict on any machine, load
+  /// and thread count); reached, the obligation is inconclusive.
+  uint64_t solverBudget = kDefaultSolverBudget;
   /// Re-verify each suggested fix before showing it (costs a verification per hint).
   bool checkFixes = true;
   /// Verify at the shapes written, not reduced ones (JSON specs with "dims").

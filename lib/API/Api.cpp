@@ -172,11 +172,15 @@ Expected<std::vector<PlanEdit>> Session::edit(Spec &spec, const std::vector<Plan
   return out;
 }
 
+static_assert(api::kDefaultSolverBudget == planproof::kDefaultSolverBudget &&
+                  api::kSolverUnitsPerMs == planproof::kSolverUnitsPerMs,
+              "the public budgets are the library's");
+
 Result Session::verify(const Spec &spec, const Options &options) {
   VerifyOptions vo;
   vo.deadline = Deadline(options.timeLimitSeconds);
   vo.threads = options.threads;
-  vo.solverTimeoutMs = options.solverTimeoutMs;
+  vo.solverBudget = options.solverBudget;
   vo.checkFixes = options.checkFixes;
   auto element = [&] { return verifySpec(spec.impl->spec, vo, impl->elements); };
   VerifyResult r;

@@ -102,7 +102,8 @@ std::map<std::string, SymTensor> Engine::checkSavedState() {
       else if (firstWrong < 0 && e.values[l] != value.data[l]) {
         options.deadline.check("checking the checkpoint");
         Decision dec = decideEqual(pool, e.values[l], value.data[l],
-                                   options.deadline.cap(options.solverTimeoutMs));
+                                   SolverBudget{options.solverBudget, &options.deadline});
+        result.stats.noteSolverWork(dec.solverWork);
         if (dec.result == Equality::Unequal)
           firstWrong = l;
         else if (dec.result == Equality::Unknown)

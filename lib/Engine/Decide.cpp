@@ -1,10 +1,13 @@
 //===- Decide.cpp - deciding one element equality --------------*- C++ -*-===//
 #include "Engine/Decide.h"
 #include "Engine/ExactEval.h"
+#include "Engine/Solver.h"
 
 #include <z3++.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <unordered_map>
@@ -267,8 +270,38 @@ struct Z3Encoder {
 };
 } // namespace
 
+void planproof::limitSolver(z3::context &ctx, z3::solver &solver, const SolverBudget &budget) {
+  z3::params params(ctx);
+  // Z3 reads 0 as "no limit": a budget is at least one unit.
+  params.set("rlimit", (unsigned)std::clamp<uint64_t>(budget.rlimit, 1, UINT32_MAX));
+  // The outer bound only: what is left of the run's --time-limit (never the reason a
+  // query is undecided while the run goes on; throwIfDeadlineEnded).
+  if (budget.deadline && budget.deadline->isLimited())
+    params.set("timeout", budget.deadline->cap(UINT32_MAX >> 2));
+  solver.set(params);
+}
+
+uint64_t planproof::solverWorkOf(z3::solver &solver) {
+  z3::stats st = solver.statistics();
+  for (unsigned i = 0; i < st.size(); ++i)
+    if (st.key(i) == "rlimit count")
+      return st.is_uint(i) ? st.uint_value(i) : (uint64_t)st.double_value(i);
+  return 0;
+}
+
+void planproof::throwIfDeadlineEnded(const SolverBudget &budget, const char *phase) {
+  if (budget.deadline)
+    budget.deadline->check(phase);
+}
+
+std::string planproof::solverLimitReason(const SolverBudget &budget, const std::string &z3Reason) {
+  return "Z3 reached its resource limit of " + std::to_string(budget.rlimit) +
+         " units without an answer (" + z3Reason +
+         "); --solver-budget raises it (counted work: the same on any machine)";
+}
+
 Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
-                                unsigned timeoutMs, bool minimize) {
+                                const SolverBudget &budget, bool minimize) {
   Decision d;
   if (plan == reference) {
     d.result = Equality::Equal;
@@ -310,21 +343,19 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
                std::to_string(kSolverTermLimit) + " terms) are too large to hand to Z3";
     return d;
   }
+  throwIfDeadlineEnded(budget, "deciding obligations");
   d.usedSolver = true;
   try {
     z3::context ctx;
     z3::solver solver(ctx);
-    z3::params params(ctx);
-    params.set("timeout", timeoutMs);
-    // A deterministic resource bound as well: Z3 checks it in places (rewriting,
-    // preprocessing) where it does not check the wall-clock timeout.
-    params.set("rlimit", (unsigned)std::min<uint64_t>(4000000000u, uint64_t(timeoutMs) * 200000));
-    solver.set(params);
+    limitSolver(ctx, solver, budget);
     Z3Encoder enc{pool, ctx, {}, {}, {}};
     solver.add(enc.poly(plan) != enc.poly(reference));
     for (const z3::expr &c : enc.domain)
       solver.add(c);
-    switch (solver.check()) {
+    z3::check_result answer = solver.check();
+    d.solverWork = solverWorkOf(solver);
+    switch (answer) {
     case z3::unsat:
       d.result = Equality::Equal;
       return d;
@@ -346,12 +377,13 @@ Decision planproof::decideEqual(ExprPool &pool, PolyId plan, PolyId reference,
       return d;
     }
     case z3::unknown:
+      throwIfDeadlineEnded(budget, "deciding obligations");
       d.result = Equality::Unknown;
-      d.reason = "Z3 gave no answer within " + std::to_string(timeoutMs) + " ms (" +
-                 solver.reason_unknown() + ")";
+      d.reason = solverLimitReason(budget, solver.reason_unknown());
       return d;
     }
   } catch (const z3::exception &e) {
+    throwIfDeadlineEnded(budget, "deciding obligations");
     d.result = Equality::Unknown;
     d.reason = std::string("Z3 error: ") + e.msg();
   }

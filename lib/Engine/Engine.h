@@ -228,9 +228,15 @@ private:
     return ArrayAttr::get(ctx, out);
   }
   void checkFixes();
-  /// Checking hints costs at most about three times the run before it (or 30 s): past
-  /// this point, unchecked hints are dropped. A verified run checks none.
-  std::chrono::steady_clock::time_point started, fixesUntil;
+  /// What checking hints may still spend, counted (never wall-clock time, so that the
+  /// hints a report shows do not depend on the machine's load): the expression terms
+  /// the re-verifications build (about three times the run before them) and Z3's work.
+  /// Past either, unchecked hints are dropped. A verified run checks none.
+  static constexpr int kMaxFixChecks = 4; // violations whose hint is checked
+  int64_t fixTermsLeft = 0;
+  uint64_t fixSolverLeft = 0;
+  /// A hint dropped because the run's time limit (the outer bound) was reached.
+  bool fixesStoppedByTime = false;
   /// The other plan ops of `op`'s kind for which `same` holds (the same defect).
   std::vector<Operation *> alikeOps(Operation *op, llvm::function_ref<bool(Operation *)> same) {
     std::vector<Operation *> out;

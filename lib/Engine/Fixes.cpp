@@ -65,21 +65,19 @@ void Engine::discardedFix(Violation &v, const Violation &w) {
 /// which is verified again on the outputs the violation is about and on every output
 /// this run proved; the hint stays only if they are all then right (a fix that mends
 /// one output by breaking another -- rescaling a loss that other gradients also read --
-/// is no fix). Hints without an edit, or past the time budget, are dropped.
+/// is no fix). Hints without an edit, or past the checks' counted budget, are dropped.
 void Engine::checkFixes() {
   Progress::Context context("checking fix hints");
   int checked = 0;
-  auto now = std::chrono::steady_clock::now();
-  // At least 30 s: a hint's re-verification is a symbolic execution of the plan, which
-  // on a loaded machine can outlast three times a run that was fast (a hint dropped for
-  // time is a report that depends on the machine's load).
-  fixesUntil = now + std::max<std::chrono::steady_clock::duration>(3 * (now - started),
-                                                                   std::chrono::seconds(30));
+  // Counted, like every budget that shapes a report: a hint's re-verification is a
+  // symbolic execution of the edited plan, whose size is its expression terms.
+  fixTermsLeft = 3 * (int64_t)pool.numTerms() + 1'000'000;
+  fixSolverLeft = options.decisionBudget();
   for (Violation &v : result.violations) {
     if (v.hint.empty())
       continue;
     bool keep = false, refuted = false;
-    if (v.fix && options.checkFixes && checked < 4 && options.deadline.remainingMs() > 2000) {
+    if (v.fix && options.checkFixes && checked < kMaxFixChecks && !fixesStoppedByTime) {
       ++checked;
       fixUndecided = false;
       try {
@@ -87,6 +85,9 @@ void Engine::checkFixes() {
         refuted = !keep && !fixUndecided;
       } catch (const TimeLimit &) {
         keep = false;
+        fixesStoppedByTime = true;
+        v.notes.push_back("its fix hint was not checked: the run's time limit (--time-limit) "
+                          "was reached while checking it");
       }
     }
     if (!keep) {
@@ -163,13 +164,17 @@ bool Engine::fixRemoves(const Violation &v) {
     o.onlyOutputs = *only;
     o.verdictOnly = true;
     o.proofOnly = true;
-    double leftMs = std::chrono::duration<double, std::milli>(fixesUntil -
-                                                              std::chrono::steady_clock::now()).count();
-    leftMs = std::min(leftMs, (double)options.deadline.remainingMs());
-    if (leftMs < 50)
+    if (fixTermsLeft <= 0 || fixSolverLeft == 0)
       return false;
-    o.deadline = Deadline(leftMs / 1000);
-    Verdict verdict = verifySpec(edited, o).verdict;
+    o.decisionQueries = (fixSolverLeft + o.solverBudget - 1) / o.solverBudget;
+    // The run's own deadline stays the outer bound; a TimeLimit ends the checks.
+    VerifyResult again = verifySpec(edited, o);
+    ++result.stats.fixChecks;
+    fixTermsLeft -= again.stats.expressionTerms;
+    fixSolverLeft -= std::min(fixSolverLeft, again.stats.solverWork);
+    Verdict verdict = again.verdict;
+    if (verdict == Verdict::Inconclusive && options.deadline.expired())
+      throw TimeLimit("checking fix hints", options.deadline.limitSeconds());
     if (verdict != Verdict::Verified) {
       if (verdict == Verdict::Violated)
         fixUndecided = undecidedBefore;

@@ -7,6 +7,9 @@
 #include "Engine/Engine.h"
 #include "Support/Progress.h"
 
+#include <mutex>
+#include <optional>
+
 using namespace planproof;
 
 namespace planproof::engine {
@@ -64,7 +67,9 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
   std::vector<size_t> next(pending.size(), 0);
   std::vector<bool> done(pending.size(), false);
   unsigned threads = std::max(1u, options.threads);
-  auto started = std::chrono::steady_clock::now();
+  // Z3's work on this run's obligations so far, summed wave by wave in obligation order
+  // (a wave's budget depends on the waves before it only, never on the threads).
+  uint64_t spentWork = 0;
   // The progress line's count: every obligation, those settled by canonical forms done.
   int64_t decided = result.stats.obligations;
   for (const std::vector<Pending> &p : pending)
@@ -91,17 +96,23 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
     }
     std::vector<Decision> decisions(wave.size());
     std::atomic<size_t> cursor{0};
-    double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             started).count();
-    unsigned timeout = options.deadline.cap(
-        spent > options.decisionBudgetMs ? std::min(50u, options.solverTimeoutMs)
-                                         : options.solverTimeoutMs);
+    SolverBudget budget{spentWork > options.decisionBudget()
+                            ? std::max<uint64_t>(1, options.solverBudget / 100)
+                            : options.solverBudget,
+                        &options.deadline};
+    result.stats.solverBudget = std::max(result.stats.solverBudget, budget.rlimit);
+    // The run's time limit reached inside a worker: rethrown here, after the join.
+    std::optional<TimeLimit> stopped;
+    std::mutex stoppedLock;
     auto work = [&] {
       for (size_t i; (i = cursor++) < wave.size();) {
         const Pending &p = pending[wave[i]][next[wave[i]]];
         // Nothing may escape a worker thread: a failure is an undecided obligation.
         try {
-          decisions[i] = decideEqual(pool, p.got, p.want, timeout, !options.verdictOnly);
+          decisions[i] = decideEqual(pool, p.got, p.want, budget, !options.verdictOnly);
+        } catch (const TimeLimit &e) {
+          std::lock_guard<std::mutex> lock(stoppedLock);
+          stopped.emplace(e);
         } catch (const std::exception &e) {
           decisions[i] = Decision();
           decisions[i].reason = std::string("could not decide: ") + e.what();
@@ -114,12 +125,18 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
     work();
     for (std::thread &t : pool_threads)
       t.join();
+    if (stopped)
+      throw *stopped;
     for (size_t i = 0; i < wave.size(); ++i) {
       size_t o = wave[i];
       Pending &p = pending[o][next[o]++];
       Decision &d = decisions[i];
+      spentWork += d.solverWork;
+      result.stats.noteSolverWork(d.solverWork);
       if (d.usedSolver)
         ++result.stats.solverQueries;
+      if (d.result == Equality::Unknown && d.solverWork >= budget.rlimit)
+        ++result.stats.solverLimited;
       if (d.byCanonicalForm)
         ++result.stats.decidedCanonical;
       if (d.result == Equality::Equal)

@@ -1,11 +1,10 @@
 //===- RngCheck.cpp - random streams in independent mode --------*- C++ -*-===//
 #include "Engine/RngCheck.h"
+#include "Engine/Solver.h"
 
 #include "Ref/RefDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-
-#include <z3++.h>
 
 #include <map>
 #include <optional>
@@ -27,8 +26,8 @@ struct Draw {
 
 class StreamChecker {
 public:
-  StreamChecker(const Spec &spec, unsigned timeoutMs, VerifyResult &result)
-      : spec(spec), mesh(spec.mesh), timeoutMs(timeoutMs), result(result) {}
+  StreamChecker(const Spec &spec, const SolverBudget &budget, VerifyResult &result)
+      : spec(spec), mesh(spec.mesh), budget(budget), result(result) {}
 
   void run() {
     // A draw stands for the reference's only with the same drop probability.
@@ -113,7 +112,8 @@ public:
 private:
   const Spec &spec;
   const Mesh &mesh;
-  unsigned timeoutMs;
+  SolverBudget budget;
+  uint64_t workSoFar = 0; // the shared context's resource count after the last query
   VerifyResult &result;
   z3::context ctx;
   std::map<unsigned, std::string> argRef;
@@ -270,9 +270,7 @@ private:
     if (reported.count({at, what}))
       return;
     z3::solver s(ctx);
-    z3::params params(ctx);
-    params.set("timeout", timeoutMs);
-    s.set(params);
+    limitSolver(ctx, s, budget);
     for (const z3::expr &c : stateDomain)
       s.add(c);
     domain(s, a);
@@ -283,17 +281,23 @@ private:
     try {
       r = s.check();
     } catch (const z3::exception &e) {
+      throwIfDeadlineEnded(budget, "checking random streams");
       result.inconclusiveReasons.push_back({toSourceLoc(at->getLoc()),
                                             std::string("independent RNG mode: Z3 error: ") + e.msg()});
       return;
     }
+    // The context is shared by the queries: its count grows over them.
+    uint64_t count = solverWorkOf(s);
+    result.stats.noteSolverWork(count > workSoFar ? count - workSoFar : 0);
+    workSoFar = std::max(workSoFar, count);
     if (r == z3::unsat)
       return;
     if (r == z3::unknown) {
+      throwIfDeadlineEnded(budget, "checking random streams");
       result.inconclusiveReasons.push_back(
-          {toSourceLoc(at->getLoc()), "independent RNG mode: Z3 gave no answer within " +
-                                          std::to_string(timeoutMs) + " ms on the " + what +
-                                          " property of `" + spec.nameOf(at->getResult(0)) + "`"});
+          {toSourceLoc(at->getLoc()), "independent RNG mode, on the " + what + " property of `" +
+                                          spec.nameOf(at->getResult(0)) + "`: " +
+                                          solverLimitReason(budget, s.reason_unknown())});
       return;
     }
     reported.insert({at, what});
@@ -355,9 +359,10 @@ private:
 
 } // namespace
 
-void planproof::checkRandomStreams(const Spec &spec, unsigned timeoutMs, VerifyResult &result) {
+void planproof::checkRandomStreams(const Spec &spec, const SolverBudget &budget,
+                                   VerifyResult &result) {
   try {
-    StreamChecker(spec, timeoutMs, result).run();
+    StreamChecker(spec, budget, result).run();
   } catch (const z3::exception &e) {
     result.inconclusiveReasons.push_back(
         {toSourceLoc(spec.plan.getLoc()), std::string("independent RNG mode: Z3 error: ") + e.msg()});

@@ -21,13 +21,14 @@
 #ifndef PLANPROOF_ENGINE_RNGCHECK_H
 #define PLANPROOF_ENGINE_RNGCHECK_H
 
+#include "Engine/Decide.h"
 #include "Engine/Verifier.h"
 
 namespace planproof {
 
 /// Checks properties (1)-(3) for `spec.draws`. Violations (kind `rng`) and reasons for
 /// not deciding are appended to `result`.
-void checkRandomStreams(const Spec &spec, unsigned timeoutMs, VerifyResult &result);
+void checkRandomStreams(const Spec &spec, const SolverBudget &budget, VerifyResult &result);
 
 } // namespace planproof
 

@@ -164,7 +164,6 @@ void Engine::mergeDrawViolations(size_t firstRng) {
 
 VerifyResult Engine::run() {
   auto start = std::chrono::steady_clock::now();
-  started = start;
   result.stats.ranks = mesh.numRanks();
   for (Operation &op : spec.reference.getBody().front())
     result.stats.referenceOps += !isa<func::ReturnOp>(op);
@@ -210,7 +209,7 @@ VerifyResult Engine::run() {
       if (spec.rngIndependent && options.onlyOutputs.empty()) {
         size_t before = result.violations.size();
         options.deadline.check("checking random streams");
-        checkRandomStreams(spec, options.deadline.cap(options.solverTimeoutMs), result);
+        checkRandomStreams(spec, SolverBudget{options.solverBudget, &options.deadline}, result);
         mergeDrawViolations(before);
       }
       if ((spec.resume || !saved.entries.empty()) && options.onlyOutputs.empty())

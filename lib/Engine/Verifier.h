@@ -12,6 +12,8 @@
 #include "Spec/Spec.h"
 #include "Support/Deadline.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <set>
@@ -74,16 +76,34 @@ struct Violation {
   std::optional<Timeline> timeline;
 };
 
+/// Z3's resource limit per query by default (`rlimit` units, counted work). Z3 counts
+/// its steps at very different rates by theory: on this project's 2-core machine the
+/// nonlinear queries the element engine asks (products of max, exp, log) spend 25-1700
+/// units a millisecond, linear ones about 11,000; the catalogue's hardest query needs
+/// 270,226 (bench/results-trust.md, "Deterministic budgets"). The default is about the
+/// older 10 s timeout for the slow kind, 18 times what the catalogue needs.
+constexpr uint64_t kDefaultSolverBudget = 5'000'000;
+/// What one millisecond of `--timeout-ms` (the option's older, wall-clock form) is
+/// worth in Z3 resource units: a fixed rate, so that the option stays deterministic.
+constexpr uint64_t kSolverUnitsPerMs = 500;
+
 struct VerifyOptions {
-  unsigned solverTimeoutMs = 10000;
-  /// Total wall time for the decisions that need more than canonical forms; past it,
-  /// the solver gets 50 ms per query, so that many hard obligations cannot add up to
-  /// minutes (they end inconclusive instead).
-  unsigned decisionBudgetMs = 20000;
+  /// Z3's resource limit per query (planproof --solver-budget). Every budget that can
+  /// change a verdict counts work, never wall-clock time: the same spec gives the same
+  /// verdict on any machine, load and thread count.
+  uint64_t solverBudget = kDefaultSolverBudget;
+  /// Total Z3 work for a run's obligations, in full queries' worth (this many times
+  /// `solverBudget`); past it, each further query gets a hundredth of `solverBudget`,
+  /// so that many hard obligations cannot add up to minutes (they end inconclusive
+  /// instead). Counted in the order obligations are decided, which does not depend on
+  /// the thread count.
+  uint64_t decisionQueries = 4;
+  uint64_t decisionBudget() const { return decisionQueries * solverBudget; }
   /// Threads deciding obligations whose canonical forms differ (concrete search, Z3).
   unsigned threads = 2;
-  /// The wall-clock budget of the whole run (planproof --time-limit): every phase
-  /// checks it, and a spent budget makes the verdict inconclusive (Support/Deadline.h).
+  /// The wall-clock budget of the whole run (planproof --time-limit): the outer safety
+  /// bound, never a verdict's budget. Every phase checks it, and a spent time limit
+  /// makes the verdict inconclusive with that reason (Support/Deadline.h).
   Deadline deadline;
   /// Check every fix hint by re-verifying the edited plan (else hints are dropped).
   bool checkFixes = true;
@@ -119,7 +139,18 @@ struct VerifyStats {
   /// Layout engine on kept calls (Spec::keepCalls): function bodies run (summaries) and
   /// the plan calls they served.
   int64_t functionBodies = 0, summarizedCalls = 0;
+  /// Z3's counted work (resource units): in all, the most one query spent, the budget
+  /// per query it ran under, and the queries that reached their limit -- what a user
+  /// reads to know whether raising --solver-budget could decide more.
+  uint64_t solverWork = 0, solverWorkMax = 0, solverBudget = 0;
+  int64_t solverLimited = 0;
+  /// Runs of an edited plan that checked fix hints (Fixes.cpp).
+  int64_t fixChecks = 0;
   double milliseconds = 0;
+  void noteSolverWork(uint64_t work) {
+    solverWork += work;
+    solverWorkMax = std::max(solverWorkMax, work);
+  }
 };
 
 struct VerifyResult {

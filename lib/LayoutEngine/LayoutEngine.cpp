@@ -561,7 +561,7 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     // the pieces of the reference's masks they stand for (drawRule).
     if (spec.rngIndependent && r.violations.empty() && !picks) { // (the second pass: done)
       options.deadline.check("checking random streams");
-      checkRandomStreams(spec, options.deadline.cap(options.solverTimeoutMs), r);
+      checkRandomStreams(spec, SolverBudget{options.solverBudget, &options.deadline}, r);
     }
     if (!r.violations.empty()) {
       r.verdict = Verdict::Violated;

@@ -190,6 +190,11 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
   out += " -- " + std::to_string(r.stats.obligations) + " obligations on " +
          std::to_string(r.stats.ranks) + " ranks, " + std::to_string(r.stats.solverQueries) +
          " solver queries, " + num(r.stats.milliseconds) + " ms\n";
+  if (r.stats.solverLimited > 0)
+    out += spec.path + ": note: " + std::to_string(r.stats.solverLimited) + " solver quer" +
+           (r.stats.solverLimited == 1 ? "y" : "ies") + " reached the resource limit of " +
+           std::to_string(r.stats.solverBudget) +
+           " units; --solver-budget raises it (counted work: the same on any machine)\n";
   if (r.stats.summarizedCalls > 0)
     out += spec.path + ": note: the calls were kept: " +
            std::to_string(r.stats.summarizedCalls) + " plan calls proved by " +
@@ -241,6 +246,12 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
               {"expression_terms", r.stats.expressionTerms},
               {"function_bodies", r.stats.functionBodies},
               {"summarized_calls", r.stats.summarizedCalls},
+              // The counted budgets a verdict depends on, and how much of them it used.
+              {"solver_work", r.stats.solverWork},
+              {"solver_work_max", r.stats.solverWorkMax},
+              {"solver_budget", r.stats.solverBudget},
+              {"solver_limited", r.stats.solverLimited},
+              {"fix_checks", r.stats.fixChecks},
               {"milliseconds", r.stats.milliseconds}}}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -33,11 +33,13 @@ public:
   using Clock = std::chrono::steady_clock;
   /// No limit.
   Deadline() = default;
-  /// `seconds` from now.
+  /// `seconds` from now. A limit past a year (an infinity included) is no limit: the
+  /// clock arithmetic would overflow and end the run at once.
   explicit Deadline(double seconds)
-      : limited(true), seconds(seconds),
-        end(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(seconds))) {}
+      : limited(seconds < kLongest), seconds(seconds),
+        end(limited ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(seconds))
+                    : Clock::time_point{}) {}
 
   bool isLimited() const { return limited; }
   double limitSeconds() const { return seconds; }
@@ -64,6 +66,7 @@ public:
   }
 
 private:
+  static constexpr double kLongest = 365.0 * 86400;
   bool limited = false;
   double seconds = 0;
   Clock::time_point end{};

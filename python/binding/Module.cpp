@@ -19,6 +19,8 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <climits>
+#include <optional>
 #include <memory>
 #include <sstream>
 #include <tuple>
@@ -273,7 +275,8 @@ void bindDeciding(py::class_<PySession> &session) {
       .def(
           "verify",
           [](PySession &s, const PySpec &spec, const std::string &engine, double timeLimit,
-             unsigned threads, unsigned solverTimeoutMs, bool checkFixes) {
+             unsigned threads, uint64_t solverBudget, std::optional<uint64_t> solverTimeoutMs,
+             bool checkFixes) {
             Use use(s);
             const PySpec &sp = mine(s, spec);
             Options o;
@@ -284,14 +287,23 @@ void bindDeciding(py::class_<PySession> &session) {
               throw py::value_error("threads must be at least 1");
             o.timeLimitSeconds = timeLimit;
             o.threads = threads;
-            o.solverTimeoutMs = solverTimeoutMs;
+            if (solverBudget == 0 || solverBudget > UINT32_MAX)
+              throw py::value_error("solver_budget must be between 1 and 4294967295");
+            o.solverBudget = solverBudget;
+            // The older, millisecond form: a fixed rate, not a clock (deterministic).
+            if (solverTimeoutMs) {
+              if (*solverTimeoutMs == 0 || *solverTimeoutMs > 3600000)
+                throw py::value_error("solver_timeout_ms must be between 1 and 3600000");
+              o.solverBudget = *solverTimeoutMs * planproof::api::kSolverUnitsPerMs;
+            }
             o.checkFixes = checkFixes;
             py::gil_scoped_release unlocked;
             return s.session.verify(sp.spec, o);
           },
           py::arg("spec"), py::kw_only(), py::arg("engine") = "element",
           py::arg("time_limit") = 600.0, py::arg("threads") = 2,
-          py::arg("solver_timeout_ms") = 10000, py::arg("check_fixes") = true,
+          py::arg("solver_budget") = planproof::api::kDefaultSolverBudget,
+          py::arg("solver_timeout_ms") = py::none(), py::arg("check_fixes") = true,
           "Decides the spec: 'verified' only for what was proven. engine: 'element', "
           "'layout' (verified or inconclusive) or 'auto' (layout, then element).")
       .def(

@@ -131,17 +131,22 @@ def load_text(text: str, *, name: str = "<text>", full_shapes: bool = False,
 
 
 def verify(source: Source, *, engine: str = "element", time_limit: float = 600.0,
-           threads: int = 2, solver_timeout_ms: int = 10000, check_fixes: bool = True,
+           threads: int = 2, solver_budget: int = 5_000_000,
+           solver_timeout_ms: "int | None" = None, check_fixes: bool = True,
            full_shapes: bool = False, session: "Session | None" = None) -> "Result":
     """Loads (see `load`) and decides a spec. 'verified' only for what was proven;
-    unsupported ops, budgets and solver timeouts give 'inconclusive' with the reason
+    unsupported ops and budgets reached give 'inconclusive' with the reason
+    (`solver_budget`: Z3's resource limit per query, counted work, so the verdict is the
+    same on any machine; `solver_timeout_ms` is its older form, ms x 500 units;
+    `time_limit` is the outer wall-clock bound)
     (`Result.inconclusive`). engine: 'element' (every rank on every element, at reduced
     shapes), 'layout' (layouts and reference terms, at any size; never 'violated') or
     'auto' (layout, then element where the layout engine does not prove the plan)."""
     s = session or _session()
     spec = load(source, full_shapes=full_shapes, session=s)
     return s.verify(spec, engine=engine, time_limit=time_limit, threads=threads,
-                    solver_timeout_ms=solver_timeout_ms, check_fixes=check_fixes)
+                    solver_budget=solver_budget, solver_timeout_ms=solver_timeout_ms,
+                    check_fixes=check_fixes)
 
 
 def replay(source: Source, *, dtype: str = "fp32", order: str = "ring", seed: int = 1,

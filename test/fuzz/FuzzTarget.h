@@ -40,7 +40,7 @@ inline void loadAndVerify(const std::string &name, const std::string &text) {
     return;
   VerifyOptions options;
   options.threads = 1;
-  options.solverTimeoutMs = 500;
+  options.solverBudget = 1'000'000;
   options.deadline = Deadline(2.0);
   verifySpec(spec, options);
   // The layout engine too (its rules read attributes, shapes and layouts the element

@@ -30,6 +30,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -94,8 +98,12 @@ Options:
   --format text|json|sarif|html
                              report format (default text); html: one self-contained
                              page (verify only; bad input is reported as text)
-  --timeout-ms N             Z3 timeout per query (default 10000); a timeout makes the
-                             verdict inconclusive, never verified
+  --solver-budget N          Z3's resource limit per query (default 5000000 units of
+                             counted work, the same on any machine and load); reaching
+                             it makes the verdict inconclusive, never verified; a
+                             report's stats say how much was used
+  --timeout-ms N             the older form of --solver-budget: N x 500 units (a fixed
+                             rate, not a clock)
   --threads N                threads deciding obligations (default: the machine's cores)
   --time-limit SECONDS       wall-clock budget of the whole run (default 600); when it is
                              spent the verdict is inconclusive and names the phase (for
@@ -288,7 +296,7 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
       if (args[i].empty() || *end || n == 0 || n > 256)
         return (err = "--threads needs a number between 1 and 256", false);
       o.verify.threads = (unsigned)n;
-    } else if (a == "--format" || a == "--timeout-ms") {
+    } else if (a == "--format" || a == "--timeout-ms" || a == "--solver-budget") {
       if (i + 1 >= args.size()) {
         err = a + " needs a value";
         return false;
@@ -300,14 +308,26 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
           return false;
         }
         o.format = v;
-      } else {
+      } else if (a == "--timeout-ms") {
         char *end = nullptr;
+        errno = 0;
         unsigned long ms = std::strtoul(v.c_str(), &end, 10);
-        if (v.empty() || *end || ms == 0 || ms > 3600000) {
+        if (v.empty() || !std::isdigit((unsigned char)v[0]) || *end || errno || ms == 0 ||
+            ms > 3600000) {
           err = "--timeout-ms needs a number of milliseconds between 1 and 3600000";
           return false;
         }
-        o.verify.solverTimeoutMs = (unsigned)ms;
+        o.verify.solverBudget = (uint64_t)ms * kSolverUnitsPerMs;
+      } else {
+        char *end = nullptr;
+        errno = 0;
+        unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+        if (v.empty() || !std::isdigit((unsigned char)v[0]) || *end || errno || n == 0 ||
+            n > UINT32_MAX) {
+          err = "--solver-budget needs a number of Z3 resource units between 1 and 4294967295";
+          return false;
+        }
+        o.verify.solverBudget = (uint64_t)n;
       }
     } else {
       rest.push_back(a);

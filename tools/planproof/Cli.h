@@ -65,7 +65,7 @@ KeptReading readKept(mlir::MLIRContext &ctx, const std::string &path, const Opti
 
 /// Parses a --time-limit value: seconds in (0, 86400].
 bool parseSeconds(const std::string &v, double &out);
-/// Takes --format, --timeout-ms, --threads, --time-limit, --full-shapes and --engine out of
+/// Takes --format, --solver-budget, --timeout-ms, --threads, --time-limit, --full-shapes and --engine out of
 /// `args` into `o`; false with the reason for a bad value.
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err);
 /// Writes a loader's errors on stderr (control characters escaped) and, for

@@ -169,6 +169,7 @@ bool checkOne(const std::string &f, CheckArgs &a, std::string &jsonEntry) {
   std::string got, expected = "?";
   bool match = false, loaded;
   double ms = 0;
+  uint64_t solverWork = 0, solverWorkMax = 0;
   CrossCheck cc;
   try {
     loaded = loadSpec(ctx, f, spec, errors);
@@ -192,6 +193,8 @@ bool checkOne(const std::string &f, CheckArgs &a, std::string &jsonEntry) {
       k = readKept(ctx, f, run);
     VerifyResult r = k.proved ? k.result : runEngines(spec, run);
     ms = r.stats.milliseconds;
+    solverWork = r.stats.solverWork;
+    solverWorkMax = r.stats.solverWorkMax;
     got = verdictName(r.verdict);
     if (!r.violations.empty())
       got += " [" + r.violations[0].kind + " @ " +
@@ -235,7 +238,9 @@ bool checkOne(const std::string &f, CheckArgs &a, std::string &jsonEntry) {
   if (o.format == "json") {
     jsonEntry = "{\"spec\": " + quote(f) + ", \"ok\": " + (ok ? "true" : "false") +
                 ", \"got\": " + quote(got) + ", \"expected\": " + quote(expected) +
-                ", \"milliseconds\": " + std::to_string(ms);
+                ", \"milliseconds\": " + std::to_string(ms) +
+                ", \"solver_work\": " + std::to_string(solverWork) +
+                ", \"solver_work_max\": " + std::to_string(solverWorkMax);
     if (a.crossCheck && loaded)
       jsonEntry += std::string(", \"cross_check\": {\"ok\": ") + (cc.ok ? "true" : "false") +
                    ", \"summary\": " + quote(cc.summary) + "}";
