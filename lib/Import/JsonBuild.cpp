@@ -53,41 +53,6 @@ std::string operandArity(RegisteredOperationName op, size_t n) {
   return n >= atLeast ? "" : "at least " + plural(atLeast);
 }
 
-/// nlohmann's DOM builder, with every error kept with its byte position: syntax errors
-/// and numbers outside the doubles (1e999), which json::parse reports without one.
-struct LocatingDomParser : nlohmann::detail::json_sax_dom_parser<json> {
-  using Base = nlohmann::detail::json_sax_dom_parser<json>;
-  explicit LocatingDomParser(json &root) : Base(root, /*allow_exceptions=*/false) {}
-  size_t errorByte = 0;
-  std::string message;
-  bool parse_error(std::size_t position, const std::string &token,
-                   const nlohmann::detail::exception &ex) {
-    errorByte = position;
-    std::string what = ex.what();
-    if (ex.id == 406)
-      message = "the number " + token + " is outside the range of doubles";
-    else
-      message = what.find("parse error") != std::string::npos ? what.substr(what.find("parse error"))
-                                                               : what;
-    return false;
-  }
-};
-
-bool parseJsonLocated(const std::string &text, json &root, size_t &byte, std::string &why) {
-  LocatingDomParser handler(root);
-  bool ok = false;
-  try {
-    ok = json::sax_parse(text, &handler, json::input_format_t::json, /*strict=*/true);
-  } catch (const json::exception &e) {
-    handler.message = e.what();
-  }
-  if (ok)
-    return true;
-  byte = handler.errorByte;
-  why = handler.message.empty() ? "malformed JSON" : handler.message;
-  root = json();
-  return false;
-}
 } // namespace
 
 namespace planproof::json_import {
@@ -552,22 +517,9 @@ void Importer::assumptions(const json &j, const std::string &ptr, ModuleOp modul
 }
 
 bool Importer::run(const std::string &text, Diagnostics &diags) {
-  json root;
-  std::string why;
-  size_t byte = 0;
-  if (!parseJsonLocated(text, root, byte, why)) {
-    unsigned line = 1, col = 1;
-    for (size_t k = 0; k + 1 < byte && k < text.size(); ++k) {
-      if (text[k] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    return diags.error({path, line, col}, "malformed JSON: " + why);
-  }
-  positions = locateJsonValues(text);
+  if (!doc.parse(path, text, diags))
+    return false;
+  json &root = doc.root;
   OwningOpRef<ModuleOp> module(ModuleOp::create(FileLineColLoc::get(&ctx, path, 1, 1)));
   // Diagnostics from the dialects' shape rules and verifiers, located in the JSON file.
   CollectMlirDiagnostics collect(ctx, diags);
@@ -632,7 +584,7 @@ bool Importer::run(const std::string &text, Diagnostics &diags) {
     if (root.contains("assumptions"))
       assumptions(root["assumptions"], "/assumptions", *module);
   } catch (const JsonError &e) {
-    return diags.error(toSourceLoc(loc(e.path)), dotted(e.path) + ": " + e.message);
+    return diags.error(toSourceLoc(loc(e.path)), readableJsonPath(e.path) + ": " + e.message);
   } catch (const json::exception &e) {
     return diags.error({path}, e.what());
   }

@@ -45,26 +45,7 @@ const std::map<std::string, std::map<std::string, std::string>> &planproof::json
   return table;
 }
 
-//===----------------------------------------------------------------------===//
-// Import
-//===----------------------------------------------------------------------===//
-
 using namespace planproof::json_import;
-
-namespace planproof::json_import {
-/// "/plan/ops/3/operands/1" -> "plan.ops[3].operands[1]"
-std::string dotted(const std::string &ptr) {
-  std::string out;
-  std::stringstream ss(ptr);
-  std::string part;
-  std::getline(ss, part, '/');
-  while (std::getline(ss, part, '/')) {
-    bool index = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    out += index ? "[" + part + "]" : (out.empty() ? "" : ".") + part;
-  }
-  return out.empty() ? "(top level)" : out;
-}
-} // namespace planproof::json_import
 
 //===----------------------------------------------------------------------===//
 // Values, shapes, layouts and attributes

@@ -35,10 +35,6 @@ bool importJsonSpecText(mlir::MLIRContext &ctx, const std::string &path, const s
 /// "coords"): generated from the ops' ODS definitions by tools/planproof-tblgen.
 const std::map<std::string, std::map<std::string, std::string>> &jsonOpAttributes();
 
-/// Line and column (1-based) of every value in a JSON text, by JSON pointer
-/// ("/plan/ops/3"). The text must be valid JSON.
-std::map<std::string, std::pair<unsigned, unsigned>> locateJsonValues(const std::string &text);
-
 /// One import of JSON `text` into `spec`, with the dimension symbols at `fixedDims`
 /// (null: their full sizes). Used by the shape reduction.
 bool importJsonText(mlir::MLIRContext &ctx, const std::string &path, const std::string &text,

@@ -14,6 +14,7 @@
 #include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
 #include "Spec/Spec.h"
+#include "Support/JsonDocument.h"
 #include "Support/Rational.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,9 +34,6 @@ namespace planproof::json_import {
 using namespace mlir;
 using nlohmann::json;
 
-/// "/plan/ops/3/operands/1" -> "plan.ops[3].operands[1]"
-std::string dotted(const std::string &ptr);
-
 /// Thrown for bad input; carries the JSON pointer of the offending value.
 struct JsonError {
   std::string path, message;
@@ -50,10 +48,8 @@ public:
 
 private:
   Location loc(const std::string &ptr) {
-    auto it = positions.find(ptr);
-    if (it == positions.end())
-      return FileLineColLoc::get(&ctx, path, 1, 1);
-    return FileLineColLoc::get(&ctx, path, it->second.first, it->second.second);
+    SourceLoc at = doc.at(ptr);
+    return FileLineColLoc::get(&ctx, path, std::max(1u, at.line), std::max(1u, at.col));
   }
   [[noreturn]] void fail(const std::string &ptr, const std::string &msg) { throw JsonError{ptr, msg}; }
   /// An op's location: its place in the JSON file, and first, where an importer from a
@@ -170,7 +166,7 @@ private:
   std::string path;
   Spec &spec;
   OpBuilder builder;
-  std::map<std::string, std::pair<unsigned, unsigned>> positions;
+  JsonDocument doc; // the parsed text, and where each of its values is
   std::map<std::string, Shape> refInputShapes;
   std::map<std::string, int64_t> refInputBounds;
   std::set<std::string> refNonnegative;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Plan/PlanGen.h"
 #include "Support/Input.h"
+#include "Support/JsonDocument.h"
 
 #include <nlohmann/json.hpp>
 
@@ -23,46 +24,56 @@ bool readModel(const std::string &path, Model &m, Diagnostics &diags) {
   std::string text;
   if (!readInputFile(path, text, diags) || !checkNesting(path, text, Syntax::Json, diags))
     return false;
-  auto error = [&](const std::string &message) { return diags.error({path}, message); };
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded())
-    return error("malformed JSON");
+  JsonDocument doc;
+  if (!doc.parse(path, text, diags))
+    return false;
+  const json &j = doc.root;
+  // Every error names the field's line, column and path.
+  auto error = [&](const std::string &ptr, const std::string &message) {
+    return doc.error(diags, ptr, message);
+  };
   if (!j.is_object())
-    return error("a model configuration is a JSON object");
+    return error("", "a model configuration is a JSON object");
   auto field = [&](const json &o, const std::string &ptr, const char *key, int64_t &out,
                    bool required) {
     if (!o.contains(key)) {
       if (required)
-        error(ptr + key + ": missing (an integer)");
+        error(ptr + "/" + key, "missing (an integer)");
       return !required;
     }
     const json &v = o[key];
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t(1) << 40))
-      return error(ptr + key + ": must be an integer in [0, 2^40]");
+      return error(ptr + "/" + key, "must be an integer in [0, 2^40]");
     out = v.get<int64_t>();
     return true;
   };
   if (j.contains("name") && !j["name"].is_string())
-    return error("name: must be a string");
+    return error("/name", "must be a string");
   m.name = j.contains("name") ? j["name"].get<std::string>() : path;
   if (!field(j, "", "layers", m.layers, true) || !field(j, "", "hidden", m.hidden, true) ||
       !field(j, "", "heads", m.heads, true) || !field(j, "", "kv_heads", m.kvHeads, true) ||
       !field(j, "", "head_dim", m.headDim, true) || !field(j, "", "ffn", m.ffn, true) ||
       !field(j, "", "vocab", m.vocab, true))
     return false;
-  if (m.layers < 1 || m.heads < 1 || m.kvHeads < 1 || m.heads % m.kvHeads != 0)
-    return error("layers and heads must be positive and heads a multiple of kv_heads");
+  if (m.layers < 1)
+    return error("/layers", "must be positive");
+  if (m.heads < 1)
+    return error("/heads", "must be positive");
+  if (m.kvHeads < 1 || m.heads % m.kvHeads != 0)
+    return error("/kv_heads", "must be positive and divide heads (" + std::to_string(m.heads) + ")");
   if (j.contains("moe")) {
     const json &e = j["moe"];
     if (!e.is_object())
-      return error("moe: must be an object");
-    if (!field(e, "moe.", "experts", m.experts, true) || !field(e, "moe.", "top_k", m.topK, true) ||
-        !field(e, "moe.", "shared_experts", m.sharedExperts, false) ||
-        !field(e, "moe.", "expert_ffn", m.expertFfn, true) ||
-        !field(e, "moe.", "first_dense_layers", m.firstDenseLayers, false))
+      return error("/moe", "must be an object");
+    if (!field(e, "/moe", "experts", m.experts, true) || !field(e, "/moe", "top_k", m.topK, true) ||
+        !field(e, "/moe", "shared_experts", m.sharedExperts, false) ||
+        !field(e, "/moe", "expert_ffn", m.expertFfn, true) ||
+        !field(e, "/moe", "first_dense_layers", m.firstDenseLayers, false))
       return false;
-    if (m.experts < 2 || m.topK < 1 || m.topK > m.experts)
-      return error("moe: needs at least 2 experts and 1 <= top_k <= experts");
+    if (m.experts < 2)
+      return error("/moe/experts", "needs at least 2 experts");
+    if (m.topK < 1 || m.topK > m.experts)
+      return error("/moe/top_k", "needs 1 <= top_k <= experts");
   }
   return true;
 }

@@ -23,6 +23,7 @@
 #define PLANPROOF_PLAN_PLANGEN_H
 
 #include "Support/Diagnostic.h"
+#include "Support/JsonDocument.h"
 
 #include <cstdint>
 #include <string>
@@ -99,6 +100,9 @@ struct RecipeFile {
   Parallel parallel;
   std::vector<Edit> edits;
   Recipe expect; // the expectation (mlir and atLine unset)
+  /// The file as read: errors found later (an edit that does not apply) are placed at
+  /// the field they come from.
+  JsonDocument doc;
 };
 bool readRecipeFile(const std::string &path, RecipeFile &r, Diagnostics &diags);
 /// The spec of a recipe read: generated, edited, its expectation's line found

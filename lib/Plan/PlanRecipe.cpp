@@ -117,31 +117,34 @@ bool readRecipeFile(const std::string &path, RecipeFile &r, Diagnostics &diags) 
   if (!readInputFile(path, text, diags))
     return false;
   r.path = path;
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!checkNesting(path, text, Syntax::Json, diags) || !r.doc.parse(path, text, diags))
+    return false;
+  const nlohmann::json &j = r.doc.root;
+  // `where` is a JSON pointer: every error names the field's line, column and path.
   auto fail = [&](const std::string &where, const std::string &why) {
-    return diags.error({path}, (where.empty() ? "" : where + ": ") + why);
+    return r.doc.error(diags, where, why);
   };
-  if (j.is_discarded() || !j.is_object())
+  if (!j.is_object())
     return fail("", "a generated spec (.plan) is a JSON object");
   stringField(j, "description", r.description);
   if (!stringField(j, "model", r.modelRef))
-    return fail("model", "missing, or not a string (a model configuration, relative to this file)");
+    return fail("/model", "missing, or not a string (a model configuration, relative to this file)");
   if (!stringField(j, "parallel", r.parallelText))
-    return fail("parallel", "missing, or not a string (planproof plan's --parallel)");
+    return fail("/parallel", "missing, or not a string (planproof plan's --parallel)");
   namespace fs = std::filesystem;
   r.modelPath = (fs::path(path).parent_path() / r.modelRef).string();
   if (!readModel(r.modelPath, r.model, diags))
     return false;
   std::string err;
   if (!parseParallel(r.parallelText, r.parallel, err))
-    return fail("parallel", err);
+    return fail("/parallel", err);
   if (auto edits = j.find("edits"); edits != j.end()) {
     if (!edits->is_array())
-      return fail("edits", "must be an array");
+      return fail("/edits", "must be an array");
     for (size_t i = 0; i < edits->size(); ++i) {
       r.edits.emplace_back();
       if (!readEdit((*edits)[i], r.edits.back(), err))
-        return fail("edits[" + std::to_string(i) + "]", err);
+        return fail("/edits/" + std::to_string(i), err);
     }
   }
   auto expect = j.find("expect");
@@ -149,17 +152,17 @@ bool readRecipeFile(const std::string &path, RecipeFile &r, Diagnostics &diags) 
     return true;
   Recipe &x = r.expect;
   if (!expect->is_object() || !stringField(*expect, "verdict", x.verdict))
-    return fail("expect", "an object with \"verdict\" (verified, violated or inconclusive)");
+    return fail("/expect", "an object with \"verdict\" (verified, violated or inconclusive)");
   if (x.verdict != "verified" && x.verdict != "violated" && x.verdict != "inconclusive")
-    return fail("expect.verdict", "verified, violated or inconclusive, not '" + x.verdict + "'");
+    return fail("/expect/verdict", "verified, violated or inconclusive, not '" + x.verdict + "'");
   x.expected = true;
   stringField(*expect, "kind", x.kind);
   stringField(*expect, "at", x.at);
   if (stringField(*expect, "engine", x.engine) && x.engine != "element" &&
       x.engine != "layout" && x.engine != "auto")
-    return fail("expect.engine", "element, layout or auto, not '" + x.engine + "'");
+    return fail("/expect/engine", "element, layout or auto, not '" + x.engine + "'");
   if (x.verdict == "violated" && x.kind.empty())
-    return fail("expect.kind", "a violation's kind is needed");
+    return fail("/expect/kind", "a violation's kind is needed");
   return true;
 }
 
@@ -169,19 +172,22 @@ bool loadRecipe(const std::string &path, Recipe &r, Diagnostics &diags) {
 }
 
 bool buildRecipe(const RecipeFile &file, Recipe &r, Diagnostics &diags) {
-  const std::string &path = file.path;
+  // `where` is a JSON pointer into the recipe (file.doc; a recipe built in code has
+  // no places: its errors name the file).
   auto fail = [&](const std::string &where, const std::string &why) {
-    return diags.error({path}, where + ": " + why);
+    if (file.doc.path.empty())
+      return diags.error({file.path}, readableJsonPath(where) + ": " + why);
+    return file.doc.error(diags, where, why);
   };
   std::string err;
   if (!generate(file.model, file.parallel, r.mlir, err))
-    return fail("parallel", "cannot generate this configuration: " + err);
+    return fail("/parallel", "cannot generate this configuration: " + err);
   if ((int64_t)r.mlir.size() > kMaxInputBytes)
-    return fail("parallel", "the generated plan is larger than " +
+    return fail("/parallel", "the generated plan is larger than " +
                                 std::to_string(kMaxInputBytes >> 20) + " MiB (the input limit)");
   for (size_t i = 0; i < file.edits.size(); ++i)
     if (!applyEdit(file.edits[i], r.mlir, err))
-      return fail("edits[" + std::to_string(i) + "]", err);
+      return fail("/edits/" + std::to_string(i), err);
   std::string text = std::move(r.mlir);
   r = file.expect;
   r.mlir = std::move(text);
@@ -193,7 +199,7 @@ bool buildRecipe(const RecipeFile &file, Recipe &r, Diagnostics &diags) {
     std::string def = (slash == std::string::npos ? r.at : "%" + r.at.substr(slash + 1)) + " = ";
     size_t at = r.mlir.find(def);
     if (at == std::string::npos || count(r.mlir, def) != 1)
-      return fail("expect.at", "'" + r.at + "' is not defined exactly once in the generated plan");
+      return fail("/expect/at", "'" + r.at + "' is not defined exactly once in the generated plan");
     r.atLine = 1 + (int)std::count(r.mlir.begin(), r.mlir.begin() + at, '\n');
   }
   return true;

@@ -1,5 +1,6 @@
 //===- ImportTest.cpp - the JSON importer's tables and positions ------------===//
 #include "Import/JsonImport.h"
+#include "Support/JsonDocument.h"
 #include "Spec/Spec.h"
 
 #include "mlir/IR/OperationSupport.h"
@@ -70,4 +71,26 @@ TEST_CASE("the published JSON schema lists exactly the importable ops", "[import
   }
   INFO("run `make schema` after adding or removing an op of the JSON format");
   CHECK(listed == expected);
+}
+
+TEST_CASE("integers outside int64 are bad input at their place", "[import]") {
+  // nlohmann/json keeps 2^63..2^64-1 unsigned (an int64 reader wraps them negative)
+  // and larger ones as rounded doubles: both refused, named by line and path.
+  for (const char *big : {"9223372036854775808", "18446744073709551615",
+                          "18446744073709551617", "-9223372036854775809", "1" "00000000000000000000000"}) {
+    std::string text = std::string("{\"a\": 1,\n \"b\": [2, ") + big + "]}";
+    JsonDocument doc;
+    Diagnostics diags;
+    CHECK_FALSE(doc.parse("x.json", text, diags));
+    REQUIRE(diags.size() == 1);
+    CHECK(diags.list()[0].at.line == 2);
+    CHECK(diags.list()[0].at.col == 11);
+    CHECK(diags.list()[0].message.rfind("b[1]: ", 0) == 0);
+  }
+  // The bounds themselves, fractions and exponents are numbers as before.
+  for (const char *fine : {"9223372036854775807", "-9223372036854775808", "1e30", "0.5"}) {
+    JsonDocument doc;
+    Diagnostics diags;
+    CHECK(doc.parse("x.json", std::string("{\"b\": ") + fine + "}", diags));
+  }
 }

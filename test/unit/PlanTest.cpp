@@ -100,19 +100,20 @@ TEST_CASE("a model configuration's errors name the file and the field", "[plan]"
   REQUIRE(errors.size() == 1);
   CHECK(errors.list()[0].at.file == missing.path);
   CHECK_THAT(errors.list()[0].message, StartsWith("hidden: missing"));
-  CHECK_THAT(errors.str(), Contains(missing.path + ": error: hidden: missing"));
+  // A missing field is placed at its object; a wrong one at its value.
+  CHECK_THAT(errors.str(), Contains(missing.path + ":1:1: error: hidden: missing"));
   TempFile negative(R"({"layers": 2, "hidden": -8, "heads": 4, "kv_heads": 2, "head_dim": 8,
                         "ffn": 64, "vocab": 32})",
                     ".json");
   errors = Diagnostics();
   CHECK_FALSE(plangen::readModel(negative.path, m, errors));
-  CHECK_THAT(errors.str(), Contains("hidden: must be an integer"));
+  CHECK_THAT(errors.str(), Contains(negative.path + ":1:25: error: hidden: must be an integer"));
   TempFile groups(R"({"layers": 2, "hidden": 32, "heads": 6, "kv_heads": 4, "head_dim": 8,
                       "ffn": 64, "vocab": 32})",
                   ".json");
   errors = Diagnostics();
   CHECK_FALSE(plangen::readModel(groups.path, m, errors));
-  CHECK_THAT(errors.str(), Contains("heads a multiple of kv_heads"));
+  CHECK_THAT(errors.str(), Contains("kv_heads: must be positive and divide heads (6)"));
 }
 
 TEST_CASE("generated plans load, and verify", "[plan]") {
