@@ -1,6 +1,9 @@
 //===- Hlo.cpp - XLA's text HLO, as its dumps write it -----------------------===//
 #include "Import/Hlo.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "Support/Input.h"
 #include "Support/Limits.h"
 
@@ -36,6 +39,40 @@ const Computation *Module::entry() const {
     if (c.entry)
       return &c;
   return nullptr;
+}
+
+static std::string trim(const std::string &s);
+
+std::string planproof::hlo::reducerOpcode(const Module &m, const std::string &toApply,
+                                          std::string &why) {
+  std::string name = trim(toApply);
+  if (!name.empty() && name[0] == '%')
+    name.erase(0, 1);
+  const Computation *c = m.find(name);
+  if (!c) {
+    why = "to_apply names an unknown computation '" + name.substr(0, 80) + "'";
+    return "";
+  }
+  const Instruction *r = c->root();
+  why = "the reduction computation '" + name.substr(0, 80) +
+        "' is not one binary op of its two parameters";
+  if (c->insts.size() != 3 || !r || r->operands.size() != 2 || r->shape.isTuple() ||
+      !r->shape.dims.empty())
+    return "";
+  const Instruction *a = c->find(r->operands[0]), *b = c->find(r->operands[1]);
+  if (!a || !b || a == b || a->opcode != "parameter" || b->opcode != "parameter")
+    return "";
+  for (const Instruction *p : {a, b})
+    if (p->shape.isTuple() || !p->shape.dims.empty() || p->shape.type != r->shape.type)
+      return "";
+  std::string na = trim(a->rawOperands), nb = trim(b->rawOperands);
+  static const char *commutative[] = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"};
+  bool swaps = std::find(std::begin(commutative), std::end(commutative), r->opcode) !=
+               std::end(commutative);
+  if (!((na == "0" && nb == "1") || (swaps && na == "1" && nb == "0")))
+    return "";
+  why.clear();
+  return r->opcode;
 }
 
 static std::string trim(const std::string &s) {

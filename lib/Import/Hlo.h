@@ -77,6 +77,14 @@ struct Module {
   }
 };
 
+/// The binary op a reduction computation (a reduce's, a collective's or a scatter's
+/// `to_apply`) applies: its opcode when the computation is exactly that op of its two
+/// parameters -- `root = OP(p0, p1)` with p0 and p1 distinct scalar parameters numbered
+/// 0 and 1 of the root's type, in either order for a commutative OP, and nothing else.
+/// "" otherwise, with `why`: `add(p0, p0)` or `subtract(p1, p0)` is not a sum, and
+/// reading a computation by its root's opcode alone once verified such a plan.
+std::string reducerOpcode(const Module &m, const std::string &toApply, std::string &why);
+
 /// Parses the text of one dump. On failure fills `err` and returns false.
 bool parseModule(const std::string &path, const std::string &text, Module &m, Diagnostic &err);
 

@@ -632,11 +632,11 @@ Val Translator::indexBinary(const std::string &op, const Val &a, const Val &b, V
 Val Translator::indexReduce(const std::vector<const Val *> &in, const Val &x, const Val &init,
                             Val v) {
   int64_t n = product(v.dims);
-  std::string fn = attr("to_apply");
-  const hlo::Computation *c = m.find(fn.substr(fn[0] == '%'));
-  if (!c || in.size() != 2)
+  if (in.size() != 2)
     unsupported("an integer reduce other than one operand with a computation");
-  std::string how = c->root()->opcode;
+  std::string why, how = hlo::reducerOpcode(m, attr("to_apply"), why);
+  if (how.empty())
+    unsupported(why);
   if (how != "and" && how != "or" && how != "add" && how != "maximum" && how != "minimum")
     unsupported("an integer reduce by '" + how + "'");
   std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");

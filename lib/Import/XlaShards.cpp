@@ -275,9 +275,7 @@ Val Translator::maskOp(const hlo::Instruction &inst, const std::vector<const Val
   }
   if (op == "reduce" && in.size() == 2 && in[0]->kind == Val::IdsMask) {
     // and/or over copies of each token's predicate: the predicate itself.
-    std::string fn = attr("to_apply");
-    const hlo::Computation *c = m.find(fn.substr(fn[0] == '%'));
-    std::string how = c ? c->root()->opcode : "";
+    std::string why, how = hlo::reducerOpcode(m, attr("to_apply"), why);
     std::vector<int64_t> init;
     if ((how != "and" && how != "or") || !perPartition(*in[1], init) ||
         std::any_of(init.begin(), init.end(), [&](int64_t b) { return (b != 0) != (how == "and"); }))

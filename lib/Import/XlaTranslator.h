@@ -288,24 +288,17 @@ private:
     return v.kind == Val::Tensor && trim(v.scalarConst) == text;
   }
 
-  /// The kind of a reduction computation: "sum" or "max".
+  /// The kind of a reduction computation: "sum" or "max" (hlo::reducerOpcode: exactly
+  /// add or maximum of its two parameters).
   std::string reductionKind() {
-    const hlo::Computation *c = m.find(attr("to_apply").substr(attr("to_apply")[0] == '%'));
-    if (!c)
-      malformed("to_apply names an unknown computation");
-    const hlo::Instruction *r = c->root();
-    if (c->insts.size() != 3 || r->operands.size() != 2)
-      unsupported("a reduction computation other than add or maximum of its two parameters");
-    for (auto &o : r->operands) {
-      auto *p = c->find(o);
-      if (!p || p->opcode != "parameter")
-        unsupported("a reduction computation other than add or maximum of its two parameters");
-    }
-    if (r->opcode == "add")
+    std::string why, how = hlo::reducerOpcode(m, attr("to_apply"), why);
+    if (how.empty())
+      unsupported(why);
+    if (how == "add")
       return "sum";
-    if (r->opcode == "maximum")
+    if (how == "maximum")
       return "max";
-    unsupported("a reduction by '" + r->opcode + "'");
+    unsupported("a reduction by '" + how + "'");
   }
 
   Val call(const std::vector<const Val *> &in, int depth);
