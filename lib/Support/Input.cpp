@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace planproof;
 
@@ -19,26 +22,56 @@ bool planproof::readInputFile(const std::string &path, std::string &text, Diagno
   if (S_ISDIR(st.st_mode)) {
     return diags.error({path}, "cannot read file: it is a directory");
   }
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) {
+  // A regular file, or a pipe (a FIFO, `<(...)`): never a device or a socket, which
+  // can be read forever (/dev/zero, a terminal).
+  bool pipe = S_ISFIFO(st.st_mode);
+  if (!S_ISREG(st.st_mode) && !pipe) {
+    return diags.error({path}, "cannot read file: it is not a regular file or a pipe");
+  }
+  // Without O_NONBLOCK, opening a FIFO nobody writes to waits for a writer forever.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (pipe ? O_NONBLOCK : 0));
+  if (fd < 0) {
     return diags.error({path}, std::string("cannot read file: ") + std::strerror(errno));
   }
   text.clear();
   char buf[1 << 16];
-  size_t n;
-  bool tooLarge = false;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+  bool tooLarge = false, failed = false, stalled = false;
+  while (true) {
+    // (A FIFO without a writer reads as empty at once.)
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN) {
+      // A writer that has not written yet, or stopped without closing: waited for,
+      // within a bound.
+      struct pollfd p = {fd, POLLIN, 0};
+      int ready = ::poll(&p, 1, kMaxInputWaitMs);
+      if (ready == 0) {
+        stalled = true;
+        break;
+      }
+      continue;
+    }
+    if (n < 0) {
+      failed = true;
+      break;
+    }
+    if (n == 0)
+      break;
     if ((int64_t)(text.size() + n) > kMaxInputBytes) {
       tooLarge = true;
       break;
     }
     text.append(buf, n);
   }
-  bool failed = std::ferror(f);
-  std::fclose(f);
+  ::close(fd);
   if (tooLarge) {
     return diags.error({path}, "the input is larger than " +
                                       std::to_string(kMaxInputBytes >> 20) + " MiB");
+  }
+  if (stalled) {
+    return diags.error({path}, "cannot read file: the pipe gave no data for " +
+                                   std::to_string(kMaxInputWaitMs / 1000) + " s");
   }
   if (failed) {
     return diags.error({path}, "cannot read file");

@@ -16,7 +16,12 @@
 
 namespace planproof {
 
-/// Reads `path` into `text`. On failure records the reason at `path` in `diags`.
+/// How long a pipe given as an input may stay silent before the read gives up.
+constexpr int kMaxInputWaitMs = 60'000;
+
+/// Reads `path` into `text`: a regular file, or a pipe (waited on for at most
+/// kMaxInputWaitMs between chunks); devices and sockets are refused. On failure records
+/// the reason at `path` in `diags`.
 bool readInputFile(const std::string &path, std::string &text, Diagnostics &diags);
 
 /// The syntax whose brackets checkNesting counts.

@@ -3,17 +3,49 @@
 // `mlir-opt` with the `ref` and `dist` dialects plus func/arith/tensor/scf registered:
 // round-trips, verifies and transforms planproof IR.
 //
+// The input is read the way the planproof CLI reads a spec (Support/Input.h) before
+// MLIR's parser sees it: a regular file or a pipe of at most kMaxInputBytes, brackets
+// nested at most kMaxNesting deep. mlir-opt's own reader takes /dev/zero until memory
+// runs out, and its parser recurses per nesting level until the stack does; a refused
+// input is an error naming the file (exit status 2), never an abort.
+//
 //===----------------------------------------------------------------------===//
 #include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
+#include "Support/Input.h"
+#include "Support/Limits.h"
 #include "Transforms/Autodiff.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <iostream>
+#include <iterator>
+
+namespace {
+/// The input as planproof reads inputs; "-" is stdin, read within the same size limit.
+bool readBounded(const std::string &path, std::string &text, planproof::Diagnostics &diags) {
+  if (path != "-")
+    return planproof::readInputFile(path, text, diags);
+  char buf[1 << 16];
+  while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
+    if ((int64_t)(text.size() + std::cin.gcount()) > planproof::kMaxInputBytes)
+      return diags.error({"<stdin>"}, "the input is larger than " +
+                                          std::to_string(planproof::kMaxInputBytes >> 20) +
+                                          " MiB");
+    text.append(buf, std::cin.gcount());
+  }
+  return true;
+}
+} // namespace
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
@@ -22,6 +54,30 @@ int main(int argc, char **argv) {
   registry.insert<planproof::ref::RefDialect, planproof::dist::DistDialect,
                   mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect, mlir::scf::SCFDialect>();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "planproof optimizer driver\n", registry));
+  auto [input, output] =
+      mlir::registerAndParseCLIOptions(argc, argv, "planproof optimizer driver\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+
+  std::string text;
+  planproof::Diagnostics diags;
+  if (!readBounded(input, text, diags) ||
+      !planproof::checkNesting(input, text, planproof::Syntax::Mlir, diags)) {
+    std::string message = diags.str();
+    for (char &c : message) // (a file name is printed as it is, its controls escaped)
+      if ((unsigned char)c < 0x20 && c != '\n')
+        c = '?';
+    llvm::errs() << message;
+    return 2;
+  }
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = mlir::openOutputFile(output, &error);
+  if (!out) {
+    llvm::errs() << error << "\n";
+    return 2;
+  }
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(text, input);
+  if (mlir::failed(mlir::MlirOptMain(out->os(), std::move(buffer), registry, config)))
+    return 1;
+  out->keep();
+  return 0;
 }
