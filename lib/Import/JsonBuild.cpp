@@ -408,8 +408,7 @@ dist::MeshOp Importer::buildMesh(const json &mesh, const std::string &ptr) {
     axisNames.push_back(builder.getStringAttr(n));
     sizes.push_back(s);
   }
-  std::string meshName = mesh.contains("name") && mesh["name"].is_string()
-                             ? mesh["name"].get<std::string>() : "mesh";
+  std::string meshName = mesh.contains("name") ? name(mesh, ptr, "name") : "mesh";
   return dist::MeshOp::create(builder, loc(ptr), meshName, builder.getArrayAttr(axisNames),
                               builder.getDenseI64ArrayAttr(sizes));
 }

@@ -14,7 +14,9 @@
 #include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
 #include "Spec/Spec.h"
+#include "Support/Input.h"
 #include "Support/JsonDocument.h"
+#include "Support/Printable.h"
 #include "Support/Rational.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -79,11 +81,14 @@ private:
     return FusedLoc::get(&ctx, {user, loc(p)});
   }
   /// The user's source file named by a `loc`, for the snippets of diagnostics: read once,
-  /// only a regular file of at most 4 MiB (a missing one shows no snippet).
+  /// only a regular file of at most 4 MiB in the spec's folder or one the user named
+  /// (sourceExcerptAllowed; any other shows no snippet).
   void readUserSource(const std::string &file) {
     if (spec.sources.count(file))
       return;
     std::vector<std::string> &lines = spec.sources[file];
+    if (!sourceExcerptAllowed(path, file))
+      return;
     llvm::sys::fs::file_status st;
     if (llvm::sys::fs::status(file, st) || st.type() != llvm::sys::fs::file_type::regular_file ||
         st.getSize() > (4u << 20))
@@ -120,6 +125,8 @@ private:
     std::string n = field(obj, ptr, key, json::value_t::string).get<std::string>();
     if (n.empty())
       fail(ptr + "/" + key, std::string("'") + key + "' must not be empty");
+    if (std::string why = nameProblem(n); !why.empty())
+      fail(ptr + "/" + key, "'" + printable(n, false) + "' is not a name: " + why);
     return n;
   }
   Shape shape(const json &obj, const std::string &ptr);

@@ -8,6 +8,7 @@
 #include "Plan/PlanGen.h"
 #include "Support/Input.h"
 #include "Support/JsonDocument.h"
+#include "Support/Printable.h"
 
 #include <nlohmann/json.hpp>
 
@@ -49,7 +50,11 @@ bool readModel(const std::string &path, Model &m, Diagnostics &diags) {
   };
   if (j.contains("name") && !j["name"].is_string())
     return error("/name", "must be a string");
-  m.name = j.contains("name") ? j["name"].get<std::string>() : path;
+  // (The generated plan writes it into a comment line.)
+  if (j.contains("name"))
+    if (std::string why = nameProblem(j["name"].get<std::string>()); !why.empty())
+      return error("/name", "not a name: " + why);
+  m.name = j.contains("name") ? j["name"].get<std::string>() : printable(path, false);
   if (!field(j, "", "layers", m.layers, true) || !field(j, "", "hidden", m.hidden, true) ||
       !field(j, "", "heads", m.heads, true) || !field(j, "", "kv_heads", m.kvHeads, true) ||
       !field(j, "", "head_dim", m.headDim, true) || !field(j, "", "ffn", m.ffn, true) ||

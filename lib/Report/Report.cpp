@@ -73,21 +73,6 @@ json counterexampleJson(const Counterexample &c) {
 }
 } // namespace
 
-std::string planproof::printable(const std::string &text, bool keepNewlines) {
-  std::string out;
-  out.reserve(text.size());
-  for (unsigned char c : text) {
-    if ((c < 0x20 && c != '\t' && !(keepNewlines && c == '\n')) || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += (char)c;
-    }
-  }
-  return out;
-}
-
 std::string planproof::snippetWindow(const std::string &line, unsigned &col, size_t width) {
   if (line.size() <= width)
     return line;
@@ -109,7 +94,7 @@ std::string planproof::renderErrorJson(const std::string &path, const Diagnostic
   json j = {{"spec", path},         {"verdict", "error"},    {"exit_status", 2},
             {"errors", list},       {"violations", json::array()},
             {"inconclusive", json::array()}};
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return jsonEscapeHidden(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
 }
 
 std::string planproof::renderErrorSarif(const std::string &path, const Diagnostics &errors) {
@@ -122,7 +107,7 @@ std::string planproof::renderErrorSarif(const std::string &path, const Diagnosti
                      {"message", {{"text", e.message}}},
                      {"locations",
                       json::array({{{"physicalLocation",
-                                     {{"artifactLocation", {{"uri", e.at.file}}},
+                                     {{"artifactLocation", {{"uri", uriEncode(e.at.file)}}},
                                       {"region", region}}}}})}});
   }
   json sarif = {
@@ -133,7 +118,7 @@ std::string planproof::renderErrorSarif(const std::string &path, const Diagnosti
                                                            {"exitCode", 2},
                                                            {"toolExecutionNotifications", notes}}})},
                              {"results", json::array()}}})}};
-  return sarif.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return jsonEscapeHidden(sarif.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
 }
 
 std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
@@ -155,7 +140,7 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
              (in.empty() ? "" : ", all other inputs 0") + "\n";
       std::string ranks;
       for (auto &[rk, val] : c.rankValues)
-        ranks += (ranks.empty() ? "" : ", ") + rk + " " + num(val);
+        ranks += (ranks.empty() ? "" : ", ") + printable(rk, false) + " " + num(val);
       out += where(spec, v.location) + ": note:   reference " + printable(c.element, false) + " = " +
              num(c.reference) + "; plan gives " + num(c.plan) + " (rank values: " + ranks + ")\n";
     }
@@ -178,12 +163,12 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
       reduced += (reduced.empty() ? "" : ", ") + d.name + "=" + std::to_string(d.used) + " (of " +
                  std::to_string(d.full) + ")";
   if (!reduced.empty())
-    out += spec.path + ": note: decided at reduced sizes " + reduced +
+    out += printable(spec.path, false) + ": note: decided at reduced sizes " + reduced +
            "; for this parametric spec the result holds at the full sizes "
            "(docs/shape-reduction.md)\n";
   for (const std::string &a : spec.assumptions)
-    out += spec.path + ": note: assumed: " + printable(a, false) + "\n";
-  out += spec.path + ": " + verdictName(r.verdict);
+    out += printable(spec.path, false) + ": note: assumed: " + printable(a, false) + "\n";
+  out += printable(spec.path, false) + ": " + verdictName(r.verdict);
   if (r.verdict == Verdict::Violated)
     out += " (" + std::to_string(r.violations.size()) + " violation" +
            (r.violations.size() == 1 ? "" : "s") + ")";
@@ -191,12 +176,12 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
          std::to_string(r.stats.ranks) + " ranks, " + std::to_string(r.stats.solverQueries) +
          " solver queries, " + num(r.stats.milliseconds) + " ms\n";
   if (r.stats.solverLimited > 0)
-    out += spec.path + ": note: " + std::to_string(r.stats.solverLimited) + " solver quer" +
+    out += printable(spec.path, false) + ": note: " + std::to_string(r.stats.solverLimited) + " solver quer" +
            (r.stats.solverLimited == 1 ? "y" : "ies") + " reached the resource limit of " +
            std::to_string(r.stats.solverBudget) +
            " units; --solver-budget raises it (counted work: the same on any machine)\n";
   if (r.stats.summarizedCalls > 0)
-    out += spec.path + ": note: the calls were kept: " +
+    out += printable(spec.path, false) + ": note: the calls were kept: " +
            std::to_string(r.stats.summarizedCalls) + " plan calls proved by " +
            std::to_string(r.stats.functionBodies) +
            " function bodies run once per boundary state (docs/layout-engine.md, "
@@ -253,7 +238,7 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
               {"solver_limited", r.stats.solverLimited},
               {"fix_checks", r.stats.fixChecks},
               {"milliseconds", r.stats.milliseconds}}}};
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return jsonEscapeHidden(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
 }
 
 std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
@@ -263,7 +248,7 @@ std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
     if (loc.line)
       region = {{"startLine", loc.line}, {"startColumn", std::max(1u, loc.col)}};
     return json{{"physicalLocation",
-                 {{"artifactLocation", {{"uri", loc.file.empty() ? spec.path : loc.file}}},
+                 {{"artifactLocation", {{"uri", uriEncode(loc.file.empty() ? spec.path : loc.file)}}},
                   {"region", region}}}};
   };
   for (const Violation &v : r.violations) {
@@ -301,5 +286,5 @@ std::string planproof::renderSarif(const Spec &spec, const VerifyResult &r) {
       {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
       {"version", "2.1.0"},
       {"runs", json::array({run})}};
-  return sarif.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return jsonEscapeHidden(sarif.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
 }

@@ -10,6 +10,7 @@
 
 #include "Engine/Verifier.h"
 #include "Replay/Replay.h"
+#include "Support/Printable.h"
 
 #include <string>
 
@@ -33,9 +34,6 @@ std::string renderReplayHtml(const Spec &spec, const ReplayResult &result,
 std::string renderErrorJson(const std::string &path, const Diagnostics &errors);
 std::string renderErrorSarif(const std::string &path, const Diagnostics &errors);
 
-/// `text` with control characters (other than newline and tab) written as \xNN, so
-/// that names from a spec cannot move a terminal's cursor or forge report lines.
-std::string printable(const std::string &text, bool keepNewlines = true);
 
 /// Source line `line` for a diagnostic snippet, cut to a window of about `width`
 /// characters around column `col` (which is moved to stay under the caret); a

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Spec/Spec.h"
+#include "Support/Printable.h"
 
 #include "Ref/RefDialect.h"
 #include "Support/Input.h"
@@ -122,8 +123,8 @@ std::string excerptAt(llvm::SourceMgr *sources, Location loc) {
 std::string noteText(llvm::SourceMgr *sources, Location loc, const char *kind,
                      const std::string &message) {
   SourceLoc at = toSourceLoc(loc);
-  std::string place = at.known() ? at.str() + ": " : "";
-  return place + kind + ": " + message + "\n" + excerptAt(sources, loc);
+  std::string place = at.known() ? printable(at.str(), false) + ": " : "";
+  return place + kind + ": " + printable(message, false) + "\n" + excerptAt(sources, loc);
 }
 } // namespace
 

@@ -1,5 +1,6 @@
 //===- Diagnostic.cpp - located errors of an input -----------------------===//
 #include "Support/Diagnostic.h"
+#include "Support/Printable.h"
 
 #include <cctype>
 #include <sstream>
@@ -8,8 +9,9 @@ using namespace planproof;
 
 std::string planproof::formatError(const SourceLoc &at, const std::string &message,
                                    const std::string &fallback) {
+  // One line, whatever the file's name or the message holds (Printable.h).
   std::string place = at.file.empty() ? fallback : at.str();
-  return place + ": error: " + message + "\n";
+  return printable(place, false) + ": error: " + printable(message, false) + "\n";
 }
 
 bool Diagnostics::error(SourceLoc at, std::string message, const std::string &fallbackFile) {
@@ -32,9 +34,11 @@ std::string Diagnostics::str() const {
   std::string out;
   for (const Diagnostic &d : list_) {
     out += formatError(d.at, d.message);
-    out += d.excerpt;
+    // Excerpts and notes are lines already (noteText escapes a note's own parts);
+    // what is left to escape are their controls.
+    out += printable(d.excerpt);
     for (const std::string &n : d.notes)
-      out += n + (n.empty() || n.back() != '\n' ? "\n" : "");
+      out += printable(n) + (n.empty() || n.back() != '\n' ? "\n" : "");
   }
   return out;
 }

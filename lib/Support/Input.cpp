@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
@@ -175,5 +177,37 @@ bool planproof::checkUtf8(const std::string &path, const std::string &text,
   if (!d)
     return true;
   diags.add(std::move(*d));
+  return false;
+}
+
+std::vector<std::string> &planproof::sourceRoots() {
+  static std::vector<std::string> roots;
+  return roots;
+}
+
+bool planproof::sourceExcerptAllowed(const std::string &specPath, const std::string &file) {
+  auto real = [](const std::string &p) {
+    char buf[PATH_MAX];
+    return ::realpath(p.c_str(), buf) ? std::string(buf) : std::string();
+  };
+  std::string target = real(file);
+  if (target.empty())
+    return false;
+  auto inside = [&](const std::string &folder) {
+    std::string f = real(folder.empty() ? "." : folder);
+    if (f.empty())
+      return false;
+    if (f.back() != '/')
+      f += '/';
+    return target.compare(0, f.size(), f) == 0;
+  };
+  std::string specFolder = specPath;
+  size_t slash = specFolder.rfind('/');
+  specFolder = slash == std::string::npos ? "." : specFolder.substr(0, slash + 1);
+  if (inside(specFolder))
+    return true;
+  for (const std::string &root : sourceRoots())
+    if (inside(root))
+      return true;
   return false;
 }

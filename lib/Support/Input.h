@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace planproof {
 
@@ -23,6 +24,15 @@ constexpr int kMaxInputWaitMs = 60'000;
 /// kMaxInputWaitMs between chunks); devices and sockets are refused. On failure records
 /// the reason at `path` in `diags`.
 bool readInputFile(const std::string &path, std::string &text, Diagnostics &diags);
+
+/// Whether a diagnostic may show lines of `file`, a user source a spec names (a JSON
+/// op's "loc"): only when it lies in the folder of the spec `specPath` (or below), or
+/// in a folder the user named (`--source-root`, sourceRoots()), both compared by real
+/// path. A spec must not make a report print any file it likes (/etc/passwd).
+bool sourceExcerptAllowed(const std::string &specPath, const std::string &file);
+/// The folders the user named whose files diagnostics may show (process-wide: the CLI
+/// fills it from --source-root).
+std::vector<std::string> &sourceRoots();
 
 /// The syntax whose brackets checkNesting counts.
 enum class Syntax { Json, Mlir };

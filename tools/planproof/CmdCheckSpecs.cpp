@@ -155,7 +155,7 @@ CrossCheck crossCheck(const Spec &spec, const std::string &path, const VerifyRes
 
 /// A JSON string (invalid UTF-8 replaced).
 std::string quote(const std::string &x) {
-  return nlohmann::json(x).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return jsonEscapeHidden(nlohmann::json(x).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 /// One spec against its expectation (and its cross-checks); prints its report line.

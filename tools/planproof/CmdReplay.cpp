@@ -231,7 +231,7 @@ void renderReplayJson(const ReplayArgs &a, const ReplayResult &r) {
                       {"line", f.earlierLocation.line},
                       {"col", f.earlierLocation.col}}},
         {"explanation", f.earlierNote}};
-  std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  std::cout << jsonEscapeHidden(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << "\n";
 }
 
 /// One output's line of the text report.

@@ -233,7 +233,7 @@ void printJson(const plangen::RecipeFile &big, const std::vector<Tried> &tried,
     j["schedule"] = f->schedule;
     j["report"] = nlohmann::ordered_json::parse(renderJson(f->spec, f->result), nullptr, false);
   }
-  std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  std::cout << jsonEscapeHidden(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << "\n";
 }
 
 } // namespace

@@ -99,8 +99,10 @@ def main(argv=None):
               file=sys.stderr)
     if not a.verify:
         return 0
+    # The case's folder holds the user's code: its lines may be quoted in the report.
     return subprocess.run([a.planproof, "verify", out, "--engine", a.engine,
-                           "--format", a.format]).returncode
+                           "--format", a.format, "--source-root",
+                           os.path.dirname(os.path.abspath(a.case))]).returncode
 
 
 if __name__ == "__main__":

@@ -150,7 +150,9 @@ def main(argv=None):
           f"{os.path.basename(paths['after'])}", file=sys.stderr)
     if not a.verify:
         return 0
-    return subprocess.run([a.planproof, "verify", spec, "--format", a.format]).returncode
+    # The case's folder holds the user's code: its lines may be quoted in the report.
+    return subprocess.run([a.planproof, "verify", spec, "--format", a.format, "--source-root",
+                           os.path.dirname(os.path.abspath(a.case))]).returncode
 
 
 if __name__ == "__main__":
