@@ -406,7 +406,7 @@ struct ModuleReader {
       return true;
     }
     if (!sawHeader)
-      return readHeader(t);
+      return readHeader(raw, t);
     if (comp)
       return readInComputation(raw, t);
     if (t == "FileNames" || t == "FunctionNames" || t == "FileLocations" || t == "StackFrames") {
@@ -420,20 +420,39 @@ struct ModuleReader {
     return p.fail(1, "unexpected line outside a computation");
   }
 
-  /// `HloModule NAME, key=value, ...`.
-  bool readHeader(const std::string &t) {
+  /// `HloModule NAME, key=value, ...` (`raw` is the line as written, `t` trimmed).
+  bool readHeader(const std::string &raw, const std::string &t) {
     if (t.rfind("HloModule ", 0) != 0)
       return p.fail(1, "expected 'HloModule NAME' (a text HLO dump)");
     sawHeader = true;
     std::string rest = t.substr(10);
     size_t c = rest.find(',');
     m.name = trim(rest.substr(0, c));
-    if (c != std::string::npos)
-      for (auto &a : splitTopLevel(rest.substr(c + 1))) {
-        size_t e = a.find('=');
-        if (e != std::string::npos)
-          m.attrs[trim(a.substr(0, e))] = trim(a.substr(e + 1));
+    if (c == std::string::npos)
+      return true;
+    size_t indent = raw.find_first_not_of(" \t\r"), from = indent + 10 + c + 1;
+    for (auto &a : splitTopLevel(rest.substr(c + 1))) {
+      size_t e = a.find('=');
+      if (e == std::string::npos)
+        continue;
+      std::string key = trim(a.substr(0, e)), value = trim(a.substr(e + 1));
+      // The column of the value: found from where the previous attribute ended.
+      size_t at = raw.find(a, from);
+      unsigned col = at == std::string::npos ? 1 : unsigned(at + e + 2);
+      if (at != std::string::npos)
+        from = at + a.size();
+      if (m.attrs.count(key))
+        return p.fail(col, "header attribute '" + key + "' is given twice");
+      if (key == "num_partitions" || key == "replica_count") {
+        int64_t n = toInt(value, -1);
+        if (value.empty() || !std::isdigit((unsigned char)value[0]) || n < 1 ||
+            n > (int64_t(1) << 31))
+          return p.fail(col, "malformed " + key + " '" + value.substr(0, 40) +
+                                 "': a decimal integer in [1, 2^31]");
       }
+      m.attrs[key] = value;
+      m.attrAt[key] = {p.line, col};
+    }
     return true;
   }
 
@@ -549,14 +568,54 @@ struct ModuleReader {
 
 } // namespace
 
-bool hlo::parseModule(const std::string &path, const std::string &text, Module &m,
+/// `text` with its comments blanked (newlines kept, so lines and columns stay): `//`
+/// to the end of the line and `/* ... */`, outside double-quoted strings. An
+/// unterminated block comment is an error at its start.
+static bool blankComments(std::string &text, Parser &p) {
+  unsigned line = 1, col = 1;
+  for (size_t i = 0; i < text.size(); ++i, ++col) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+      col = 0;
+    } else if (c == '"') {
+      for (++i, ++col; i < text.size() && text[i] != '"' && text[i] != '\n'; ++i, ++col)
+        if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
+          ++i, ++col;
+      if (i < text.size() && text[i] == '\n')
+        --i, --col; // (the newline is counted above)
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      for (; i < text.size() && text[i] != '\n'; ++i)
+        text[i] = ' ';
+      --i, --col;
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      size_t end = text.find("*/", i + 2);
+      if (end == std::string::npos) {
+        p.line = line;
+        return p.fail(col, "unterminated '/*' comment");
+      }
+      for (; i < end + 2; ++i)
+        if (text[i] != '\n')
+          text[i] = ' ';
+        else
+          ++line, col = 0;
+      --i;
+    }
+  }
+  return true;
+}
+
+bool hlo::parseModule(const std::string &path, const std::string &original, Module &m,
                       Diagnostic &err) {
   ModuleReader r(path, err, m);
   m.path = path;
-  if (std::optional<Diagnostic> bad = utf8Problem(path, text)) {
+  if (std::optional<Diagnostic> bad = utf8Problem(path, original)) {
     err = *bad;
     return false;
   }
+  std::string text = original;
+  if (!blankComments(text, r.p))
+    return false;
   size_t start = 0;
   while (start <= text.size()) {
     size_t nl = text.find('\n', start);

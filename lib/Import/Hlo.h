@@ -68,6 +68,8 @@ struct Module {
   std::string path;
   std::string name;
   std::map<std::string, std::string> attrs;  // header attributes, raw
+  /// Where each header attribute's value is written (line, column), for errors about it.
+  std::map<std::string, std::pair<unsigned, unsigned>> attrAt;
   std::vector<Computation> computations;
   std::map<std::string, size_t> byName;
   const Computation *entry() const;
@@ -85,7 +87,10 @@ struct Module {
 /// reading a computation by its root's opcode alone once verified such a plan.
 std::string reducerOpcode(const Module &m, const std::string &toApply, std::string &why);
 
-/// Parses the text of one dump. On failure fills `err` and returns false.
+/// Parses the text of one dump. On failure fills `err` and returns false. Comments
+/// (`// ...` to the end of the line, `/* ... */`, as XLA's own HLO lexer takes them)
+/// are skipped outside quoted strings. The header's num_partitions and replica_count
+/// must be decimal integers in [1, 2^31], each written once.
 bool parseModule(const std::string &path, const std::string &text, Module &m, Diagnostic &err);
 
 /// Splits a raw attribute or list text at top-level commas (outside brackets, braces,

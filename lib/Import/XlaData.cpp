@@ -22,6 +22,62 @@
 
 namespace planproof::xla {
 
+int64_t inlinedSize(const hlo::Module &m, const hlo::Computation &c,
+                    std::map<const hlo::Computation *, int64_t> &memo) {
+  if (auto it = memo.find(&c); it != memo.end())
+    return it->second;
+  memo[&c] = kMaxTranslated + 1; // a cycle (no HLO has one) counts as too large
+  int64_t n = 0;
+  auto add = [&](int64_t k) { n = std::min<int64_t>(n + k, kMaxTranslated + 1); };
+  for (const hlo::Instruction &inst : c.insts) {
+    add(1);
+    // Every attribute naming computations: to_apply, calls, body, condition,
+    // branch_computations, called_computations.
+    for (const char *key : {"to_apply", "calls", "body", "condition", "branch_computations",
+                            "called_computations"}) {
+      auto it = inst.attrs.find(key);
+      if (it == inst.attrs.end())
+        continue;
+      std::string list = it->second;
+      if (!list.empty() && list.front() == '{' && list.back() == '}')
+        list = list.substr(1, list.size() - 2);
+      for (std::string name : hlo::splitTopLevel(list)) {
+        if (!name.empty() && name[0] == '%')
+          name.erase(0, 1);
+        if (const hlo::Computation *callee = m.find(name))
+          add(inlinedSize(m, *callee, memo));
+      }
+    }
+  }
+  memo[&c] = n;
+  return n;
+}
+
+namespace {
+/// Whether the integer parts of two loop states are the same (tensors are not compared:
+/// a loop's condition is an integer computation, so it reads only these). Nothing is
+/// concluded where a part is of a kind whose change cannot be seen here.
+bool sameIntegers(const Val &a, const Val &b) {
+  if (a.kind != b.kind)
+    return false;
+  switch (a.kind) {
+  case Val::Tensor:
+    return true;
+  case Val::Index:
+    return a.dims == b.dims && a.idx == b.idx;
+  case Val::Tuple:
+    if (a.elements.size() != b.elements.size())
+      return false;
+    for (size_t i = 0; i < a.elements.size(); ++i)
+      if (!sameIntegers(a.elements[i], b.elements[i]))
+        return false;
+    return true;
+  default:
+    return false;
+  }
+}
+} // namespace
+
 /// while: unrolled. The condition must evaluate to the same constant on every rank
 /// (a trip count: scan over layers, over microbatches); each iteration runs the body
 /// on the loop state. At most 4096 iterations in all, else unsupported.
@@ -58,10 +114,17 @@ Val Translator::whileLoop(const std::vector<const Val *> &in, int depth) {
       return state;
     if (++iterations > 4096)
       unsupported("while loops of more than 4096 iterations in all (unrolled)");
-    state = run(*body, {state}, depth + 1);
+    Val next = run(*body, {state}, depth + 1);
     cur = self;
     if (track)
       *track = self;
+    // The condition reads the state's integers only: unchanged by an iteration, it
+    // would hold forever (a counter that never advances), so the loop never ends.
+    if (sameIntegers(state, next))
+      malformed("a while loop whose counter does not advance: its condition holds after "
+                "an iteration that leaves every integer of its state unchanged, so it never "
+                "ends");
+    state = std::move(next);
   }
 }
 

@@ -41,7 +41,10 @@ namespace {
 
 /// `what`, at `inst` of `m` (at `m` when there is no instruction), with the name of
 /// the instruction and the framework source it came from.
-Diagnostic located(const hlo::Module &m, const hlo::Instruction *inst, const std::string &what) {
+Diagnostic located(const hlo::Module &m, const hlo::Instruction *inst, const std::string &what,
+                   const std::string &headerAttr = "") {
+  if (auto it = m.attrAt.find(headerAttr); !inst && it != m.attrAt.end())
+    return Diagnostic{SourceLoc{m.path, it->second.first, it->second.second}, what, {}, ""};
   if (!inst)
     return Diagnostic{SourceLoc{m.path}, what, {}, ""};
   std::string s = what + " (`" + inst->name + "`";
@@ -177,23 +180,43 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
   }
   const hlo::Module *where = &before;
   const hlo::Instruction *at = nullptr;
+  std::string headerAttr; // a header attribute the error is about (its place)
   try {
+    // (Hlo.cpp checked the syntax: a decimal integer in [1, 2^31].)
     auto partitions = [&](const hlo::Module &m) {
+      where = &m;
+      headerAttr = "num_partitions";
       auto it = m.attrs.find("num_partitions");
       if (it == m.attrs.end())
         return int64_t(1);
-      auto v = ints(it->second, "num_partitions");
-      if (v.size() != 1 || v[0] < 1 || v[0] > (1 << 16))
+      int64_t n = std::stoll(it->second);
+      if (n > (1 << 16))
         unsupported("num_partitions " + it->second + " (at most 65536 are covered)");
-      return v[0];
+      return n;
     };
     int64_t devices = partitions(after);
     if (partitions(before) != devices)
-      malformed("the two modules disagree on num_partitions");
+      malformed("the two modules disagree on num_partitions (" + std::to_string(devices) +
+                " after partitioning)");
+    where = &after;
     if (devices < 2)
       unsupported("a module of one partition: nothing was partitioned");
+    headerAttr = "replica_count";
     if (auto it = after.attrs.find("replica_count"); it != after.attrs.end() && trim(it->second) != "1")
       unsupported("replica_count " + it->second + " (only partitions are covered)");
+    headerAttr.clear();
+    // Counted once per computation over the call DAG: a dump that inlines past what a
+    // translation may run is refused before anything is translated.
+    for (const hlo::Module *m : {&before, &after, options.referenceText.empty() ? nullptr : &refModule}) {
+      if (!m)
+        continue;
+      where = m;
+      std::map<const hlo::Computation *, int64_t> memo;
+      if (xla::inlinedSize(*m, *m->entry(), memo) > xla::kMaxTranslated)
+        unsupported("a program of more than " + std::to_string(xla::kMaxTranslated) +
+                    " instructions once its calls are inlined");
+    }
+    where = &before;
 
     // 1. The mesh, from every device assignment in both modules.
     MeshBuilder mb(devices);
@@ -233,10 +256,10 @@ XlaImportStatus planproof::importXla(const std::string &beforePath, const std::s
       }
     }
   } catch (const Malformed &e) {
-    diags.add(located(*where, at, e.what));
+    diags.add(located(*where, at, e.what, headerAttr));
     return XlaImportStatus::BadInput;
   } catch (const Unsupported &e) {
-    diags.add(located(*where, at, e.what));
+    diags.add(located(*where, at, e.what, headerAttr));
     return XlaImportStatus::Unsupported;
   }
 }

@@ -24,6 +24,20 @@ namespace planproof::xla {
 
 using json = nlohmann::ordered_json;
 
+/// The most instructions one translation runs, calls and unrolled iterations counted
+/// (a few hundred times the largest dump under test).
+constexpr int64_t kMaxTranslated = int64_t(1) << 21;
+/// The most integer-table entries (8 bytes each, about 2 GiB in all) one translation
+/// makes: integer values hold a row per partition.
+constexpr int64_t kMaxTableCells = int64_t(1) << 28;
+
+/// The instructions `c` runs once its calls are inlined (each computation's size
+/// counted once, memoized over the call DAG; loops counted once per body), saturated
+/// just past kMaxTranslated: a dump whose call DAG expands past the bound is refused
+/// before anything is translated.
+int64_t inlinedSize(const hlo::Module &m, const hlo::Computation &c,
+                    std::map<const hlo::Computation *, int64_t> &memo);
+
 bool isFloat(const std::string &t);
 bool isInt(const std::string &t);
 /// A JSON value name from an HLO name (letters, digits, '_').
@@ -239,6 +253,11 @@ public:
       cur = &inst;
       if (track)
         *track = &inst;
+      // Counted work: calls and loops are unrolled, and a dump can ask for far more
+      // than it is long (computations calling the next twice, 24 deep).
+      if (++translated > kMaxTranslated)
+        unsupported("a program of more than " + std::to_string(kMaxTranslated) +
+                    " instructions once its calls and loops are unrolled");
       std::vector<const Val *> in;
       for (auto &o : inst.operands) {
         auto it = env.find(o);
@@ -246,7 +265,14 @@ public:
           malformed("operand '" + o + "' is not defined before its use");
         in.push_back(&it->second);
       }
-      env[inst.name] = translate(inst, in, args, depth);
+      const Val &made = env[inst.name] = translate(inst, in, args, depth);
+      // Counted memory: integer values are tables of a row per partition, and a dump at
+      // tens of thousands of partitions can ask for gigabytes of them.
+      tableCells += cellsOf(made);
+      if (tableCells > kMaxTableCells)
+        unsupported("integer values of more than " + std::to_string(kMaxTableCells) +
+                    " entries in all over the " + std::to_string(ranks) +
+                    " partitions (more memory than an import may take)");
     }
     comp = outer;
     return env.at(c.root()->name);
@@ -361,6 +387,17 @@ private:
                            const std::vector<int64_t> &offsets, size_t from);
   /// Loop iterations unrolled so far (every while of the module together).
   int64_t iterations = 0;
+  /// Instructions translated so far, every call and iteration counted (kMaxTranslated).
+  int64_t translated = 0;
+  /// Integer-table entries made so far (a row's entries and its overhead), counted
+  /// against kMaxTableCells. (A tuple's elements were counted when they were made.)
+  int64_t tableCells = 0;
+  static int64_t cellsOf(const Val &v) {
+    int64_t n = 0;
+    for (const auto &row : v.idx)
+      n += (int64_t)row.size() + 4;
+    return n;
+  }
   Val gather(const std::vector<const Val *> &in);
   Val scatterAdd(const std::vector<const Val *> &in);
   Val idsRun(const Val &x, std::vector<int64_t> offsets, const std::vector<int64_t> &sizes);

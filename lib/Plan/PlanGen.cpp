@@ -73,6 +73,14 @@ bool Generator::setup(std::string &err) {
                 std::to_string(m.layers));
   if (!(p.fullSize ? fullSizes(err) : reducedSizes(err)))
     return false;
+  // Counted before anything is written: the plan holds each layer once per microbatch
+  // (a call each, written compact), and a plan past the input limit could be neither
+  // written nor read back (2^40 layers ran until the time limit).
+  if (L * std::max<int64_t>(1, p.microbatches) > kMaxLayerRuns)
+    return fail(std::to_string(L) + " layers x " + std::to_string(p.microbatches) +
+                " microbatches are more than the " + std::to_string(kMaxLayerRuns) +
+                " layer runs a generated plan holds (its text would pass the input limit); "
+                "choose layers=N");
   for (int64_t l = 0; l < L; ++l)
     moeLayer.push_back(m.experts > 0 && l >= std::min(m.firstDenseLayers, L - 1));
   for (auto [n, d] : {std::pair<const char *, int64_t>{"pp", p.pp}, {"dp", p.dp},

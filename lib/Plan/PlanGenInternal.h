@@ -31,6 +31,9 @@
 
 namespace planproof::plangen {
 
+/// The most layer runs (layers x microbatches) a generated plan holds: 16x the largest
+/// production configuration written (Llama3-70B, 80 layers x 32 microbatches).
+constexpr int64_t kMaxLayerRuns = 1 << 15;
 
 using Shape = std::vector<int64_t>;
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
+#include <sys/stat.h>
 #include <sstream>
 
 using namespace planproof;
@@ -185,7 +186,13 @@ double decodeElement(const unsigned char *p, char kind, int size) {
 } // namespace
 
 bool planproof::readNpy(const std::string &path, Shape &shape, std::vector<double> &data,
-                        std::string &error) {
+                        std::string &error, const Shape *want) {
+  // A regular file only (a FIFO would block the open, a device never end).
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = "not a regular file";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = "cannot open";
@@ -197,6 +204,16 @@ bool planproof::readNpy(const std::string &path, Shape &shape, std::vector<doubl
   if (!readHeader(in, h, error) || !parseHeader(h, l, error) ||
       !parseShape(l.shapeText, shape, total, error))
     return false;
+  if (want && shape != *want)
+    return true; // (the caller says how the shapes differ; nothing is read)
+  // The header's claim is checked against the file before anything is allocated: a
+  // 128-byte file claiming 10^12 elements is an error, not a 4 GB allocation.
+  std::streamoff at = in.tellg();
+  if (at < 0 || (int64_t)st.st_size - at < total * (int64_t)l.size) {
+    error = "the header claims " + std::to_string(total) + " elements of '" + l.descr +
+            "', more than the file holds";
+    return false;
+  }
   std::vector<unsigned char> raw((size_t)total * l.size);
   if (!in.read((char *)raw.data(), raw.size())) {
     error = "data ends before " + std::to_string(total) + " elements of '" + l.descr + "'";
@@ -258,12 +275,12 @@ bool planproof::loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOp
     Shape shape, want;
     std::vector<double> data;
     std::string why;
-    if (!readNpy(path, shape, data, why)) {
+    if (auto r = mlir::dyn_cast<mlir::RankedTensorType>(spec.reference.getArgument(at).getType()))
+      want.assign(r.getShape().begin(), r.getShape().end());
+    if (!readNpy(path, shape, data, why, &want)) {
       error = path + ": " + why;
       return false;
     }
-    if (auto r = mlir::dyn_cast<mlir::RankedTensorType>(spec.reference.getArgument(at).getType()))
-      want.assign(r.getShape().begin(), r.getShape().end());
     if (shape != want) {
       error = path + ": shape " + shapeStr(shape) + " but input '" + name + "' has shape " +
               shapeStr(want);

@@ -146,7 +146,10 @@ bool loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOptions &opti
                    std::string &error);
 
 /// Reads one .npy array; false with the reason.
-bool readNpy(const std::string &path, Shape &shape, std::vector<double> &data, std::string &error);
+/// With `want`, the data is read only when the header's shape is `want` (else `shape`
+/// is set and `data` left empty, for the caller's message).
+bool readNpy(const std::string &path, Shape &shape, std::vector<double> &data, std::string &error,
+             const Shape *want = nullptr);
 /// Writes a little-endian f8 .npy array.
 bool writeNpy(const std::string &path, const Shape &shape, const std::vector<double> &data);
 

@@ -7,6 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Spec/Edit.h"
+#include "Support/Printable.h"
+#include "Support/Limits.h"
+#include "Support/Input.h"
 #include "Ref/RefDialect.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -245,6 +248,13 @@ private:
 
   bool parse(size_t i, const std::string &text, MLIRContext *ctx, Attribute &out) {
     std::string message;
+    // MLIR's attribute parser recurses per nesting level: the text is checked as a
+    // spec file is before it sees it (10^5 brackets once crashed the interpreter).
+    Diagnostics nesting;
+    if (!checkNesting("<edit>", text, Syntax::Mlir, nesting))
+      return fail(i, "cannot read the attribute: " + nesting.list()[0].message);
+    if ((int64_t)text.size() > kMaxInputBytes)
+      return fail(i, "cannot read the attribute: it is larger than the input limit");
     {
       ScopedDiagnosticHandler capture(ctx, [&](mlir::Diagnostic &d) {
         if (message.empty())
@@ -259,7 +269,7 @@ private:
       }
     }
     if (!out)
-      return fail(i, "cannot read the attribute `" + text + "`" +
+      return fail(i, "cannot read the attribute `" + printable(text.substr(0, 200), false) + "`" +
                          (message.empty() ? "" : ": " + message));
     return true;
   }

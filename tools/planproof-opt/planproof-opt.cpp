@@ -62,11 +62,7 @@ int main(int argc, char **argv) {
   planproof::Diagnostics diags;
   if (!readBounded(input, text, diags) ||
       !planproof::checkNesting(input, text, planproof::Syntax::Mlir, diags)) {
-    std::string message = diags.str();
-    for (char &c : message) // (a file name is printed as it is, its controls escaped)
-      if ((unsigned char)c < 0x20 && c != '\n')
-        c = '?';
-    llvm::errs() << message;
+    llvm::errs() << diags.str(); // (escaped: Support/Printable.h)
     return 2;
   }
   std::string error;

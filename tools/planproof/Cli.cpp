@@ -108,6 +108,9 @@ Options:
   --time-limit SECONDS       wall-clock budget of the whole run (default 600); when it is
                              spent the verdict is inconclusive and names the phase (for
                              check-specs: per spec)
+  --source-root DIR          a folder whose files reports may quote (a JSON op's "loc"
+                             naming a user source); by default only files in the
+                             spec's own folder are quoted (repeatable)
   --quiet                    verify: no progress line (by default one is shown on
                              stderr while a run works, when stderr is a terminal)
   --progress                 verify: the progress line even when stderr is not a
@@ -153,9 +156,18 @@ For check-specs: 0 every spec as expected, 1 some spec not as expected.
 } // namespace
 
 namespace planproof::cli {
+std::string requestedFormat = "text";
+
 int usage(const std::string &msg) {
-  std::cerr << "planproof: error: " << msg << "\n"
+  std::cerr << "planproof: error: " << printable(msg, false) << "\n"
             << "run 'planproof --help' for usage\n";
+  // A gate reading --format json|sarif gets a machine-readable answer here too.
+  if (requestedFormat == "json" || requestedFormat == "sarif") {
+    Diagnostics d;
+    d.error({"<command line>"}, msg);
+    std::cout << (requestedFormat == "json" ? renderErrorJson("<command line>", d)
+                                            : renderErrorSarif("<command line>", d));
+  }
   return 2;
 }
 
@@ -170,11 +182,11 @@ bool parseSeconds(const std::string &v, double &out) {
 
 bool watchdogEnabled = true;
 
-Watchdog::Watchdog(double seconds, std::string format, std::string spec)
+Watchdog::Watchdog(double seconds, std::string format, std::string spec, bool withGrace)
       : format(std::move(format)), spec(std::move(spec)), seconds(seconds) {
     if (!watchdogEnabled)
       return;
-    double grace = std::max(5.0, 0.1 * seconds);
+    double grace = withGrace ? std::max(5.0, 0.1 * seconds) : 0.0;
     thread = std::thread([this, grace] {
       std::unique_lock<std::mutex> lock(m);
       auto limit = std::chrono::duration<double>(this->seconds + grace);
@@ -207,7 +219,7 @@ void Watchdog::fire() {
           {"inconclusive",
            nlohmann::ordered_json::array(
                {{{"location", {{"file", spec}, {"line", 0}, {"col", 0}}}, {"reason", reason}}})}};
-      out = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      out = jsonEscapeHidden(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
     } else if (format == "sarif") {
       nlohmann::ordered_json j = {
           {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
@@ -223,15 +235,15 @@ void Watchdog::fire() {
                         {"locations",
                          nlohmann::ordered_json::array(
                              {{{"physicalLocation",
-                                {{"artifactLocation", {{"uri", spec}}}}}}})}}})}}})}};
-      out = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+                                {{"artifactLocation", {{"uri", uriEncode(spec)}}}}}}})}}})}}})}};
+      out = jsonEscapeHidden(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
     } else {
       out = spec + ": warning: [inconclusive] " + reason + "\n" + spec + ": inconclusive\n";
     }
     std::fflush(stdout);
-    ssize_t ignored = ::write(1, out.data(), out.size());
-    (void)ignored;
-    ::_exit(3);
+    // A report that stdout could not take is an error, as everywhere (finish()).
+    bool written = ::write(1, out.data(), out.size()) == (ssize_t)out.size();
+    ::_exit(written ? 3 : 2);
   }
 
 int badInput(const std::string &path, const Diagnostics &errors, const std::string &format) {
@@ -276,6 +288,10 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
     const std::string &a = args[i];
     if (a == "--full-shapes") {
       o.fullShapes = true;
+    } else if (a == "--source-root") {
+      if (i + 1 >= args.size())
+        return (err = "--source-root needs a folder", false);
+      sourceRoots().push_back(args[++i]);
     } else if (a == "--quiet" || a == "--progress") {
       o.progress = a == "--quiet" ? 0 : 1;
     } else if (a == "--engine") {
@@ -335,6 +351,19 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
   }
   args = rest;
   return true;
+}
+
+/// A command's exit status, once its output is known to have reached stdout: a report
+/// lost to a full disk or a closed pipe is an error (exit 2), never a silent success.
+int finish(int status) {
+  std::cout.flush();
+  bool lost = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (lost) {
+    std::cerr << "planproof: error: the report could not be written to standard output\n";
+    std::cout.clear();
+    return 2;
+  }
+  return status;
 }
 
 int exitCode(Verdict v) {
@@ -459,10 +488,10 @@ int cmdVerify(std::vector<std::string> args) {
   // its memory goes back with it: tearing down a large plan's IR and context first
   // would be a tenth of its run (the same reasoning as clang's -disable-free).
   if (watchdogEnabled) {
-    std::cout.flush();
+    int status = finish(exitCode(r.verdict));
     std::cerr.flush();
     std::fflush(nullptr);
-    std::_Exit(exitCode(r.verdict));
+    std::_Exit(status);
   }
   return exitCode(r.verdict);
 }
@@ -511,8 +540,25 @@ int cmdPlan(std::vector<std::string> args) {
     return usage(err);
   std::string text;
   if (!plangen::generate(m, p, text, err)) {
-    std::cerr << "planproof: error: cannot generate this configuration: " << err << "\n";
+    std::cerr << "planproof: error: cannot generate this configuration: " << printable(err, false)
+              << "\n";
     return 2;
+  }
+  // What plan writes, verify reads: the spec is loaded and checked as verify would
+  // before it is written (a configuration the generator cannot write correctly is
+  // refused, not written for verify to reject).
+  {
+    mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
+    registerDialects(ctx);
+    Spec spec;
+    Diagnostics problems;
+    std::string name = out.empty() ? "<generated plan>" : out;
+    if (!loadSpecText(ctx, name, text, spec, problems)) {
+      std::cerr << "planproof: error: cannot generate this configuration: its spec does not "
+                   "load:\n"
+                << printable(problems.str());
+      return 2;
+    }
   }
   return writeOutput(out, text);
 }
@@ -597,7 +643,7 @@ int cmdImportXla(std::vector<std::string> args) {
     std::string message = why.at.str() + ": unsupported: " + why.message;
     std::cerr << printable(message) << "\n";
     if (format == "json")
-      std::cout << nlohmann::ordered_json{{"verdict", "inconclusive"}, {"reason", message}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+      std::cout << jsonEscapeHidden(nlohmann::ordered_json{{"verdict", "inconclusive"}, {"reason", message}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
                 << "\n";
     else
       std::cout << "inconclusive: the import does not cover this program\n";
@@ -632,38 +678,77 @@ int cmdExport(std::vector<std::string> args) {
 int planproof::cliMain(int argc, char **argv, bool watchdog) {
   watchdogEnabled = watchdog;
   std::vector<std::string> args(argv + 1, argv + argc);
+  // The format asked for, known before any command parses its options: usage and
+  // internal errors answer in it too.
+  requestedFormat = "text";
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--format")
+      requestedFormat = args[i + 1];
   if (args.empty())
-    return usage("missing command");
+    return finish(usage("missing command"));
   std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::cout << kUsage;
-    return 0;
+    return finish(0);
   }
   if (cmd == "--version") {
     std::cout << "planproof 0.1.0\n";
-    return 0;
+    return finish(0);
   }
   try {
     if (cmd == "verify")
-      return cmdVerify(args);
+      return finish(cmdVerify(args));
     if (cmd == "check-specs")
-      return cmdCheckSpecs(args);
-    if (cmd == "import")
-      return cmdImport(args);
-    if (cmd == "export")
-      return cmdExport(args);
-    if (cmd == "import-xla")
-      return cmdImportXla(args);
+      return finish(cmdCheckSpecs(args));
     if (cmd == "replay")
-      return cmdReplay(args);
-    if (cmd == "plan")
-      return cmdPlan(args);
+      return finish(cmdReplay(args));
     if (cmd == "shrink")
-      return cmdShrink(args);
+      return finish(cmdShrink(args));
+    // The commands that read or write a spec without deciding it are bounded by the
+    // same --time-limit (default 600 s): past it, the watchdog ends the run (exit 3).
+    using Command = int (*)(std::vector<std::string>);
+    Command other = cmd == "import"       ? cmdImport
+                    : cmd == "export"     ? cmdExport
+                    : cmd == "import-xla" ? cmdImportXla
+                    : cmd == "plan"       ? cmdPlan
+                                          : nullptr;
+    if (other) {
+      double limit = 600;
+      std::string subject;
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--time-limit") {
+          if (i + 1 >= args.size() || !parseSeconds(args[i + 1], limit))
+            return finish(usage("--time-limit needs a number of seconds in (0, 86400]"));
+          args.erase(args.begin() + i, args.begin() + i + 2);
+          --i;
+        } else if (subject.empty() && args[i].rfind("-", 0) != 0) {
+          subject = args[i];
+        }
+      }
+      Watchdog dog(limit, requestedFormat, subject.empty() ? cmd : subject, /*grace=*/false);
+      return finish(other(args));
+    }
+  } catch (const std::bad_alloc &) {
+    // A budget, not a defect: memory ran out before a size check caught the input.
+    std::string reason = "memory ran out during " + std::string(Deadline::currentPhase().load()) +
+                         " (the input is larger than this machine can hold)";
+    std::cerr << "planproof: inconclusive: " << reason << "\n";
+    if (requestedFormat == "json")
+      std::cout << nlohmann::ordered_json{{"verdict", "inconclusive"}, {"exit_status", 3},
+                                          {"reason", reason}}
+                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                << "\n";
+    return finish(3);
   } catch (const std::exception &e) {
-    std::cerr << "planproof: internal error: " << e.what() << "\n";
-    return 3;
+    std::cerr << "planproof: internal error: " << printable(e.what(), false) << "\n";
+    if (requestedFormat == "json")
+      std::cout << jsonEscapeHidden(
+                       nlohmann::ordered_json{{"verdict", "internal error"}, {"exit_status", 3},
+                                              {"reason", e.what()}}
+                           .dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
+                << "\n";
+    return finish(3);
   }
-  return usage("unknown command '" + cmd + "'");
+  return finish(usage("unknown command '" + cmd + "'"));
 }

@@ -75,16 +75,23 @@ int exitCode(Verdict v);
 /// "%x" for "x" or "%x": how planproof.expect's `at` compares with Violation::at.
 std::string normalizeAt(std::string s);
 
+/// The --format a command line asks for (read before the command parses its options,
+/// so that usage and internal errors answer in it too).
+extern std::string requestedFormat;
+/// `status`, or 2 when stdout could not take the report (a full disk, a closed pipe).
+int finish(int status);
+
 /// Whether Watchdogs arm (off in-process, for the fuzzing harness).
 extern bool watchdogEnabled;
 
 /// The last line of defence of the time limit: when a run outlives its budget by a
 /// grace period (a phase that does not check the deadline, a solver that ignores its
 /// timeout), the watchdog prints an inconclusive report in the requested format and
-/// ends the process with status 3. Destroying it before then disarms it.
+/// ends the process with status 3. Destroying it before then disarms it. Without
+/// `withGrace` (commands that check no deadline themselves) it fires at the limit.
 class Watchdog {
 public:
-  Watchdog(double seconds, std::string format, std::string spec);
+  Watchdog(double seconds, std::string format, std::string spec, bool withGrace = true);
   ~Watchdog();
 
 private:
