@@ -20,6 +20,7 @@
 #ifndef PLANPROOF_PLANPROOF_H
 #define PLANPROOF_PLANPROOF_H
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -130,6 +131,9 @@ struct Options {
   /// Z3's resource limit per query (counted work: the same verdict on any machine, load
   /// and thread count); reached, the obligation is inconclusive.
   uint64_t solverBudget = kDefaultSolverBudget;
+  /// When set, another thread may store true to stop the call soon after (the Python
+  /// binding's Ctrl-C): the verdict is then inconclusive, "the run was interrupted".
+  const std::atomic<bool> *interrupt = nullptr;
   /// Re-verify each suggested fix before showing it (costs a verification per hint).
   bool checkFixes = true;
   /// Verify at the shapes written, not reduced ones (JSON specs with "dims").
@@ -156,6 +160,8 @@ struct ReplayOptions {
   double timeLimitSeconds = 600;
   /// On a divergence, search for the first plan op that leaves the reference.
   bool localize = true;
+  /// As Options::interrupt: true stops the replay soon after.
+  const std::atomic<bool> *interrupt = nullptr;
 };
 
 struct ReplayResult {

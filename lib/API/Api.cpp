@@ -56,7 +56,10 @@ const std::string &Spec::name() const { return impl->name; }
 int64_t Spec::ranks() const { return impl->spec.mesh.numRanks(); }
 
 struct Session::Impl {
-  mlir::MLIRContext ctx;
+  /// Without MLIR's thread pool: planproof's engines run their own threads per call, and
+  /// a process forked after a Session was used (Python's multiprocessing) must find no
+  /// pool threads it does not have.
+  mlir::MLIRContext ctx{mlir::MLIRContext::Threading::DISABLED};
   /// The layout engine's reference states and plan states, kept between verifications
   /// of specs sharing a reference (a planner's candidates).
   LayoutCache layouts;
@@ -70,19 +73,37 @@ Session::~Session() = default;
 
 namespace {
 
-Location location(const SourceLoc &loc) { return {loc.file, loc.line, loc.col}; }
+/// The first of a loader's errors as an Error, with the text of all of them; at `name`
+/// when there is none.
+// Every string the API returns is UTF-8 (validUtf8): a spec's names may not be.
+Location location(const SourceLoc &loc) { return {validUtf8(loc.file), loc.line, loc.col}; }
+
+std::vector<std::string> utf8All(const std::vector<std::string> &in) {
+  std::vector<std::string> out;
+  for (const std::string &s : in)
+    out.push_back(validUtf8(s));
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> utf8All(
+    const std::vector<std::pair<std::string, double>> &in) {
+  std::vector<std::pair<std::string, double>> out;
+  for (auto &[s, v] : in)
+    out.push_back({validUtf8(s), v});
+  return out;
+}
 
 /// The first of a loader's errors as an Error, with the text of all of them; at `name`
 /// when there is none.
 Error toError(const std::string &name, const Diagnostics &errors) {
   Error e;
-  e.diagnostics = errors.str();
-  e.at.file = name;
+  e.diagnostics = validUtf8(errors.str());
+  e.at.file = validUtf8(name);
   if (errors.empty()) {
     e.message = "the spec could not be loaded";
     return e;
   }
-  e.message = errors.list().front().message;
+  e.message = validUtf8(errors.list().front().message);
   e.at = location(errors.list().front().at);
   return e;
 }
@@ -90,16 +111,17 @@ Error toError(const std::string &name, const Diagnostics &errors) {
 Finding toFinding(const planproof::Violation &v) {
   Finding f;
   f.kind = v.kind;
-  f.message = v.message;
-  f.hint = v.hint;
+  f.message = validUtf8(v.message);
+  f.hint = validUtf8(v.hint);
   f.at = location(v.location);
-  f.op = v.at;
-  f.value = v.value;
-  f.ranks = v.ranks;
-  f.notes = v.notes;
+  f.op = validUtf8(v.at);
+  f.value = validUtf8(v.value);
+  f.ranks = utf8All(v.ranks);
+  f.notes = utf8All(v.notes);
   if (v.hasCounterexample) {
     const planproof::Counterexample &c = v.counterexample;
-    f.counterexample = api::Counterexample{c.element, c.inputs, c.reference, c.plan, c.rankValues};
+    f.counterexample = api::Counterexample{validUtf8(c.element), utf8All(c.inputs), c.reference,
+                                           c.plan, utf8All(c.rankValues)};
   }
   return f;
 }
@@ -178,7 +200,7 @@ static_assert(api::kDefaultSolverBudget == planproof::kDefaultSolverBudget &&
 
 Result Session::verify(const Spec &spec, const Options &options) {
   VerifyOptions vo;
-  vo.deadline = Deadline(options.timeLimitSeconds);
+  vo.deadline = Deadline(options.timeLimitSeconds).withInterrupt(options.interrupt);
   vo.threads = options.threads;
   vo.solverBudget = options.solverBudget;
   vo.checkFixes = options.checkFixes;
@@ -199,15 +221,15 @@ Result Session::verify(const Spec &spec, const Options &options) {
   for (const planproof::Violation &v : r.warnings)
     out.warnings.push_back(toFinding(v));
   for (auto &[loc, why] : r.inconclusiveReasons)
-    out.inconclusive.push_back({location(loc), why});
-  out.assumptions = spec.impl->spec.assumptions;
+    out.inconclusive.push_back({location(loc), validUtf8(why)});
+  out.assumptions = utf8All(spec.impl->spec.assumptions);
   const VerifyStats &s = r.stats;
   out.stats = {s.obligations, s.decidedCanonical, s.solverQueries, s.ranks,
                s.referenceOps, s.planOps,     s.milliseconds, s.reusedStates,
                s.reusedReference};
-  out.text = renderText(spec.impl->spec, r);
-  out.json = renderJson(spec.impl->spec, r);
-  out.html = renderHtml(spec.impl->spec, r);
+  out.text = validUtf8(renderText(spec.impl->spec, r));
+  out.json = validUtf8(renderJson(spec.impl->spec, r));
+  out.html = validUtf8(renderHtml(spec.impl->spec, r));
   return out;
 }
 
@@ -222,7 +244,7 @@ Expected<ReplayResult> Session::replay(const Spec &spec, const ReplayOptions &op
   ro.order = o == "rank" ? ReduceOrder::Rank : o == "ring" ? ReduceOrder::Ring : ReduceOrder::Tree;
   ro.seed = options.seed;
   ro.localize = options.localize;
-  ro.deadline = Deadline(options.timeLimitSeconds);
+  ro.deadline = Deadline(options.timeLimitSeconds).withInterrupt(options.interrupt);
   planproof::ReplayResult r;
   try {
     r = replaySpec(spec.impl->spec, ro);
@@ -232,16 +254,16 @@ Expected<ReplayResult> Session::replay(const Spec &spec, const ReplayOptions &op
   }
   ReplayResult out;
   out.ran = r.ran;
-  out.failure = r.failure;
+  out.failure = validUtf8(r.failure);
   out.diverged = r.diverged();
   out.seed = r.seed;
   for (const planproof::ReplayOutput &x : r.outputs)
-    out.outputs.push_back({x.name, x.within, x.maxAbsError, x.maxRelError});
+    out.outputs.push_back({validUtf8(x.name), x.within, x.maxAbsError, x.maxRelError});
   if (r.first.found) {
-    out.firstOp = r.first.op;
+    out.firstOp = validUtf8(r.first.op);
     out.firstAt = location(r.first.location);
   }
-  out.firstNote = r.first.note;
+  out.firstNote = validUtf8(r.first.note);
   return out;
 }
 

@@ -174,7 +174,8 @@ bool Engine::fixRemoves(const Violation &v) {
     fixSolverLeft -= std::min(fixSolverLeft, again.stats.solverWork);
     Verdict verdict = again.verdict;
     if (verdict == Verdict::Inconclusive && options.deadline.expired())
-      throw TimeLimit("checking fix hints", options.deadline.limitSeconds());
+      throw TimeLimit("checking fix hints", options.deadline.limitSeconds(),
+                      options.deadline.interrupted());
     if (verdict != Verdict::Verified) {
       if (verdict == Verdict::Violated)
         fixUndecided = undecidedBefore;

@@ -19,12 +19,14 @@
 
 namespace planproof {
 
-/// Thrown by Deadline::check when the budget is spent.
+/// Thrown by Deadline::check when the budget is spent (or the run was interrupted).
 struct TimeLimit : std::runtime_error {
   std::string phase;
-  TimeLimit(const std::string &phase, double seconds)
-      : std::runtime_error("the time limit of " + std::to_string((long long)seconds) +
-                           " s was reached during " + phase),
+  TimeLimit(const std::string &phase, double seconds, bool interrupted = false)
+      : std::runtime_error(interrupted ? "the run was interrupted during " + phase
+                                       : "the time limit of " +
+                                             std::to_string((long long)seconds) +
+                                             " s was reached during " + phase),
         phase(phase) {}
 };
 
@@ -41,11 +43,22 @@ public:
                                          std::chrono::duration<double>(seconds))
                     : Clock::time_point{}) {}
 
-  bool isLimited() const { return limited; }
+  /// Also ends when `*flag` becomes true (another thread interrupting the run: Ctrl-C
+  /// in the Python binding). The flag must outlive every copy of the deadline.
+  Deadline withInterrupt(const std::atomic<bool> *flag) const {
+    Deadline d = *this;
+    d.interrupt = flag;
+    return d;
+  }
+
+  bool isLimited() const { return limited || interrupt; }
   double limitSeconds() const { return seconds; }
-  bool expired() const { return limited && Clock::now() >= end; }
+  bool interrupted() const { return interrupt && interrupt->load(std::memory_order_relaxed); }
+  bool expired() const { return interrupted() || (limited && Clock::now() >= end); }
   /// Milliseconds left (a large number without a limit), at least 1 while not expired.
   unsigned remainingMs() const {
+    if (interrupted())
+      return 0;
     if (!limited)
       return 1u << 30;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
@@ -57,7 +70,7 @@ public:
   void check(const char *phase) const {
     currentPhase().store(phase, std::memory_order_relaxed);
     if (expired())
-      throw TimeLimit(phase, seconds);
+      throw TimeLimit(phase, seconds, interrupted());
   }
   /// The phase most recently entered by any check() (for the watchdog's report).
   static std::atomic<const char *> &currentPhase() {
@@ -70,6 +83,7 @@ private:
   bool limited = false;
   double seconds = 0;
   Clock::time_point end{};
+  const std::atomic<bool> *interrupt = nullptr;
 };
 
 } // namespace planproof

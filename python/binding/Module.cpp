@@ -19,6 +19,9 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <chrono>
+#include <exception>
+#include <thread>
 #include <climits>
 #include <optional>
 #include <memory>
@@ -269,6 +272,45 @@ void bindLoading(py::class_<PySession> &session) {
           "Raises SpecError for an edit that cannot be made (nothing changes).");
 }
 
+/// Runs `call` without the GIL on a thread of its own while this one waits, looking at
+/// Python's signals every 50 ms: Ctrl-C sets `interrupt` (the call then ends soon,
+/// inconclusive) and, once it has, raises KeyboardInterrupt -- instead of waiting for
+/// the whole call as a plain GIL release would.
+template <class F> auto interruptible(std::atomic<bool> &interrupt, F call) -> decltype(call()) {
+  using R = decltype(call());
+  std::optional<R> result;
+  std::exception_ptr failure;
+  std::atomic<bool> done{false};
+  bool interrupted = false;
+  {
+    py::gil_scoped_release unlocked;
+    std::thread worker([&] {
+      try {
+        result.emplace(call());
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      done = true;
+    });
+    while (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (done || interrupted)
+        continue;
+      py::gil_scoped_acquire locked;
+      if (PyErr_CheckSignals() != 0) {
+        interrupted = true;
+        interrupt = true;
+      }
+    }
+    worker.join();
+  }
+  if (interrupted)
+    throw py::error_already_set();
+  if (failure)
+    std::rethrow_exception(failure);
+  return std::move(*result);
+}
+
 /// Session's decisions: verify and replay.
 void bindDeciding(py::class_<PySession> &session) {
   session
@@ -297,8 +339,9 @@ void bindDeciding(py::class_<PySession> &session) {
               o.solverBudget = *solverTimeoutMs * planproof::api::kSolverUnitsPerMs;
             }
             o.checkFixes = checkFixes;
-            py::gil_scoped_release unlocked;
-            return s.session.verify(sp.spec, o);
+            std::atomic<bool> interrupt{false};
+            o.interrupt = &interrupt;
+            return interruptible(interrupt, [&] { return s.session.verify(sp.spec, o); });
           },
           py::arg("spec"), py::kw_only(), py::arg("engine") = "element",
           py::arg("time_limit") = 600.0, py::arg("threads") = 2,
@@ -320,10 +363,10 @@ void bindDeciding(py::class_<PySession> &session) {
             o.seed = seed;
             o.timeLimitSeconds = timeLimit;
             o.localize = localize;
-            Expected<ReplayResult> r = [&] {
-              py::gil_scoped_release unlocked;
-              return s.session.replay(sp.spec, o);
-            }();
+            std::atomic<bool> interrupt{false};
+            o.interrupt = &interrupt;
+            Expected<ReplayResult> r =
+                interruptible(interrupt, [&] { return s.session.replay(sp.spec, o); });
             if (!r)
               throw py::value_error(r.error().message);
             return *r;
