@@ -408,8 +408,15 @@ std::vector<std::vector<int64_t>> parseReplicaGroups(const std::string &raw, int
     return meshReplicaGroups(t, devices);
   if (t.front() != '{' || t.back() != '}')
     malformed("malformed replica groups '" + t.substr(0, 60) + "'");
-  for (auto &g : hlo::splitTopLevel(t.substr(1, t.size() - 2)))
-    groups.push_back(ints(g, "replica group"));
+  // {{0,1},{2,3}}: every group braced. A flat {0,1} is not XLA's syntax; read as groups
+  // of one device each it would make every collective a no-op.
+  for (auto &g : hlo::splitTopLevel(t.substr(1, t.size() - 2))) {
+    std::string group = trim(g);
+    if (group.size() < 2 || group.front() != '{' || group.back() != '}')
+      malformed("malformed replica groups '" + t.substr(0, 60) +
+                "': each group is a braced list of device ids, {{0,1},{2,3}}");
+    groups.push_back(ints(group, "replica group"));
+  }
   return groups;
 }
 

@@ -638,7 +638,29 @@ Val Translator::collective(const std::vector<const Val *> &in) {
   std::vector<int64_t> d = ints(attr("dimensions"), "collective dimension");
   if (d.size() != 1)
     unsupported("'" + op + "' over several dimensions");
+  if (d[0] < 0 || d[0] >= (int64_t)x.dims.size())
+    malformed("'" + op + "' dimension " + std::to_string(d[0]) + " is out of range for a value of " +
+              std::to_string(x.dims.size()) + " dimensions");
   std::vector<int64_t> dims = dimsOf();
+  // The declared result is the operand's shape with the collective dimension grown
+  // (all-gather) or cut (reduce-scatter) by the group's size, or kept (all-to-all).
+  int64_t group = 1;
+  for (size_t a : axes)
+    group *= mesh->axes[a].size;
+  std::vector<int64_t> expect = x.dims;
+  if (op == "all-gather" && !checkedMul(expect[d[0]], group, expect[d[0]]))
+    malformed("'" + op + "' grows dimension " + std::to_string(d[0]) + " past its limits");
+  if (op == "reduce-scatter") {
+    if (expect[d[0]] % group != 0)
+      malformed("'reduce-scatter' dimension " + std::to_string(d[0]) + " of size " +
+                std::to_string(expect[d[0]]) + " does not divide among the " +
+                std::to_string(group) + " ranks of a group");
+    expect[d[0]] /= group;
+  }
+  if (dims != expect)
+    malformed("'" + op + "' declares the result shape " + cur->shape.str() +
+              ", but its operand and replica groups give " +
+              hlo::Shape{cur->shape.type, expect, {}}.str());
   if (axes.empty())
     return x;
   if (op == "all-gather")

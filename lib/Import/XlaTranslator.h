@@ -265,7 +265,15 @@ public:
           malformed("operand '" + o + "' is not defined before its use");
         in.push_back(&it->second);
       }
+      if (hasZeroDim(inst.shape))
+        unsupported("a value with a zero-size dimension (" + inst.shape.str() +
+                    "): an empty tensor has nothing to verify");
       const Val &made = env[inst.name] = translate(inst, in, args, depth);
+      // What the translation computed must be what the dump declares: a result shape
+      // its operands do not give is a malformed dump, not a spec to write.
+      if (made.kind == Val::Tensor && !inst.shape.isTuple() && made.dims != inst.shape.dims)
+        malformed("'" + inst.opcode + "' declares the result shape " + inst.shape.str() +
+                  ", but its operands give " + hlo::Shape{inst.shape.type, made.dims, {}}.str());
       // Counted memory: integer values are tables of a row per partition, and a dump at
       // tens of thousands of partitions can ask for gigabytes of them.
       tableCells += cellsOf(made);
@@ -392,6 +400,15 @@ private:
   /// Integer-table entries made so far (a row's entries and its overhead), counted
   /// against kMaxTableCells. (A tuple's elements were counted when they were made.)
   int64_t tableCells = 0;
+  static bool hasZeroDim(const hlo::Shape &s) {
+    for (int64_t d : s.dims)
+      if (d == 0)
+        return true;
+    for (const hlo::Shape &e : s.elements)
+      if (hasZeroDim(e))
+        return true;
+    return false;
+  }
   static int64_t cellsOf(const Val &v) {
     int64_t n = 0;
     for (const auto &row : v.idx)

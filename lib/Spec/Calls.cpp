@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Spec/Spec.h"
+#include "Support/Limits.h"
 
 #include "Dist/DistDialect.h"
 #include "Ref/RefDialect.h"
@@ -50,6 +51,8 @@ namespace {
 /// The most ops the calls of one module may expand to (about 1 GiB of IR); a
 /// production plan written out in full is 0.2-0.4 million.
 constexpr uint64_t kMaxExpandedOps = 5'000'000;
+/// The deepest chain of calls a module may have (the nesting bound of Limits.h).
+constexpr int kMaxCallDepth = kMaxNesting;
 
 struct Inliner {
   Inliner(ModuleOp module, Spec &spec, Diagnostics &diags)
@@ -106,13 +109,18 @@ struct Inliner {
   /// Measures `f`: size[f], the ops its body holds once its calls are expanded
   /// (saturating past the limit), checking its calls and that no function reaches
   /// itself. Nothing is expanded yet. False on malformed input (reported).
-  bool measure(func::FuncOp f) {
+  bool measure(func::FuncOp f, int depth = 0) {
     int &state = visit[f];
     if (state == 2)
       return true;
     if (state == 1)
       return error(f.getLoc(), "@" + f.getSymName().str() +
                                    " calls itself (through calls): a repetition must be finite");
+    // The walk recurses per level of calls, as every walk over them does: a chain of
+    // 30,000 functions each calling the next once overflowed the stack.
+    if (depth > kMaxCallDepth)
+      return error(f.getLoc(), "calls nest more than " + std::to_string(kMaxCallDepth) +
+                                   " levels deep here (like brackets, nesting is bounded)");
     state = 1;
     uint64_t n = 0;
     bool ok = true;
@@ -122,7 +130,7 @@ struct Inliner {
       if (!c || !ok)
         return;
       func::FuncOp g = calleeOf(c);
-      if (!g || !measure(g)) {
+      if (!g || !measure(g, depth + 1)) {
         ok = false;
         return;
       }

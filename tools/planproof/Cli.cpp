@@ -650,6 +650,24 @@ int cmdImportXla(std::vector<std::string> args) {
     return 3;
   }
   std::string text = spec.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  // What import-xla writes, verify reads: the spec is loaded and checked before it is
+  // written. Anything the translation let through that the spec's own checks refuse
+  // (shapes the dumps declare inconsistently) is the dumps' error, not a file to write.
+  {
+    mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
+    registerDialects(ctx);
+    Spec check;
+    Diagnostics problems;
+    std::string name = out.empty() ? "<import-xla output>.json" : out;
+    if (!loadSpecText(ctx, name, text, check, problems)) {
+      Diagnostic first = problems.empty() ? Diagnostic{{name}, "it does not load", {}, ""}
+                                          : problems.list().front();
+      errors.error({files[1]}, "the dumps do not make a consistent spec: " + first.message +
+                                   " (in the spec the import would write, at " +
+                                   first.at.str() + ")");
+      return badInput(files[1], errors, format);
+    }
+  }
   return writeOutput(out, text);
 }
 

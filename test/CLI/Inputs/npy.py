@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes a .npy file for the replay tests, without numpy:
 
-    npy.py OUT DESCR SHAPE VALUE [--fortran] [--bad-magic] [--truncate]
+    npy.py OUT DESCR SHAPE VALUE [--fortran] [--bad-magic] [--truncate] [--claim SHAPE2]
+
+--claim writes SHAPE's data under a header claiming SHAPE2 (a lying header).
 
 DESCR is a NumPy dtype string ('<f4', '<f8', '<i8', '>f4', ...), SHAPE a comma list
 ('2,4'; '' for a scalar), VALUE the value of every element, or 'ramp' for 0, 1, 2, ...
@@ -23,6 +25,8 @@ if fmt in "qiB":
 data = struct.pack(endian + fmt * n, *vals)
 if "--truncate" in flags:
     data = data[: len(data) // 2]
+if "--claim" in flags:
+    shape = tuple(int(x) for x in flags[flags.index("--claim") + 1].split(",") if x)
 dims = "".join(f"{d}, " for d in shape).rstrip(" ") if len(shape) != 1 else f"{shape[0]},"
 header = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (
     descr, "True" if "--fortran" in flags else "False", dims)
