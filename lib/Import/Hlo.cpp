@@ -461,12 +461,19 @@ struct ModuleReader {
     if (t == "}") {
       if (comp->insts.empty())
         return p.fail(1, "computation '" + comp->name + "' has no instructions");
+      if (!checkParameters())
+        return false;
       comp = nullptr;
       return true;
     }
     Instruction inst;
     if (!p.parseInstruction(raw, inst))
       return false;
+    if (inst.root)
+      for (const Instruction &other : comp->insts)
+        if (other.root)
+          return p.fail(inst.col, "computation '" + comp->name + "' has a second ROOT ('" +
+                                      other.name + "' is its root)");
     if (comp->byName.count(inst.name))
       return p.fail(inst.col, "instruction '" + inst.name + "' is defined twice");
     if (comp->insts.size() >= 10000000)
@@ -516,6 +523,60 @@ struct ModuleReader {
     comp->name = name;
     comp->entry = entry;
     comp->line = lineNo;
+    // The declared parameters: `(p: SHAPE, q: SHAPE)` before any `->`.
+    size_t open = h.find('(', e == std::string::npos ? h.size() : e);
+    if (open != std::string::npos) {
+      size_t close = matchBracket(h, open);
+      if (close == std::string::npos)
+        return p.fail(1, "unbalanced '(' in the header of computation '" + name + "'");
+      std::string inner = h.substr(open + 1, close - open - 2);
+      comp->hasSignature = true;
+      for (const std::string &param : splitTopLevel(inner)) {
+        size_t colon = param.find(':');
+        if (colon == std::string::npos)
+          return p.fail(1, "malformed parameter '" + param.substr(0, 60) +
+                               "' in the header of computation '" + name + "'");
+        std::string text = param.substr(colon + 1);
+        size_t pos = 0;
+        Shape shape;
+        if (!p.parseShape(text, pos, shape, 0))
+          return false;
+        comp->signature.push_back(shape);
+      }
+    }
+    return true;
+  }
+
+  /// When a computation closes: its parameter instructions are exactly the parameters
+  /// its header declares, one per number, of the declared shapes.
+  bool checkParameters() {
+    if (!comp->hasSignature)
+      return true;
+    std::vector<bool> seen(comp->signature.size(), false);
+    for (const Instruction &inst : comp->insts) {
+      if (inst.opcode != "parameter")
+        continue;
+      int64_t k = toInt(trim(inst.rawOperands), -1);
+      p.line = inst.line;
+      if (k < 0 || k >= (int64_t)seen.size())
+        return p.fail(inst.col, "parameter(" + trim(inst.rawOperands).substr(0, 20) +
+                                    ") of computation '" + comp->name + "', whose header declares " +
+                                    std::to_string(seen.size()) + " parameters");
+      if (seen[k])
+        return p.fail(inst.col, "parameter " + std::to_string(k) + " of computation '" +
+                                    comp->name + "' is defined twice");
+      seen[k] = true;
+      if (inst.shape.str() != comp->signature[k].str())
+        return p.fail(inst.col, "parameter " + std::to_string(k) + " has the shape " +
+                                    inst.shape.str() + ", but the header of '" + comp->name +
+                                    "' declares " + comp->signature[k].str());
+    }
+    p.line = comp->line;
+    for (size_t k = 0; k < seen.size(); ++k)
+      if (!seen[k])
+        return p.fail(1, "computation '" + comp->name + "' declares parameter " +
+                             std::to_string(k) + " in its header but has no parameter(" +
+                             std::to_string(k) + ") instruction");
     return true;
   }
 

@@ -55,6 +55,10 @@ struct Computation {
   std::string name;
   bool entry = false;
   unsigned line = 0;
+  /// The parameter shapes its header declares, `NAME (p: f32[2], q: s32[]) -> ...`
+  /// (checked against its parameter instructions when the computation closes).
+  std::vector<Shape> signature;
+  bool hasSignature = false;
   std::vector<Instruction> insts;
   std::map<std::string, size_t> byName;
   const Instruction *root() const;

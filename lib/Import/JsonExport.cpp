@@ -1,5 +1,6 @@
 //===- JsonExport.cpp - specs back to the JSON interchange format -*- C++ -*-===//
 #include "Import/JsonExport.h"
+#include "Support/Printable.h"
 
 #include "Dist/DistDialect.h"
 #include "Import/JsonImport.h"
@@ -18,6 +19,7 @@ using namespace planproof;
 using json = nlohmann::ordered_json;
 
 namespace {
+
 struct Exporter {
   Exporter(const Spec &spec, std::string &error) : spec(spec), error(error) {}
   const Spec &spec;
@@ -181,6 +183,23 @@ struct Exporter {
   /// Pipelined and checkpoint specs have no JSON form yet.
   bool checkExportable() {
     func::FuncOp plan = spec.plan;
+    // A spec whose calls were not expanded (past the expansion's bound) has nothing
+    // the JSON format can write in their place.
+    if (!spec.undecidable.empty()) {
+      error = spec.undecidableAt.str() + ": error: cannot export this spec: " + spec.undecidable;
+      return false;
+    }
+    // What is written must be readable again: at most kMaxExportOps ops (each a JSON
+    // object of a few hundred bytes, well under the input limit).
+    int64_t ops = 0;
+    for (func::FuncOp f : {spec.reference, spec.plan})
+      f.walk([&](Operation *) { ++ops; });
+    if (ops > (int64_t)kMaxExportOps) {
+      error = toSourceLoc(plan.getLoc()).str() + ": error: cannot export this spec: its " +
+              std::to_string(ops) + " ops (its calls expanded) are more than the " +
+              std::to_string(kMaxExportOps) + " a JSON spec may hold";
+      return false;
+    }
     bool checkpoints = static_cast<bool>(spec.resume);
     plan.walk([&](dist::SaveOp) { checkpoints = true; });
     if (spec.pipelineAxis >= 0) {
@@ -338,7 +357,7 @@ struct Exporter {
     }
     doc["reference"] = reference;
     doc["plan"] = plan;
-    out = doc.dump(2) + "\n";
+    out = jsonEscapeHidden(doc.dump(2, ' ', false, json::error_handler_t::replace)) + "\n";
     return true;
   }
 };

@@ -8,11 +8,16 @@
 #ifndef PLANPROOF_IMPORT_JSONEXPORT_H
 #define PLANPROOF_IMPORT_JSONEXPORT_H
 
+#include <cstdint>
 #include <string>
 
 namespace planproof {
 
 struct Spec;
+
+/// The most ops (reference and plan, calls expanded) an exported spec holds: each a
+/// JSON object of a few hundred bytes, well under the input limit a reader applies.
+constexpr uint64_t kMaxExportOps = 1'000'000;
 
 /// Renders `spec` as JSON. Returns false with `error` set for what the JSON format cannot
 /// express (rank-coordinate arithmetic, ops with several results).

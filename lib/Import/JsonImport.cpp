@@ -72,6 +72,26 @@ Rational Importer::evalExpr(const json &v, const std::string &ptr) {
   return out;
 }
 
+double Importer::floatValue(const json &v, const std::string &ptr) {
+  // A float attribute holds a double, which denotes the rational exactConstant gives
+  // it (docs/semantics.md, "Constants"). A value it cannot denote exactly -- an integer
+  // past 2^53 such as 2^53 + 1, a size expression's exact result -- would be read as
+  // another number (2^63 - 1 as 2^63 once verified a wrong plan): refused.
+  Rational exact = evalExpr(v, ptr), denoted;
+  // A JSON float is the double it reads as (exactConstant gives its meaning); an
+  // integer is converted with round-to-nearest; a size expression's value likewise
+  // through its rational (refused below unless that is exact).
+  double d = v.is_number_float() ? v.get<double>()
+             : v.is_number_integer() ? (double)v.get<int64_t>()
+                                     : exact.toDouble();
+  std::string why;
+  if (!exactConstant(d, denoted, why) || !(denoted == exact))
+    fail(ptr, "the value " + exact.str() + " is not exactly a float constant: a float "
+              "attribute holds a double, and the nearest one, " + denoted.str() +
+              ", is another number");
+  return d;
+}
+
 int64_t Importer::intValue(const json &v, const std::string &ptr) {
   if (v.is_number_float())
     fail(ptr, "expected an integer");
@@ -248,7 +268,7 @@ NamedAttribute Importer::attribute(const std::string &op, const std::string &key
   if ((kind == "int" || kind == "int?") && (v.is_number_integer() || v.is_string()))
     return {name, builder.getI64IntegerAttr(intValue(v, ptr))};
   if (kind == "float" && (v.is_number() || v.is_string()))
-    return {name, builder.getF64FloatAttr(evalExpr(v, ptr).toDouble())};
+    return {name, builder.getF64FloatAttr(floatValue(v, ptr))};
   if (kind == "string" && v.is_string())
     return {name, builder.getStringAttr(v.get<std::string>())};
   if (kind == "flag" && v.is_boolean())
@@ -264,7 +284,7 @@ NamedAttribute Importer::attribute(const std::string &op, const std::string &key
   if (kind == "float[]" && v.is_array()) {
     std::vector<double> items;
     for (size_t k = 0; k < v.size(); ++k)
-      items.push_back(evalExpr(v[k], ptr + "/" + std::to_string(k)).toDouble());
+      items.push_back(floatValue(v[k], ptr + "/" + std::to_string(k)));
     return {name, builder.getDenseF64ArrayAttr(items)};
   }
   if (kind == "coords" && v.is_object()) {

@@ -193,6 +193,8 @@ private:
   void readDims(const json &root);
   Rational evalExpr(const json &v, const std::string &ptr);
   int64_t intValue(const json &v, const std::string &ptr);
+  /// A float attribute's value: a double that denotes exactly the number written.
+  double floatValue(const json &v, const std::string &ptr);
 };
 
 } // namespace planproof::json_import

@@ -110,6 +110,16 @@ DeviceArray parseTileAssignment(const std::string &s, size_t &pos, int64_t devic
   if ((int64_t)a.ids.size() != n)
     malformed("a device list of " + std::to_string(a.ids.size()) + " ids for " +
               std::to_string(n) + " tiles");
+  // Distinct devices of the module: an id out of range or twice is no device array.
+  std::vector<bool> seen(devices, false);
+  for (int64_t id : a.ids) {
+    if (id < 0 || id >= devices)
+      malformed("device id " + std::to_string(id) + " in a device list of a module of " +
+                std::to_string(devices) + " partitions");
+    if (seen[id])
+      malformed("device id " + std::to_string(id) + " appears twice in a device list");
+    seen[id] = true;
+  }
   return a;
 }
 

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Import/XlaTranslator.h"
 
+#include <set>
+
 #include "Support/Limits.h"
 #include "Support/Rational.h"
 
@@ -179,6 +181,7 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
   if (op == "conditional")
     unsupported("HLO op '" + op + "' (control flow)");
 
+  checkDeclared(inst, in);
   if (std::optional<Val> v = carried(inst, in))  // a reshape of a marked lookup or update
     return *v;
   if (op != "select" && op != "scatter")  // (a shard's lookup is a value only once masked)
@@ -240,6 +243,60 @@ Val Translator::translate(const hlo::Instruction &inst, const std::vector<const 
     return collective(in);
   }
   unsupported("HLO op '" + op + "'");
+}
+
+/// What an instruction declares against what its operands give, for the ops whose
+/// result the translation takes from the declaration: elementwise ops keep their
+/// operands' shape and (arithmetic ones) their element type; a reshape keeps the
+/// element count; a transpose permutes the dims. A dump that says otherwise is
+/// malformed (a wrong declared shape once verified as if it were right).
+void Translator::checkDeclared(const hlo::Instruction &inst, const std::vector<const Val *> &in) {
+  static const std::set<std::string> sameType = {
+      "add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "abs",
+      "exponential", "log", "tanh", "sqrt", "rsqrt", "power", "logistic", "sine", "cosine",
+      "erf", "sign", "floor", "ceil", "exponential-minus-one", "log-plus-one", "remainder"};
+  static const std::set<std::string> sameShape = {"compare", "select", "convert", "clamp", "and",
+                                                  "or", "not", "xor", "is-finite"};
+  const std::string &op = inst.opcode;
+  if (inst.shape.isTuple())
+    return;
+  if (op == "dot")
+    for (const Val *v : in)
+      if (v->kind == Val::Tensor && !v->type.empty() && v->type != inst.shape.type)
+        malformed("'dot' declares a " + inst.shape.type + " result of a " + v->type + " operand");
+  bool elementwise = sameType.count(op) || sameShape.count(op);
+  if (elementwise)
+    for (const Val *v : in) {
+      // (A scalar operand of select/clamp is broadcast by XLA; Index values are splats.)
+      if (v->kind != Val::Tensor || v->name.empty() || v->dims.empty())
+        continue;
+      if (v->dims != inst.shape.dims)
+        malformed("'" + op + "' declares the result shape " + inst.shape.str() +
+                  ", but an operand has the shape " + hlo::Shape{v->type, v->dims, {}}.str());
+      if (sameType.count(op) && !v->type.empty() && v->type != inst.shape.type)
+        malformed("'" + op + "' declares a " + inst.shape.type + " result of a " + v->type +
+                  " operand");
+    }
+  if ((op == "reshape" || op == "transpose") && in.size() == 1 && in[0]->kind == Val::Tensor &&
+      !in[0]->name.empty()) {
+    const Val &x = *in[0];
+    if (checkedProduct(x.dims) != checkedProduct(inst.shape.dims))
+      malformed("'" + op + "' of " + std::to_string(checkedProduct(x.dims)) + " elements declares " +
+                std::to_string(checkedProduct(inst.shape.dims)) + " (" + inst.shape.str() + ")");
+    if (op == "transpose" && inst.attrs.count("dimensions")) {
+      std::vector<int64_t> perm = ints(inst.attrs.at("dimensions"), "transpose dimensions");
+      std::vector<int64_t> expect;
+      for (int64_t p : perm) {
+        if (p < 0 || p >= (int64_t)x.dims.size())
+          malformed("transpose dimension " + std::to_string(p) + " is out of range");
+        expect.push_back(x.dims[p]);
+      }
+      if (expect != inst.shape.dims)
+        malformed("'transpose' declares the result shape " + inst.shape.str() +
+                  ", but its operand and permutation give " +
+                  hlo::Shape{inst.shape.type, expect, {}}.str());
+    }
+  }
 }
 
 /// Float constants, conversions, elementwise ops and reductions; none for other
@@ -344,6 +401,20 @@ std::optional<Val> Translator::floatElementwise(const hlo::Instruction &inst,
     const Val &init = *in[1];
     std::vector<int64_t> rd = ints(attr("dimensions"), "reduce dimensions");
     std::sort(rd.begin(), rd.end());
+    // Distinct dims of the operand, and the declared result is the operand without them.
+    const std::vector<int64_t> &xd = in[0]->dims;
+    std::vector<int64_t> kept;
+    for (size_t k = 0; k < rd.size(); ++k)
+      if (rd[k] < 0 || rd[k] >= (int64_t)xd.size() || (k && rd[k] == rd[k - 1]))
+        malformed("reduce dimension " + std::to_string(rd[k]) + " is out of range or repeated "
+                  "for a value of " + std::to_string(xd.size()) + " dimensions");
+    for (size_t d = 0; d < xd.size(); ++d)
+      if (!std::binary_search(rd.begin(), rd.end(), (int64_t)d))
+        kept.push_back(xd[d]);
+    if (kept != dims)
+      malformed("'reduce' declares the result shape " + inst.shape.str() +
+                ", but its operand without the reduced dimensions is " +
+                hlo::Shape{type, kept, {}}.str());
     if (kind == "sum") {
       if (init.scalarConst.empty() || floatLiteral(init.scalarConst) != 0.0)
         unsupported("a sum reduction whose initial value is not the constant 0");
@@ -538,6 +609,27 @@ Val Translator::dot(const std::vector<const Val *> &in) {
   std::vector<int64_t> lf = freeDims(l.dims.size(), lb, lc), rf = freeDims(r.dims.size(), rb, rc);
   std::vector<int64_t> out = dimsOf();
   std::string type = cur->shape.type;
+  // XLA's dot result: batch dims, then lhs free dims, then rhs free dims; the declared
+  // shape must be that, and the paired dims of equal size.
+  std::vector<int64_t> expect;
+  for (size_t i = 0; i < lb.size(); ++i) {
+    if (l.dims[lb[i]] != r.dims[rb[i]])
+      malformed("dot batch dimensions of different sizes");
+    expect.push_back(l.dims[lb[i]]);
+  }
+  for (size_t i = 0; i < lc.size(); ++i)
+    if (l.dims[lc[i]] != r.dims[rc[i]])
+      malformed("dot contracting dimensions of different sizes");
+  for (int64_t d : lf)
+    expect.push_back(l.dims[d]);
+  for (int64_t d : rf)
+    expect.push_back(r.dims[d]);
+  if (out != expect)
+    malformed("'dot' declares the result shape " + cur->shape.str() + ", but its operands give " +
+              hlo::Shape{type, expect, {}}.str());
+  if (type != l.type || type != r.type)
+    malformed("'dot' declares a " + type + " result of " + l.type + " and " + r.type +
+              " operands");
   auto sizeOf = [](const Val &v, const std::vector<int64_t> &ds) {
     int64_t n = 1;
     for (int64_t d : ds)

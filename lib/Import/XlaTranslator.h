@@ -265,15 +265,16 @@ public:
           malformed("operand '" + o + "' is not defined before its use");
         in.push_back(&it->second);
       }
-      if (hasZeroDim(inst.shape))
-        unsupported("a value with a zero-size dimension (" + inst.shape.str() +
-                    "): an empty tensor has nothing to verify");
       const Val &made = env[inst.name] = translate(inst, in, args, depth);
       // What the translation computed must be what the dump declares: a result shape
       // its operands do not give is a malformed dump, not a spec to write.
       if (made.kind == Val::Tensor && !inst.shape.isTuple() && made.dims != inst.shape.dims)
         malformed("'" + inst.opcode + "' declares the result shape " + inst.shape.str() +
                   ", but its operands give " + hlo::Shape{inst.shape.type, made.dims, {}}.str());
+      // (A consistent empty value: valid HLO that planproof does not cover.)
+      if (hasZeroDim(inst.shape))
+        unsupported("a value with a zero-size dimension (" + inst.shape.str() +
+                    "): an empty tensor has nothing to verify");
       // Counted memory: integer values are tables of a row per partition, and a dump at
       // tens of thousands of partitions can ask for gigabytes of them.
       tableCells += cellsOf(made);
@@ -335,6 +336,7 @@ private:
     unsupported("a reduction by '" + how + "'");
   }
 
+  void checkDeclared(const hlo::Instruction &inst, const std::vector<const Val *> &in);
   Val call(const std::vector<const Val *> &in, int depth);
   std::optional<Val> floatElementwise(const hlo::Instruction &inst,
                                       const std::vector<const Val *> &in);

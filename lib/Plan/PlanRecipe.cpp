@@ -133,8 +133,15 @@ bool readRecipeFile(const std::string &path, RecipeFile &r, Diagnostics &diags) 
     return fail("/parallel", "missing, or not a string (planproof plan's --parallel)");
   namespace fs = std::filesystem;
   r.modelPath = (fs::path(path).parent_path() / r.modelRef).string();
-  if (!readModel(r.modelPath, r.model, diags))
+  Diagnostics modelErrors;
+  if (!readModel(r.modelPath, r.model, modelErrors)) {
+    // Placed at the recipe's field first, then the model file's own errors.
+    fail("/model", "the model configuration '" + r.modelRef + "' cannot be used: " +
+                       (modelErrors.empty() ? std::string("it does not load")
+                                            : modelErrors.list().front().message));
+    diags.append(modelErrors);
     return false;
+  }
   std::string err;
   if (!parseParallel(r.parallelText, r.parallel, err))
     return fail("/parallel", err);

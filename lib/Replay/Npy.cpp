@@ -10,6 +10,9 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <map>
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
@@ -20,36 +23,76 @@ using namespace planproof;
 
 namespace {
 
-/// The value text of `key` in the header dict, or "" when absent.
-std::string dictValue(const std::string &h, const std::string &key) {
-  for (char q : {'\'', '"'}) {
-    std::string k = std::string(1, q) + key + q;
-    auto at = h.find(k);
-    if (at == std::string::npos)
-      continue;
-    auto colon = h.find(':', at + k.size());
-    if (colon == std::string::npos)
-      return "";
-    size_t b = colon + 1;
-    while (b < h.size() && h[b] == ' ')
-      ++b;
-    size_t e = b;
-    if (b < h.size() && h[b] == '(') {
-      e = h.find(')', b);
-      return e == std::string::npos ? "" : h.substr(b, e - b + 1);
+/// The header dict of a .npy file parsed as numpy writes it, a Python literal
+/// `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`: each of the three keys
+/// exactly once and nothing else (a second 'descr' is not silently ignored), values
+/// as text (a string's contents, True/False, a tuple with its parentheses).
+bool parseDict(const std::string &h, std::map<std::string, std::string> &out,
+               std::string &error) {
+  size_t i = 0;
+  auto ws = [&] {
+    while (i < h.size() && (h[i] == ' ' || h[i] == '\n' || h[i] == '\t'))
+      ++i;
+  };
+  auto bad = [&](const std::string &why) {
+    error = "malformed header dict: " + why;
+    return false;
+  };
+  auto quoted = [&](std::string &v) {
+    if (i >= h.size() || (h[i] != '\'' && h[i] != '"'))
+      return false;
+    size_t e = h.find(h[i], i + 1);
+    if (e == std::string::npos)
+      return false;
+    v = h.substr(i + 1, e - i - 1);
+    i = e + 1;
+    return true;
+  };
+  ws();
+  if (i >= h.size() || h[i++] != '{')
+    return bad("it does not start with '{'");
+  for (;;) {
+    ws();
+    if (i < h.size() && h[i] == '}') {
+      ++i;
+      break;
     }
-    if (b < h.size() && (h[b] == '\'' || h[b] == '"')) {
-      e = h.find(h[b], b + 1);
-      return e == std::string::npos ? "" : h.substr(b + 1, e - b - 1);
+    std::string key, value;
+    if (!quoted(key))
+      return bad("expected a quoted key");
+    ws();
+    if (i >= h.size() || h[i++] != ':')
+      return bad("expected ':' after '" + key + "'");
+    ws();
+    if (i < h.size() && (h[i] == '\'' || h[i] == '"')) {
+      if (!quoted(value))
+        return bad("an unterminated string");
+    } else if (i < h.size() && h[i] == '(') {
+      size_t e = h.find(')', i);
+      if (e == std::string::npos)
+        return bad("an unterminated tuple");
+      value = h.substr(i, e - i + 1);
+      i = e + 1;
+    } else {
+      size_t b = i;
+      while (i < h.size() && std::isalnum((unsigned char)h[i]))
+        ++i;
+      value = h.substr(b, i - b);
+      if (value.empty())
+        return bad("expected a value for '" + key + "'");
     }
-    while (e < h.size() && h[e] != ',' && h[e] != '}')
-      ++e;
-    std::string v = h.substr(b, e - b);
-    while (!v.empty() && v.back() == ' ')
-      v.pop_back();
-    return v;
+    if (key != "descr" && key != "fortran_order" && key != "shape")
+      return bad("an unknown key '" + key + "'");
+    if (!out.emplace(key, value).second)
+      return bad("the key '" + key + "' appears twice");
+    ws();
+    if (i < h.size() && h[i] == ',')
+      ++i;
   }
-  return "";
+  ws();
+  if (i != h.size())
+    return bad("text after the dict");
+  return true;
 }
 
 /// The header dict of an open .npy file, after its magic, version and length.
@@ -99,10 +142,19 @@ struct NpyLayout {
 
 /// The dtype and shape text of header `h`, where they are supported.
 bool parseHeader(const std::string &h, NpyLayout &out, std::string &error) {
-  std::string descr = dictValue(h, "descr"), fortran = dictValue(h, "fortran_order"),
-              shapeText = dictValue(h, "shape");
-  if (descr.size() < 3 || shapeText.empty() || fortran.empty()) {
-    error = "header has no descr, fortran_order or shape: " + h;
+  std::map<std::string, std::string> dict;
+  if (!parseDict(h, dict, error))
+    return false;
+  std::string descr = dict["descr"], fortran = dict["fortran_order"], shapeText = dict["shape"];
+  if (descr.empty() || shapeText.empty() || fortran.empty()) {
+    error = "the header dict needs descr, fortran_order and shape";
+    return false;
+  }
+  // '<f4': an order character, a kind and a size, and nothing after them.
+  bool wellFormed = descr.size() >= 3 && descr.size() <= 4 &&
+                    std::all_of(descr.begin() + 2, descr.end(), ::isdigit);
+  if (!wellFormed) {
+    error = "unsupported dtype '" + descr + "' (f2, f4, f8, i1-i8, u1-u8 or bool)";
     return false;
   }
   if (fortran != "False") {
@@ -246,12 +298,10 @@ bool planproof::writeNpy(const std::string &path, const Shape &shape,
 }
 
 bool planproof::loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOptions &options,
-                              std::string &error) {
+                              Diagnostics &errors) {
   DIR *d = opendir(dir.c_str());
-  if (!d) {
-    error = dir + ": cannot open the folder of inputs";
-    return false;
-  }
+  if (!d)
+    return errors.error({dir}, "cannot open the folder of inputs");
   std::vector<std::string> files;
   while (dirent *e = readdir(d)) {
     std::string n = e->d_name;
@@ -269,23 +319,19 @@ bool planproof::loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOp
       std::string names;
       for (const std::string &n : spec.refInputs)
         names += (names.empty() ? "" : ", ") + n;
-      error = path + ": no reference input is named '" + name + "' (inputs: " + names + ")";
-      return false;
+      return errors.error({path}, "no reference input is named '" + name + "' (inputs: " +
+                                      names + ")");
     }
     Shape shape, want;
     std::vector<double> data;
     std::string why;
     if (auto r = mlir::dyn_cast<mlir::RankedTensorType>(spec.reference.getArgument(at).getType()))
       want.assign(r.getShape().begin(), r.getShape().end());
-    if (!readNpy(path, shape, data, why, &want)) {
-      error = path + ": " + why;
-      return false;
-    }
-    if (shape != want) {
-      error = path + ": shape " + shapeStr(shape) + " but input '" + name + "' has shape " +
-              shapeStr(want);
-      return false;
-    }
+    if (!readNpy(path, shape, data, why, &want))
+      return errors.error({path}, why);
+    if (shape != want)
+      return errors.error({path}, "shape " + shapeStr(shape) + " but input '" + name +
+                                      "' has shape " + shapeStr(want));
     int64_t bound = spec.refInputBounds[at];
     bool index = spec.reference.getArgument(at).getType().isIndex();
     for (size_t i = 0; i < data.size(); ++i) {
@@ -293,19 +339,17 @@ bool planproof::loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOp
       bool integral = v == std::floor(v);
       if ((index || bound > 0) && (!integral || v < 0 || (bound > 0 && v >= bound) ||
                                    (index && v >= (double)(1ll << 30)))) {
-        error = path + ": element " + std::to_string(i) + " is " + std::to_string(v) + ", but '" +
-                name + "' takes " +
-                (index ? "integers in [0, 2^30)" : "integers in [0, " + std::to_string(bound) + ")");
-        return false;
+        return errors.error({path}, "element " + std::to_string(i) + " is " + std::to_string(v) +
+                                        ", but '" + name + "' takes " +
+                                        (index ? "integers in [0, 2^30)"
+                                               : "integers in [0, " + std::to_string(bound) + ")"));
       }
       if (spec.refInputNonnegative[at] && v < 0) {
-        error = path + ": element " + std::to_string(i) + " is " + std::to_string(v) + ", but '" +
-                name + "' is declared nonnegative";
-        return false;
+        return errors.error({path}, "element " + std::to_string(i) + " is " + std::to_string(v) +
+                                        ", but '" + name + "' is declared nonnegative");
       }
       if (!std::isfinite(v)) {
-        error = path + ": element " + std::to_string(i) + " is not finite";
-        return false;
+        return errors.error({path}, "element " + std::to_string(i) + " is not finite");
       }
     }
     options.given[name] = std::move(data);

@@ -143,7 +143,7 @@ ReplayResult replaySpecOnKernels(const Spec &spec, const ReplayOptions &options)
 /// C-ordered .npy array of f2/f4/f8/i1-i8/u1-u8/bool, or whose shape is not the input's
 /// (or for an .npy file in `dir` that names no input).
 bool loadNpyInputs(const Spec &spec, const std::string &dir, ReplayOptions &options,
-                   std::string &error);
+                   Diagnostics &errors);
 
 /// Reads one .npy array; false with the reason.
 /// With `want`, the data is read only when the header's shape is `want` (else `shape`

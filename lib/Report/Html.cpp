@@ -22,7 +22,8 @@
 using namespace planproof;
 
 std::string html::esc(const std::string &raw) {
-  std::string s = printable(raw);
+  // (Newlines too: a page's source lines are read by log scrapers as well.)
+  std::string s = printable(raw, false);
   std::string out;
   for (char c : s)
     switch (c) {

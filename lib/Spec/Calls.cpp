@@ -14,7 +14,7 @@
 //   - no function reaches itself through calls (the expansion must be finite);
 //   - a callee on a mesh (plan code: its collectives name that mesh's axes) is called
 //     only from functions on the same mesh;
-//   - the expansion stays within kMaxExpandedOps ops over the whole module, measured
+//   - the expansion stays within Spec::maxExpandedOps ops over the whole module, measured
 //     before anything is expanded; beyond it the spec is undecidable (inconclusive,
 //     with the limit), never expanded.
 // Names: a value computed inside a call is named after the call's first result and its
@@ -50,7 +50,6 @@ namespace {
 
 /// The most ops the calls of one module may expand to (about 1 GiB of IR); a
 /// production plan written out in full is 0.2-0.4 million.
-constexpr uint64_t kMaxExpandedOps = 5'000'000;
 /// The deepest chain of calls a module may have (the nesting bound of Limits.h).
 constexpr int kMaxCallDepth = kMaxNesting;
 
@@ -134,7 +133,7 @@ struct Inliner {
         ok = false;
         return;
       }
-      n = std::min<uint64_t>(n + size[g], kMaxExpandedOps + 1);
+      n = std::min<uint64_t>(n + size[g], spec.maxExpandedOps + 1);
       callees[f].push_back(c);
     });
     if (!ok)
@@ -228,12 +227,12 @@ struct Inliner {
     // expansion and, at most as large again per level, the callees'.
     uint64_t entries = 0, everything = 0;
     for (func::FuncOp f : order) {
-      everything = std::min<uint64_t>(everything + size[f], 4 * kMaxExpandedOps);
+      everything = std::min<uint64_t>(everything + size[f], 4 * spec.maxExpandedOps);
       if (!f.isPrivate())
-        entries = std::min<uint64_t>(entries + size[f], kMaxExpandedOps + 1);
+        entries = std::min<uint64_t>(entries + size[f], spec.maxExpandedOps + 1);
     }
-    if (entries > kMaxExpandedOps || everything >= 4 * kMaxExpandedOps) {
-      spec.undecidable = "its calls expand to more than " + std::to_string(kMaxExpandedOps) +
+    if (entries > spec.maxExpandedOps || everything >= 4 * spec.maxExpandedOps) {
+      spec.undecidable = "its calls expand to more than " + std::to_string(spec.maxExpandedOps) +
                          " ops (the limit of one module's expansion)";
       spec.undecidableAt = toSourceLoc(module.getLoc());
       return true;

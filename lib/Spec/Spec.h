@@ -265,6 +265,10 @@ struct Spec {
   /// the layout engine proves each function once per boundary state (docs/calls.md).
   /// No other engine reads such a spec.
   bool keepCalls = false;
+  /// Set before loading: the most ops the expansion of calls may make (measured before
+  /// anything is expanded; past it the spec is undecidable). `export`, which writes
+  /// every op out, asks for fewer.
+  uint64_t maxExpandedOps = 5'000'000;
   /// After loading with keepCalls: why the kept form is not for the layout engine's
   /// summaries ("" when it is): no calls, or calls of functions with effects (messages,
   /// checkpoints, random draws, stage selections, pipeline-wide collectives), which

@@ -45,9 +45,9 @@ bool planproof::readInputFile(const std::string &path, std::string &text, Diagno
       continue;
     if (n < 0 && errno == EAGAIN) {
       // A writer that has not written yet, or stopped without closing: waited for,
-      // within a bound.
+      // within a bound (the run's time limit, when it is shorter).
       struct pollfd p = {fd, POLLIN, 0};
-      int ready = ::poll(&p, 1, kMaxInputWaitMs);
+      int ready = ::poll(&p, 1, inputWaitMs());
       if (ready == 0) {
         stalled = true;
         break;
@@ -73,7 +73,11 @@ bool planproof::readInputFile(const std::string &path, std::string &text, Diagno
   }
   if (stalled) {
     return diags.error({path}, "cannot read file: the pipe gave no data for " +
-                                   std::to_string(kMaxInputWaitMs / 1000) + " s");
+                                   std::to_string(inputWaitMs() / 1000) + " s");
+  }
+  if (pipe && text.empty()) {
+    return diags.error({path}, "cannot read file: the pipe has no writer, or its writer "
+                               "closed it without writing");
   }
   if (failed) {
     return diags.error({path}, "cannot read file");
@@ -210,4 +214,9 @@ bool planproof::sourceExcerptAllowed(const std::string &specPath, const std::str
     if (inside(root))
       return true;
   return false;
+}
+
+int &planproof::inputWaitMs() {
+  static int ms = kMaxInputWaitMs;
+  return ms;
 }

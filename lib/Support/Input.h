@@ -17,8 +17,10 @@
 
 namespace planproof {
 
-/// How long a pipe given as an input may stay silent before the read gives up.
+/// How long a pipe given as an input may stay silent before the read gives up; the
+/// process's setting (inputWaitMs) may be shorter (the CLI's --time-limit).
 constexpr int kMaxInputWaitMs = 60'000;
+int &inputWaitMs();
 
 /// Reads `path` into `text`: a regular file, or a pipe (waited on for at most
 /// kMaxInputWaitMs between chunks); devices and sockets are refused. On failure records

@@ -140,3 +140,15 @@ std::string planproof::validUtf8(const std::string &text) {
   }
   return out;
 }
+
+size_t planproof::firstEscaped(const std::string &text) {
+  for (size_t i = 0; i < text.size();) {
+    unsigned cp = 0;
+    size_t len = decode(text, i, cp);
+    if (len == 0 || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0x7f ||
+        hiding(cp))
+      return i;
+    i += len;
+  }
+  return std::string::npos;
+}

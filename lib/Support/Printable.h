@@ -39,6 +39,10 @@ std::string nameProblem(const std::string &name);
 /// decoding a spec's non-UTF-8 name must not fail).
 std::string validUtf8(const std::string &text);
 
+/// The offset of the first character of `text` printable() would escape (newlines,
+/// tabs and carriage returns allowed), or npos.
+size_t firstEscaped(const std::string &text);
+
 /// Whether `text` holds a character printable() would escape (with newlines escaped).
 bool needsEscape(const std::string &text);
 

@@ -14,6 +14,7 @@
 #include "Ref/RefDialect.h"
 #include "Support/Input.h"
 #include "Support/Limits.h"
+#include "Support/Printable.h"
 #include "Transforms/Autodiff.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -27,6 +28,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <iostream>
 #include <iterator>
 
@@ -65,13 +67,25 @@ int main(int argc, char **argv) {
     llvm::errs() << diags.str(); // (escaped: Support/Printable.h)
     return 2;
   }
+  // MLIR's diagnostics print the file's name and its source lines as they are: an input
+  // holding control, invisible or bidirectional characters (or a name that does) could
+  // forge what they show, so it is refused here, where planproof's escaping applies.
+  if (size_t bad = planproof::firstEscaped(text); bad != std::string::npos) {
+    unsigned line = 1 + (unsigned)std::count(text.begin(), text.begin() + bad, '\n');
+    size_t start = text.rfind('\n', bad);
+    unsigned col = unsigned(bad - (start == std::string::npos ? 0 : start + 1)) + 1;
+    diags.error({input, line, col}, "the input holds a control, invisible or bidirectional "
+                                    "character, or bytes that are not UTF-8 (MLIR text has none)");
+    llvm::errs() << diags.str();
+    return 2;
+  }
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> out = mlir::openOutputFile(output, &error);
   if (!out) {
     llvm::errs() << error << "\n";
     return 2;
   }
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(text, input);
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(text, planproof::printable(input, false));
   if (mlir::failed(mlir::MlirOptMain(out->os(), std::move(buffer), registry, config)))
     return 1;
   out->keep();

@@ -658,7 +658,9 @@ int cmdImportXla(std::vector<std::string> args) {
     registerDialects(ctx);
     Spec check;
     Diagnostics problems;
-    std::string name = out.empty() ? "<import-xla output>.json" : out;
+    std::string name = out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0
+                           ? out
+                           : "<import-xla output>.json";
     if (!loadSpecText(ctx, name, text, check, problems)) {
       Diagnostic first = problems.empty() ? Diagnostic{{name}, "it does not load", {}, ""}
                                           : problems.list().front();
@@ -677,6 +679,9 @@ int cmdExport(std::vector<std::string> args) {
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   Spec spec;
+  // What export writes out must be readable again: calls that would expand past what
+  // a JSON spec holds are refused before they are expanded.
+  spec.maxExpandedOps = kMaxExportOps;
   Diagnostics errors;
   if (!loadSpec(ctx, args[0], spec, errors)) {
     std::cerr << errors.str();
@@ -684,7 +689,11 @@ int cmdExport(std::vector<std::string> args) {
   }
   std::string out, why;
   if (!exportJsonSpec(spec, out, why)) {
-    std::cerr << why << "\n";
+    // (The exporter's reasons start with their place, "FILE:LINE:COL: error: ".)
+    std::string line = why.find(": error: ") == std::string::npos
+                           ? args[0] + ": error: " + why
+                           : why;
+    std::cerr << printable(line, false) << "\n";
     return 2;
   }
   std::cout << out;
@@ -699,9 +708,14 @@ int planproof::cliMain(int argc, char **argv, bool watchdog) {
   // The format asked for, known before any command parses its options: usage and
   // internal errors answer in it too.
   requestedFormat = "text";
-  for (size_t i = 0; i + 1 < args.size(); ++i)
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    double limit;
     if (args[i] == "--format")
       requestedFormat = args[i + 1];
+    // A pipe given as input is not waited on past the run's time limit.
+    if (args[i] == "--time-limit" && parseSeconds(args[i + 1], limit))
+      inputWaitMs() = (int)std::min<double>(kMaxInputWaitMs, std::max(1.0, limit * 1000 - 500));
+  }
   if (args.empty())
     return finish(usage("missing command"));
   std::string cmd = args[0];

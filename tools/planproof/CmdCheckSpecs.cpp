@@ -247,12 +247,18 @@ bool checkOne(const std::string &f, CheckArgs &a, std::string &jsonEntry) {
     jsonEntry += "}";
     return ok;
   }
-  char line[512];
-  std::snprintf(line, sizeof line, "%-4s %-52s %-40s expected %s (%.0f ms)\n",
-                match ? "ok" : "FAIL", f.c_str(), got.c_str(), expected.c_str(), ms);
-  std::cout << line;
+  // One line per spec, whatever its name and expectation hold (Printable.h).
+  auto padded = [](std::string t, size_t width) {
+    return t.size() < width ? t + std::string(width - t.size(), ' ') : t;
+  };
+  char ms_[32];
+  std::snprintf(ms_, sizeof ms_, "%.0f", ms);
+  std::cout << padded(match ? "ok" : "FAIL", 4) << " " << padded(printable(f, false), 52) << " "
+            << padded(printable(got, false), 40) << " expected " << printable(expected, false)
+            << " (" << ms_ << " ms)\n";
   if (a.crossCheck && loaded)
-    std::cout << (cc.ok ? "     " : "FAIL ") << "cross-check: " << cc.summary << "\n";
+    std::cout << (cc.ok ? "     " : "FAIL ") << "cross-check: " << printable(cc.summary, false)
+              << "\n";
   return ok;
 }
 
@@ -302,12 +308,12 @@ int planproof::cli::cmdCheckSpecs(std::vector<std::string> args) {
   std::vector<std::string> entries;
   for (auto &[f, why] : c.unreadable) {
     ++failed;
-    std::cerr << printable(f) << ": error: " << why << "\n";
+    std::cerr << printable(f, false) << ": error: " << printable(why, false) << "\n";
     if (json)
       entries.push_back("{\"spec\": " + quote(f) + ", \"ok\": false, \"got\": " +
                         quote("unreadable: " + why) + ", \"expected\": \"?\", \"milliseconds\": 0}");
     else
-      std::cout << "FAIL " << printable(f) << " unreadable: " << why << "\n";
+      std::cout << "FAIL " << printable(f, false) << " unreadable: " << printable(why, false) << "\n";
   }
   for (const std::string &f : c.files) {
     std::string entry;

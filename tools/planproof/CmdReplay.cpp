@@ -343,10 +343,9 @@ int planproof::cli::cmdReplay(std::vector<std::string> args) {
   if (a.checkCx)
     return checkCounterexamples(spec, a.positional[0], ro.deadline);
   if (!a.inputsDir.empty()) {
-    if (!loadNpyInputs(spec, a.inputsDir, ro, err)) {
-      std::cerr << err << "\n";
-      return 2;
-    }
+    Diagnostics npyErrors;
+    if (!loadNpyInputs(spec, a.inputsDir, ro, npyErrors))
+      return badInput(a.inputsDir, npyErrors, a.format);
   }
   ReplayResult r = replaySpec(spec, ro);
   if (!r.ran) {

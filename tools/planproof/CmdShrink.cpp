@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -272,6 +273,18 @@ int planproof::cli::cmdShrink(std::vector<std::string> args) {
   if (positional.size() != 1)
     return usage("shrink needs one recipe (FILE.plan)");
   const std::string &path = positional[0];
+  // Where the result goes is checked before the work: a folder, or a file in a folder
+  // that is not there, is a usage error now rather than after minutes of shrinking.
+  if (!out.empty()) {
+    std::error_code ec;
+    fs::path target(out);
+    fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    if (fs::is_directory(target, ec))
+      return usage("-o '" + out + "' is a folder; name the recipe file to write");
+    if (!fs::is_directory(folder, ec) || ::access(folder.c_str(), W_OK) != 0)
+      return usage("-o '" + out + "': the folder '" + folder.string() +
+                   "' does not exist or cannot be written");
+  }
   plangen::RecipeFile big;
   Diagnostics errors;
   if (!plangen::readRecipeFile(path, big, errors))
