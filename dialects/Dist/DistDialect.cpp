@@ -13,8 +13,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringSet.h"
-
-#include <cctype>
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -255,19 +253,9 @@ LogicalResult MeshOp::verify() {
   int64_t ranks = 1;
   for (auto [a, s] : llvm::zip(getAxes(), getShape())) {
     StringRef name = cast<StringAttr>(a).getValue();
-    if (name.empty() || name == "_")
-      return emitOpError() << "axis names must be non-empty and not '_'";
-    // Layouts and reports write axis names bare (#dist.layout<[dp, _]>): a name must
-    // be an MLIR bare identifier, or it would be read back as something else ("tp in
-    // 2", "tp]").
-    bool bare = name.size() <= 64 && (std::isalpha((unsigned char)name[0]) || name[0] == '_') &&
-                llvm::all_of(name, [](char c) {
-                  return std::isalnum((unsigned char)c) || c == '_' || c == '$' || c == '.';
-                });
-    if (!bare)
-      return emitOpError() << "axis name '" << printable(name.str(), false)
-                           << "' is not an identifier (a letter or '_', then letters, digits, "
-                              "'_', '$' or '.'; at most 64 characters)";
+    // Layouts and reports write axis names bare (#dist.layout<[dp, _]>).
+    if (std::string why = planproof::axisNameProblem(name.str()); !why.empty())
+      return emitOpError() << why;
     if (!seen.insert(name).second)
       return emitOpError() << "axis '" << name << "' is declared twice";
     if (s < 1 || s > planproof::kMaxAxisSize)

@@ -396,6 +396,8 @@ dist::MeshOp Importer::buildMesh(const json &mesh, const std::string &ptr) {
   for (size_t i = 0; i < axes.size(); ++i) {
     std::string p = ptr + "/axes/" + std::to_string(i);
     std::string n = name(axes[i], p, "name");
+    if (std::string why = axisNameProblem(n); !why.empty())
+      fail(p + "/name", why);
     const json &size = field(axes[i], p, "size", json::value_t::number_integer);
     int64_t s = size.get<int64_t>();
     if (s < 1 || s > (int64_t(1) << 20) || ranks > (int64_t(1) << 40) / s)

@@ -1,6 +1,7 @@
 //===- Printable.cpp - text from an input made safe to print ---------------===//
 #include "Support/Printable.h"
 
+#include <cctype>
 #include <cstdio>
 
 using namespace planproof;
@@ -151,4 +152,17 @@ size_t planproof::firstEscaped(const std::string &text) {
     i += len;
   }
   return std::string::npos;
+}
+
+std::string planproof::axisNameProblem(const std::string &name) {
+  if (name.empty() || name == "_")
+    return "axis names must be non-empty and not '_'";
+  bool ok = name.size() <= 64 && (std::isalpha((unsigned char)name[0]) || name[0] == '_');
+  for (char c : name)
+    ok = ok && (std::isalnum((unsigned char)c) || c == '_' || c == '$' || c == '.');
+  if (!ok)
+    return "axis name '" + printable(name, false) +
+           "' is not an identifier (a letter or '_', then letters, digits, '_', '$' or '.'; "
+           "at most 64 characters)";
+  return "";
 }

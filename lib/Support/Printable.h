@@ -43,6 +43,12 @@ std::string validUtf8(const std::string &text);
 /// tabs and carriage returns allowed), or npos.
 size_t firstEscaped(const std::string &text);
 
+/// Why `name` is not a mesh axis name ("" when it is one): an identifier, as MLIR's
+/// bare identifiers are (a letter or '_', then letters, digits, '_', '$' or '.'), of at
+/// most 64 characters, and not '_' (a layout's "not split"). Layouts write axis names
+/// bare: any other name would be read back as something else ("tp in 2", "tp]").
+std::string axisNameProblem(const std::string &name);
+
 /// Whether `text` holds a character printable() would escape (with newlines escaped).
 bool needsEscape(const std::string &text);
 
