@@ -78,10 +78,11 @@ struct Violation {
 
 /// Z3's resource limit per query by default (`rlimit` units, counted work). Z3 counts
 /// its steps at very different rates by theory: on this project's 2-core machine the
-/// nonlinear queries the element engine asks (products of max, exp, log) spend 25-1700
-/// units a millisecond, linear ones about 11,000; the catalogue's hardest query needs
-/// 270,226 (bench/results-trust.md, "Deterministic budgets"). The default is about the
-/// older 10 s timeout for the slow kind, 18 times what the catalogue needs.
+/// queries the element engine asks (max, exp, log, products) spend 25-5,600 units a
+/// millisecond, median 640, purely linear ones about 11,000; the hardest of the test
+/// suite's 284 queries needs 270,226 (bench/results-trust.md, "Deterministic
+/// budgets"). The default is about the older 10 s timeout for the slowest kind, 18
+/// times what the suite needs.
 constexpr uint64_t kDefaultSolverBudget = 5'000'000;
 /// What one millisecond of `--timeout-ms` (the option's older, wall-clock form) is
 /// worth in Z3 resource units: a fixed rate, so that the option stays deterministic.

@@ -264,6 +264,13 @@ void Translator::checkDeclared(const hlo::Instruction &inst, const std::vector<c
     for (const Val *v : in)
       if (v->kind == Val::Tensor && !v->type.empty() && v->type != inst.shape.type)
         malformed("'dot' declares a " + inst.shape.type + " result of a " + v->type + " operand");
+  // Ops that move elements keep their element type.
+  static const std::set<std::string> moves = {"broadcast", "reshape", "transpose", "slice",
+                                              "concatenate", "pad", "reverse", "copy"};
+  if (moves.count(op) && !in.empty() && in[0]->kind == Val::Tensor && !in[0]->name.empty() &&
+      !in[0]->type.empty() && in[0]->type != inst.shape.type)
+    malformed("'" + op + "' declares a " + inst.shape.type + " result of a " + in[0]->type +
+              " operand");
   bool elementwise = sameType.count(op) || sameShape.count(op);
   if (elementwise)
     for (const Val *v : in) {
@@ -728,11 +735,12 @@ Val Translator::collective(const std::vector<const Val *> &in) {
   const Val &x = need(in, 1);
   checkTensor(x);
   std::vector<int64_t> d = ints(attr("dimensions"), "collective dimension");
+  for (int64_t k : d)
+    if (k < 0 || k >= (int64_t)x.dims.size())
+      malformed("'" + op + "' dimension " + std::to_string(k) + " is out of range for a value of " +
+                std::to_string(x.dims.size()) + " dimensions");
   if (d.size() != 1)
     unsupported("'" + op + "' over several dimensions");
-  if (d[0] < 0 || d[0] >= (int64_t)x.dims.size())
-    malformed("'" + op + "' dimension " + std::to_string(d[0]) + " is out of range for a value of " +
-              std::to_string(x.dims.size()) + " dimensions");
   std::vector<int64_t> dims = dimsOf();
   // The declared result is the operand's shape with the collective dimension grown
   // (all-gather) or cut (reduce-scatter) by the group's size, or kept (all-to-all).

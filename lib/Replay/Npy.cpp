@@ -102,7 +102,11 @@ bool readHeader(std::ifstream &in, std::string &h, std::string &error) {
     error = "not an .npy file (no \\x93NUMPY magic)";
     return false;
   }
-  int major = (unsigned char)magic[6];
+  int major = (unsigned char)magic[6], minor = (unsigned char)magic[7];
+  if (minor != 0) {
+    error = "unsupported .npy version " + std::to_string(major) + "." + std::to_string(minor);
+    return false;
+  }
   uint32_t hlen = 0;
   unsigned char len[4] = {0, 0, 0, 0};
   if (major == 1) {

@@ -381,8 +381,11 @@ int writeOutput(const std::string &out, const std::string &text) {
     std::cout << text;
     return 0;
   }
+  // Flushed and closed before it is called written: a full disk fails there.
   std::ofstream f(out);
-  if (!(f << text))
+  f << text;
+  f.close();
+  if (!f)
     return usage("cannot write '" + out + "'");
   return 0;
 }

@@ -50,10 +50,12 @@ std::string parseValued(const std::string &a, const std::string &v, ReplayArgs &
       return "unknown reduction order '" + v + "' (expected rank, ring or tree)";
     ro.order = v == "rank" ? ReduceOrder::Rank : v == "ring" ? ReduceOrder::Ring : ReduceOrder::Tree;
   } else if (a == "--seed") {
+    // (strtoull takes "-1" as 2^64 - 1: digits only, and in range.)
     char *end = nullptr;
+    errno = 0;
     unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || *end)
-      return "--seed needs a non-negative integer";
+    if (v.empty() || !std::isdigit((unsigned char)v[0]) || *end || errno)
+      return "--seed needs a non-negative integer below 2^64";
     ro.seed = n;
   } else if (a == "--format") {
     if (v != "text" && v != "json" && v != "html")

@@ -328,8 +328,12 @@ int planproof::cli::cmdShrink(std::vector<std::string> args) {
     }
   }
   if (found && !out.empty()) {
+    // Flushed and closed before it is called written: a full disk fails there.
     std::ofstream file(out);
-    if (!(file << recipeJson(big, *found, out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"))
+    file << recipeJson(big, *found, out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+         << "\n";
+    file.close();
+    if (!file)
       return usage("cannot write '" + out + "'");
   }
   if (o.format == "json")
