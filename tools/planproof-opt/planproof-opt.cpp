@@ -5,9 +5,12 @@
 //
 // The input is read the way the planproof CLI reads a spec (Support/Input.h) before
 // MLIR's parser sees it: a regular file or a pipe of at most kMaxInputBytes, brackets
-// nested at most kMaxNesting deep. mlir-opt's own reader takes /dev/zero until memory
-// runs out, and its parser recurses per nesting level until the stack does; a refused
-// input is an error naming the file (exit status 2), never an abort.
+// nested at most kMaxNesting deep, no control, invisible or bidirectional characters
+// (MLIR's diagnostics print names and source lines as they are). mlir-opt's own reader
+// takes /dev/zero until memory runs out, and its parser recurses per nesting level until
+// the stack does; a refused input is an error naming the file (exit status 2), never an
+// abort. `--time-limit SECONDS` (default 600) bounds the run (exit 3 past it); MLIR's
+// own failures keep mlir-opt's exit status 1.
 //
 //===----------------------------------------------------------------------===//
 #include "Dist/DistDialect.h"
@@ -29,7 +32,11 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
+#include <thread>
+#include <unistd.h>
 #include <iterator>
 
 namespace {
@@ -47,9 +54,42 @@ bool readBounded(const std::string &path, std::string &text, planproof::Diagnost
   }
   return true;
 }
+
+/// `--time-limit SECONDS` (default 600), taken out of argv before MLIR's options see
+/// it: past it the process ends with exit 3 and says so (a pass pipeline over a huge
+/// input must not run without end).
+void armTimeLimit(int &argc, char **argv) {
+  double seconds = 600;
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--time-limit" && i + 1 < argc) {
+      char *end = nullptr;
+      double s = std::strtod(argv[i + 1], &end);
+      if (*end || !(s > 0 && s <= 86400)) {
+        llvm::errs() << "planproof-opt: error: --time-limit needs a number of seconds in (0, "
+                        "86400]\n";
+        std::exit(2);
+      }
+      seconds = s;
+      ++i;
+      continue;
+    }
+    argv[out++] = argv[i];
+  }
+  argc = out;
+  std::thread([seconds] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    const char msg[] = "planproof-opt: the time limit was reached; the run was stopped\n";
+    ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    ::_exit(3);
+  }).detach();
+}
 } // namespace
 
 int main(int argc, char **argv) {
+  armTimeLimit(argc, argv);
   mlir::registerTransformsPasses();
   planproof::registerAutodiffPasses();
   mlir::DialectRegistry registry;
