@@ -104,6 +104,21 @@ struct Stats {
   bool reusedReference = false;
 };
 
+/// One rule of a proof (Options::explainProof): the layout engine's rule and the number
+/// of plan ops on the output's way it derived (0: used by the output's comparison), or
+/// the element engine's kind of decision and its number of element equalities.
+struct ProofRule {
+  std::string rule;
+  int64_t count = 0;
+};
+
+/// How one output was proved: "layout" or "element", and the rules.
+struct Proof {
+  std::string output; // "output `w1_next`" ("every output" for the element engine)
+  std::string engine;
+  std::vector<ProofRule> rules;
+};
+
 struct Result {
   Verdict verdict = Verdict::Inconclusive;
   std::vector<Finding> violations, warnings;
@@ -113,6 +128,8 @@ struct Result {
   /// "assumptions"): the verdict holds under them.
   std::vector<std::string> assumptions;
   Stats stats;
+  /// With Options::explainProof and a verified verdict: how each output was proved.
+  std::vector<Proof> proof;
   /// The CLI's reports of this result: text, JSON (docs/json-format.md's report), and
   /// the self-contained HTML page of `--format html`.
   std::string text, json, html;
@@ -138,12 +155,16 @@ struct Options {
   bool checkFixes = true;
   /// Verify at the shapes written, not reduced ones (JSON specs with "dims").
   bool fullShapes = false;
+  /// Record the rules that prove each output (Result::proof; `--explain-proof`).
+  bool explainProof = false;
   /// Which engine decides (docs/layout-engine.md): the element engine; the layout
   /// engine alone (verified or inconclusive, never violated; its cost does not grow
-  /// with ranks or sizes); or the layout engine, then the element engine where it does
-  /// not prove the plan.
+  /// with ranks or sizes); or, by default, the layout engine, then the element engine
+  /// where it does not prove the plan. The same policy as `planproof verify`: a spec
+  /// with calls, loaded from a file or text and not edited, is first proved function by
+  /// function (docs/calls.md).
   enum class Engine { Element, Layout, Auto };
-  Engine engine = Engine::Element;
+  Engine engine = Engine::Auto;
 };
 
 /// One plan output of a replay against the fp64 reference.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "planproof/planproof.h"
 
+#include "API/Policy.h"
 #include "Engine/Verifier.h"
 #include "LayoutEngine/LayoutEngine.h"
 #include "Replay/Replay.h"
@@ -46,6 +47,11 @@ const char *verdictName(Verdict verdict) {
 struct Spec::Impl {
   planproof::Spec spec;
   std::string name;
+  /// Reads the spec again with its calls kept (Policy.h), for a spec with calls loaded
+  /// from a file or text; empty otherwise. Read on the first verify that asks for it.
+  std::function<bool(planproof::Spec &)> readKept;
+  std::unique_ptr<planproof::Spec> kept;
+  bool keptRead = false;
 };
 
 Spec::Spec(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -151,9 +157,16 @@ Expected<Spec> Session::loadWith(const std::string &name, const std::string &dia
 }
 
 Expected<Spec> Session::load(const std::string &path, const Options &options) {
-  return loadWith(path, path, options, [&](planproof::Spec &spec, Diagnostics &errors) {
+  Expected<Spec> out = loadWith(path, path, options, [&](planproof::Spec &spec, Diagnostics &errors) {
     return loadSpec(impl->ctx, path, spec, errors);
   });
+  // A spec with calls can be read again with its calls kept (Policy.h).
+  if (out && !endsWith(path, ".json") && !out->impl->spec.functionAt.empty())
+    out->impl->readKept = [ctx = &impl->ctx, path](planproof::Spec &spec) {
+      Diagnostics ignored; // (the expanded reading reported them)
+      return loadSpec(*ctx, path, spec, ignored);
+    };
+  return out;
 }
 
 Expected<Spec> Session::loadText(const std::string &name, const std::string &text,
@@ -162,9 +175,15 @@ Expected<Spec> Session::loadText(const std::string &name, const std::string &tex
   bool json = endsWith(name, ".json") || (first != std::string::npos && text[first] == '{');
   // The loader tells the syntax by the name's extension.
   std::string as = json && !endsWith(name, ".json") ? name + ".json" : name;
-  return loadWith(name, as, options, [&](planproof::Spec &spec, Diagnostics &errors) {
+  Expected<Spec> out = loadWith(name, as, options, [&](planproof::Spec &spec, Diagnostics &errors) {
     return loadSpecText(impl->ctx, as, text, spec, errors);
   });
+  if (out && !json && !out->impl->spec.functionAt.empty())
+    out->impl->readKept = [ctx = &impl->ctx, as, text](planproof::Spec &spec) {
+      Diagnostics ignored;
+      return loadSpecText(*ctx, as, text, spec, ignored);
+    };
+  return out;
 }
 
 Expected<Spec> Session::loadPlan(const Spec &base, const std::string &name,
@@ -188,6 +207,9 @@ Expected<std::vector<PlanEdit>> Session::edit(Spec &spec, const std::vector<Plan
   }
   if (!ok)
     return toError(spec.name(), errors);
+  // The text the kept reading would read is no longer the spec.
+  spec.impl->readKept = nullptr;
+  spec.impl->kept.reset();
   std::vector<PlanEdit> out;
   for (const AttributeEdit &e : undo)
     out.push_back({e.value, e.attribute, e.to});
@@ -204,14 +226,33 @@ Result Session::verify(const Spec &spec, const Options &options) {
   vo.threads = options.threads;
   vo.solverBudget = options.solverBudget;
   vo.checkFixes = options.checkFixes;
-  auto element = [&] { return verifySpec(spec.impl->spec, vo, impl->elements); };
-  VerifyResult r;
-  if (options.engine == Options::Engine::Element)
-    r = element();
-  else if (options.engine == Options::Engine::Layout)
-    r = verifyByLayouts(spec.impl->spec, vo, impl->layouts);
-  else
-    r = verifyAuto(verifyByLayouts(spec.impl->spec, vo, impl->layouts), element);
+  vo.proofTrace = options.explainProof;
+  Spec::Impl &si = *spec.impl;
+  SpecReadings readings;
+  if (si.readKept)
+    readings.kept = [&]() -> const planproof::Spec * {
+      if (!si.keptRead) {
+        si.keptRead = true;
+        si.kept = std::make_unique<planproof::Spec>();
+        si.kept->reduceShapes = si.spec.reduceShapes;
+        si.kept->keepCalls = true;
+        bool ok = false;
+        try {
+          ok = si.readKept(*si.kept);
+        } catch (const std::exception &) {
+        }
+        if (!ok)
+          si.kept.reset();
+      }
+      return si.kept.get();
+    };
+  readings.expanded = [&] { return &si.spec; };
+  EngineChoice engine = options.engine == Options::Engine::Element  ? EngineChoice::Element
+                        : options.engine == Options::Engine::Layout ? EngineChoice::Layout
+                                                                    : EngineChoice::Auto;
+  Decision d = decideSpec(readings, engine, vo, {&impl->layouts, &impl->elements});
+  const VerifyResult &r = d.result;
+  const planproof::Spec &read = *d.read;
   Result out;
   out.verdict = r.verdict == planproof::Verdict::Verified   ? Verdict::Verified
                 : r.verdict == planproof::Verdict::Violated ? Verdict::Violated
@@ -222,14 +263,20 @@ Result Session::verify(const Spec &spec, const Options &options) {
     out.warnings.push_back(toFinding(v));
   for (auto &[loc, why] : r.inconclusiveReasons)
     out.inconclusive.push_back({location(loc), validUtf8(why)});
-  out.assumptions = utf8All(spec.impl->spec.assumptions);
+  out.assumptions = utf8All(read.assumptions);
+  for (const VerifyResult::Proof &p : r.proof) {
+    Proof q{validUtf8(p.output), p.engine, {}};
+    for (const VerifyResult::ProofRule &k : p.rules)
+      q.rules.push_back({validUtf8(k.rule), k.count});
+    out.proof.push_back(std::move(q));
+  }
   const VerifyStats &s = r.stats;
   out.stats = {s.obligations, s.decidedCanonical, s.solverQueries, s.ranks,
                s.referenceOps, s.planOps,     s.milliseconds, s.reusedStates,
                s.reusedReference};
-  out.text = validUtf8(renderText(spec.impl->spec, r));
-  out.json = validUtf8(renderJson(spec.impl->spec, r));
-  out.html = validUtf8(renderHtml(spec.impl->spec, r));
+  out.text = validUtf8(renderText(read, r));
+  out.json = validUtf8(renderJson(read, r));
+  out.html = validUtf8(renderHtml(read, r));
   return out;
 }
 

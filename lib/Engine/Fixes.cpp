@@ -8,14 +8,28 @@
 #include "Support/Progress.h"
 
 using namespace planproof;
+using mlir::Operation;
+using mlir::Value;
+using llvm::dyn_cast;
 
 namespace planproof::engine {
 
+void Engine::checkDiscardedCollectives() {
+  std::vector<Violation> found = discardedCollectives(spec);
+  result.warnings.insert(result.warnings.end(), found.begin(), found.end());
+}
+
+} // namespace planproof::engine
+
 /// A collective whose result is never used: the communication happens and its result is
 /// dropped, which is almost always a plan that reads the unreduced operand where it
-/// meant the result. Reported as a warning; where a violation's culprit reads that
-/// operand, the violation says so.
-void Engine::checkDiscardedCollectives() {
+/// meant the result. Reported as a warning by both engines (a structural fact of the
+/// plan); where a violation's culprit reads that operand, the violation says so.
+std::vector<Violation> planproof::discardedCollectives(const Spec &spec) {
+  std::vector<Violation> out;
+  auto nameOf = [&](Operation *op) {
+    return op->getNumResults() ? spec.nameOf(op->getResult(0)) : std::string();
+  };
   for (Operation *op : spec.planOps()) {
     auto collective = dyn_cast<dist::CollectiveOp>(op);
     if (!collective || !collective.communicates() || !op->getResult(0).use_empty())
@@ -24,19 +38,22 @@ void Engine::checkDiscardedCollectives() {
     std::string readers;
     for (Operation *user : operand.getUsers())
       if (user != op && user->getNumResults() && readers.size() < 200)
-        readers += (readers.empty() ? "" : ", ") + std::string("`") + opName(user) + "`";
+        readers += (readers.empty() ? "" : ", ") + std::string("`") + nameOf(user) + "`";
     Violation w;
     w.kind = collective.getReduction() ? "reduction" : "sharding";
     w.location = toSourceLoc(op->getLoc());
-    w.at = opName(op);
-    w.message = "the result of `" + opName(op) + "` = " + op->getName().getStringRef().str() +
+    w.at = nameOf(op);
+    w.message = "the result of `" + nameOf(op) + "` = " + op->getName().getStringRef().str() +
                 " of `" + spec.nameOf(operand) + "` is never used: a collective whose result "
                 "is discarded is almost always a bug" +
                 (readers.empty() ? "" : " (" + readers + " read" + (readers.find(',') == std::string::npos ? "s" : "") +
                                             " the operand `" + spec.nameOf(operand) + "` instead)");
-    result.warnings.push_back(std::move(w));
+    out.push_back(std::move(w));
   }
+  return out;
 }
+
+namespace planproof::engine {
 
 /// The fix of a violation whose culprit reads the operand of a discarded collective:
 /// read the collective's result instead.

@@ -162,6 +162,16 @@ void Engine::checkOutputs(std::vector<FailedObligation> &failures) {
 void Engine::checkCoverage() {
   if (!options.onlyOutputs.empty())
     return;
+  std::vector<Violation> missing = missingOutputs(spec);
+  result.violations.insert(result.violations.end(), missing.begin(), missing.end());
+}
+
+} // namespace planproof::engine
+
+/// Every reference output must be returned by the plan: a structural fact both engines
+/// check (a `dataflow` violation, located at the plan).
+std::vector<Violation> planproof::missingOutputs(const Spec &spec) {
+  std::vector<Violation> out;
   std::set<std::string> produced;
   for (const Binding &b : spec.planOutputs)
     produced.insert(b.refName);
@@ -177,8 +187,7 @@ void Engine::checkCoverage() {
     v.notes.push_back("every value the reference step returns (loss, gradients, updated "
                       "parameters and state) must be returned by the plan with its layout");
     v.hint = "return `" + name + "` from the plan function with dist.value = \"" + name + "\"";
-    result.violations.push_back(std::move(v));
+    out.push_back(std::move(v));
   }
+  return out;
 }
-
-} // namespace planproof::engine

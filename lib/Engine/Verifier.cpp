@@ -241,8 +241,7 @@ VerifyResult Engine::run() {
       result.stats.obligations == 0)
     result.inconclusiveReasons.push_back(
         {toSourceLoc(spec.plan.getLoc()),
-         "nothing to check: the plan returns no value that holds an element of a reference "
-         "output, so there is no equality to prove"});
+         kNothingToCheck});
   if (!result.violations.empty())
     result.verdict = Verdict::Violated;
   else if (!result.inconclusiveReasons.empty())

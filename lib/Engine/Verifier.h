@@ -124,6 +124,8 @@ struct VerifyOptions {
   /// process's exit instead of freeing it (as clang's -disable-free does; freeing a
   /// production plan's terms and states was a twentieth of its run).
   bool keepMemory = false;
+  /// Record which rules prove each output (VerifyResult::proof; --explain-proof).
+  bool proofTrace = false;
 };
 
 struct VerifyStats {
@@ -172,11 +174,39 @@ struct VerifyResult {
     mlir::Operation *at = nullptr; // the plan op (of the spec verified)
   };
   std::vector<Departure> departures;
+  /// The proof trace of a verified verdict (VerifyOptions::proofTrace): for each output,
+  /// the engine that proved it and the rules that did -- the layout engine's rules, each
+  /// with the number of plan ops on the output's way it derived (0: what the output's
+  /// comparison used); the element engine's decisions by kind, with their numbers of
+  /// element equalities.
+  struct ProofRule {
+    std::string rule;
+    int64_t count = 0;
+  };
+  struct Proof {
+    std::string output; // "output `w1_next`"
+    std::string engine; // "layout" or "element"
+    std::vector<ProofRule> rules;
+  };
+  std::vector<Proof> proof;
   VerifyStats stats;
 };
 
 /// Decides `spec`. Never throws.
 VerifyResult verifySpec(const Spec &spec, const VerifyOptions &options = {});
+
+/// Why a spec whose plan returns nothing to compare is inconclusive in every engine (no
+/// vacuous proofs).
+inline constexpr const char *kNothingToCheck =
+    "nothing to check: the plan returns no value that holds an element of a reference "
+    "output, so there is no equality to prove";
+
+/// The reference outputs no plan output returns, as `dataflow` violations (both engines).
+std::vector<Violation> missingOutputs(const Spec &spec);
+
+/// The plan's collectives whose results are never used, as warnings (both engines
+/// report them: almost always a plan that reads the unreduced operand instead).
+std::vector<Violation> discardedCollectives(const Spec &spec);
 
 /// What the element engine keeps between runs on specs that share their reference (a
 /// planner's candidate plans, Session::loadPlan): the expression pool and the

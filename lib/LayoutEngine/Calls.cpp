@@ -245,6 +245,22 @@ std::vector<Calls::Candidate> Calls::candidatesFor(const std::vector<const State
 }
 
 std::vector<State> Calls::plan(func::CallOp call, const std::vector<const State *> &in) {
+  // The proof trace: the call's rules are the summary's, made when the body ran (the
+  // reference bodies run on the way add none).
+  std::vector<std::string> outer = std::move(ctx.fired);
+  ctx.fired.clear();
+  std::string key;
+  std::vector<State> out = summarize(call, in, key);
+  ctx.fired = std::move(outer);
+  ctx.fire("calls: a function's summary, matched with a reference call");
+  if (auto r = summaryRules.find(key); r != summaryRules.end())
+    for (const std::string &name : r->second)
+      ctx.fire(name);
+  return out;
+}
+
+std::vector<State> Calls::summarize(func::CallOp call, const std::vector<const State *> &in,
+                                    std::string &key) {
   for (const State *s : in)
     if (!s->known)
       return unknownResults(call, *s);
@@ -254,7 +270,7 @@ std::vector<State> Calls::plan(func::CallOp call, const std::vector<const State 
   // The boundary state: each operand's layout and factor on a variable.
   std::vector<TermId> vars(in.size());
   std::vector<State> args;
-  std::string key = "@" + f.getSymName().str() + "|";
+  key = "@" + f.getSymName().str() + "|";
   for (size_t i = 0; i < in.size(); ++i) {
     size_t c = i; // (the first operand with the same term)
     for (size_t k = 0; k < i; ++k)
@@ -273,7 +289,10 @@ std::vector<State> Calls::plan(func::CallOp call, const std::vector<const State 
   auto it = planSummaries.find(key);
   if (it == planSummaries.end()) {
     ++depth;
+    ctx.fired.clear();
     std::vector<State> made = runBody(f, args, true);
+    summaryRules[key] = ctx.fired;
+    ctx.fired.clear();
     --depth;
     it = planSummaries.emplace(key, std::move(made)).first;
   }

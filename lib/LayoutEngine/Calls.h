@@ -39,6 +39,9 @@ public:
   int64_t summarized = 0; // plan calls whose results came from a summary
 
 private:
+  /// plan() without its proof trace; `key` gets the summary's boundary state.
+  std::vector<State> summarize(mlir::func::CallOp call, const std::vector<const State *> &in,
+                               std::string &key);
   struct RefCall {
     mlir::func::FuncOp callee;
     std::vector<TermId> terms;   // the operands' terms (unscaled)
@@ -66,6 +69,8 @@ private:
   std::deque<RefCall> refCalls;
   llvm::DenseMap<TermId, std::vector<size_t>> byOperand; // operand term -> refCalls
   std::unordered_map<std::string, std::vector<State>> planSummaries, refSummaries;
+  /// The rules that made each plan summary (the proof trace).
+  std::unordered_map<std::string, std::vector<std::string>> summaryRules;
   llvm::DenseSet<TermId> variables;
   llvm::DenseMap<TermId, bool> holds; // holdsVariable, memoized
   int depth = 0;

@@ -44,8 +44,12 @@ struct planproof::LayoutCache::Impl {
   ReferenceTerms refTerms;
   ReferenceShapes shapes;
   int64_t referenceOps = 0;
-  /// Plan op results by memoKey.
-  std::unordered_map<std::string, State> plan;
+  /// Plan op results by memoKey, with the rules that derived them (the proof trace).
+  struct Memo {
+    State state;
+    std::vector<std::string> rules;
+  };
+  std::unordered_map<std::string, Memo> plan;
   static constexpr size_t kMaxPlanStates = 1 << 20; // then start afresh
   /// The last completed plan run: its spec (Spec::serial), plan function, edit
   /// generation and mesh, and every plan value's state. A run on that spec again
@@ -58,6 +62,7 @@ struct planproof::LayoutCache::Impl {
     Operation *plan = nullptr;
     std::string mesh;
     llvm::DenseMap<Value, State> states;
+    llvm::DenseMap<Operation *, std::vector<std::string>> rules;
   } last;
 };
 
@@ -72,6 +77,7 @@ void Run::keep(LayoutCache::Impl &cache) {
   cache.last.plan = spec.plan.getOperation();
   cache.last.mesh = meshKey;
   cache.last.states = std::move(planStates);
+  cache.last.rules = std::move(rulesOf);
 }
 
 const ReferenceTerms &Run::referenceTerms() {
@@ -217,6 +223,7 @@ bool Run::resume(LayoutCache::Impl &cache, llvm::DenseSet<Operation *> &dirty) {
          ++it)
       dirty.insert(it->second);
     planStates = std::move(last.states);
+    rulesOf = std::move(last.rules);
   }
   last = LayoutCache::Impl::Last(); // (until this run completes)
   return same;
@@ -264,8 +271,11 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     std::vector<const State *> in;
     for (Value v : op->getOperands())
       in.push_back(&planStates[v]);
+    ctx.fired.clear();
     if (auto call = dyn_cast<func::CallOp>(op)) {
-      for (auto [r, s] : llvm::zip(call.getResults(), calls.plan(call, in))) {
+      std::vector<State> results = calls.plan(call, in);
+      rulesOf[op] = ctx.fired;
+      for (auto [r, s] : llvm::zip(call.getResults(), results)) {
         if (spec.pipelineAxis >= 0 && s.known && overPipeline(s))
           s = State::unknown(op, "the value is split or summed over the pipeline axis");
         planStates[r] = s;
@@ -276,11 +286,14 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
     }
     State s;
     if (isa<dist::LoadOp>(op)) {
+      ctx.fire("checkpoint: a load under the layout its offsets give");
       s = loadState(*op);
     } else if (isa<dist::RecvOp, dist::StageSelectOp>(op)) {
+      ctx.fire("pipeline: a message from the stage that sends it");
       s = route(*op);
     } else if (auto d = draws.find(op); d != draws.end()) {
       const DrawBinding &b = *d->second;
+      ctx.fire("random draw: the piece of the reference's mask it stands for");
       s = drawRule(ctx, *op, ref.lookup(b.refMask), b.layout, b.blockShape, b.blockOffset);
     } else if (square &&
                definitionRule(
@@ -288,19 +301,22 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
                    [&](Operation &o, const std::vector<const State *> &i) { return planRule(ctx, o, i); },
                    s)) {
       // (not memoized: the rule read more than the operands' states)
+      ctx.fire("squares: a square of square roots, or a magnitude, read off definitions");
     } else if (std::string key = cache ? memoKey(mesh, *op, in) : ""; !key.empty()) {
       auto it = cache->plan.find(key);
       if (it != cache->plan.end()) {
-        s = it->second;
+        s = it->second.state;
+        ctx.fired = it->second.rules;
         ++stats.reusedStates;
       } else {
         s = planRule(ctx, *op, in);
         if (s.known)
-          cache->plan.emplace(std::move(key), s);
+          cache->plan.emplace(std::move(key), LayoutCache::Impl::Memo{s, ctx.fired});
       }
     } else {
       s = planRule(ctx, *op, in);
     }
+    rulesOf[op] = ctx.fired;
     // On a pipelined plan, the ranks of other stages hold copies of what a stage's
     // ranks computed (with their other coordinates): a state that varies along the
     // pipeline axis would not describe them. (A stage_select of different values is
@@ -314,6 +330,42 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
       old = s;
     }
   }
+}
+
+std::vector<VerifyResult::ProofRule> Run::rulesOnWay(Value v,
+                                                     const std::vector<std::string> &also) {
+  // The plan ops `v` depends on, each once (iteratively: plans are deep), then their
+  // rules counted in the plan's order.
+  llvm::DenseSet<Operation *> seen;
+  std::vector<Value> stack{v};
+  while (!stack.empty()) {
+    Value x = stack.back();
+    stack.pop_back();
+    Operation *def = x.getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    for (Value o : def->getOperands())
+      stack.push_back(o);
+  }
+  std::vector<VerifyResult::ProofRule> out;
+  std::map<std::string, size_t> at;
+  auto add = [&](const std::string &rule) {
+    auto [it, fresh] = at.emplace(rule, out.size());
+    if (fresh)
+      out.push_back({rule, 0});
+    ++out[it->second].count;
+  };
+  if (planOrder.empty())
+    planOrder = spec.planOps();
+  for (Operation *op : planOrder)
+    if (seen.count(op))
+      if (auto r = rulesOf.find(op); r != rulesOf.end())
+        for (const std::string &rule : r->second)
+          add(rule);
+  for (const std::string &rule : also)
+    if (at.emplace(rule, out.size()).second)
+      out.push_back({rule, 0});
+  return out;
 }
 
 bool Run::overPipeline(const State &s) const {
@@ -450,14 +502,19 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       }
     }
     std::sort(expected.partial.begin(), expected.partial.end());
+    std::vector<std::string> compared; // (what the comparison used: the proof trace)
     // Held under another global shape (a reshape made dimensions of local size 1): so
     // described under the reference's where that gives the same blocks (placedAs).
     if (State placed; got.global != expected.global && padDim < 0 &&
-                      placedAs(ctx, *ret, got, expected.global, placed))
+                      placedAs(ctx, *ret, got, expected.global, placed)) {
       got = std::move(placed);
+      compared.push_back("placement: the output described under the reference's shape");
+    }
     for (size_t d = 0; d < got.split.size() && d < expected.split.size(); ++d)
-      if (State plain; windowsAsBlocks(ctx, spec.plan.getContext(), got, d, expected.split[d], plain))
+      if (State plain; windowsAsBlocks(ctx, spec.plan.getContext(), got, d, expected.split[d], plain)) {
         got = std::move(plain); // (rows chosen per rank: as the declared blocks)
+        compared.push_back("windows: rows chosen per rank, as the declared blocks");
+      }
     bool layoutSame = sums && padOk && got.partialMax.empty() && got.rankCoeff.empty() && got.split == expected.split &&
                       got.partial == expected.partial && got.global == expected.global;
     bool same = layoutSame && padDim < 0 && got.term == expected.term &&
@@ -472,11 +529,16 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       }
       continue;
     }
-    if (layoutSame && !same && padDim >= 0)
+    if (layoutSame && !same && padDim >= 0) {
       same = pieces.equalPrefix(got.term, got.factor, expected.term, expected.factor, padDim,
                                 want.global[padDim]);
-    else if (layoutSame && !same && anyPieces)
+      compared.push_back("padding: the value begins the padded buffer, compared by pieces");
+    } else if (layoutSame && !same && anyPieces) {
       same = pieces.equal(got.term, got.factor, expected.term, expected.factor);
+      compared.push_back("pieces: the same value over the row pieces the inputs' slices cut");
+    }
+    if (same && options.proofTrace)
+      proof.push_back({out.substr(0, out.size() - 2), "layout", rulesOnWay(check.value, compared)});
     if (!same) {
       all = false;
       if (!departures)
@@ -549,6 +611,9 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
                                      why});
     return finish();
   }
+  // (Structural facts, reported by both engines.)
+  r.warnings = discardedCollectives(spec);
+  r.violations = missingOutputs(spec);
   try {
     // A pipelined plan's structure and schedule first: the states below assume every
     // message matched and no deadlock. Engine/Schedule.h decides both exactly, at the
@@ -564,6 +629,12 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
       checkRandomStreams(spec, SolverBudget{options.solverBudget, &options.deadline}, r);
     }
     if (!r.violations.empty()) {
+      // (Fix hints are shown only once re-verified, which is the element engine's;
+      // the layout engine shows none.)
+      for (Violation &v : r.violations) {
+        v.hint.clear();
+        v.fix.reset();
+      }
       r.verdict = Verdict::Violated;
       return finish();
     }
@@ -585,8 +656,16 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     else
       run.reference(r.stats);
     run.plan(r.stats, cache);
-    if (run.outputs(r.inconclusiveReasons, r.stats.obligations, r.departures) && !streamsOpen)
+    bool shown = run.outputs(r.inconclusiveReasons, r.stats.obligations, r.departures);
+    if (r.stats.obligations == 0) // (no vacuous proofs, as in the element engine)
+      r.inconclusiveReasons.push_back({toSourceLoc(spec.plan.getLoc()), kNothingToCheck});
+    else if (shown && !streamsOpen) {
       r.verdict = Verdict::Verified;
+      r.proof = std::move(run.proof);
+      if (picks) // (this whole run: the terms' normal form with a one-hot's rows summing to 1)
+        for (VerifyResult::Proof &p : r.proof)
+          p.rules.push_back({"picks: a one-hot's rows sum to 1 (the terms' second normal form)", 0});
+    }
     if (cache)
       run.keep(*cache);
     // Not shown equal: once more with a one-hot's rows summing to 1 in the terms'

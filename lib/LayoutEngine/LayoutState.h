@@ -18,6 +18,7 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/Allocator.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -368,6 +369,14 @@ struct RuleContext {
   ReferenceShapes shapes;
   /// The plan's pipeline axis (-1: none): no state is split over it.
   int pipelineAxis = -1;
+  /// The proof trace (VerifyResult::proof): the rules that derived the state of the op
+  /// being visited, each named once by the rule that applied (fire). The driver clears
+  /// it before each op and keeps it with the op's state.
+  std::vector<std::string> fired;
+  void fire(std::string rule) {
+    if (std::find(fired.begin(), fired.end(), rule) == fired.end())
+      fired.push_back(std::move(rule));
+  }
 };
 
 // Shared by the rule files.

@@ -511,9 +511,26 @@ bool operandPartials(RuleContext &c, Operation &op, const std::vector<const Stat
 State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State *> &operands,
                    int preferred);
 
+/// The name of the generic rule's family for `op` in the proof trace, read off its op
+/// facts (ODS traits); an op of no family is named itself.
+std::string ruleFamily(Operation &op) {
+  if (op.hasTrait<mlir::OpTrait::Elementwise>())
+    return "elementwise";
+  if (op.hasTrait<ref::OpTrait::Multilinear>())
+    return "contraction";
+  if (isa<ref::ReduceSumOp, ref::ReduceMeanOp, ref::ReduceMaxOp>(op))
+    return "reduction";
+  if (isa<ref::TransposeOp, ref::ReshapeOp, ref::BroadcastOp, ref::SliceOp, ref::ConcatOp>(op))
+    return "layout op";
+  if (op.hasTrait<ref::OpTrait::RowWise>())
+    return "row-wise";
+  return "op `" + opName(op) + "`";
+}
+
 /// refOpRule with operand `preferred` leading the placement of an elementwise op's
 /// operands (-1: the first plain one).
 State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> &operands) {
+  size_t mark = c.fired.size(); // (the trace keeps the rules of the state returned)
   State first = refOpRuleLed(c, op, operands, -1);
   // Where an elementwise op's operands hold their blocks under different global shapes
   // (a reshape's unit dimensions left a choice) and the result under the first's is no
@@ -522,12 +539,16 @@ State refOpRule(RuleContext &c, Operation &op, const std::vector<const State *> 
   if (!op.hasTrait<mlir::OpTrait::Elementwise>() || !first.known ||
       c.shapes.terms.count(first.term))
     return first;
+  std::vector<std::string> firstFired(c.fired.begin() + mark, c.fired.end());
   for (size_t i = 1; i < operands.size(); ++i)
     if (operands[i]->known && operands[0]->known && operands[i]->global != operands[0]->global) {
+      c.fired.resize(mark);
       State alt = refOpRuleLed(c, op, operands, (int)i);
       if (alt.known && c.shapes.terms.count(alt.term))
         return alt;
     }
+  c.fired.resize(mark);
+  c.fired.insert(c.fired.end(), firstFired.begin(), firstFired.end());
   return first;
 }
 
@@ -575,6 +596,7 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
       // its copied dimensions the lead's split.)
       if (plain(&b) ? placedAs(c, op, b, target, moved) && moved.split == lead->split
                     : broadcastPlacedAs(c, op, b, target, moved)) {
+        c.fire("placement: an operand described under its partner's global shape");
         adopted.push_back(std::move(moved));
         in[i] = &adopted.back();
       }
@@ -626,6 +648,7 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
       // (The same global shape is the same value: its term stays.)
       if (u.global != b.global)
         u.term = c.terms.broadcast(u.global, u.sourceDims, u.source);
+      c.fire("placement: a broadcast's copies take the lead operand's split");
       adopted.push_back(u);
       in[i] = &adopted.back();
     }
@@ -646,6 +669,7 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
         if (target.size() == in[0]->global.size() &&
             (related(target, in[0]->global) || related(in[0]->global, target)) &&
             placedAs(c, op, *in[0], target, moved)) {
+          c.fire("placement: a transpose's operand under the reference's shape");
           adopted.push_back(std::move(moved));
           in[0] = &adopted.back();
           break;
@@ -670,6 +694,7 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
       State u = *in[i];
       u.partial = all;
       u.factor = u.factor * Rational(c.size(missing));
+      c.fire("linearity: a replicated operand counted once per rank of a partial sum");
       adopted.push_back(u);
       in[i] = &adopted.back();
     }
@@ -713,6 +738,11 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
   out.term = k.term;
   out.factor = k.factor * sr.factor;
   markBroadcast(c.terms, op, in, out);
+  c.fire(ruleFamily(op));
+  if (!sr.contracted.empty())
+    c.fire("partial sum: contracted over split blocks");
+  if (!sr.maxOver.empty())
+    c.fire("partial maximum: each rank's maximum of its block");
   return out;
 }
 
@@ -725,8 +755,10 @@ State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *>
 
 State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
   State out;
-  if (oneHotTimesRowSums(c, op, in, out))
+  if (oneHotTimesRowSums(c, op, in, out)) {
+    c.fire("row sums: a one-hot's block times a function of its row sums");
     return out;
+  }
   out = planRuleOf(c, op, in);
   annotateRowSums(c, op, in, out);
   return out;
@@ -734,52 +766,69 @@ State planRule(RuleContext &c, Operation &op, const std::vector<const State *> &
 
 namespace {
 State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *> &in) {
-  if (isa<dist::AxisIndexOp>(op))
+  if (isa<dist::AxisIndexOp>(op) || isa<arith::ArithDialect>(op.getDialect())) {
+    c.fire("index: affine in the rank's coordinates");
     return indexRule(c, op, in);
+  }
   if (isa<dist::DistDialect>(op.getDialect())) {
     for (const State *s : in)
       if (!s->known)
         return *s;
+    c.fire("collective `" + opName(op) + "`");
     return collectiveRule(c, op, in);
   }
-  if (isa<arith::ArithDialect>(op.getDialect()))
-    return indexRule(c, op, in);
   if (!isa<ref::RefDialect>(op.getDialect()))
     return State::unknown(&op, "no layout rule for `" + opName(op) + "`");
-  if (isa<ref::DropoutMaskOp>(op))
+  if (isa<ref::DropoutMaskOp>(op)) {
+    c.fire("dropout: an exact stream's piece");
     return dropoutRule(c, op, in);
+  }
   auto generic = [&](const std::vector<const State *> &operands) {
     return refOpRule(c, op, operands);
+  };
+  auto windows = [&] {
+    c.fire("windows: rows chosen per rank");
+    return windowRule(c, op, in, generic);
   };
   // A causal offset or a mask's positions differ from rank to rank (a context-parallel
   // chunk's start).
   if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op); cs && cs.getOffset())
-    return windowRule(c, op, in, generic);
+    return windows();
   if (isa<ref::PositionMaskOp>(op))
     for (const State *s : in)
       if (s->known && !s->rankCoeff.empty())
-        return windowRule(c, op, in, generic);
+        return windows();
   // A vocabulary shard's first row (or class).
   if (isa<ref::EmbeddingOp, ref::EmbeddingGradOp>(op) && op.getNumOperands() == 3)
-    return windowRule(c, op, in, generic);
+    return windows();
   if (isa<ref::OneHotOp>(op) && op.getNumOperands() == 2)
-    return windowRule(c, op, in, generic);
+    return windows();
   State bad;
   if (!operandStates(op, in, bad))
     return bad;
-  if (State out; throughMaxima(c, op, in, out))
+  if (State out; throughMaxima(c, op, in, out)) {
+    c.fire("maxima: a partial maximum through an op that commutes with it");
     return out;
+  }
   for (const State *s : in)
     if (s->windowed())
-      return windowRule(c, op, in, generic);
-  if (isa<ref::SliceOp>(op) && c.terms.headIs(in[0]->term, "stack{"))
+      return windows();
+  if (isa<ref::SliceOp>(op) && c.terms.headIs(in[0]->term, "stack{")) {
+    c.fire("stacks: a slice of stacked pieces");
     return stackSlice(c, op, *in[0]);
-  if (State s; concatOfUnitSlices(c, op, in, s))
+  }
+  if (State s; concatOfUnitSlices(c, op, in, s)) {
+    c.fire("views: unit slices stacked");
     return s;
-  if (auto slice = dyn_cast<ref::SliceOp>(op); slice && in[0]->isSplit())
+  }
+  if (auto slice = dyn_cast<ref::SliceOp>(op); slice && in[0]->isSplit()) {
+    c.fire("slices: a slice of a split value");
     return sliceRule(c, op, *in[0]);
-  if (std::vector<State> merged; batchIntoRows(c, op, in, merged))
+  }
+  if (std::vector<State> merged; batchIntoRows(c, op, in, merged)) {
+    c.fire("reshapes: a batch merged into contracted rows");
     return refOpRule(c, op, {&merged[0], &merged[1]});
+  }
   return refOpRule(c, op, in);
 }
 } // namespace

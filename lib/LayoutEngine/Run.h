@@ -72,6 +72,9 @@ public:
   /// not modelled.
   bool saves(std::set<std::string> &saved, std::vector<std::pair<SourceLoc, std::string>> &reasons);
   const std::vector<State> &outputStates() const { return refOutputs; }
+  /// Filled by outputs() when options.proofTrace: each output shown equal, with the
+  /// rules of the plan ops on its way and what its comparison used.
+  std::vector<VerifyResult::Proof> proof;
   State refInputState(size_t i) { return ref[spec.reference.getArgument(i)]; }
 
 private:
@@ -155,6 +158,10 @@ private:
     return d.empty() ? "" : "; the terms first differ at " + d;
   }
 
+  /// The rules that derived the plan ops `v` depends on, each with its number of ops,
+  /// in the order first met from the inputs; `also` added after them.
+  std::vector<VerifyResult::ProofRule> rulesOnWay(Value v, const std::vector<std::string> &also);
+
   /// Continues `cache.last` where it holds a run of this spec: the ops edited since,
   /// into `dirty`, and the states into planStates. False for a fresh run.
   bool resume(LayoutCache::Impl &cache, llvm::DenseSet<Operation *> &dirty);
@@ -167,6 +174,9 @@ private:
   Calls calls;
   std::string meshKey;
   llvm::DenseMap<Value, State> ref, planStates;
+  /// The rules that derived each plan op's states (the proof trace).
+  llvm::DenseMap<Operation *, std::vector<std::string>> rulesOf;
+  std::vector<Operation *> planOrder; // (rulesOnWay's, made once)
   std::map<Operation *, const DrawBinding *> draws; // independent-mode draws (drawRule)
   std::vector<State> refOutputs;
   /// Every term the reference computes (for the departure of an output not shown

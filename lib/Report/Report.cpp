@@ -180,6 +180,18 @@ std::string planproof::renderText(const Spec &spec, const VerifyResult &r) {
            (r.stats.solverLimited == 1 ? "y" : "ies") + " reached the resource limit of " +
            std::to_string(r.stats.solverBudget) +
            " units; --solver-budget raises it (counted work: the same on any machine)\n";
+  // The proof trace (--explain-proof): per output, the engine and the rules that proved it.
+  for (const VerifyResult::Proof &p : r.proof) {
+    out += printable(spec.path, false) + ": note: proof of " + printable(p.output, false) +
+           " (" + p.engine + " engine):";
+    for (size_t i = 0; i < p.rules.size(); ++i) {
+      const VerifyResult::ProofRule &k = p.rules[i];
+      out += std::string(i ? ";" : "") + " " + printable(k.rule, false);
+      if (k.count > 0)
+        out += " x" + std::to_string(k.count);
+    }
+    out += "\n";
+  }
   if (r.stats.summarizedCalls > 0)
     out += printable(spec.path, false) + ": note: the calls were kept: " +
            std::to_string(r.stats.summarizedCalls) + " plan calls proved by " +
@@ -238,6 +250,16 @@ std::string planproof::renderJson(const Spec &spec, const VerifyResult &r) {
               {"solver_limited", r.stats.solverLimited},
               {"fix_checks", r.stats.fixChecks},
               {"milliseconds", r.stats.milliseconds}}}};
+  if (!r.proof.empty()) { // (--explain-proof)
+    json proof = json::array();
+    for (const VerifyResult::Proof &p : r.proof) {
+      json rules = json::array();
+      for (const VerifyResult::ProofRule &k : p.rules)
+        rules.push_back({{"rule", k.rule}, {"count", k.count}});
+      proof.push_back({{"output", p.output}, {"engine", p.engine}, {"rules", rules}});
+    }
+    j["proof"] = proof;
+  }
   return jsonEscapeHidden(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
 }
 

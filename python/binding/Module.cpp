@@ -152,6 +152,16 @@ void bindResults(py::module_ &m) {
       .def_readonly("reused_states", &Stats::reusedStates)
       .def_readonly("reused_reference", &Stats::reusedReference);
 
+  py::class_<ProofRule>(m, "ProofRule", "One rule of a proof and how often it applied.")
+      .def_readonly("rule", &ProofRule::rule)
+      .def_readonly("count", &ProofRule::count)
+      .def("__repr__", [](const ProofRule &r) {
+        return "ProofRule(" + r.rule + " x" + std::to_string(r.count) + ")";
+      });
+  py::class_<Proof>(m, "Proof", "How one output was proved (verify(explain_proof=True)).")
+      .def_readonly("output", &Proof::output)
+      .def_readonly("engine", &Proof::engine)
+      .def_readonly("rules", &Proof::rules);
   py::class_<Result>(m, "Result",
                      "A verdict ('verified', 'violated', 'inconclusive') with its violations, "
                      "warnings, the reasons of an inconclusive verdict, statistics, and the "
@@ -163,6 +173,7 @@ void bindResults(py::module_ &m) {
       .def_readonly("inconclusive", &Result::inconclusive)
       .def_readonly("assumptions", &Result::assumptions)
       .def_readonly("stats", &Result::stats)
+      .def_readonly("proof", &Result::proof)
       .def_readonly("text", &Result::text)
       .def_readonly("json", &Result::json)
       .def_readonly("html", &Result::html)
@@ -318,7 +329,7 @@ void bindDeciding(py::class_<PySession> &session) {
           "verify",
           [](PySession &s, const PySpec &spec, const std::string &engine, double timeLimit,
              unsigned threads, uint64_t solverBudget, std::optional<uint64_t> solverTimeoutMs,
-             bool checkFixes) {
+             bool checkFixes, bool explainProof) {
             Use use(s);
             const PySpec &sp = mine(s, spec);
             Options o;
@@ -339,16 +350,19 @@ void bindDeciding(py::class_<PySession> &session) {
               o.solverBudget = *solverTimeoutMs * planproof::api::kSolverUnitsPerMs;
             }
             o.checkFixes = checkFixes;
+            o.explainProof = explainProof;
             std::atomic<bool> interrupt{false};
             o.interrupt = &interrupt;
             return interruptible(interrupt, [&] { return s.session.verify(sp.spec, o); });
           },
-          py::arg("spec"), py::kw_only(), py::arg("engine") = "element",
+          py::arg("spec"), py::kw_only(), py::arg("engine") = "auto",
           py::arg("time_limit") = 600.0, py::arg("threads") = 2,
           py::arg("solver_budget") = planproof::api::kDefaultSolverBudget,
           py::arg("solver_timeout_ms") = py::none(), py::arg("check_fixes") = true,
-          "Decides the spec: 'verified' only for what was proven. engine: 'element', "
-          "'layout' (verified or inconclusive) or 'auto' (layout, then element).")
+          py::arg("explain_proof") = false,
+          "Decides the spec: 'verified' only for what was proven. engine: 'auto' (the "
+          "default: layout, then element), 'element' or 'layout' (verified or "
+          "inconclusive).")
       .def(
           "replay",
           [](PySession &s, const PySpec &spec, const std::string &dtype, const std::string &order,

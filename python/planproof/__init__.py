@@ -130,23 +130,26 @@ def load_text(text: str, *, name: str = "<text>", full_shapes: bool = False,
     return (session or _session()).load_text(text, name=name, full_shapes=full_shapes)
 
 
-def verify(source: Source, *, engine: str = "element", time_limit: float = 600.0,
+def verify(source: Source, *, engine: str = "auto", time_limit: float = 600.0,
            threads: int = 2, solver_budget: int = 5_000_000,
            solver_timeout_ms: "int | None" = None, check_fixes: bool = True,
-           full_shapes: bool = False, session: "Session | None" = None) -> "Result":
+           full_shapes: bool = False, explain_proof: bool = False,
+           session: "Session | None" = None) -> "Result":
     """Loads (see `load`) and decides a spec. 'verified' only for what was proven;
     unsupported ops and budgets reached give 'inconclusive' with the reason
     (`solver_budget`: Z3's resource limit per query, counted work, so the verdict is the
     same on any machine; `solver_timeout_ms` is its older form, ms x 500 units;
     `time_limit` is the outer wall-clock bound)
-    (`Result.inconclusive`). engine: 'element' (every rank on every element, at reduced
-    shapes), 'layout' (layouts and reference terms, at any size; never 'violated') or
-    'auto' (layout, then element where the layout engine does not prove the plan)."""
+    (`Result.inconclusive`). engine: 'auto' (the default: layout, then element where the
+    layout engine does not prove the plan), 'element' (every rank on every element, at
+    reduced shapes) or 'layout' (layouts and reference terms, at any size; never
+    'violated'). explain_proof: with a verified verdict, `Result.proof` says which rules
+    proved each output."""
     s = session or _session()
     spec = load(source, full_shapes=full_shapes, session=s)
     return s.verify(spec, engine=engine, time_limit=time_limit, threads=threads,
                     solver_budget=solver_budget, solver_timeout_ms=solver_timeout_ms,
-                    check_fixes=check_fixes)
+                    check_fixes=check_fixes, explain_proof=explain_proof)
 
 
 def replay(source: Source, *, dtype: str = "fp32", order: str = "ring", seed: int = 1,

@@ -35,6 +35,15 @@ class Stats:
     reused_states: int
     reused_reference: bool
 
+class ProofRule:
+    rule: str
+    count: int
+
+class Proof:
+    output: str
+    engine: str
+    rules: List[ProofRule]
+
 class Result:
     verdict: str
     verified: bool
@@ -43,6 +52,7 @@ class Result:
     inconclusive: List[Tuple[Location, str]]
     assumptions: List[str]
     stats: Stats
+    proof: List[Proof]
     text: str
     json: str
     html: str
@@ -74,10 +84,10 @@ class Session:
     def load_text(self, text: str, *, name: str = "<text>", full_shapes: bool = False) -> Spec: ...
     def load_plan(self, base: Spec, plan_text: str, *, name: str = "<candidate>") -> Spec: ...
     def edit(self, spec: Spec, edits: List[Tuple[str, str, str]]) -> List[Tuple[str, str, str]]: ...
-    def verify(self, spec: Spec, *, engine: str = "element", time_limit: float = 600.0,
+    def verify(self, spec: Spec, *, engine: str = "auto", time_limit: float = 600.0,
                threads: int = 2, solver_budget: int = 5_000_000,
                solver_timeout_ms: Optional[int] = None,
-               check_fixes: bool = True) -> Result: ...
+               check_fixes: bool = True, explain_proof: bool = False) -> Result: ...
     def replay(self, spec: Spec, *, dtype: str = "fp32", order: str = "ring", seed: int = 1,
                time_limit: float = 600.0, localize: bool = True) -> ReplayResult: ...
 

@@ -31,6 +31,34 @@ def test_verify_a_file():
     assert json.loads(r.json)["verdict"] == "verified"
 
 
+def test_auto_is_the_default_and_explains_its_proof():
+    r = planproof.verify(str(TP2), explain_proof=True)
+    assert r.verdict == "verified"
+    assert r.proof and all(p.engine == "layout" for p in r.proof)
+    assert "output `w1_next`" in {p.output for p in r.proof}
+    rules = {k.rule for p in r.proof for k in p.rules}
+    assert "contraction" in rules and "collective `dist.all_reduce`" in rules
+    assert all(k.count > 0 for p in r.proof for k in p.rules if k.rule == "contraction")
+    assert json.loads(r.json)["proof"][0]["engine"] == "layout"
+    e = planproof.verify(str(TP2), engine="element", explain_proof=True)
+    assert [p.engine for p in e.proof] == ["element"]
+    assert e.proof[0].rules[0].rule == "equal canonical forms"
+    assert planproof.verify(str(TP2)).proof == []
+
+
+def test_a_spec_with_calls_is_proved_function_by_function_as_the_cli_does():
+    # The library's policy is the CLI's (API/Policy.h): calls kept first.
+    calls = ROOT / "test" / "CLI" / "Inputs" / "calls" / "two_layers.mlir"
+    r = planproof.verify(str(calls), explain_proof=True)
+    assert r.verdict == "verified"
+    assert "the calls were kept" in r.text
+    assert any(k.rule.startswith("calls: ") for p in r.proof for k in p.rules)
+    build = pathlib.Path(os.environ.get("PLANPROOF_BUILD", ROOT / "build"))
+    cli = subprocess.run([str(build / "bin" / "planproof"), "verify", str(calls)],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0 and "the calls were kept" in cli.stdout
+
+
 def test_a_violation_has_kind_place_op_and_counterexample():
     r = planproof.verify(AVG)  # os.PathLike
     assert r.verdict == "violated" and not r

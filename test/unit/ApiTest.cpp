@@ -64,7 +64,7 @@ TEST_CASE("the engine is an option: layout proves or abstains, auto falls back",
   CHECK(abstains.violations.empty());
   CHECK(!abstains.inconclusive.empty());
   Options autoEngine;
-  autoEngine.engine = Options::Engine::Auto;
+  CHECK(autoEngine.engine == Options::Engine::Auto); // the default, as the CLI's
   Result found = session.verify(*bug, autoEngine);
   CHECK(found.verdict == Verdict::Violated);
   CHECK(!found.violations.empty());
@@ -191,22 +191,24 @@ TEST_CASE("a planner's loop with the element engine reuses the reference's run",
       flip("%mlp_out_p over [\"tp\"] \"sum\"", "%mlp_out_p over [\"tp\"] \"avg\""), planText,
       flip("%mlp_out_p over [\"tp\"] \"sum\"", "%mlp_out_p over [\"tp\"] \"max\""), planText};
 
+  Options element;
+  element.engine = Options::Engine::Element;
   Session session;
   auto base = session.load(kSpecs + "transformer/llama_tp2.mlir");
   REQUIRE(base);
-  Result first = session.verify(*base);
+  Result first = session.verify(*base, element);
   CHECK(first.verdict == Verdict::Verified);
   CHECK_FALSE(first.stats.reusedReference);
   for (size_t i = 0; i < candidates.size(); ++i) {
     CAPTURE(i);
     auto cand = session.loadPlan(*base, "cand.mlir", candidates[i]);
     REQUIRE(cand);
-    Result r = session.verify(*cand);
+    Result r = session.verify(*cand, element);
     CHECK(r.stats.reusedReference);
     Session fresh;
     auto alone = fresh.loadText("cand.mlir", whole.substr(0, mesh) + candidates[i].substr(9));
     REQUIRE(alone);
-    Result f = fresh.verify(*alone);
+    Result f = fresh.verify(*alone, element);
     CHECK_FALSE(f.stats.reusedReference);
     CHECK(r.verdict == f.verdict);
     CHECK(r.verdict == (i % 2 ? Verdict::Verified : Verdict::Violated));
@@ -227,7 +229,7 @@ TEST_CASE("a planner's loop with the element engine reuses the reference's run",
   // Another reference in the same session: nothing of the first is taken for it.
   auto other = session.load(kSpecs + "mlp/mlp_tp2.mlir");
   REQUIRE(other);
-  Result o = session.verify(*other);
+  Result o = session.verify(*other, element);
   CHECK(o.verdict == Verdict::Verified);
   CHECK_FALSE(o.stats.reusedReference);
 }

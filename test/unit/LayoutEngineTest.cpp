@@ -42,6 +42,8 @@ std::string spec(const std::string &refArgs, const std::string &refResults,
 
 struct Verdicts {
   Verdict layout, element;
+  /// The layout engine's proof trace (every output's rules), when it verified.
+  std::vector<VerifyResult::Proof> proof;
 };
 
 Verdicts run(const std::string &text) {
@@ -57,11 +59,32 @@ Verdicts run(const std::string &text) {
   VerifyOptions o;
   o.threads = 1;
   o.checkFixes = false;
+  o.proofTrace = true;
   VerifyResult byLayouts = verifyByLayouts(s, o);
   VerifyResult byElements = verifySpec(s, o);
   for (auto &[at, why] : byLayouts.inconclusiveReasons)
     UNSCOPED_INFO("layout engine: " << at.str() << ": " << why);
-  return {byLayouts.verdict, byElements.verdict};
+  return {byLayouts.verdict, byElements.verdict, byLayouts.proof};
+}
+
+/// Whether a rule whose name starts with `rule` is in the proof of some output.
+bool fired(const std::vector<VerifyResult::Proof> &proof, const std::string &rule) {
+  for (const VerifyResult::Proof &p : proof)
+    for (const VerifyResult::ProofRule &r : p.rules)
+      if (r.rule.rfind(rule, 0) == 0)
+        return true;
+  return false;
+}
+
+std::string traceText(const std::vector<VerifyResult::Proof> &proof) {
+  std::string t;
+  for (const VerifyResult::Proof &p : proof) {
+    t += p.output + ":";
+    for (const VerifyResult::ProofRule &r : p.rules)
+      t += " [" + r.rule + " x" + std::to_string(r.count) + "]";
+    t += "\n";
+  }
+  return t;
 }
 
 /// Sizes at which every rule instance is checked: degrees 2 and 3 on axis a (b of
@@ -99,13 +122,20 @@ void decides(const std::string &text, Verdict expect, bool onlyJ2 = false) {
   }
 }
 
-void proves(const std::string &text) {
+/// Both engines prove every instance; with `rules`, the layout engine's proof trace
+/// names each of them (by the start of its name): the rules under test fire.
+void proves(const std::string &text, const std::vector<std::string> &rules = {}) {
   for (auto &v : instances()) {
     std::string t = fill(text, v);
     Verdicts got = run(t);
     INFO(t);
     CHECK(got.element == Verdict::Verified);
     CHECK(got.layout == Verdict::Verified);
+    INFO("proof trace:\n" << traceText(got.proof));
+    for (const std::string &rule : rules) {
+      INFO("rule: " << rule);
+      CHECK(fired(got.proof, rule));
+    }
   }
 }
 
@@ -149,7 +179,8 @@ TEST_CASE("matmul: a split contraction is a partial sum, completed by all_reduce
 )";
   };
   std::string refRes = R"(tensor<{B}x{KJn}xf32> {ref.name = "y"})";
-  proves(spec(kRefXW, refRes, refBody, planArgs, planRes, plan("sum")));
+  proves(spec(kRefXW, refRes, refBody, planArgs, planRes, plan("sum")),
+         {"contraction", "partial sum: contracted over split blocks", "collective `dist.all_reduce`"});
   refutes(spec(kRefXW, refRes, refBody, planArgs, planRes, plan("avg")));
 }
 
@@ -374,7 +405,8 @@ TEST_CASE("a max over a split dimension is completed by all_reduce max only", "[
     return %y : tensor<{B}x{n}xf32>
 )";
   };
-  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("max")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("max")),
+         {"reduction", "partial maximum: each rank's maximum of its block", "collective `dist.all_reduce`"});
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")));
 }
 
@@ -487,6 +519,7 @@ TEST_CASE("microbatch slices of a split batch are the reference's per-rank piece
         Verdicts right = run(microbatchSpec(K, J, n, true, {0, n}));
         CHECK(right.element == Verdict::Verified);
         CHECK(right.layout == Verdict::Verified);
+        CHECK(fired(right.proof, "slices: a slice of a split value"));
         // Near misses: the microbatches swapped (the loss agrees, microbatch 0 does
         // not), and a reference whose microbatches are the batch's contiguous halves.
         Verdicts swapped = run(microbatchSpec(K, J, n, true, {n, 0}));
@@ -714,6 +747,8 @@ TEST_CASE("a whole-batch reference meets microbatches piece by piece", "[layouts
     Verdicts got = run(wholeBatchSpec(c.rows, c.xOff, c.tOff, c.weights));
     CHECK(got.element == (c.right ? Verdict::Verified : Verdict::Violated));
     CHECK((got.layout == Verdict::Verified) == c.right);
+    if (c.right && got.layout == Verdict::Verified)
+      CHECK(fired(got.proof, "pieces: the same value over the row pieces"));
   }
 }
 
@@ -867,6 +902,7 @@ TEST_CASE("dropout masks of exact streams: each rank draws its block's counters"
     Verdicts right = run(body("{Jn2}", "{n2}"));
     CHECK(right.element == Verdict::Verified);
     CHECK(right.layout == Verdict::Verified);
+    CHECK(fired(right.proof, "dropout: an exact stream's piece"));
     // Near misses: every rank the same stream (identical masks on different shards),
     // and a stride of half a block (the ranks' streams overlap).
     Verdicts same = run(body("0", "0"));
@@ -956,6 +992,7 @@ TEST_CASE("independent random streams: each draw is the piece of the reference m
     Verdicts right = verdicts("key", "[(a, b), _]", 0, 1);
     CHECK(right.element == Verdict::Verified);
     CHECK(right.layout == Verdict::Verified);
+    CHECK(fired(right.proof, "random draw: the piece of the reference's mask"));
     // Near misses: every rank the same key (identical masks on different shards: the
     // stream check's violation, in both engines); the draws claiming the rows in the
     // other axis order; the microbatches claiming each other's rows.
@@ -1362,7 +1399,8 @@ TEST_CASE("shard_pad: each rank's block in zeros of the whole is a partial sum o
     return %y : tensor<{B}x{Kn}xf32>
 )";
   };
-  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")),
+         {"collective `dist.shard_pad`"});
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("avg")));
 }
 
@@ -1421,7 +1459,8 @@ TEST_CASE("position_mask with each rank's query offset: the rows of the whole ma
     return %o : tensor<{n}x2xf32>
 )";
   };
-  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n")),
+         {"windows: rows chosen per rank", "index: affine in the rank's coordinates"});
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %k0")));
   // A stride of n - 1 differs from n's only where n > 1.
   refutesWithBlocks(
@@ -1451,7 +1490,8 @@ TEST_CASE("vocabulary-parallel embedding: each rank's rows from its offset", "[l
     return %x, %dtable : tensor<3x2xf32>, tensor<{n}x2xf32>
 )";
   };
-  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "sum")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "sum")),
+         {"windows: rows chosen per rank"});
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %zero", "sum")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "avg")));
 }
@@ -1484,7 +1524,8 @@ TEST_CASE("vocabulary-parallel one_hot: each rank's classes from its offset", "[
     return %hot, %picked : tensor<3x{n}xf32>, tensor<3xf32>
 )";
   };
-  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "sum")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "sum")),
+         {"windows: rows chosen per rank"});
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %zero", "sum")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("arith.muli %r, %n", "avg")));
   refutesWithBlocks(
@@ -1531,7 +1572,8 @@ TEST_CASE("a one-hot's block times a function of its own row sums: the function 
     %h = ref.sub %keep, %one : tensor<3xf32>)";
   const char *affine = R"(    %s3 = ref.scale %s by 3.0 : tensor<3xf32>
     %h = ref.add %one, %s3 : tensor<3xf32>)";
-  proves(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, plan("%hot", rows, torchtitan, "%hot")));
+  proves(spec(refArgs, refRes, ref("-1.0"), planArgs, planRes, plan("%hot", rows, torchtitan, "%hot")),
+         {"row sums: a one-hot's block times a function of its row sums"});
   // 1 + 3 s, and the product in the other order.
   std::string swapped = plan("%hot", rows, affine, "%hot");
   swapped.replace(swapped.find("ref.mul %hot, %hb"), 17, "ref.mul %hb, %hot");
@@ -1594,7 +1636,8 @@ TEST_CASE("a one-hot's rows sum to 1: picks of a difference, and totals in two s
     a.replace(a.find("BOUND"), 5, b);
     return a;
   };
-  proves(spec(bound("{Kn}"), refRes, refBody, planArgs, planRes, plan("%ids", "1.0")));
+  proves(spec(bound("{Kn}"), refRes, refBody, planArgs, planRes, plan("%ids", "1.0")),
+         {"picks: a one-hot's rows sum to 1"});
   refutes(spec(bound("{Kn}"), refRes, refBody, planArgs, planRes, plan("%other", "1.0")));
   refutes(spec(bound("{Kn}"), refRes, refBody, planArgs, planRes, plan("%ids", "2.0")));
   decides(spec(bound("{KJn}"), refRes, refBody, planArgs, planRes, plan("%ids", "1.0")),
@@ -2034,7 +2077,8 @@ TEST_CASE("select_on: a value on one rank of each group, zeros elsewhere, is a p
     return %y : tensor<{B}x{KJn}xf32>
 )";
   };
-  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("a = 0 : i64")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("a = 0 : i64")),
+         {"collective `dist.select_on`"});
   proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("a = 1 : i64")));
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("b = 0 : i64")));
 }
@@ -2236,7 +2280,8 @@ TEST_CASE("each rank's maximum moves through reshapes and transposes before its 
     return %y : tensor<{B}x{n}xf32>
 )";
   };
-  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("max")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("max")),
+         {"maxima: a partial maximum through an op that commutes with it"});
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, plan("sum")));
 }
 
@@ -2559,7 +2604,8 @@ TEST_CASE("a concatenation's operand described under the others' global shape wh
     return %r, %y : tensor<1x1x3xf32>, tensor<1x3x3xf32>
 )";
   };
-  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%q, %r")));
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("%q, %r")),
+         {"placement: an operand described under its partner's global shape"});
   std::string swapped = R"(    %r = ref.reshape %k : tensor<1x3xf32> -> tensor<1x1x3xf32>
     %y = ref.concat %r, %q dim 1 : tensor<1x1x3xf32>, tensor<1x2x3xf32>
     return %r, %y : tensor<1x1x3xf32>, tensor<1x3x3xf32>
@@ -2626,6 +2672,7 @@ TEST_CASE("the square of a norm of norms: sqrt(x)^2 = x where x is nonnegative o
       Verdicts ok = at(plan(two, square, rootSquare));
       CHECK(ok.element == Verdict::Verified);
       CHECK(ok.layout == Verdict::Verified);
+      CHECK(fired(ok.proof, "squares: a square of square roots"));
       for (const std::string &miss :
            {plan("    %k = ref.constant 1.0 : tensor<f32>\n", square, rootSquare),
             plan(two, "ref.scale %st by 1.0", rootSquare),

@@ -117,13 +117,16 @@ Options:
                              terminal (a line a second)
   --full-shapes              decide parametric specs (JSON "dims") at their full sizes
                              instead of the reduced ones (docs/shape-reduction.md)
-  --engine element|layout|auto
-                             the element engine (default); the layout engine, which
+  --explain-proof             verify: with a verified verdict, the rules that proved each
+                             output (text notes; "proof" in --format json)
+  --engine auto|element|layout
+                             auto (default): the layout engine, then the element engine
+                             where it is not verified (the layout engine's places first
+                             where both are inconclusive); element: every rank on every
+                             element, alone; layout: the layout engine alone, which
                              proves without elements or ranks and is inconclusive where
                              it has no rule, never reporting a violation
-                             (docs/layout-engine.md); or the layout engine, then the
-                             element engine where it is not verified (the layout
-                             engine's places first where both are inconclusive)
+                             (docs/layout-engine.md)
 
 Replay options:
   --backend cpu|cuda|emulated
@@ -255,31 +258,8 @@ int badInput(const std::string &path, const Diagnostics &errors, const std::stri
   return 2;
 }
 
-VerifyResult runEngines(const Spec &spec, const Options &o) {
-  if (o.engine == "element")
-    return verifySpec(spec, o.verify);
-  VerifyResult r = verifyByLayouts(spec, o.verify);
-  if (o.engine == "layout")
-    return r;
-  return verifyAuto(r, [&] { return verifySpec(spec, o.verify); });
-}
-
-KeptReading readKept(mlir::MLIRContext &ctx, const std::string &path, const Options &o) {
-  KeptReading k;
-  k.kept->reduceShapes = !o.fullShapes;
-  k.kept->keepCalls = true;
-  Diagnostics ignored; // (the expanded reading reports them)
-  bool loaded = false;
-  try {
-    loaded = loadSpec(ctx, path, *k.kept, ignored);
-  } catch (const std::exception &) {
-  }
-  if (loaded && k.kept->keptCallsRefused.empty()) {
-    k.result = verifyByLayouts(*k.kept, o.verify);
-    k.proved = k.result.verdict == Verdict::Verified;
-  }
-  k.noCalls = loaded && k.kept->keptCallsRefused == kNoCalls;
-  return k;
+Decision decideWith(const SpecReadings &readings, const Options &o) {
+  return decideSpec(readings, *engineNamed(o.engine), o.verify);
 }
 
 bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
@@ -292,13 +272,16 @@ bool parseCommon(std::vector<std::string> &args, Options &o, std::string &err) {
       if (i + 1 >= args.size())
         return (err = "--source-root needs a folder", false);
       sourceRoots().push_back(args[++i]);
+    } else if (a == "--explain-proof") {
+      o.verify.proofTrace = true;
     } else if (a == "--quiet" || a == "--progress") {
       o.progress = a == "--quiet" ? 0 : 1;
     } else if (a == "--engine") {
       if (i + 1 >= args.size())
         return (err = "--engine needs a value", false);
       o.engine = args[++i];
-      if (o.engine != "element" && o.engine != "layout" && o.engine != "auto")
+      o.engineGiven = true;
+      if (!engineNamed(o.engine))
         return (err = "unknown engine '" + o.engine + "' (expected element, layout or auto)",
                 false);
     } else if (a == "--time-limit") {
@@ -441,41 +424,43 @@ int cmdVerify(std::vector<std::string> args) {
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   o.verify.keepMemory = watchdogEnabled; // the process ends below (std::_Exit)
-  // The layout engine reads a spec with its calls kept first (each function proved once
-  // per boundary state, docs/layout-engine.md "Repetition"); where that does not prove
-  // the plan, the spec is read again with its calls expanded. A spec without calls is
-  // the same either way and is read once.
-  VerifyResult r;
-  const Spec *read = nullptr;
-  KeptReading k;
-  if (o.engine != "element" && ref.empty() && !llvm::StringRef(path).ends_with(".json")) {
-    k = readKept(ctx, path, o);
-    if (k.proved) {
-      r = k.result;
-      read = k.kept.get();
-    } else if (k.noCalls) {
-      r = runEngines(*k.kept, o);
-      read = k.kept.get();
-    }
-  }
-  Spec spec;
-  if (!read) {
-    spec.reduceShapes = !o.fullShapes;
-    Diagnostics errors;
+  // Which engines decide, on which reading of the spec, is the library's policy
+  // (API/Policy.h); the readings are made here, each at most once.
+  std::unique_ptr<Spec> kept, expanded;
+  Diagnostics errors;
+  SpecReadings readings;
+  if (ref.empty() && !llvm::StringRef(path).ends_with(".json"))
+    readings.kept = [&]() -> const Spec * {
+      kept = std::make_unique<Spec>();
+      kept->reduceShapes = !o.fullShapes;
+      kept->keepCalls = true;
+      Diagnostics ignored; // (the expanded reading reports them)
+      try {
+        if (loadSpec(ctx, path, *kept, ignored))
+          return kept.get();
+      } catch (const std::exception &) {
+      }
+      return nullptr;
+    };
+  readings.expanded = [&]() -> const Spec * {
+    expanded = std::make_unique<Spec>();
+    expanded->reduceShapes = !o.fullShapes;
     bool ok;
     try {
-      ok = ref.empty() ? loadSpec(ctx, positional[0], spec, errors)
-                       : loadSpecPair(ctx, ref, plan, spec, errors);
+      ok = ref.empty() ? loadSpec(ctx, positional[0], *expanded, errors)
+                       : loadSpecPair(ctx, ref, plan, *expanded, errors);
     } catch (const std::exception &e) {
       ok = errors.error({path}, std::string("the spec could not be read: ") + e.what());
     }
-    if (!ok) {
-      progress.reset(); // erased before the errors are written
-      return badInput(path, errors, o.format);
-    }
-    r = runEngines(spec, o);
-    read = &spec;
+    return ok ? expanded.get() : nullptr;
+  };
+  Decision d = decideWith(readings, o);
+  if (!d.read) {
+    progress.reset(); // erased before the errors are written
+    return badInput(path, errors, o.format);
   }
+  const Spec *read = d.read;
+  const VerifyResult &r = d.result;
   progress.reset();
   if (o.format == "json")
     std::cout << renderJson(*read, r);

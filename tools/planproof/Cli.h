@@ -11,6 +11,7 @@
 #ifndef PLANPROOF_TOOLS_CLI_H
 #define PLANPROOF_TOOLS_CLI_H
 
+#include "API/Policy.h"
 #include "Engine/Verifier.h"
 
 #include <chrono>
@@ -39,29 +40,17 @@ struct Options {
   VerifyOptions verify;
   bool fullShapes = false;
   double timeLimit = kDefaultTimeLimit;
-  /// --engine: "element", "layout" or "auto".
-  std::string engine = "element";
+  /// --engine: "element", "layout" or "auto" (the default); engineGiven: named on the
+  /// command line.
+  std::string engine = "auto";
+  bool engineGiven = false;
   /// The progress line: -1 on a terminal (the default), 0 never (--quiet), 1 always
   /// (--progress).
   int progress = -1;
 };
 
-/// Verifies `spec` with the engines `o.engine` names: the element engine; the layout
-/// engine alone; or the layout engine, then the element engine where it is not verified.
-VerifyResult runEngines(const Spec &spec, const Options &o);
-
-/// The spec file `path` read with its calls kept (Spec::keepCalls) into `kept`, and
-/// the layout engine on it (each function proved once per boundary state,
-/// docs/layout-engine.md "Repetition"). `proved`: its result proves the plan;
-/// `noCalls`: the file has no calls, so `kept` is the spec as any engine reads it. Both
-/// false: read the spec again with its calls expanded (calls the layout engine does
-/// not summarize, a plan it does not prove kept, bad input -- reported there).
-struct KeptReading {
-  std::unique_ptr<Spec> kept = std::make_unique<Spec>();
-  VerifyResult result;
-  bool proved = false, noCalls = false;
-};
-KeptReading readKept(mlir::MLIRContext &ctx, const std::string &path, const Options &o);
+/// decideSpec (API/Policy.h) with the engine and options of `o`.
+Decision decideWith(const SpecReadings &readings, const Options &o);
 
 /// Parses a --time-limit value: seconds in (0, 86400].
 bool parseSeconds(const std::string &v, double &out);

@@ -186,12 +186,26 @@ bool checkOne(const std::string &f, CheckArgs &a, std::string &jsonEntry) {
     Options run = o;
     if (!spec.expect.engine.empty())
       run.engine = spec.expect.engine;
-    // A spec with calls: the layout engine reads it with its calls kept first (as
-    // `planproof verify` does).
-    KeptReading k;
-    if (run.engine != "element" && !spec.functionAt.empty())
-      k = readKept(ctx, f, run);
-    VerifyResult r = k.proved ? k.result : runEngines(spec, run);
+    // As `planproof verify` decides it (API/Policy.h); the spec read with its calls
+    // kept only where it has calls.
+    std::unique_ptr<Spec> kept;
+    SpecReadings readings;
+    if (!spec.functionAt.empty() && !llvm::StringRef(f).ends_with(".json"))
+      readings.kept = [&]() -> const Spec * {
+        kept = std::make_unique<Spec>();
+        kept->reduceShapes = spec.reduceShapes;
+        kept->keepCalls = true;
+        Diagnostics ignored;
+        try {
+          if (loadSpec(ctx, f, *kept, ignored))
+            return kept.get();
+        } catch (const std::exception &) {
+        }
+        return nullptr;
+      };
+    readings.expanded = [&] { return &spec; };
+    Decision d = decideWith(readings, run);
+    VerifyResult &r = d.result;
     ms = r.stats.milliseconds;
     solverWork = r.stats.solverWork;
     solverWorkMax = r.stats.solverWorkMax;
@@ -228,7 +242,7 @@ bool checkOne(const std::string &f, CheckArgs &a, std::string &jsonEntry) {
       got = "not decided by the layout engine";
     }
     if (!match && o.format != "json")
-      std::cout << renderText(spec, r);
+      std::cout << renderText(*d.read, r);
     // Numeric cross-checks run every rank on every element: not for production-sized
     // generated specs, which state another engine.
     if (a.crossCheck && run.engine == o.engine)

@@ -245,8 +245,9 @@ int planproof::cli::cmdShrink(std::vector<std::string> args) {
   size_t tries = 24;
   if (!parseCommon(args, o, err))
     return usage(err);
-  if (o.engine != "element")
+  if (o.engineGiven && o.engine != "element")
     return usage("shrink runs the element engine (no --engine)");
+  o.engine = "element";
   if (o.format != "text" && o.format != "json")
     return usage("--format for shrink is text or json");
   std::vector<std::string> positional;
