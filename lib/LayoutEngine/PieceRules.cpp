@@ -11,6 +11,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <optional>
+
 using namespace mlir;
 
 namespace planproof::layouts {
@@ -207,9 +209,21 @@ bool PieceComparison::Normalizer::distributeReduceSum(Operands &o, Weighted &out
   std::vector<Weighted> pieces;
   if (llvm::is_contained(rd, o.dims[0])) {
     // A sum over the pieced dimension is the pieces' sums; a mean, their means
-    // weighted by their share of the dimension; a maximum is not distributed.
-    if (o.op == "ref.reduce_max")
-      return false;
+    // weighted by their share of the dimension; a maximum, the maximum of the pieces'
+    // maxima (exact), folded in the pieces' order as a running maximum over
+    // microbatches is written.
+    if (o.op == "ref.reduce_max") {
+      OperationName maximum("ref.maximum", ctx);
+      std::optional<Weighted> acc;
+      for (auto &p : o.parts[0]) {
+        Weighted w = rebuild(o.name, o.attrs, o.shape, {p});
+        acc = acc ? rebuild(maximum, DictionaryAttr::get(ctx), o.shape, {*acc, w}) : w;
+      }
+      if (!acc)
+        return false;
+      out = *acc;
+      return true;
+    }
     int64_t whole = terms.shapeOf(o.in[0].first)[o.dims[0]];
     for (auto &p : o.parts[0]) {
       Weighted w = rebuild(o.name, o.attrs, o.shape, {p});

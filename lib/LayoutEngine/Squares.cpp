@@ -152,6 +152,18 @@ struct Squarer {
       out.rowSums.reset(); // (its affine description was of the unscaled value)
       return true;
     }
+    // (0 - x)^2 = x^2 and (x - 0)^2 = x^2: a negation written as a subtraction from a
+    // constant zero (PyTorch's and JAX's `-x` as traced).
+    if (isa<ref::SubOp>(op)) {
+      auto zero = [](Value k) {
+        auto c = k.getDefiningOp<ref::ConstantOp>();
+        return c && c.getValueAttr().getValueAsDouble() == 0.0;
+      };
+      for (unsigned i = 0; i < 2; ++i)
+        if (zero(op->getOperand(1 - i)))
+          return of(op->getOperand(i), out, depth + 1);
+      return false;
+    }
     if (isa<ref::DivOp>(op)) {
       Rational k2;
       if (!divisorSquare(op->getOperand(1), k2) || k2.isZero() ||

@@ -2613,6 +2613,63 @@ TEST_CASE("a concatenation's operand described under the others' global shape wh
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, swapped));
 }
 
+TEST_CASE("a maximum of microbatch maxima is the whole batch's maximum", "[layouts]") {
+  // reduce_max over rows cut into two microbatches: the maximum of the microbatches'
+  // maxima (Pieces.cpp). Near misses: one microbatch twice (rows left out), a sum of
+  // the maxima.
+  std::string refArgs = R"(%x: tensor<4x{Kn}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{Kn}xf32> {ref.name = "m"})";
+  std::string refBody = R"(    %m = ref.reduce_max %x dims [0] : tensor<4x{Kn}xf32>
+    return %m : tensor<{Kn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<4x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>})";
+  std::string planRes = R"(tensor<{n}xf32> {dist.value = "m", dist.layout = #dist.layout<[a]>})";
+  auto plan = [](const char *second, const char *join) {
+    return std::string(R"(    %p = ref.slice %x offsets [0, 0] sizes [2, {n}] : tensor<4x{n}xf32>
+    %q = ref.slice %x offsets [)") + second + R"(, 0] sizes [2, {n}] : tensor<4x{n}xf32>
+    %mp = ref.reduce_max %p dims [0] : tensor<2x{n}xf32>
+    %mq = ref.reduce_max %q dims [0] : tensor<2x{n}xf32>
+    %m = )" + join + R"( %mp, %mq : tensor<{n}xf32>
+    return %m : tensor<{n}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("2", "ref.maximum")),
+         {"pieces: the same value over the row pieces"});
+  decides(spec(refArgs, refRes, refBody, planArgs, planRes, plan("0", "ref.maximum")),
+          Verdict::Violated);
+  decides(spec(refArgs, refRes, refBody, planArgs, planRes, plan("2", "ref.add")),
+          Verdict::Violated);
+}
+
+TEST_CASE("the square of a negated root: (0 - sqrt(x))^2 = x where x is nonnegative",
+          "[layouts]") {
+  // `-norm` as a framework traces it (0 - x), squared: the square of the root. Near
+  // miss: 1 - sqrt(x), whose square is not x.
+  std::string refArgs = R"(%x: tensor<{Kn}xf32> {ref.name = "x"})";
+  std::string refRes = R"(tensor<{Kn}xf32> {ref.name = "y"})";
+  std::string refBody = R"(    %e = ref.exp %x : tensor<{Kn}xf32>
+    return %e : tensor<{Kn}xf32>
+)";
+  std::string planArgs = R"(%x: tensor<{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[a]>})";
+  std::string planRes = R"(tensor<{n}xf32> {dist.value = "y", dist.layout = #dist.layout<[a]>})";
+  auto plan = [](const char *c, bool zeroFirst) {
+    std::string sub = zeroFirst ? "%z, %r" : "%r, %z";
+    return std::string(R"(    %e = ref.exp %x : tensor<{n}xf32>
+    %r = ref.sqrt %e : tensor<{n}xf32>
+    %z = ref.constant )") + c + R"( : tensor<{n}xf32>
+    %m = ref.sub )" + sub + R"( : tensor<{n}xf32>
+    %y = ref.mul %m, %m : tensor<{n}xf32>
+    return %y : tensor<{n}xf32>
+)";
+  };
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("0.000000e+00", true)),
+         {"squares: a square of square roots"});
+  proves(spec(refArgs, refRes, refBody, planArgs, planRes, plan("0.000000e+00", false)),
+         {"squares: a square of square roots"});
+  decides(spec(refArgs, refRes, refBody, planArgs, planRes, plan("1.000000e+00", true)),
+          Verdict::Violated);
+}
+
 TEST_CASE("the square of a norm of norms: sqrt(x)^2 = x where x is nonnegative on every "
           "rank", "[layouts]") {
   // A gradient norm as DTensor computes it: a split gradient's local 2-norm (the square
