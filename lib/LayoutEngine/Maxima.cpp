@@ -16,7 +16,8 @@ namespace planproof::layouts {
 /// Values each rank holds the maximum of its block of, over the same axes A, through an
 /// op that commutes with the elementwise maximum over the ranks: one that moves, copies
 /// or cuts elements alike on every rank (reshape, transpose, broadcast, slice,
-/// detach), scales them by c >= 0, or is itself a maximum -- concatenations of such
+/// detach), scales them by c >= 0, shifts them by a value replicated over A (add, the
+/// left of sub or bias_add), or is itself a maximum -- concatenations of such
 /// values (max_r concat(a_r, b_r) = concat(max_r a_r, max_r b_r)), their elementwise
 /// maximum (max_r max(a_r, b_r) = max(max_r a_r, max_r b_r)), reduce_max (a maximum
 /// of maxima; the result is also partial-max over the axes a reduced dimension is
@@ -36,7 +37,21 @@ bool throughMaxima(RuleContext &c, Operation &op, const std::vector<const State 
   bool one = in.size() == 1 && (isa<ref::ReshapeOp, ref::TransposeOp, ref::BroadcastOp,
                                     ref::SliceOp, ref::DetachOp, ref::ReduceMaxOp>(op) ||
                                 (scale && scale.getFactorAttr().getValueAsDouble() >= 0));
-  if (!one && !isa<ref::ConcatOp, ref::MaximumOp>(op))
+  // A shift by a value the same on every rank of A: max_r(a_r + b) = max_r(a_r) + b and
+  // max_r(a_r - b) = max_r(a_r) - b, with the maximum on the left of a subtraction or a
+  // bias (b - a_r would take the minimum) and on one operand only (max_r(a_r + c_r) is
+  // no sum of maxima).
+  bool shift = false;
+  if (isa<ref::AddOp, ref::SubOp, ref::BiasAddOp>(op) && in.size() == 2) {
+    int with = -1, count = 0;
+    for (int i = 0; i < 2; ++i)
+      if (!in[i]->partialMax.empty())
+        with = i, ++count;
+    shift = count == 1 && (isa<ref::AddOp>(op) || with == 0);
+    if (!shift)
+      return false;
+  }
+  if (!one && !shift && !isa<ref::ConcatOp, ref::MaximumOp>(op))
     return false;
   std::vector<State> moved;
   moved.reserve(in.size());

@@ -739,7 +739,7 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
   out.factor = k.factor * sr.factor;
   markBroadcast(c.terms, op, in, out);
   c.fire(ruleFamily(op));
-  if (!sr.contracted.empty())
+  if (!sr.contracted.empty() && sr.maxOver.empty())
     c.fire("partial sum: contracted over split blocks");
   if (!sr.maxOver.empty())
     c.fire("partial maximum: each rank's maximum of its block");

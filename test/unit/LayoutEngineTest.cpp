@@ -2613,6 +2613,53 @@ TEST_CASE("a concatenation's operand described under the others' global shape wh
   refutes(spec(refArgs, refRes, refBody, planArgs, planRes, swapped));
 }
 
+TEST_CASE("a partial maximum shifted by a replicated value is the maximum shifted",
+          "[layouts]") {
+  // Each rank's row maximum of its columns, minus (or plus) a value every rank holds,
+  // then all_reduce max: max_r(m_r - c) = max_r(m_r) - c (Maxima.cpp). Near misses: the
+  // maximum on the right of the subtraction (c - m_r takes the minimum), two partial
+  // maxima added, a shift by a value split over the axis.
+  std::string refArgs = R"(%x: tensor<3x{Kn}xf32> {ref.name = "x"}, %c: tensor<3xf32> {ref.name = "c"})";
+  std::string refRes = R"(tensor<3xf32> {ref.name = "m"})";
+  auto ref = [](const char *op, const char *operands) {
+    return std::string(R"(    %m0 = ref.reduce_max %x dims [1] : tensor<3x{Kn}xf32>
+    %m = )") + op + " " + operands + R"( : tensor<3xf32>
+    return %m : tensor<3xf32>
+)";
+  };
+  std::string planArgs = R"(%x: tensor<3x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>}, %c: tensor<3xf32> {dist.value = "c", dist.layout = #dist.layout<[_]>})";
+  std::string planRes = R"(tensor<3xf32> {dist.value = "m", dist.layout = #dist.layout<[_]>})";
+  auto plan = [](const char *op, const char *operands) {
+    return std::string(R"(    %p = ref.reduce_max %x dims [1] : tensor<3x{n}xf32>
+    %d = )") + op + " " + operands + R"( : tensor<3xf32>
+    %m = dist.all_reduce %d over ["a"] "max" : tensor<3xf32> -> tensor<3xf32>
+    return %m : tensor<3xf32>
+)";
+  };
+  for (const char *op : {"ref.sub", "ref.add"})
+    proves(spec(refArgs, refRes, ref(op, "%m0, %c"), planArgs, planRes, plan(op, "%p, %c")),
+           {"maxima: a partial maximum through an op that commutes with it"});
+  proves(spec(refArgs, refRes, ref("ref.add", "%c, %m0"), planArgs, planRes,
+              plan("ref.add", "%c, %p")),
+         {"maxima: a partial maximum through an op that commutes with it"});
+  decides(spec(refArgs, refRes, ref("ref.sub", "%c, %m0"), planArgs, planRes,
+               plan("ref.sub", "%c, %p")),
+          Verdict::Violated);
+  // Two partial maxima added: max_r(m_r + n_r) is no sum of maxima.
+  std::string twoArgs = R"(%x: tensor<3x{Kn}xf32> {ref.name = "x"}, %c: tensor<3x{Kn}xf32> {ref.name = "c"})";
+  std::string twoPlanArgs = R"(%x: tensor<3x{n}xf32> {dist.value = "x", dist.layout = #dist.layout<[_, a]>}, %c: tensor<3x{n}xf32> {dist.value = "c", dist.layout = #dist.layout<[_, a]>})";
+  decides(spec(twoArgs, refRes, R"(    %m0 = ref.reduce_max %x dims [1] : tensor<3x{Kn}xf32>
+    %n0 = ref.reduce_max %c dims [1] : tensor<3x{Kn}xf32>
+    %m = ref.add %m0, %n0 : tensor<3xf32>
+    return %m : tensor<3xf32>
+)", twoPlanArgs, planRes, R"(    %p = ref.reduce_max %x dims [1] : tensor<3x{n}xf32>
+    %q = ref.reduce_max %c dims [1] : tensor<3x{n}xf32>
+    %d = ref.add %p, %q : tensor<3xf32>
+    %m = dist.all_reduce %d over ["a"] "max" : tensor<3xf32> -> tensor<3xf32>
+    return %m : tensor<3xf32>
+)"), Verdict::Violated, /*onlyJ2=*/false);
+}
+
 TEST_CASE("a maximum of microbatch maxima is the whole batch's maximum", "[layouts]") {
   // reduce_max over rows cut into two microbatches: the maximum of the microbatches'
   // maxima (Pieces.cpp). Near misses: one microbatch twice (rows left out), a sum of
