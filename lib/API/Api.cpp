@@ -49,9 +49,8 @@ struct Spec::Impl {
   std::string name;
   /// Reads the spec again with its calls kept (Policy.h), for a spec with calls loaded
   /// from a file or text; empty otherwise. Read on the first verify that asks for it.
-  std::function<bool(planproof::Spec &)> readKept;
-  std::unique_ptr<planproof::Spec> kept;
-  bool keptRead = false;
+  std::function<bool(planproof::Spec &, Diagnostics &)> loadKept;
+  KeptReading kept;
 };
 
 Spec::Spec(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -162,9 +161,8 @@ Expected<Spec> Session::load(const std::string &path, const Options &options) {
   });
   // A spec with calls can be read again with its calls kept (Policy.h).
   if (out && !endsWith(path, ".json") && !out->impl->spec.functionAt.empty())
-    out->impl->readKept = [ctx = &impl->ctx, path](planproof::Spec &spec) {
-      Diagnostics ignored; // (the expanded reading reported them)
-      return loadSpec(*ctx, path, spec, ignored);
+    out->impl->loadKept = [ctx = &impl->ctx, path](planproof::Spec &spec, Diagnostics &errors) {
+      return loadSpec(*ctx, path, spec, errors);
     };
   return out;
 }
@@ -179,9 +177,8 @@ Expected<Spec> Session::loadText(const std::string &name, const std::string &tex
     return loadSpecText(impl->ctx, as, text, spec, errors);
   });
   if (out && !json && !out->impl->spec.functionAt.empty())
-    out->impl->readKept = [ctx = &impl->ctx, as, text](planproof::Spec &spec) {
-      Diagnostics ignored;
-      return loadSpecText(*ctx, as, text, spec, ignored);
+    out->impl->loadKept = [ctx = &impl->ctx, as, text](planproof::Spec &spec, Diagnostics &errors) {
+      return loadSpecText(*ctx, as, text, spec, errors);
     };
   return out;
 }
@@ -208,8 +205,8 @@ Expected<std::vector<PlanEdit>> Session::edit(Spec &spec, const std::vector<Plan
   if (!ok)
     return toError(spec.name(), errors);
   // The text the kept reading would read is no longer the spec.
-  spec.impl->readKept = nullptr;
-  spec.impl->kept.reset();
+  spec.impl->loadKept = nullptr;
+  spec.impl->kept = KeptReading();
   std::vector<PlanEdit> out;
   for (const AttributeEdit &e : undo)
     out.push_back({e.value, e.attribute, e.to});
@@ -229,23 +226,8 @@ Result Session::verify(const Spec &spec, const Options &options) {
   vo.proofTrace = options.explainProof;
   Spec::Impl &si = *spec.impl;
   SpecReadings readings;
-  if (si.readKept)
-    readings.kept = [&]() -> const planproof::Spec * {
-      if (!si.keptRead) {
-        si.keptRead = true;
-        si.kept = std::make_unique<planproof::Spec>();
-        si.kept->reduceShapes = si.spec.reduceShapes;
-        si.kept->keepCalls = true;
-        bool ok = false;
-        try {
-          ok = si.readKept(*si.kept);
-        } catch (const std::exception &) {
-        }
-        if (!ok)
-          si.kept.reset();
-      }
-      return si.kept.get();
-    };
+  if (si.loadKept)
+    readings.kept = [&] { return readKept(si.kept, si.spec.reduceShapes, si.loadKept); };
   readings.expanded = [&] { return &si.spec; };
   EngineChoice engine = options.engine == Options::Engine::Element  ? EngineChoice::Element
                         : options.engine == Options::Engine::Layout ? EngineChoice::Layout

@@ -23,6 +23,25 @@ const char *planproof::engineName(EngineChoice e) {
   return e == EngineChoice::Element ? "element" : e == EngineChoice::Layout ? "layout" : "auto";
 }
 
+const Spec *planproof::readKept(KeptReading &slot, bool reduceShapes,
+                                const std::function<bool(Spec &, Diagnostics &)> &load) {
+  if (!slot.tried) {
+    slot.tried = true;
+    slot.spec = std::make_unique<Spec>();
+    slot.spec->reduceShapes = reduceShapes;
+    slot.spec->keepCalls = true;
+    Diagnostics ignored;
+    bool ok = false;
+    try {
+      ok = load(*slot.spec, ignored);
+    } catch (const std::exception &) {
+    }
+    if (!ok)
+      slot.spec.reset();
+  }
+  return slot.spec.get();
+}
+
 Decision planproof::decideSpec(const SpecReadings &readings, EngineChoice engine,
                                const VerifyOptions &options, const DecideCaches &caches) {
   Decision d;

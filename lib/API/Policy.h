@@ -24,6 +24,7 @@
 #include "Engine/Verifier.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -48,6 +49,18 @@ struct SpecReadings {
   /// errors). The caller owns what it returns.
   std::function<const Spec *()> expanded;
 };
+
+/// A spec's kept reading, read at most once (SpecReadings::kept's usual source).
+struct KeptReading {
+  std::unique_ptr<Spec> spec;
+  bool tried = false;
+};
+
+/// The kept reading in `slot`, read by `load` (into a Spec with keepCalls and
+/// reduceShapes set) on the first call; null where it cannot be read (its errors are
+/// the expanded reading's to report).
+const Spec *readKept(KeptReading &slot, bool reduceShapes,
+                     const std::function<bool(Spec &, Diagnostics &)> &load);
 
 /// Where a decision reuses earlier work (a Session's caches); null: none.
 struct DecideCaches {

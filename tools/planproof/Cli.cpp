@@ -426,21 +426,15 @@ int cmdVerify(std::vector<std::string> args) {
   o.verify.keepMemory = watchdogEnabled; // the process ends below (std::_Exit)
   // Which engines decide, on which reading of the spec, is the library's policy
   // (API/Policy.h); the readings are made here, each at most once.
-  std::unique_ptr<Spec> kept, expanded;
+  KeptReading kept;
+  std::unique_ptr<Spec> expanded;
   Diagnostics errors;
   SpecReadings readings;
   if (ref.empty() && !llvm::StringRef(path).ends_with(".json"))
-    readings.kept = [&]() -> const Spec * {
-      kept = std::make_unique<Spec>();
-      kept->reduceShapes = !o.fullShapes;
-      kept->keepCalls = true;
-      Diagnostics ignored; // (the expanded reading reports them)
-      try {
-        if (loadSpec(ctx, path, *kept, ignored))
-          return kept.get();
-      } catch (const std::exception &) {
-      }
-      return nullptr;
+    readings.kept = [&] {
+      return readKept(kept, !o.fullShapes, [&](Spec &s, Diagnostics &e) {
+        return loadSpec(ctx, path, s, e);
+      });
     };
   readings.expanded = [&]() -> const Spec * {
     expanded = std::make_unique<Spec>();

@@ -188,20 +188,13 @@ bool checkOne(const std::string &f, CheckArgs &a, std::string &jsonEntry) {
       run.engine = spec.expect.engine;
     // As `planproof verify` decides it (API/Policy.h); the spec read with its calls
     // kept only where it has calls.
-    std::unique_ptr<Spec> kept;
+    KeptReading kept;
     SpecReadings readings;
     if (!spec.functionAt.empty() && !llvm::StringRef(f).ends_with(".json"))
-      readings.kept = [&]() -> const Spec * {
-        kept = std::make_unique<Spec>();
-        kept->reduceShapes = spec.reduceShapes;
-        kept->keepCalls = true;
-        Diagnostics ignored;
-        try {
-          if (loadSpec(ctx, f, *kept, ignored))
-            return kept.get();
-        } catch (const std::exception &) {
-        }
-        return nullptr;
+      readings.kept = [&] {
+        return readKept(kept, spec.reduceShapes, [&](Spec &s, Diagnostics &e) {
+          return loadSpec(ctx, f, s, e);
+        });
       };
     readings.expanded = [&] { return &spec; };
     Decision d = decideWith(readings, run);
