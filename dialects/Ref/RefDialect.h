@@ -14,6 +14,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "Ref/LayoutFactors.h"
 #include "Ref/ScalarFunctions.h"
 
 #include "Ref/RefDialect.h.inc"

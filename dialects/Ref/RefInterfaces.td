@@ -41,6 +41,25 @@ def Ref_ScalarFunctionOpInterface : OpInterface<"ScalarFunctionOp"> {
   ];
 }
 
+def Ref_LayoutFactorsOpInterface : OpInterface<"LayoutFactorsOp"> {
+  let cppNamespace = "::planproof::ref";
+  let description = [{
+    The op's layout rule as data (Ref/LayoutFactors.h): the factors of its index space,
+    which dimensions of its tensor operands and result index each, and whether a split
+    of a factor passes through, becomes a partial sum, mean or maximum, or is not
+    allowed. The layout engine propagates splits over them with one generic rule. Every
+    ref op has the interface: its rule comes from its family's traits (`Elementwise`,
+    `RowWise`) unless the op lists `Ref_OwnLayoutFactors` and writes its own in
+    Ref/LayoutFactors.cpp. None: the op has no rule (the engine needs its operands whole).
+  }];
+  let methods = [
+    InterfaceMethod<"The op's factors, or none.",
+                    "std::optional<::planproof::ref::LayoutFactors>", "getLayoutFactors",
+                    (ins), [{}],
+                    [{ return ::planproof::ref::familyFactors($_op.getOperation()); }]>,
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // Linearity, as traits (their C++ classes are in RefDialect.h). With MLIR's
 // `Elementwise` trait they are what the layout engine's transfer rules ask of an op

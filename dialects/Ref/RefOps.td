@@ -45,9 +45,21 @@ def Ref_Dialect : Dialect {
   let hasOperationAttrVerify = 1;
 }
 
+// An op whose layout rule is its own (Ref/LayoutFactors.cpp) rather than its family's.
+def Ref_OwnLayoutFactors
+    : DeclareOpInterfaceMethods<Ref_LayoutFactorsOpInterface, ["getLayoutFactors"]>;
+
+// Every ref op has a layout rule: its family's, or its own.
+class Ref_WithLayoutFactors<list<Trait> traits> {
+  list<Trait> all = !listconcat(traits,
+      !if(!empty(!filter(t, traits, !eq(t, Ref_OwnLayoutFactors))),
+          [Ref_LayoutFactorsOpInterface], []));
+}
+
 class Ref_Op<string mnemonic, list<Trait> traits = []>
     : Op<Ref_Dialect, mnemonic,
-         !listconcat(traits, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])> {
+         !listconcat(Ref_WithLayoutFactors<traits>.all,
+                     [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])> {
   // Whether the JSON interchange format has this op (docs/json-format.md): its
   // attribute table and the schema's op list are generated from the ops that do
   // (tools/planproof-tblgen).
@@ -86,7 +98,7 @@ def Ref_MulOp : Ref_ElementwiseBinaryOp<"mul", "product", [Ref_Multilinear]> {
   }];
 }
 
-def Ref_MatmulOp : Ref_Op<"matmul", [Ref_Multilinear]> {
+def Ref_MatmulOp : Ref_Op<"matmul", [Ref_OwnLayoutFactors, Ref_Multilinear]> {
   let summary = "matrix product with explicit contraction dimensions";
   let description = [{
     Contracts dimension `lhs_dim` of the 2-D `lhs` with dimension `rhs_dim` of the 2-D
@@ -111,7 +123,7 @@ def Ref_MatmulOp : Ref_Op<"matmul", [Ref_Multilinear]> {
   }];
 }
 
-def Ref_BiasAddOp : Ref_Op<"bias_add", [Ref_Linear]> {
+def Ref_BiasAddOp : Ref_Op<"bias_add", [Ref_OwnLayoutFactors, Ref_Linear]> {
   let summary = "adds a 1-D bias along the last dimension";
   let description = [{
     `result[..., j] = input[..., j] + bias[j]`. Its backward for the bias is
@@ -131,7 +143,7 @@ def Ref_BiasAddOp : Ref_Op<"bias_add", [Ref_Linear]> {
 // Ops whose result shape is not a function of operands and attributes (reshape,
 // broadcast): the result type is written out and checked by a verifier.
 class Ref_ExplicitTypeOp<string mnemonic, list<Trait> traits = []>
-    : Op<Ref_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+    : Op<Ref_Dialect, mnemonic, !listconcat(Ref_WithLayoutFactors<traits>.all, [Pure])> {
   bit inJsonFormat = 1;
 }
 
@@ -200,7 +212,7 @@ class Ref_ReduceOp<string mnemonic, string what, list<Trait> traits = []>
   let assemblyFormat = "$input `dims` $dims attr-dict `:` type($input)";
 }
 
-def Ref_ReduceSumOp : Ref_ReduceOp<"reduce_sum", "sums", [Ref_Linear]> {
+def Ref_ReduceSumOp : Ref_ReduceOp<"reduce_sum", "sums", [Ref_OwnLayoutFactors, Ref_Linear]> {
   let description = [{
     Sums `input` over `dims` (sorted, distinct); the result has those dimensions
     removed. Bias gradients are `reduce_sum` of the output gradient over the batch.
@@ -211,7 +223,7 @@ def Ref_ReduceSumOp : Ref_ReduceOp<"reduce_sum", "sums", [Ref_Linear]> {
   }];
 }
 
-def Ref_MseLossOp : Ref_Op<"mse_loss", [AllTypesMatch<["prediction", "target"]>, Ref_NonlinearOpInterface]> {
+def Ref_MseLossOp : Ref_Op<"mse_loss", [Ref_OwnLayoutFactors, AllTypesMatch<["prediction", "target"]>, Ref_NonlinearOpInterface]> {
   let summary = "mean squared error over all elements";
   let description = [{
     `result = (1/N) * sum_i (prediction[i] - target[i])^2` with `N` the number of
@@ -224,7 +236,7 @@ def Ref_MseLossOp : Ref_Op<"mse_loss", [AllTypesMatch<["prediction", "target"]>,
   let assemblyFormat = "$prediction `,` $target attr-dict `:` type($prediction)";
 }
 
-def Ref_MseLossGradOp : Ref_Op<"mse_loss_grad", [AllTypesMatch<["prediction", "target", "result"]>]> {
+def Ref_MseLossGradOp : Ref_Op<"mse_loss_grad", [Ref_OwnLayoutFactors, AllTypesMatch<["prediction", "target", "result"]>]> {
   let summary = "gradient of ref.mse_loss with respect to the prediction";
   let description = [{
     `result[i] = (2/N) * (prediction[i] - target[i])`, the gradient of `ref.mse_loss`
@@ -290,7 +302,7 @@ def Ref_TopkMaskOp : Ref_Op<"topk_mask", [Ref_NonlinearOpInterface, Ref_RowWise]
   let hasVerifier = 1;
 }
 
-def Ref_CapacityDispatchOp : Ref_Op<"capacity_dispatch", [Ref_NonlinearOpInterface]> {
+def Ref_CapacityDispatchOp : Ref_Op<"capacity_dispatch", [Ref_OwnLayoutFactors, Ref_NonlinearOpInterface]> {
   let summary = "token-to-(expert, slot) dispatch mask under an expert capacity";
   let description = [{
     For a 0/1 routing mask `[T, E]`, the dispatch mask `[T, E, G * C]` of a capacity
@@ -442,7 +454,7 @@ def Ref_MinimumOp : Ref_ElementwiseBinaryOp<"minimum", "minimum", [Ref_Nonlinear
 // Layout-changing ops
 //===----------------------------------------------------------------------===//
 
-def Ref_TransposeOp : Ref_Op<"transpose", [Ref_Linear]> {
+def Ref_TransposeOp : Ref_Op<"transpose", [Ref_OwnLayoutFactors, Ref_Linear]> {
   let summary = "permutes dimensions";
   let description = [{
     Result dimension `k` is input dimension `perm[k]`: the element at result index
@@ -528,11 +540,11 @@ def Ref_ConcatOp : Ref_Op<"concat", [Ref_Linear]> {
 //===----------------------------------------------------------------------===//
 
 
-def Ref_ReduceMaxOp : Ref_ReduceOp<"reduce_max", "maximum", [Ref_NonlinearOpInterface]> {
+def Ref_ReduceMaxOp : Ref_ReduceOp<"reduce_max", "maximum", [Ref_OwnLayoutFactors, Ref_NonlinearOpInterface]> {
   let description = [{ The maximum over `dims` (sorted, distinct), which are removed. }];
 }
 
-def Ref_ReduceMeanOp : Ref_ReduceOp<"reduce_mean", "mean", [Ref_Linear]> {
+def Ref_ReduceMeanOp : Ref_ReduceOp<"reduce_mean", "mean", [Ref_OwnLayoutFactors, Ref_Linear]> {
   let description = [{ The mean over `dims` (sorted, distinct), which are removed. }];
 }
 
@@ -540,7 +552,7 @@ def Ref_ReduceMeanOp : Ref_ReduceOp<"reduce_mean", "mean", [Ref_Linear]> {
 // Composite ops of transformer blocks
 //===----------------------------------------------------------------------===//
 
-def Ref_BatchMatmulOp : Ref_Op<"batch_matmul", [Ref_Multilinear]> {
+def Ref_BatchMatmulOp : Ref_Op<"batch_matmul", [Ref_OwnLayoutFactors, Ref_Multilinear]> {
   let summary = "matmul batched over a leading dimension";
   let description = [{
     For 3-D operands with the same leading (batch) dimension, a `ref.matmul` per batch
@@ -567,7 +579,7 @@ def Ref_SoftmaxOp : Ref_UnaryOp<"softmax", [Ref_NonlinearOpInterface, Ref_RowWis
   }];
 }
 
-def Ref_CausalSoftmaxOp : Ref_Op<"causal_softmax", [Ref_NonlinearOpInterface]> {
+def Ref_CausalSoftmaxOp : Ref_Op<"causal_softmax", [Ref_OwnLayoutFactors, Ref_NonlinearOpInterface]> {
   let hasVerifier = 1;
   let summary = "softmax over the last dimension with a causal mask";
   let description = [{
@@ -610,7 +622,7 @@ def Ref_PositionMaskOp : Ref_ExplicitTypeOp<"position_mask", [Ref_NonlinearOpInt
   let assemblyFormat = "$q_offset `,` $k_offset (`causal` $causal^)? (`window` $window^)? attr-dict `:` type($result)";
 }
 
-def Ref_DocumentMaskOp : Ref_Op<"document_mask", [Ref_NonlinearOpInterface]> {
+def Ref_DocumentMaskOp : Ref_Op<"document_mask", [Ref_OwnLayoutFactors, Ref_NonlinearOpInterface]> {
   let summary = "the 0/1 mask of queries and keys in the same document";
   let description = [{
     `result[i, j] = [q_doc[i] == k_doc[j]]` for document ids `q_doc [Sq]` and
@@ -626,7 +638,7 @@ def Ref_DocumentMaskOp : Ref_Op<"document_mask", [Ref_NonlinearOpInterface]> {
   let assemblyFormat = "$q_doc `,` $k_doc attr-dict `:` type($q_doc) `,` type($k_doc)";
 }
 
-def Ref_MaskedSoftmaxOp : Ref_Op<"masked_softmax", [Ref_NonlinearOpInterface]> {
+def Ref_MaskedSoftmaxOp : Ref_Op<"masked_softmax", [Ref_OwnLayoutFactors, Ref_NonlinearOpInterface]> {
   let summary = "softmax over the last dimension, restricted by a mask";
   let description = [{
     `result[.., j] = mask[.., j] exp(x[.., j] - m) / sum_k mask[.., k] exp(x[.., k] - m)`
@@ -669,7 +681,7 @@ def Ref_LayerNormOp : Ref_Op<"layer_norm", [Ref_NonlinearOpInterface, Ref_RowWis
   }];
 }
 
-def Ref_RotaryOp : Ref_Op<"rotary", [AllTypesMatch<["cos", "sin"]>]> {
+def Ref_RotaryOp : Ref_Op<"rotary", [Ref_OwnLayoutFactors, AllTypesMatch<["cos", "sin"]>]> {
   let summary = "rotary position embedding (rotate-half form)";
   let description = [{
     For `x[..., S, D]` (D even) and tables `cos`, `sin` of shape `[S, D]`:
@@ -701,7 +713,7 @@ def Ref_CrossEntropyOp : Ref_Op<"cross_entropy", [AllTypesMatch<["logits", "labe
   let assemblyFormat = "$logits `,` $labels `,` $mask attr-dict `:` type($logits) `,` type($mask)";
 }
 
-def Ref_CrossEntropySumOp : Ref_Op<"cross_entropy_sum", [AllTypesMatch<["logits", "labels"]>, Ref_NonlinearOpInterface]> {
+def Ref_CrossEntropySumOp : Ref_Op<"cross_entropy_sum", [Ref_OwnLayoutFactors, AllTypesMatch<["logits", "labels"]>, Ref_NonlinearOpInterface]> {
   let summary = "summed cross-entropy over the non-ignored tokens (no normalization)";
   let description = [{
     `loss = sum_t mask[t] * (lse(logits[t]) - sum_v labels[t, v] * logits[t, v])`: the

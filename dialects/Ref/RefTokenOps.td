@@ -9,7 +9,7 @@
 
 def PP_I64Vector : 1DTensorOf<[I64]>;
 
-def Ref_EmbeddingOp : Ref_Op<"embedding"> {
+def Ref_EmbeddingOp : Ref_Op<"embedding", [Ref_OwnLayoutFactors]> {
   let summary = "looks up rows of a table by integer token id";
   let description = [{
     `result[t, :] = table[ids[t] - offset, :]` when `0 <= ids[t] - offset < rows`, and
@@ -30,7 +30,7 @@ def Ref_EmbeddingOp : Ref_Op<"embedding"> {
   let assemblyFormat = "$table `,` $ids (`offset` $offset^)? attr-dict `:` type($table) `,` type($ids)";
 }
 
-def Ref_OneHotOp : Ref_ExplicitTypeOp<"one_hot"> {
+def Ref_OneHotOp : Ref_ExplicitTypeOp<"one_hot", [Ref_OwnLayoutFactors]> {
   let summary = "the rows of the identity selected by integer token id";
   let description = [{
     `result[t, j] = 1` when `ids[t] == offset + j`, and `0` otherwise; `offset` (an
@@ -55,7 +55,7 @@ def Ref_OneHotOp : Ref_ExplicitTypeOp<"one_hot"> {
   let hasVerifier = 1;
 }
 
-def Ref_EmbeddingGradOp : Ref_ExplicitTypeOp<"embedding_grad"> {
+def Ref_EmbeddingGradOp : Ref_ExplicitTypeOp<"embedding_grad", [Ref_OwnLayoutFactors]> {
   let summary = "gradient of an embedding lookup with respect to its table";
   let description = [{
     `result[v, :] = sum_t [ids[t] == offset + v] * grad[t, :]`: each token's output

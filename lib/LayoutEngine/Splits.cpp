@@ -30,115 +30,6 @@ SplitResult fail(std::string why) {
   return r;
 }
 
-/// matmul: the contracted dimensions must be split alike (the same blocks of k on
-/// every rank), and a free dimension's axes must not split the other operand.
-SplitResult matmulSplit(RuleContext &c, ref::MatmulOp m, const State &a, const State &b) {
-  int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
-  if (a.split[ld] != b.split[rd])
-    return fail("it contracts dim " + std::to_string(ld) + " of its lhs, split over " +
-                axesText(c.mesh, a.split[ld]) + ", with dim " + std::to_string(rd) +
-                " of its rhs, split over " + axesText(c.mesh, b.split[rd]) +
-                ": the ranks do not hold matching blocks of the contraction");
-  const auto &af = a.split[1 - ld], &bf = b.split[1 - rd];
-  if (intersects(af, b.splitAxes()) || intersects(bf, a.splitAxes()))
-    return fail("an axis splits a free dimension of one operand and the other operand");
-  SplitResult r;
-  r.split = {af, bf};
-  r.global = {a.global[1 - ld], b.global[1 - rd]};
-  r.contracted = a.split[ld];
-  return r;
-}
-
-SplitResult batchMatmulSplit(RuleContext &c, ref::BatchMatmulOp m, const State &a,
-                             const State &b) {
-  int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
-  // An rhs whose batch dimension is one entry on every rank (a weight reshaped to a
-  // batch of 1) is the same matrix for each of the lhs's batch entries, wherever those
-  // are split (Views.cpp, batchOfOne).
-  bool shared = batchOfOne(a, b, ld);
-  if ((!shared && a.split[0] != b.split[0]) || a.split[ld] != b.split[rd])
-    return fail("its operands' batch dimensions or contracted dimensions are split "
-                "differently (lhs " + c.show(a) + ", rhs " + c.show(b) + ")");
-  const auto &af = a.split[3 - ld], &bf = b.split[3 - rd];
-  if (intersects(af, b.splitAxes()) || intersects(bf, a.splitAxes()))
-    return fail("an axis splits a free dimension of one operand and the other operand");
-  SplitResult r;
-  r.split = {a.split[0], af, bf};
-  r.global = {a.global[0], a.global[3 - ld], b.global[3 - rd]};
-  r.contracted = a.split[ld];
-  return r;
-}
-
-/// reduce_sum / reduce_mean over `dims`: the split of a reduced dimension becomes a
-/// partial sum; a mean over a split dimension divides by the local count, which is
-/// the global count over the number of blocks.
-SplitResult reduceSplit(RuleContext &c, Operation &op, llvm::ArrayRef<int64_t> dims,
-                        const State &x) {
-  SplitResult r;
-  for (size_t d = 0; d < x.split.size(); ++d) {
-    if (std::find(dims.begin(), dims.end(), (int64_t)d) == dims.end()) {
-      r.split.push_back(x.split[d]);
-      r.global.push_back(x.global[d]);
-    } else {
-      r.contracted.insert(r.contracted.end(), x.split[d].begin(), x.split[d].end());
-      if (isa<ref::ReduceMaxOp>(op))
-        r.maxOver.insert(r.maxOver.end(), x.split[d].begin(), x.split[d].end());
-      if (isa<ref::ReduceMeanOp>(op))
-        r.factor = r.factor * Rational(c.size(x.split[d]));
-    }
-  }
-  return r;
-}
-
-/// mse_loss (a mean over all elements) and mse_loss_grad (2 (p - t) / count): on
-/// operands split alike, the local count is the global one over the number of blocks.
-SplitResult mseSplit(RuleContext &c, Operation &op, const State &p, const State &t) {
-  if (p.split != t.split)
-    return fail("its prediction and target are split differently (" + c.show(p) + " and " +
-                c.show(t) + ")");
-  SplitResult r;
-  r.factor = Rational(c.size(p.splitAxes()));
-  if (isa<ref::MseLossOp>(op)) {
-    r.contracted = p.splitAxes();
-  } else {
-    r.split = p.split;
-    r.global = p.global;
-  }
-  return r;
-}
-
-/// Row by row over the last dimension (RowWise; cross_entropy_sum's rows too): the last
-/// dimension is whole on every rank, operands of the first one's rank are split like
-/// it, and lower-rank operands (a norm's weight) are whole -- or, with `rowData` (a
-/// token mask with one entry per row), split like the first one's leading dimensions.
-SplitResult rowWiseSplit(RuleContext &c, Operation &op, const std::vector<const State *> &in,
-                         bool rowData = false) {
-  const State &x = *in[0];
-  size_t n = x.split.size();
-  if (n == 0 || !x.split.back().empty())
-    return fail("`" + opName(op) + "` works along the last dimension, which is split (" +
-                c.show(x) + ")");
-  for (size_t i = 1; i < in.size(); ++i) {
-    const State &o = *in[i];
-    bool alike;
-    if (o.split.size() == n)
-      alike = o.split == x.split && o.global == x.global;
-    else if (rowData) // one entry per row: split exactly like the rows
-      alike = o.split.size() + 1 == n &&
-              std::equal(o.split.begin(), o.split.end(), x.split.begin()) &&
-              std::equal(o.global.begin(), o.global.end(), x.global.begin());
-    else // indexed by the last dimension, which every rank holds whole
-      alike = !o.isSplit();
-    if (!alike)
-      return fail("operand #" + std::to_string(i) + " of `" + opName(op) + "` is " + c.show(o) +
-                  ", not whole nor split like the rows of operand #0 (" + c.show(x) + ")");
-  }
-  SplitResult r;
-  r.split = x.split;
-  r.global = x.global;
-  return r;
-}
-
 /// A row-major reshape: the dimensions fall into groups whose sizes multiply alike on
 /// both sides; a group's leading input dimension may be split (its blocks are then
 /// consecutive ranges of the group, which are the blocks of the group's leading output
@@ -399,41 +290,6 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
   return r;
 }
 
-/// bias_add: the bias is split like the input's last dimension.
-SplitResult biasAddSplit(RuleContext &c, const State &x, const State &b) {
-  if (b.split[0] != x.split.back())
-    return fail("its bias is split over " + axesText(c.mesh, b.split[0]) +
-                " and the last dimension of its input over " +
-                axesText(c.mesh, x.split.back()));
-  SplitResult r;
-  r.split = x.split;
-  r.global = x.global;
-  return r;
-}
-
-/// transpose: splits move with their dimensions.
-SplitResult transposeSplit(ref::TransposeOp t, const State &x) {
-  SplitResult r;
-  for (int64_t p : t.getPerm()) {
-    r.split.push_back(x.split[p]);
-    r.global.push_back(x.global[p]);
-  }
-  return r;
-}
-
-/// causal_softmax: row r's mask depends on its position r mod Sq among the queries and
-/// on Sk, whole on every rank when the last two dimensions are not split (and there is
-/// no offset operand, which the index check refuses anyway).
-SplitResult causalSoftmaxSplit(RuleContext &c, ref::CausalSoftmaxOp cs, const State &x) {
-  size_t n = x.split.size();
-  if (cs.getOffset() || n < 2 || !x.split[n - 1].empty() || !x.split[n - 2].empty())
-    return fail("`ref.causal_softmax` on split queries or keys (" + c.show(x) + ")");
-  SplitResult r;
-  r.split = x.split;
-  r.global = x.global;
-  return r;
-}
-
 /// broadcast: operand dimension k becomes result dimension dims[k]; the new dimensions
 /// are copies, whole on every rank.
 SplitResult broadcastSplit(RuleContext &c, ref::BroadcastOp b, const State &x,
@@ -486,22 +342,6 @@ SplitResult broadcastSplit(RuleContext &c, ref::BroadcastOp b, const State &x,
     if (ok)
       return t;
   }
-  return r;
-}
-
-/// rotary: each [S, D] slice of the input is rotated with the whole tables: the
-/// leading dimensions may be split, the last two and the tables not.
-SplitResult rotarySplit(RuleContext &c, const std::vector<const State *> &in) {
-  const State &x = *in[0];
-  size_t n = x.split.size();
-  for (size_t d = n >= 2 ? n - 2 : 0; d < n; ++d)
-    if (!x.split[d].empty())
-      return fail("`ref.rotary` on a split position or feature dimension (" + c.show(x) + ")");
-  if (in[1]->isSplit() || in[2]->isSplit())
-    return fail("`ref.rotary`'s tables are split");
-  SplitResult r;
-  r.split = x.split;
-  r.global = x.global;
   return r;
 }
 
@@ -559,39 +399,117 @@ SplitResult concatSplit(RuleContext &c, ref::ConcatOp cat, const std::vector<con
   return r;
 }
 
-/// cross_entropy_sum: a sum over the tokens (rows) of per-row terms: rows split alike
-/// (the mask like the rows), the result a partial sum over the rows' axes.
-SplitResult crossEntropySumSplit(RuleContext &c, Operation &op,
-                                 const std::vector<const State *> &in) {
-  SplitResult r = rowWiseSplit(c, op, in, /*rowData=*/true);
-  if (r.why.empty()) {
-    r.contracted = in[0]->split[0];
-    r.split.clear();
-    r.global.clear();
+/// The one propagation over an op's factors (Ref/LayoutFactors.h): every operand
+/// dimension indexing a factor must be laid out alike (the same axes, windows and
+/// global size: the ranks hold matching blocks of it); a factor read whole must not be
+/// split; an axis may split one factor only (else a rank holds blocks of two factors
+/// that do not meet, such as a product's rows and columns). Pass-through factors carry
+/// their split to the result; a split summed, averaged or maximized over becomes a
+/// partial sum (times the number of blocks for a mean) or a partial maximum; a counted
+/// factor multiplies by its number of blocks.
+SplitResult factorSplit(RuleContext &c, Operation &op, ref::LayoutFactors rule,
+                        const std::vector<const State *> &in, const Shape &local) {
+  using ref::FactorKind;
+  // An rhs whose batch dimension is one entry on every rank (a weight reshaped to a
+  // batch of 1) is the same matrix for each of the lhs's batch entries, wherever those
+  // are split (Views.cpp, batchOfOne): its batch dimension indexes no factor.
+  if (auto m = dyn_cast<ref::BatchMatmulOp>(op);
+      m && in.size() >= 2 && batchOfOne(*in[0], *in[1], m.getLhsDim())) {
+    rule.operands[1][0] = -1;
+    c.fire("batch of one: one matrix for every batch entry");
   }
-  return r;
-}
-
-/// An op that maps each index of its operand's leading (batch) dimensions on its own,
-/// reading the last `inner` dimensions whole (capacity_dispatch: each batch index's
-/// [tokens, experts] mask): a split of the batch dimensions is the split of the
-/// result's; the inner and any new trailing dimensions stay whole.
-SplitResult batchDimsSplit(RuleContext &c, Operation &op, const State &x, const Shape &local,
-                           size_t inner) {
-  size_t n = x.split.size();
-  if (n < inner)
-    return fail("`" + opName(op) + "` needs " + std::to_string(inner) + " dimensions");
-  for (size_t d = n - inner; d < n; ++d)
-    if (!x.split[d].empty())
-      return fail("`" + opName(op) + "` reads its operand's last " + std::to_string(inner) +
-                  " dimensions whole, and dimension " + std::to_string(d) + " is split (" +
-                  c.show(x) + "); only its batch dimensions may be");
+  size_t nf = rule.kinds.size();
+  std::vector<const DimSplit *> split(nf, nullptr);
+  std::vector<int64_t> size(nf, -1);
+  std::vector<std::pair<size_t, size_t>> first(nf); // (operand, dimension) that set it
+  auto where = [&](size_t i, size_t d) {
+    return "dimension " + std::to_string(d) + " of operand #" + std::to_string(i) + " (" +
+           c.show(*in[i]) + ")";
+  };
+  if (rule.operands.size() > in.size())
+    return fail("`" + opName(op) + "` has fewer operands than its layout rule");
+  for (size_t i = 0; i < rule.operands.size(); ++i) {
+    const State &s = *in[i];
+    if (s.split.size() != rule.operands[i].size() || s.global.size() != s.split.size())
+      return fail("operand #" + std::to_string(i) + " of `" + opName(op) +
+                  "` does not have the rank of its layout rule");
+    for (size_t d = 0; d < s.split.size(); ++d) {
+      int f = rule.operands[i][d];
+      if (f < 0) {
+        if (!s.split[d].empty() || !s.split[d].windows.empty())
+          return fail("`" + opName(op) + "` broadcasts " + where(i, d) + ", which is split");
+        continue;
+      }
+      if (f >= (int)nf)
+        return fail("`" + opName(op) + "` has a malformed layout rule");
+      if (!split[f]) {
+        split[f] = &s.split[d];
+        size[f] = s.global[d];
+        first[f] = {i, d};
+        continue;
+      }
+      if (*split[f] != s.split[d] || size[f] != s.global[d]) {
+        bool summed = rule.kinds[f] == FactorKind::Sum || rule.kinds[f] == FactorKind::Mean ||
+                      rule.kinds[f] == FactorKind::Max;
+        return fail("it " + std::string(summed ? "contracts " : "matches ") +
+                    where(first[f].first, first[f].second) + " with " + where(i, d) +
+                    ", laid out differently: the ranks do not hold matching blocks of them");
+      }
+    }
+  }
+  std::vector<int> owner(c.mesh.shape.size(), -1); // the factor each axis splits
   SplitResult r;
-  r.split = x.split;
-  r.global = x.global;
-  for (size_t d = n; d < local.size(); ++d) {
-    r.split.push_back({});
-    r.global.push_back(local[d]);
+  for (size_t f = 0; f < nf; ++f) {
+    if (!split[f])
+      continue;
+    const DimSplit &ds = *split[f];
+    if (rule.kinds[f] == FactorKind::Whole && (!ds.empty() || !ds.windows.empty()))
+      return fail("`" + opName(op) + "` reads " + where(first[f].first, first[f].second) +
+                  " whole, and it is split");
+    for (int a : ds) {
+      if (a < 0 || a >= (int)owner.size())
+        return fail("a split over an axis the mesh does not have");
+      if (owner[a] >= 0 && owner[a] != (int)f)
+        return fail("mesh axis `" + c.mesh.axes[a] + "` splits " +
+                    where(first[owner[a]].first, first[owner[a]].second) + " and " +
+                    where(first[f].first, first[f].second) +
+                    ", which index different positions: no rank holds matching blocks");
+      owner[a] = (int)f;
+    }
+    switch (rule.kinds[f]) {
+    case FactorKind::Sum:
+    case FactorKind::Mean:
+    case FactorKind::Max:
+      r.contracted.insert(r.contracted.end(), ds.begin(), ds.end());
+      if (rule.kinds[f] == FactorKind::Max)
+        r.maxOver.insert(r.maxOver.end(), ds.begin(), ds.end());
+      if (rule.kinds[f] == FactorKind::Mean)
+        r.factor = r.factor * Rational(c.size(ds));
+      break;
+    case FactorKind::Counted:
+      r.factor = r.factor * Rational(c.size(ds));
+      break;
+    case FactorKind::PassThrough:
+    case FactorKind::Whole:
+      break;
+    }
+  }
+  if (rule.result.size() != local.size())
+    return fail("`" + opName(op) + "`'s result does not have the rank of its layout rule");
+  for (size_t d = 0; d < rule.result.size(); ++d) {
+    int f = rule.result[d];
+    if (f >= (int)nf)
+      return fail("`" + opName(op) + "` has a malformed layout rule");
+    if (f >= 0 && (rule.kinds[f] == FactorKind::Sum || rule.kinds[f] == FactorKind::Mean ||
+                   rule.kinds[f] == FactorKind::Max))
+      return fail("`" + opName(op) + "` has a malformed layout rule");
+    if (f >= 0 && split[f]) {
+      r.split.push_back(*split[f]);
+      r.global.push_back(size[f]);
+    } else { // a dimension of the op's own, or of a factor no operand has: whole
+      r.split.push_back({});
+      r.global.push_back(local[d]);
+    }
   }
   return r;
 }
@@ -648,89 +566,13 @@ SplitResult splitRule(RuleContext &c, Operation &op, const std::vector<const Sta
     r.global = local;
     return r;
   }
-  if (op.hasTrait<mlir::OpTrait::Elementwise>()) {
-    for (const State *s : in)
-      if (s->split != in[0]->split || s->global != in[0]->global)
-        return fail("its operands are split differently (" + c.show(*in[0]) + " and " +
-                    c.show(*s) + ")");
-    SplitResult r;
-    r.split = in[0]->split;
-    r.global = in[0]->global;
-    return r;
-  }
-  if (auto m = dyn_cast<ref::MatmulOp>(op))
-    return matmulSplit(c, m, *in[0], *in[1]);
-  if (auto m = dyn_cast<ref::BatchMatmulOp>(op))
-    return batchMatmulSplit(c, m, *in[0], *in[1]);
-  if (isa<ref::BiasAddOp>(op))
-    return biasAddSplit(c, *in[0], *in[1]);
-  if (auto red = dyn_cast<ref::ReduceSumOp>(op))
-    return reduceSplit(c, op, red.getDims(), *in[0]);
-  if (auto red = dyn_cast<ref::ReduceMeanOp>(op))
-    return reduceSplit(c, op, red.getDims(), *in[0]);
-  if (auto red = dyn_cast<ref::ReduceMaxOp>(op))
-    return reduceSplit(c, op, red.getDims(), *in[0]);
-  if (auto t = dyn_cast<ref::TransposeOp>(op))
-    return transposeSplit(t, *in[0]);
-  if (isa<ref::MseLossOp, ref::MseLossGradOp>(op))
-    return mseSplit(c, op, *in[0], *in[1]);
-  if (op.hasTrait<ref::OpTrait::RowWise>())
-    return rowWiseSplit(c, op, in);
+  if (auto f = dyn_cast<ref::LayoutFactorsOp>(op))
+    if (std::optional<ref::LayoutFactors> rule = f.getLayoutFactors())
+      return factorSplit(c, op, *rule, in, local);
   if (isa<ref::ReshapeOp>(op))
     return reshapeSplit(c, op, *in[0], local);
-  if (auto cs = dyn_cast<ref::CausalSoftmaxOp>(op))
-    return causalSoftmaxSplit(c, cs, *in[0]);
-  if (auto b = dyn_cast<ref::BroadcastOp>(op))
-    return broadcastSplit(c, b, *in[0], local);
-  if (isa<ref::RotaryOp>(op))
-    return rotarySplit(c, in);
-  if (isa<ref::CrossEntropySumOp>(op))
-    return crossEntropySumSplit(c, op, in);
   if (auto cat = dyn_cast<ref::ConcatOp>(op))
     return concatSplit(c, cat, in);
-  if (isa<ref::EmbeddingOp>(op)) {
-    // Without an offset (Windows.cpp has the vocabulary shard's): a lookup per token,
-    // of a table whose rows every rank holds whole.
-    const State &table = *in[0], &ids = *in[1];
-    if (!table.split[0].empty() || !table.split[0].windows.empty())
-      return fail("the table's rows are split (" + c.show(table) + ") and no offset says "
-                  "which rows are the rank's");
-    SplitResult r;
-    r.split = {ids.split[0], table.split[1]};
-    r.global = {ids.global[0], table.global[1]};
-    return r;
-  }
-  if (isa<ref::OneHotOp>(op)) {
-    // Without an offset (Windows.cpp has the vocabulary shard's): every class, for
-    // each token.
-    SplitResult r;
-    r.split = {in[0]->split[0], DimSplit()};
-    r.global = {in[0]->global[0], local[1]};
-    return r;
-  }
-  if (isa<ref::EmbeddingGradOp>(op)) {
-    // Every row of the table, summed over the rank's tokens: partial over their axes.
-    const State &dx = *in[0], &ids = *in[1];
-    if (dx.split[0] != ids.split[0] || dx.global[0] != ids.global[0])
-      return fail("its gradients' tokens and ids are laid out differently (" + c.show(dx) +
-                  " and " + c.show(ids) + ")");
-    SplitResult r;
-    r.split = {DimSplit(), dx.split[1]};
-    r.global = {local[0], dx.global[1]};
-    r.contracted = dx.split[0];
-    return r;
-  }
-  if (isa<ref::MaskedSoftmaxOp>(op)) // row by row, the mask laid out like the scores
-    return rowWiseSplit(c, op, in);
-  if (isa<ref::DocumentMaskOp>(op)) {
-    // result[i, j] = [q[i] == k[j]]: rows as the queries, columns as the keys.
-    SplitResult r;
-    r.split = {in[0]->split[0], in[1]->split[0]};
-    r.global = {in[0]->global[0], in[1]->global[0]};
-    return r;
-  }
-  if (isa<ref::CapacityDispatchOp>(op))
-    return batchDimsSplit(c, op, *in[0], local, 2);
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i]->isSplit())
       return fail("no layout rule for `" + opName(op) + "` on a split operand (operand #" +
