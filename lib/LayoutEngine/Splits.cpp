@@ -52,6 +52,122 @@ int64_t groupSplit(const State &x, const Shape &inLocal, size_t i0, size_t i,
   return -1;
 }
 
+/// The most windows a merged dimension is described by (one per index of the
+/// dimensions before its last split one).
+constexpr int64_t kMaxMergedWindows = 4096;
+
+/// The windows of a merge of input dimensions [i0, i1) of x (local sizes `local`) into
+/// one, when a split dimension t follows dimensions that hold several indices per
+/// rank (a batch of rows and a split head merged into the batch of a product): for
+/// each index of the dimensions before t, a run of local[t] x (the whole dimensions
+/// after t) positions, starting at that index's offset plus the rank's blocks'.
+/// Dimension k's block position over its axes (major to minor) moves the run by
+/// local[k] x its stride per block. False where a dimension is windowed already, one
+/// after t is not whole, or the windows would be too many.
+bool mergedWindows(const Mesh &mesh, const std::vector<DimSplit> &split, const Shape &global,
+                   const Shape &local, size_t i0, size_t i1, DimSplit &out) {
+  size_t t = i1;
+  for (size_t k = i0; k < i1; ++k) {
+    if (!split[k].windows.empty())
+      return false;
+    if (!split[k].empty())
+      t = k;
+  }
+  if (t == i1)
+    return false;
+  std::vector<int64_t> stride(i1 - i0, 1);
+  for (size_t k = i1 - 1; k > i0; --k)
+    if (!checkedMul(stride[k - i0], global[k], stride[k - 1 - i0]))
+      return false;
+  for (size_t k = t + 1; k < i1; ++k)
+    if (local[k] != global[k])
+      return false;
+  int64_t count = 1, total = 1;
+  for (size_t k = i0; k < t; ++k)
+    if (!checkedMul(count, local[k], count) || count > kMaxMergedWindows)
+      return false;
+  for (size_t k = i0; k < i1; ++k)
+    if (!checkedMul(total, global[k], total))
+      return false;
+  Window proto;
+  if (!checkedMul(local[t], stride[t - i0], proto.length))
+    return false;
+  std::vector<int> axes;
+  for (size_t k = i0; k <= t; ++k) {
+    int64_t inner = 1;
+    for (size_t m = split[k].size(); m-- > 0;) {
+      int a = split[k][m];
+      int64_t cf;
+      if (!checkedMul(local[k], stride[k - i0], cf) || !checkedMul(cf, inner, cf) ||
+          !checkedMul(inner, mesh.shape[a], inner))
+        return false;
+      proto.coeff.push_back({a, cf});
+    }
+    axes.insert(axes.end(), split[k].begin(), split[k].end());
+  }
+  std::sort(proto.coeff.begin(), proto.coeff.end());
+  out = DimSplit(axes);
+  std::vector<int64_t> j(t - i0, 0); // the local index of each dimension before t
+  for (int64_t w = 0; w < count; ++w) {
+    Window win = proto;
+    for (size_t k = i0; k < t; ++k)
+      win.base += j[k - i0] * stride[k - i0];
+    out.windows.push_back(win);
+    for (size_t k = t; k-- > i0;) // the next index, row-major
+      if (++j[k - i0] < local[k])
+        break;
+      else
+        j[k - i0] = 0;
+  }
+  normalizeWindows(mesh, out, total);
+  return true;
+}
+
+/// The plain splits of output dimensions [j0, j1) (global sizes `global`, local sizes
+/// `local`) that a merged dimension `merged` holds as windows (mergedWindows's): each
+/// axis goes to the output dimension whose block its coefficient moves by, then the
+/// guess is merged again and must give exactly `merged`'s windows.
+bool unmergedSplits(const Mesh &mesh, const DimSplit &merged, const Shape &global,
+                    const Shape &local, size_t j0, size_t j1, std::vector<DimSplit> &out) {
+  if (merged.windows.empty())
+    return false;
+  for (const Window &w : merged.windows)
+    if (w.zero || w.coeff != merged.windows[0].coeff)
+      return false;
+  std::vector<int64_t> stride(j1 - j0, 1);
+  for (size_t k = j1 - 1; k > j0; --k)
+    if (!checkedMul(stride[k - j0], global[k], stride[k - 1 - j0]))
+      return false;
+  std::vector<std::vector<std::pair<int64_t, int>>> byDim(j1 - j0); // (coefficient, axis)
+  for (auto [a, cf] : merged.windows[0].coeff) {
+    size_t to = j1;
+    for (size_t k = j0; k < j1 && to == j1; ++k) { // the outermost dimension it moves
+      int64_t unit;
+      if (local[k] > 0 && checkedMul(local[k], stride[k - j0], unit) && cf > 0 && cf % unit == 0 &&
+          cf / unit < global[k])
+        to = k;
+    }
+    if (to == j1)
+      return false;
+    byDim[to - j0].push_back({cf, a});
+  }
+  out.assign(j1 - j0, DimSplit());
+  for (size_t k = 0; k < byDim.size(); ++k) {
+    std::sort(byDim[k].rbegin(), byDim[k].rend()); // major (largest step) first
+    for (auto [cf, a] : byDim[k])
+      out[k].push_back(a);
+  }
+  DimSplit again;
+  std::vector<DimSplit> full(j1);
+  Shape g(j1), l(j1);
+  for (size_t k = j0; k < j1; ++k) {
+    full[k] = out[k - j0];
+    g[k] = global[k];
+    l[k] = local[k];
+  }
+  return mergedWindows(mesh, full, g, l, j0, j1, again) && again == merged;
+}
+
 /// The reshape's split when its global result has shape `outGlobal` (a shape the
 /// reference reshapes x's global shape to): the dimensions fall into groups by their
 /// *global* sizes, so dimensions of local size 1 cannot join the wrong group. In each
@@ -68,6 +184,7 @@ bool reshapeByGlobal(RuleContext &c, const State &x, const Shape &inLocal, const
   r = SplitResult();
   r.split.assign(nOut, {});
   r.global = outGlobal;
+  bool merged = false, unmerged = false; // (for the proof trace)
   size_t i = 0, j = 0;
   while (i < nIn || j < nOut) {
     size_t i0 = i, j0 = j;
@@ -84,10 +201,41 @@ bool reshapeByGlobal(RuleContext &c, const State &x, const Shape &inLocal, const
       else
         return false;
     }
+    // A dimension laid out in windows of a merge (a batch and a split head as the
+    // batch of a product), split again into the merged dimensions, or kept.
+    bool windowed = false;
+    for (size_t k = i0; k < i; ++k)
+      windowed |= !x.split[k].windows.empty();
+    if (windowed) {
+      if (i != i0 + 1)
+        return false;
+      if (j == j0 + 1 && outGlobal[j0] == x.global[i0] && outLocal[j0] == inLocal[i0]) {
+        r.split[j0] = x.split[i0];
+        continue;
+      }
+      std::vector<DimSplit> parts;
+      if (!unmergedSplits(c.mesh, x.split[i0], outGlobal, outLocal, j0, j, parts))
+        return false;
+      for (size_t k = j0; k < j; ++k)
+        r.split[k] = parts[k - j0];
+      unmerged = true;
+      continue;
+    }
     std::vector<int> axes;
     size_t lastSplit;
-    if (groupSplit(x, inLocal, i0, i, axes, lastSplit) >= 0)
-      return false;
+    if (groupSplit(x, inLocal, i0, i, axes, lastSplit) >= 0) {
+      // A split dimension after dimensions holding several indices per rank, merged
+      // into one: each rank holds runs of it (windows).
+      if (j != j0 + 1 || !mergedWindows(c.mesh, x.split, x.global, inLocal, i0, i, r.split[j0]))
+        return false;
+      int64_t held = 0;
+      for (const Window &w : windowsOf(c.mesh, r.split[j0], outGlobal[j0]))
+        held += w.length;
+      if (held != outLocal[j0])
+        return false;
+      merged = true;
+      continue;
+    }
     size_t next = 0, lastOut = j0;
     for (size_t to = j0; to < j; ++to) {
       if (outLocal[to] <= 0 || outGlobal[to] % outLocal[to] != 0)
@@ -108,6 +256,10 @@ bool reshapeByGlobal(RuleContext &c, const State &x, const Shape &inLocal, const
       if (outLocal[k] != 1)
         return false;
   }
+  if (merged)
+    c.fire("windows: a split dimension merged after ones of several indices, held as runs");
+  if (unmerged)
+    c.fire("windows: runs of a merged dimension split into its dimensions again");
   return true;
 }
 
@@ -213,6 +365,9 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
   if (c.terms.headIs(x.term, "ref.reshape{") &&
       reshapeByGlobal(c, x, inLocal, outLocal, c.terms.shapeOf(c.terms.operands(x.term)[0]), r))
     return r;
+  if (x.windowed())
+    return fail("a reshape of rows chosen per rank (" + c.show(x) + ") into a shape the "
+                "reference does not reshape them to");
   r.split.assign(outLocal.size(), {});
   // Per split group, the ways its axes may be placed on the group's output dimensions.
   std::vector<std::vector<Placement>> choices;

@@ -385,9 +385,10 @@ State windowReshape(RuleContext &c, Operation &op, const State &x,
   for (size_t d = 0; d < x.split.size(); ++d) {
     if (x.split[d].windows.empty())
       continue;
+    // Windows of a merge (a batch and a split head) stay: the reshape's split rule
+    // splits them again into the merged dimensions (Splits.cpp, unmergedSplits).
     if (x.split[d].windows != zigzagWindows(c.mesh, x.split[d], x.global[d]))
-      return State::unknown(&op, "a reshape of rows chosen per rank other than a zigzag split (" +
-                                     c.show(x) + ")");
+      continue;
     plain.split[d].windows.clear();
     zig.push_back(d);
   }
@@ -759,6 +760,20 @@ static State windowRuleOnce(RuleContext &c, Operation &op, const std::vector<con
   if (op.hasTrait<OpTrait::Elementwise>() ||
       isa<ref::ScaleOp, ref::DetachOp, ref::TransposeOp, ref::BroadcastOp, ref::BiasAddOp>(op))
     return generic(in);
+  // An op whose windowed dimensions all index pass-through factors of its rule
+  // (Ref/LayoutFactors.h; certified on any positions, not only blocks): the op on the
+  // positions of each window computes those positions of the result.
+  if (auto f = dyn_cast<ref::LayoutFactorsOp>(op))
+    if (std::optional<ref::LayoutFactors> rule = f.getLayoutFactors()) {
+      bool through = rule->operands.size() <= in.size();
+      for (size_t i = 0; through && i < rule->operands.size(); ++i)
+        for (size_t d = 0; through && d < in[i]->split.size(); ++d)
+          if (!in[i]->split[d].windows.empty())
+            through = d < rule->operands[i].size() && rule->operands[i][d] >= 0 &&
+                      rule->kinds[rule->operands[i][d]] == ref::FactorKind::PassThrough;
+      if (through)
+        return generic(in);
+    }
   return State::unknown(&op, "no layout rule for `" + opName(op) + "` on rows chosen per rank "
                              "(zigzag or chunk windows)");
 }

@@ -12,7 +12,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <map>
 
 using namespace planproof;
@@ -3177,4 +3179,35 @@ static std::string exchangedRuns(int64_t K, int64_t J, int64_t n, const std::str
 TEST_CASE("a concatenation of values laid out in windows: each rank's windows of each, "
           "one after the other", "[layouts]") {
   decidesExchanges(exchangedRuns, {"swapped", "no exchange"});
+}
+
+TEST_CASE("rows and split heads merged into a product's batch are runs of it, and split "
+          "again after the products",
+          "[layouts]") {
+  // Each rank holds 2 batch rows x 3 of the 6 heads; merged row-major into the batch of
+  // its products they are 2 runs of 3 of the reference's merged batch (windows), which
+  // the products and the causal softmax pass through (pass-through factors) and the
+  // reshape back splits into rows over dp and heads over tp again.
+  auto read = [](const std::string &rel) {
+    std::ifstream in(std::string(PLANPROOF_SOURCE_DIR) + "/" + rel);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  std::string good = read("verify-specs/transformer/attention_dp2_tp2_rows_heads.mlir");
+  REQUIRE(!good.empty());
+  Verdicts got = run(good);
+  CHECK(got.element == Verdict::Verified);
+  CHECK(got.layout == Verdict::Verified);
+  INFO("proof trace:\n" << traceText(got.proof));
+  CHECK(fired(got.proof, "windows: a split dimension merged after ones of several indices"));
+  CHECK(fired(got.proof, "windows: runs of a merged dimension split into its dimensions again"));
+  // The near miss: the keys merged heads-major pair each query with another row's and
+  // head's keys.
+  std::string bad =
+      read("test/CLI/Inputs/attention_dp2_tp2_rows_heads_keys_heads_major.mlir");
+  REQUIRE(!bad.empty());
+  Verdicts wrong = run(bad);
+  CHECK(wrong.element == Verdict::Violated);
+  CHECK(wrong.layout != Verdict::Verified);
 }
