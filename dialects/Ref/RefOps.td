@@ -681,7 +681,12 @@ def Ref_LayerNormOp : Ref_Op<"layer_norm", [Ref_NonlinearOpInterface, Ref_RowWis
   }];
 }
 
-def Ref_RotaryOp : Ref_Op<"rotary", [Ref_OwnLayoutFactors, AllTypesMatch<["cos", "sin"]>]> {
+def Ref_RotaryOp : Ref_Op<"rotary", [Ref_OwnLayoutFactors, AllTypesMatch<["cos", "sin"]>, Ref_NonlinearOpInterface]> {
+  // Linear in the input with the tables fixed (x cos + rotate_half(x) sin), not in the
+  // tables (the two terms).
+  let extraClassDeclaration = [{
+    static unsigned getNonlinearOperands() { return ~1u; }
+  }];
   let summary = "rotary position embedding (rotate-half form)";
   let description = [{
     For `x[..., S, D]` (D even) and tables `cos`, `sin` of shape `[S, D]`:

@@ -9,7 +9,11 @@
 
 def PP_I64Vector : 1DTensorOf<[I64]>;
 
-def Ref_EmbeddingOp : Ref_Op<"embedding", [Ref_OwnLayoutFactors]> {
+def Ref_EmbeddingOp : Ref_Op<"embedding", [Ref_OwnLayoutFactors, Ref_NonlinearOpInterface]> {
+  // Linear in the table (or the gradient), not in the ids.
+  let extraClassDeclaration = [{
+    static unsigned getNonlinearOperands() { return ~1u; }
+  }];
   let summary = "looks up rows of a table by integer token id";
   let description = [{
     `result[t, :] = table[ids[t] - offset, :]` when `0 <= ids[t] - offset < rows`, and
@@ -55,7 +59,11 @@ def Ref_OneHotOp : Ref_ExplicitTypeOp<"one_hot", [Ref_OwnLayoutFactors]> {
   let hasVerifier = 1;
 }
 
-def Ref_EmbeddingGradOp : Ref_ExplicitTypeOp<"embedding_grad", [Ref_OwnLayoutFactors]> {
+def Ref_EmbeddingGradOp : Ref_ExplicitTypeOp<"embedding_grad", [Ref_OwnLayoutFactors, Ref_NonlinearOpInterface]> {
+  // Linear in the table (or the gradient), not in the ids.
+  let extraClassDeclaration = [{
+    static unsigned getNonlinearOperands() { return ~1u; }
+  }];
   let summary = "gradient of an embedding lookup with respect to its table";
   let description = [{
     `result[v, :] = sum_t [ids[t] == offset + v] * grad[t, :]`: each token's output

@@ -143,7 +143,8 @@ State embeddingRule(RuleContext &c, Operation &op, const std::vector<const State
   out.global = {ids.global[0], table.global[1]};
   out.partial = sortedUnion({}, rows);
   out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
-                          {c.terms.scaled(table.term, table.factor), ids.term});
+                          {table.term, ids.term});
+  out.factor = table.factor; // linear in it (NonlinearOp's clear bit), as combine keeps it
   c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
   std::string why;
   if (!consistent(c, out, local, why))
@@ -236,7 +237,8 @@ State embeddingGradRule(RuleContext &c, Operation &op, const std::vector<const S
   out.global = {reach, dx.global[1]};
   out.partial = sortedUnion({}, dx.split[0]);
   out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), out.global),
-                          {c.terms.scaled(dx.term, dx.factor), ids.term});
+                          {dx.term, ids.term});
+  out.factor = dx.factor; // linear in it (NonlinearOp's clear bit), as combine keeps it
   c.terms.setOp(out.term, op.getName(), op.getAttrDictionary());
   std::string why;
   if (!consistent(c, out, local, why))

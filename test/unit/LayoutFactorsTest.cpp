@@ -8,6 +8,8 @@
 // mean or maximum of the blocks' results. A factor read whole is a near miss that must be refused: neither claim may
 // hold for it. Every ref op must have a case here (elementwise ops without attributes
 // are built from their traits), so an op added to the dialect is certified or fails.
+// The same cases check each op's declared linearity (Linear, Multilinear, NonlinearOp's
+// clear bits), which the layout engine's partial sums and factors rely on.
 //
 //===----------------------------------------------------------------------===//
 #include "Ref/RefDialect.h"
@@ -367,6 +369,69 @@ int certify(mlir::Operation *op, const std::vector<Tensor<double>> &args, std::m
   return checked;
 }
 
+/// The linearity an op declares (RefInterfaces.td), as the layout engine reads it: in
+/// all tensor operands together (`Linear`), or in operand i with the others fixed
+/// (`Multilinear`; `Linear` with one tensor operand; a clear bit of NonlinearOp).
+bool linearIn(mlir::Operation *op, unsigned i, unsigned tensors) {
+  if (op->hasTrait<ref::OpTrait::Multilinear>())
+    return true;
+  if (op->hasTrait<ref::OpTrait::Linear>() && tensors == 1)
+    return true;
+  if (auto n = mlir::dyn_cast<ref::NonlinearOp>(op))
+    return !((n.getNonlinearOperands() >> i) & 1);
+  return false;
+}
+
+/// Checks each linearity claim of `op` at `args`: op(.., a + b, ..) = op(.., a, ..) +
+/// op(.., b, ..) and op(.., 3a, ..) = 3 op(.., a, ..) in each operand it is linear in
+/// (all of them at once for `Linear`). Returns the number of claims checked.
+int linearity(mlir::Operation *op, const std::vector<Tensor<double>> &args, std::mt19937 &rng) {
+  std::vector<size_t> real; // tensor operands of f32 (ids are not summed)
+  unsigned tensors = 0;
+  for (mlir::Value v : op->getOperands())
+    if (auto t = mlir::dyn_cast<mlir::RankedTensorType>(v.getType())) {
+      if (t.getElementType().isF32())
+        real.push_back(tensors);
+      ++tensors;
+    }
+  std::vector<std::vector<size_t>> claims; // operand sets the op is linear in
+  if (op->hasTrait<ref::OpTrait::Linear>() && real.size() == tensors && tensors > 1)
+    claims.push_back(real);
+  for (size_t i : real)
+    if (linearIn(op, (unsigned)i, tensors))
+      claims.push_back({i});
+  Numbers d;
+  auto eval = [&](const std::vector<Tensor<double>> &xs, Tensor<double> &out) {
+    std::vector<const Tensor<double> *> in;
+    for (const auto &t : xs)
+      in.push_back(&t);
+    return evalRefOp(d, op, in, out);
+  };
+  for (const std::vector<size_t> &which : claims) {
+    INFO("linear in operands " << which.size() << " from #" << which[0]);
+    std::vector<Tensor<double>> a = args, b = args, sum = args, triple = args;
+    for (size_t i : which)
+      for (size_t k = 0; k < args[i].data.size(); ++k) {
+        b[i].data[k] = std::uniform_real_distribution<double>(-2, 2)(rng);
+        sum[i].data[k] = a[i].data[k] + b[i].data[k];
+        triple[i].data[k] = 3 * a[i].data[k];
+      }
+    Tensor<double> ra, rb, rs, rt;
+    REQUIRE(eval(a, ra) == "");
+    REQUIRE(eval(b, rb) == "");
+    REQUIRE(eval(sum, rs) == "");
+    REQUIRE(eval(triple, rt) == "");
+    Tensor<double> want = ra;
+    for (size_t k = 0; k < want.data.size(); ++k)
+      want.data[k] = ra.data[k] + rb.data[k];
+    CHECK(close(rs, want));
+    for (size_t k = 0; k < want.data.size(); ++k)
+      want.data[k] = 3 * ra.data[k];
+    CHECK(close(rt, want));
+  }
+  return (int)claims.size();
+}
+
 /// Parses `args` and `op` into a function and returns the op (null if it does not
 /// parse or verify).
 mlir::Operation *build(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::ModuleOp> &module,
@@ -385,7 +450,7 @@ mlir::Operation *build(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::ModuleOp>
 
 } // namespace
 
-TEST_CASE("every ref op's layout rule holds on random blocks of its factors",
+TEST_CASE("every ref op's layout rule and linearity hold on random blocks and values",
           "[layouts][opfacts]") {
   mlir::MLIRContext ctx;
   registerDialects(ctx);
@@ -393,6 +458,7 @@ TEST_CASE("every ref op's layout rule holds on random blocks of its factors",
   std::mt19937 rng(20261207);
   std::set<std::string> covered;
   std::map<std::string, int> factorsChecked;
+  int linearityChecked = 0;
   for (int round = 0; round < 4; ++round) {
     std::map<char, int64_t> sizes;
     for (char k : {'A', 'B', 'C', 'D'})
@@ -441,8 +507,10 @@ TEST_CASE("every ref op's layout rule holds on random blocks of its factors",
           values.push_back(valuesFor(names[arg.getArgNumber()], shapeOf(v), sizes, rng));
       }
       factorsChecked[name] += certify(op, values, rng);
+      linearityChecked += linearity(op, values, rng);
     }
   }
+  CHECK(linearityChecked > 50);
   // Every ref op has a case, and every op with a rule had each factor checked.
   for (mlir::RegisteredOperationName name : ctx.getRegisteredOperations()) {
     std::string n = name.getStringRef().str();

@@ -168,6 +168,11 @@ TEST_CASE("ops say in which operands they are not linear", "[opfacts]") {
   CHECK(ref::GeluGradOp::getNonlinearOperands() == 0b01);
   CHECK(ref::SiluGradOp::getNonlinearOperands() == 0b01);
   CHECK(ref::SoftmaxOp::getNonlinearOperands() == ~0u);
+  // Lookups are linear in the table (the gradient), rotary in its input, not in the ids
+  // or the tables; LayoutFactorsTest checks every such claim numerically.
+  CHECK(ref::EmbeddingOp::getNonlinearOperands() == ~1u);
+  CHECK(ref::EmbeddingGradOp::getNonlinearOperands() == ~1u);
+  CHECK(ref::RotaryOp::getNonlinearOperands() == ~1u);
   mlir::MLIRContext ctx;
   registerDialects(ctx);
   for (mlir::RegisteredOperationName op : ctx.getRegisteredOperations()) {
@@ -176,7 +181,7 @@ TEST_CASE("ops say in which operands they are not linear", "[opfacts]") {
     if (op.hasInterface<ref::ScalarFunctionOp>())
       CHECK(op.hasInterface<ref::NonlinearOp>());
     for (const char *linear : {"ref.add", "ref.sub", "ref.mul", "ref.matmul", "ref.scale",
-                               "ref.reduce_sum", "ref.transpose", "ref.rotary"})
+                               "ref.reduce_sum", "ref.transpose"})
       if (op.getStringRef() == linear)
         CHECK(!op.hasInterface<ref::NonlinearOp>());
   }
