@@ -138,6 +138,10 @@ def main():
         one = f.constant("one", 1.0, [2, 3])
         return {"x": f.binary("mul", "dx", f.binary("mul", "cs", "c", "s"), f.binary("sub", "oms", one, "s"))}
     case("logistic", [("x", [2, 3])], lambda f: f.unary("logistic", "y", "x"), ["x"], logistic_hand)
+    def dot_hand(f):  # d x = c w, d w = c x, the scalar c copied along the vectors
+        f.broadcast("cb", "c", [], [3])
+        return {"x": f.binary("mul", "dx", "cb", "w"), "w": f.binary("mul", "dw", "cb", "x")}
+    case("dot", [("x", [3]), ("w", [3])], lambda f: f.dot("y", "x", "w"), ["x", "w"], dot_hand)
     def erf_hand(f):  # c * 2/sqrt(pi) * exp(-x^2), the constant applied first
         f.binary("mul", "xx", "x", "x")
         f.unary("exp", "e", f.scale("nxx", "xx", -1.0))

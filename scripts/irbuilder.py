@@ -47,6 +47,10 @@ class Func:
         return self.emit(r, f"ref.batch_matmul %{a}, %{b} contract({ld}, {rd}) : {self.t(a)}, {self.t(b)}",
                          [sa[0], sa[3 - ld], sb[3 - rd]])
 
+    def dot(self, r, a, b):
+        assert self.shapes[a] == self.shapes[b] and len(self.shapes[a]) == 1
+        return self.emit(r, f"ref.dot %{a}, %{b} : {self.t(a)}", [])
+
     def binary(self, op, r, a, b):
         assert self.shapes[a] == self.shapes[b], (r, self.shapes[a], self.shapes[b])
         return self.emit(r, f"ref.{op} %{a}, %{b} : {self.t(a)}", self.shapes[a])

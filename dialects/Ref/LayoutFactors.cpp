@@ -178,6 +178,14 @@ std::optional<LayoutFactors> MatmulOp::getLayoutFactors() {
   return product(*this, getLhsDim(), getRhsDim(), 0);
 }
 
+// result = sum_k lhs[k] * rhs[k]
+std::optional<LayoutFactors> DotOp::getLayoutFactors() {
+  LayoutFactors r;
+  int k = r.add(FactorKind::Sum);
+  r.operands = {{k}, {k}};
+  return r;
+}
+
 std::optional<LayoutFactors> BatchMatmulOp::getLayoutFactors() {
   return product(*this, getLhsDim(), getRhsDim(), 1);
 }

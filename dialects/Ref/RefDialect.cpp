@@ -146,6 +146,18 @@ LogicalResult MseLossOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
   return success();
 }
 
+LogicalResult DotOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                      ValueRange operands, DictionaryAttr, OpaqueProperties,
+                                      RegionRange, SmallVectorImpl<Type> &out) {
+  SmallVector<Type> same;
+  if (failed(sameShape(loc, "ref.dot", operands, same)))
+    return failure();
+  if (asTensor(operands[0]).getRank() != 1)
+    return fail(loc, "ref.dot: its operands must be vectors (1-D)");
+  out.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                             ValueRange operands, DictionaryAttr attrs,
                                             OpaqueProperties props, RegionRange,

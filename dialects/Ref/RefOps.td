@@ -123,6 +123,22 @@ def Ref_MatmulOp : Ref_Op<"matmul", [Ref_OwnLayoutFactors, Ref_Multilinear]> {
   }];
 }
 
+def Ref_DotOp : Ref_Op<"dot", [Ref_OwnLayoutFactors, Ref_Multilinear, AllTypesMatch<["lhs", "rhs"]>]> {
+  let summary = "inner product of two vectors";
+  let description = [{
+    `result = sum_k lhs[k] * rhs[k]` for 1-D `lhs` and `rhs` of one shape; the result is
+    a 0-D tensor (PyTorch's `torch.dot`). With the vectors split over a mesh axis, each
+    rank's dot is a partial sum of the whole dot.
+
+    ```mlir
+    %s = ref.dot %a, %b : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins PP_F32RankedTensor:$lhs, PP_F32RankedTensor:$rhs);
+  let results = (outs PP_F32RankedTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs)";
+}
+
 def Ref_BiasAddOp : Ref_Op<"bias_add", [Ref_OwnLayoutFactors, Ref_Linear]> {
   let summary = "adds a 1-D bias along the last dimension";
   let description = [{

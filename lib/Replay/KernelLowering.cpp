@@ -106,6 +106,11 @@ bool Lowering::products(Operation *op, const std::vector<const DevTensor *> &in,
     dev.gemm(a, out.buf, in[0]->buf, in[1]->buf, 1, I, J, K, ld == 1, rd == 0);
     return result = out, true;
   }
+  if (isa<DotOp>(op)) { // [1, K] by [K, 1]
+    DevTensor out = make({});
+    dev.gemm(a, out.buf, in[0]->buf, in[1]->buf, 1, 1, 1, in[0]->shape[0], true, true);
+    return result = out, true;
+  }
   if (auto bm = dyn_cast<BatchMatmulOp>(op)) {
     int64_t ld = bm.getLhsDim(), rd = bm.getRhsDim();
     int64_t N = in[0]->shape[0], I = in[0]->shape[3 - ld], J = in[1]->shape[3 - rd],

@@ -174,6 +174,12 @@ template <class D> struct Evaluator {
       ProductDims p{1, I, J, K, 0, ld == 1 ? a.shape[1] : 1, ld == 1 ? 1 : a.shape[1],
                     0, rd == 0 ? b.shape[1] : 1, rd == 0 ? 1 : b.shape[1]};
       evalProducts(d, p, a.data.data(), b.data.data(), out.data.data());
+    } else if (isa<DotOp>(op)) {
+      // One 1 x K by K x 1 product: the sum of the K products, in order.
+      int64_t K = in[0]->shape[0];
+      out = Tensor<V>(Shape{}, d.constant(Rational(0)));
+      ProductDims p{1, 1, 1, K, 0, 0, 1, 0, 1, 0};
+      evalProducts(d, p, in[0]->data.data(), in[1]->data.data(), out.data.data());
     } else if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op)) {
       auto dims = op->getAttrOfType<mlir::DenseI64ArrayAttr>("dims").asArrayRef();
       const Tensor<V> &a = *in[0];

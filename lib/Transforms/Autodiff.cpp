@@ -50,6 +50,11 @@ std::optional<LogicalResult> Differentiator::backpropArithmetic(Operation *op, V
     give(1, [&] { return scale(div(mul(g, res), op->getOperand(1)), -1); });
   } else if (auto s = dyn_cast<ScaleOp>(op)) {
     give(0, [&] { return ScaleOp::create(b, loc, g, s.getFactorAttr().getValue()); });
+  } else if (isa<DotOp>(op)) {
+    // d lhs = g rhs, d rhs = g lhs: the scalar g copied along the vector.
+    auto vec = typeOf(op->getOperand(0));
+    give(0, [&] { return mul(broadcast(g, {}, vec), op->getOperand(1)); });
+    give(1, [&] { return mul(broadcast(g, {}, vec), op->getOperand(0)); });
   } else if (auto m = dyn_cast<MatmulOp>(op)) {
     int64_t ld = m.getLhsDim(), rd = m.getRhsDim();
     Value lhs = m.getLhs(), rhs = m.getRhs();

@@ -67,6 +67,7 @@ const Case kCases[] = {
      "ref.sgd_update %x, %y lr 0.125 : tensor<{A}x{B}xf32>"},
     {"%x: tensor<{A}x{B}xf32>, %y: tensor<{B}x{C}xf32>",
      "ref.matmul %x, %y contract(1, 0) : tensor<{A}x{B}xf32>, tensor<{B}x{C}xf32>"},
+    {"%x: tensor<{A}xf32>, %y: tensor<{A}xf32>", "ref.dot %x, %y : tensor<{A}xf32>"},
     {"%x: tensor<{B}x{A}xf32>, %y: tensor<{C}x{B}xf32>",
      "ref.matmul %x, %y contract(0, 1) : tensor<{B}x{A}xf32>, tensor<{C}x{B}xf32>"},
     {"%x: tensor<{A}x{B}xf32>, %y: tensor<{C}x{B}xf32>",

@@ -502,6 +502,11 @@ def _mm(t, node, a, b):
     return t.emit("matmul", [t.value(a), t.value(b)], _out(node), {"lhs_dim": 1, "rhs_dim": 0})
 
 
+@rule(aten.dot.default)
+def _dot(t, node, a, b):
+    return t.emit("dot", [t.value(a), t.value(b)], _out(node))
+
+
 @rule(aten.bmm.default)
 def _bmm(t, node, a, b):
     return t.emit("batch_matmul", [t.value(a), t.value(b)], _out(node), {"lhs_dim": 2, "rhs_dim": 1})
