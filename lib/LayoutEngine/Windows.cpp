@@ -746,23 +746,14 @@ static State windowRuleOnce(RuleContext &c, Operation &op, const std::vector<con
     return reduced(r.getDims());
   if (isa<ref::CrossEntropySumOp>(op) || isa<ref::EmbeddingGradOp>(op))
     return reduced({0}); // the tokens are summed
-  if (isa<ref::EmbeddingOp, ref::OneHotOp>(op))
-    return generic(in); // a lookup per token
   if (isa<ref::ReshapeOp>(op))
     return windowReshape(c, op, *in[0], generic);
-  if (op.hasTrait<ref::OpTrait::RowWise>() || isa<ref::MaskedSoftmaxOp>(op)) {
-    for (const State *s : in)
-      if (!s->split.empty() && !s->split.back().windows.empty())
-        return State::unknown(&op, "`" + opName(op) + "` works along the last dimension, which "
-                                   "is laid out in windows");
-    return generic(in);
-  }
-  if (op.hasTrait<OpTrait::Elementwise>() ||
-      isa<ref::ScaleOp, ref::DetachOp, ref::TransposeOp, ref::BroadcastOp, ref::BiasAddOp>(op))
+  if (isa<ref::BroadcastOp>(op)) // (copies of each window)
     return generic(in);
   // An op whose windowed dimensions all index pass-through factors of its rule
   // (Ref/LayoutFactors.h; certified on any positions, not only blocks): the op on the
-  // positions of each window computes those positions of the result.
+  // positions of each window computes those positions of the result. Elementwise ops,
+  // transposes, lookups per token, row-wise ops along another dimension.
   if (auto f = dyn_cast<ref::LayoutFactorsOp>(op))
     if (std::optional<ref::LayoutFactors> rule = f.getLayoutFactors()) {
       bool through = rule->operands.size() <= in.size();
