@@ -48,9 +48,9 @@ static bool cutAlongSummed(Operation *def, size_t i, Value operand, const Relati
   if (auto sum = dyn_cast<ref::ReduceSumOp>(def))
     summed.assign(sum.getDims().begin(), sum.getDims().end());
   else if (auto mm = dyn_cast<ref::MatmulOp>(def))
-    summed = {i == 0 ? mm.getLhsDim() : mm.getRhsDim()};
+    summed = {(int64_t)(i == 0 ? mm.getLhsDim() : mm.getRhsDim())};
   else if (auto bm = dyn_cast<ref::BatchMatmulOp>(def))
-    summed = {i == 0 ? bm.getLhsDim() : bm.getRhsDim()};
+    summed = {(int64_t)(i == 0 ? bm.getLhsDim() : bm.getRhsDim())};
   else if (isa<ref::MseLossOp>(def))
     for (size_t d = 0; d < shape.size(); ++d)
       summed.push_back((int64_t)d);

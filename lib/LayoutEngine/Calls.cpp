@@ -191,8 +191,8 @@ std::vector<State> Calls::runBody(func::FuncOp f, const std::vector<State> &args
 const std::vector<State> &Calls::referenceOn(const RefCall &rc, const std::vector<int> &at,
                                              const std::vector<TermId> &vars) {
   func::FuncOp g = rc.callee;
-  std::string key = "@" + g.getSymName().str() + "|";
-  std::vector<State> args;
+  StatesKey key{g.getSymName().str(), {}, {}};
+  std::vector<State> &args = key.states;
   for (size_t j = 0; j < rc.terms.size(); ++j) {
     State a;
     a.known = true;
@@ -200,7 +200,6 @@ const std::vector<State> &Calls::referenceOn(const RefCall &rc, const std::vecto
     a.factor = rc.factors[j];
     a.global = rc.globals[j];
     a.split.assign(a.global.size(), {});
-    key += std::to_string(a.term) + "*" + a.factor.str() + ";";
     args.push_back(a);
   }
   auto it = refSummaries.find(key);
@@ -249,7 +248,7 @@ std::vector<State> Calls::plan(func::CallOp call, const std::vector<const State 
   // reference bodies run on the way add none).
   std::vector<std::string> outer = std::move(ctx.fired);
   ctx.fired.clear();
-  std::string key;
+  StatesKey key;
   std::vector<State> out = summarize(call, in, key);
   ctx.fired = std::move(outer);
   ctx.fire("calls: a function's summary, matched with a reference call");
@@ -260,7 +259,7 @@ std::vector<State> Calls::plan(func::CallOp call, const std::vector<const State 
 }
 
 std::vector<State> Calls::summarize(func::CallOp call, const std::vector<const State *> &in,
-                                    std::string &key) {
+                                    StatesKey &key) {
   for (const State *s : in)
     if (!s->known)
       return unknownResults(call, *s);
@@ -270,7 +269,7 @@ std::vector<State> Calls::summarize(func::CallOp call, const std::vector<const S
   // The boundary state: each operand's layout and factor on a variable.
   std::vector<TermId> vars(in.size());
   std::vector<State> args;
-  key = "@" + f.getSymName().str() + "|";
+  key.context = f.getSymName().str();
   for (size_t i = 0; i < in.size(); ++i) {
     size_t c = i; // (the first operand with the same term)
     for (size_t k = 0; k < i; ++k)
@@ -280,7 +279,7 @@ std::vector<State> Calls::summarize(func::CallOp call, const std::vector<const S
       }
     vars[i] = variable((int)c, *in[i]);
     args.push_back(abstractOf(*in[i], vars[i]));
-    stateKey(args.back(), key);
+    key.states.push_back(args.back());
   }
   std::vector<Candidate> candidates = candidatesFor(in);
   // (The reference body first: the shapes it takes steer the plan's rules.)

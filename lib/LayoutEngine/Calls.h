@@ -41,7 +41,7 @@ public:
 private:
   /// plan() without its proof trace; `key` gets the summary's boundary state.
   std::vector<State> summarize(mlir::func::CallOp call, const std::vector<const State *> &in,
-                               std::string &key);
+                               StatesKey &key);
   struct RefCall {
     mlir::func::FuncOp callee;
     std::vector<TermId> terms;   // the operands' terms (unscaled)
@@ -68,9 +68,10 @@ private:
   const Deadline &deadline;
   std::deque<RefCall> refCalls;
   llvm::DenseMap<TermId, std::vector<size_t>> byOperand; // operand term -> refCalls
-  std::unordered_map<std::string, std::vector<State>> planSummaries, refSummaries;
+  /// Summaries by callee and boundary states.
+  std::unordered_map<StatesKey, std::vector<State>, StatesKeyHash> planSummaries, refSummaries;
   /// The rules that made each plan summary (the proof trace).
-  std::unordered_map<std::string, std::vector<std::string>> summaryRules;
+  std::unordered_map<StatesKey, std::vector<std::string>, StatesKeyHash> summaryRules;
   llvm::DenseSet<TermId> variables;
   llvm::DenseMap<TermId, bool> holds; // holdsVariable, memoized
   int depth = 0;

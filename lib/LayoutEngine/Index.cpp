@@ -58,8 +58,8 @@ State rankTimesConstant(RuleContext &c, Operation &op, const State &r, const Sta
   else if (constantLeaf(c.terms, r.term, v) && checkedMul(v, k.constValue, v))
     out.term = c.terms.leaf(std::to_string(v), "index constant"); // constants fold
   else if (!(r.term == zero))
-    out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), {}),
-                            {r.term, k.term});
+    out.term = c.terms.indexNode(c.terms.head(op.getName(), op.getAttrDictionary(), {}),
+                                 {r.term, k.term});
   for (auto [a, w] : r.rankCoeff) {
     int64_t p = 0;
     if (!checkedMul(w, k.constValue, p))
@@ -141,15 +141,15 @@ State indexRule(RuleContext &c, Operation &op, const std::vector<const State *> 
     else if (y.isConst && y.constValue == 1)
       out.term = x.term;
     else
-      out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), {}),
-                              {x.term, y.term});
+      out.term = c.terms.indexNode(c.terms.head(op.getName(), op.getAttrDictionary(), {}),
+                                   {x.term, y.term});
   } else if (y.term == c.terms.leaf("0", "index constant")) { // 0, or a rank part alone
     out.term = x.term;
   } else if (x.term == c.terms.leaf("0", "index constant") && sign > 0) {
     out.term = y.term;
   } else {
-    out.term = c.terms.node(c.terms.head(op.getName(), op.getAttrDictionary(), {}),
-                            {x.term, y.term});
+    out.term = c.terms.indexNode(c.terms.head(op.getName(), op.getAttrDictionary(), {}),
+                                 {x.term, y.term});
   }
   if (xPure && yPure)
     return out;

@@ -49,7 +49,7 @@ struct planproof::LayoutCache::Impl {
     State state;
     std::vector<std::string> rules;
   };
-  std::unordered_map<std::string, Memo> plan;
+  std::unordered_map<StatesKey, Memo, StatesKeyHash> plan;
   static constexpr size_t kMaxPlanStates = 1 << 20; // then start afresh
   /// The last completed plan run: its spec (Spec::serial), plan function, edit
   /// generation and mesh, and every plan value's state. A run on that spec again
@@ -182,6 +182,7 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
   cache.plan.clear();
   cache.last = LayoutCache::Impl::Last();
   cache.terms = TermPool();
+  cache.terms.setContext(spec.reference->getContext()); // (as the constructor set it)
   reference(stats);
   cache.argStates.clear();
   for (unsigned i = 0; i < body.getNumArguments(); ++i)
@@ -302,8 +303,8 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
                    s)) {
       // (not memoized: the rule read more than the operands' states)
       ctx.fire("squares: a square of square roots, or a magnitude, read off definitions");
-    } else if (std::string key = cache ? memoKey(mesh, *op, in) : ""; !key.empty()) {
-      auto it = cache->plan.find(key);
+    } else if (std::optional<StatesKey> key = cache ? memoKey(mesh, *op, in) : std::nullopt) {
+      auto it = cache->plan.find(*key);
       if (it != cache->plan.end()) {
         s = it->second.state;
         ctx.fired = it->second.rules;
@@ -311,7 +312,7 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
       } else {
         s = planRule(ctx, *op, in);
         if (s.known)
-          cache->plan.emplace(std::move(key), LayoutCache::Impl::Memo{s, ctx.fired});
+          cache->plan.emplace(std::move(*key), LayoutCache::Impl::Memo{s, ctx.fired});
       }
     } else {
       s = planRule(ctx, *op, in);
@@ -533,9 +534,11 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       same = pieces.equalPrefix(got.term, got.factor, expected.term, expected.factor, padDim,
                                 want.global[padDim]);
       compared.push_back("padding: the value begins the padded buffer, compared by pieces");
+      compared.insert(compared.end(), pieces.lastRules.begin(), pieces.lastRules.end());
     } else if (layoutSame && !same && anyPieces) {
       same = pieces.equal(got.term, got.factor, expected.term, expected.factor);
       compared.push_back("pieces: the same value over the row pieces the inputs' slices cut");
+      compared.insert(compared.end(), pieces.lastRules.begin(), pieces.lastRules.end());
     }
     if (same && options.proofTrace)
       proof.push_back({out.substr(0, out.size() - 2), "layout", rulesOnWay(check.value, compared)});

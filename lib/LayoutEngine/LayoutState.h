@@ -7,6 +7,7 @@
 #ifndef PLANPROOF_LAYOUTENGINE_LAYOUTSTATE_H
 #define PLANPROOF_LAYOUTENGINE_LAYOUTSTATE_H
 
+#include "Ref/LayoutFactors.h"
 #include "Semantics/Layout.h"
 #include "Support/Rational.h"
 #include "Support/Deadline.h"
@@ -15,10 +16,12 @@
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/Allocator.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -119,6 +122,26 @@ public:
   bool opOf(TermId t, mlir::OperationName &name, mlir::DictionaryAttr &attrs) const;
   /// The recorded op's name ("" where none was recorded) and attributes.
   llvm::StringRef opNameOf(TermId t, mlir::DictionaryAttr &attrs) const;
+  /// The layout factors (LayoutFactorsOpInterface) of a node's op (setOp's) applied
+  /// to its operands, with each operand's place among the op's tensor operands (-1:
+  /// an index value, such as an offset). Factors depend on the op, its attributes
+  /// and its operands' ranks only: computed once per such signature, on a stand-in
+  /// op of it.
+  struct OpFactors {
+    ref::LayoutFactors factors;
+    std::vector<int> tensorOperand;
+  };
+  /// Whether `t` is an index value (not a tensor): a leaf of an "index" type, or
+  /// made by indexNode (node() of an op on index values).
+  TermId indexNode(const std::string &head, const std::vector<TermId> &operands) {
+    TermId t = node(head, operands);
+    indexTerms.insert(t);
+    return t;
+  }
+  bool isIndex(TermId t) const { return indexTerms.count(t); }
+  /// The factors of node `t`; null where it has no recorded op or the op declares
+  /// none.
+  const OpFactors *factorsOf(TermId t);
 
   /// headFrom(name, attrs, global), memoized by the identity of the op's name and
   /// attribute dictionary (MLIR uniques both, so within one context equal identities
@@ -182,6 +205,13 @@ private:
   /// `kept` with the summands of one multilinear op that share an operand factored.
   void factorShared(std::vector<std::pair<TermId, Rational>> &kept);
   llvm::DenseMap<const void *, bool> multilinearOps; // by op name, for factorShared
+  /// factorsOf's: per signature (op name, attributes, operand and result ranks) an
+  /// index into `factorTable` plus one (0: none), and per term the same (~0u: not
+  /// computed yet).
+  std::map<std::vector<const void *>, uint32_t> factorIds;
+  std::deque<OpFactors> factorTable; // (stable: factorsOf's pointers stay valid)
+  std::vector<uint32_t> factorsByTerm;
+  llvm::DenseSet<TermId> indexTerms;
   /// setOp's, by term (null: none recorded): most terms have one.
   std::vector<std::pair<const void *, const void *>> ops;
   std::vector<uint32_t> headOf;
@@ -198,6 +228,7 @@ struct Window {
   bool zero = false;
   int64_t base = 0;
   std::vector<std::pair<int, int64_t>> coeff; // by axis, sorted; no zero coefficients
+  /// Equal windows hold the same rows (zeros: whatever base and coefficients).
   bool operator==(const Window &o) const {
     return length == o.length && zero == o.zero && (zero || (base == o.base && coeff == o.coeff));
   }
@@ -213,47 +244,99 @@ struct DimSplit : std::vector<int> {
   DimSplit() = default;
   DimSplit(const std::vector<int> &axes) : std::vector<int>(axes) {}
   std::vector<Window> windows;
+  bool operator==(const DimSplit &) const = default;
 };
-inline bool operator==(const DimSplit &a, const DimSplit &b) {
-  return static_cast<const std::vector<int> &>(a) == static_cast<const std::vector<int> &>(b) &&
-         a.windows == b.windows;
-}
-inline bool operator!=(const DimSplit &a, const DimSplit &b) { return !(a == b); }
+
 
 /// What a value holds on every rank: factor x term, with dimension d split over the
 /// mesh axes split[d] (major to minor; the blocks of Layout.h) and a partial sum over
 /// the axes `partial` (each rank holds one summand; the sum over those axes' groups is
 /// the value). Axes of size 1 never appear. Or unknown, with why and where.
-struct State {
-  bool known = false;
-  /// Why the state is unknown; empty: a value no rule gave a state, such as an index
-  /// argument without a binding (reason() says so). Empty by default, so that making
-  /// a state allocates nothing.
+///
+/// A state is a few orthogonal parts, each its own type below; equality (and with it
+/// the memo's keys, StateKey) is derived from the parts' types field by field, so a
+/// field added to a part is compared without being listed anywhere.
+
+/// Why a state is unknown, and where (every field empty on a known state).
+struct Unknown {
+  /// Empty: a value no rule gave a state, such as an index argument without a binding
+  /// (State::reason() says so). Empty by default, so that making a state allocates
+  /// nothing.
   std::string why;
-  std::string reason() const {
-    return why.empty() ? "a value the layout engine does not follow" : why;
-  }
   mlir::Operation *origin = nullptr; // where an unknown state arose (null: an argument)
-  /// For an unknown state: the operand of `origin` that is a partial sum the op is not
-  /// linear in (-1: not that reason).
+  /// The operand of `origin` that is a partial sum the op is not linear in (-1: not
+  /// that reason).
   int partialOperand = -1;
+  bool operator==(const Unknown &) const = default;
+};
+
+/// The value every rank's block is a block of: factor x term over the global shape --
+/// or a broadcast: factor x `source` copied along every dimension but sourceDims
+/// (result dimension sourceDims[k] is source dimension k); the term is then
+/// TermPool::broadcast of it. Its block under a split of the copied dimensions is a
+/// broadcast of the same source. Uniform values (constants, broadcasts of scalars) are
+/// broadcasts without source dimensions.
+struct Denotation {
   TermId term = 0;
   Rational factor = Rational(1);
   Shape global;
-  std::vector<DimSplit> split;
-  std::vector<int> partial; // sorted
-  /// Axes over which each rank holds the maximum of its block: the value is the
-  /// maximum over those axes' groups (a reduce_max over a split dimension, before its
-  /// all_reduce "max"). Sorted; only that all_reduce takes such a value.
-  std::vector<int> partialMax;
-  /// A broadcast: factor x `source` copied along every dimension but sourceDims
-  /// (result dimension sourceDims[k] is source dimension k); the term is
-  /// TermPool::broadcast of it. Its block under a split of the copied dimensions is a
-  /// broadcast of the same source. Uniform values (constants, broadcasts of scalars)
-  /// are broadcasts without source dimensions.
   bool broadcast = false;
   TermId source = 0;
   std::vector<int64_t> sourceDims;
+  bool operator==(const Denotation &) const = default;
+};
+
+/// Where the blocks lie: dimension d split over the mesh axes split[d] (or laid out in
+/// windows).
+struct Placement {
+  std::vector<DimSplit> split;
+  bool operator==(const Placement &) const = default;
+};
+
+/// Reductions still to come: a partial sum over the axes `partial`, or (partialMax)
+/// each rank holding the maximum of its block, the value being the maximum over those
+/// axes' groups (a reduce_max over a split dimension, before its all_reduce "max";
+/// only that all_reduce takes such a value). Both sorted.
+struct Pending {
+  std::vector<int> partial;
+  std::vector<int> partialMax;
+  bool operator==(const Pending &) const = default;
+};
+
+/// What index values (not tensors) are known to be.
+struct IndexFacts {
+  /// An index value that differs from rank to rank: term + sum over (axis, c) of
+  /// c x the rank's coordinate along the axis (dist.axis_index and +, -, * by
+  /// constants of it). Empty for every other state; only the rules that say so take
+  /// such a value (dropout_mask's counter), every other use leaves it unknown.
+  std::vector<std::pair<int, int64_t>> rankCoeff;
+  /// An index constant's value (arith.constant), for products by constants.
+  bool isConst = false;
+  int64_t constValue = 0;
+  bool operator==(const IndexFacts &) const = default;
+};
+
+/// A partial sum whose summand on every rank is known (RowSums.cpp): a x (the sums
+/// along `dim`, the class dimension, of the rank's block of the one-hot term `of` under
+/// `split`) + b. The value's dimension k indexes dimension at[k] of the one-hot (-1: a
+/// copy along a broadcast dimension). Set only by annotateRowSums.
+struct RowSums {
+  TermId of = 0;
+  int dim = -1;
+  std::vector<DimSplit> split;
+  Rational a = Rational(1), b = Rational(0);
+  std::vector<int64_t> at;
+  bool operator==(const RowSums &) const = default;
+};
+
+struct State : Unknown, Denotation, Placement, Pending, IndexFacts {
+  using RowSums = layouts::RowSums;
+  bool known = false;
+  std::optional<RowSums> rowSums;
+
+  std::string reason() const {
+    return why.empty() ? "a value the layout engine does not follow" : why;
+  }
   bool uniformOne(TermId one) const { return broadcast && sourceDims.empty() && source == one; }
   /// Whether a broadcast copies its source along some dimension of more than one
   /// element. One that only adds dimensions of size 1 is a reshape of its source: its
@@ -266,30 +349,6 @@ struct State {
         return true;
     return false;
   }
-  /// An index value that differs from rank to rank: term + sum over (axis, c) of
-  /// c x the rank's coordinate along the axis (dist.axis_index and +, -, * by
-  /// constants of it). Empty for every other state; only the rules that say so take
-  /// such a value (dropout_mask's counter), every other use leaves it unknown.
-  std::vector<std::pair<int, int64_t>> rankCoeff;
-  /// An index constant's value (arith.constant), for products by constants.
-  bool isConst = false;
-  int64_t constValue = 0;
-  /// A partial sum whose summand on every rank is known (RowSums.cpp): a x (the sums
-  /// along `dim`, the class dimension, of the rank's block of the one-hot term `of`
-  /// under `split`) + b. The value's dimension k indexes dimension at[k] of the one-hot
-  /// (-1: a copy along a broadcast dimension). Set only by annotateRowSums.
-  struct RowSums {
-    TermId of = 0;
-    int dim = -1;
-    std::vector<DimSplit> split;
-    Rational a = Rational(1), b = Rational(0);
-    std::vector<int64_t> at;
-    bool operator==(const RowSums &o) const {
-      return of == o.of && dim == o.dim && split == o.split && a == o.a && b == o.b &&
-             at == o.at;
-    }
-  };
-  std::optional<RowSums> rowSums;
 
   static State unknown(mlir::Operation *at, std::string why) {
     State s;
@@ -313,17 +372,24 @@ struct State {
   }
   /// Every axis splitting some dimension.
   std::vector<int> splitAxes() const;
+
+  /// The same state in every part (an unknown state's reason and place included).
+  bool operator==(const State &) const = default;
 };
 
-/// The same state in every field (an unknown state's reason and place included).
-inline bool operator==(const State &a, const State &b) {
-  return a.known == b.known && a.why == b.why && a.origin == b.origin &&
-         a.partialOperand == b.partialOperand && a.term == b.term && a.factor == b.factor &&
-         a.global == b.global && a.split == b.split && a.partial == b.partial &&
-         a.partialMax == b.partialMax && a.broadcast == b.broadcast && a.source == b.source &&
-         a.sourceDims == b.sourceDims && a.rankCoeff == b.rankCoeff && a.isConst == b.isConst &&
-         a.constValue == b.constValue && a.rowSums == b.rowSums;
-}
+/// States under a context, as a hash-map key (the layout cache's and the function
+/// summaries'): `context` and `ids` (identities: MLIR uniques op names, attribute
+/// dictionaries and types) and the states, compared whole (State's derived equality).
+/// The hash reads only a few fields of each state; equality decides.
+struct StatesKey {
+  std::string context;
+  std::vector<const void *> ids;
+  std::vector<State> states;
+  bool operator==(const StatesKey &) const = default;
+};
+struct StatesKeyHash {
+  size_t operator()(const StatesKey &k) const;
+};
 
 /// What the reference's shape ops show of the shapes it computes in. Where a plan's op
 /// could describe its result under more than one global shape (dimensions of local size
@@ -637,6 +703,9 @@ public:
   /// r != 1: why the output is not verified (it holds r times the reference's value);
   /// empty otherwise.
   std::string scaling(TermId a, const Rational &fa, TermId b, const Rational &fb);
+  /// The distributions over pieces the last equal() or equalPrefix() applied (for the
+  /// proof trace).
+  std::vector<std::string> lastRules;
 
 private:
   class Normalizer;
@@ -667,13 +736,11 @@ struct SplitResult {
 SplitResult splitRule(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,
                       const Shape &local);
 
-/// A plan op's rule input, exactly, as text: the mesh (`mesh`), the op's name,
-/// attributes and types (by identity) and its operands' states; "" when an operand's
-/// state is unknown (MemoKey.cpp). LayoutCache keeps result states under it.
-std::string memoKey(const std::string &mesh, mlir::Operation &op,
-                    const std::vector<const State *> &in);
-/// A known state, every field, appended to `out` (memoKey's text per operand).
-void stateKey(const State &s, std::string &out);
+/// A plan op's rule input, exactly: the mesh (`mesh`), the op's name, attributes and
+/// types (by identity) and its operands' states; none when an operand's state is
+/// unknown (MemoKey.cpp). LayoutCache keeps result states under it.
+std::optional<StatesKey> memoKey(const std::string &mesh, mlir::Operation &op,
+                                 const std::vector<const State *> &in);
 
 /// `op`'s rule on partial maxima over A, where it commutes with them (Maxima.cpp).
 bool throughMaxima(RuleContext &c, mlir::Operation &op, const std::vector<const State *> &in,

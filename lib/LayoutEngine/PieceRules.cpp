@@ -63,242 +63,127 @@ Shape PieceComparison::Normalizer::Operands::pieceShape(size_t k, size_t from,
   return s;
 }
 
-bool PieceComparison::Normalizer::distribute(OperationName name, DictionaryAttr attrs,
+bool PieceComparison::Normalizer::distribute(const TermPool::OpFactors *factors,
+                                             OperationName name, DictionaryAttr attrs,
                                              const Shape &shape,
                                              const std::vector<Weighted> &in, Weighted &out) {
   Operands o{terms, name, attrs, name.getStringRef(), shape, in, {}, {}};
   if (!o.piece(*this))
     return false;
-  return distributeElementwise(o, out) || distributeMatmul(o, out) ||
-         distributeMeanLoss(o, out) || distributeRowWise(o, out) ||
-         distributeCrossEntropySum(o, out) || distributeReduceSum(o, out) ||
-         distributeTranspose(o, out) || distributeTokenOps(o, out) ||
-         distributeReshape(o, out) || distributeSlice(o, out) ||
-         distributeBatchMatmul(o, out) || distributeCausalSoftmax(o, out);
+  return (factors && distributeFactors(*factors, o, out)) || distributeReshape(o, out) ||
+         distributeSlice(o, out) || distributeCausalSoftmax(o, out);
 }
 
-bool PieceComparison::Normalizer::distributeElementwise(Operands &o, Weighted &out) {
-  if (!(o.name.hasTrait<OpTrait::Elementwise>()))
+bool PieceComparison::Normalizer::distributeFactors(const TermPool::OpFactors &of, Operands &o,
+                                                    Weighted &out) {
+  // The op's layout factors (LayoutFactorsOpInterface, certified in
+  // LayoutFactorsTest) say how it distributes over pieces of one factor: the operands
+  // that index it pieced alike along their dimension of it, the others whole, the op
+  // on each piece gives
+  //   pass-through: the result's piece along the factor's result dimension;
+  //   counted:      that piece times its share n_k / n of the factor's n positions;
+  //   sum:          a summand of the result; mean: a summand times n_k / n;
+  //   max:          a term of the result's maximum (folded in the pieces' order);
+  //   whole:        nothing (the op reads all positions at once).
+  const ref::LayoutFactors &f = of.factors;
+  if (of.tensorOperand.size() != o.in.size() || f.result.size() != o.shape.size())
     return false;
-  std::vector<std::vector<Weighted> *> all;
+  // Each tensor operand's ranks must be the ones the factors were declared for (a
+  // plan op described under another global shape is not this op's signature).
+  std::vector<int> index(o.in.size(), -1); // the operand's dimension list in f
   for (size_t i = 0; i < o.in.size(); ++i) {
-    if (o.dims[i] != o.dims[0])
-      return false;
-    all.push_back(&o.parts[i]);
-  }
-  if (!align(all, o.dims[0]))
-    return false;
-  for (size_t i = 1; i < o.in.size(); ++i)
-    if (!o.alike(0, i))
-      return false;
-  std::vector<Weighted> pieces;
-  for (size_t k = 0; k < o.parts[0].size(); ++k) {
-    std::vector<Weighted> args;
-    for (size_t i = 0; i < o.in.size(); ++i)
-      args.push_back(o.parts[i][k]);
-    pieces.push_back(rebuild(o.name, o.attrs, o.pieceShape(k, 0, o.dims[0]), args));
-  }
-  out.first = concat(o.dims[0], o.shape, pieces, out.second);
-  return true;
-}
-
-bool PieceComparison::Normalizer::distributeMatmul(Operands &o, Weighted &out) {
-  if (!(o.op == "ref.matmul"))
-    return false;
-  auto ld = o.attrs.getAs<IntegerAttr>("lhs_dim"), rd = o.attrs.getAs<IntegerAttr>("rhs_dim");
-  if (!ld || !rd || o.in.size() != 2)
-    return false;
-  int l = (int)ld.getInt(), r = (int)rd.getInt();
-  std::vector<Weighted> pieces;
-  if (o.dims[0] == l && o.dims[1] == r && o.alike(0, 1)) { // over the contraction: a sum
-    for (size_t k = 0; k < o.parts[0].size(); ++k)
-      pieces.push_back(rebuild(o.name, o.attrs, o.shape, {o.parts[0][k], o.parts[1][k]}));
-    out = sumOf(o.shape, pieces);
-    return true;
-  }
-  if (o.dims[0] == 1 - l && o.dims[1] < 0) { // the lhs's free dimension: result rows
-    for (size_t k = 0; k < o.parts[0].size(); ++k)
-      pieces.push_back(rebuild(o.name, o.attrs, o.pieceShape(k, 0, 0), {o.parts[0][k], o.in[1]}));
-    out.first = concat(0, o.shape, pieces, out.second);
-    return true;
-  }
-  if (o.dims[1] == 1 - r && o.dims[0] < 0) { // the rhs's free dimension: result columns
-    for (size_t k = 0; k < o.parts[1].size(); ++k)
-      pieces.push_back(rebuild(o.name, o.attrs, o.pieceShape(k, 1, 1), {o.in[0], o.parts[1][k]}));
-    out.first = concat(1, o.shape, pieces, out.second);
-    return true;
-  }
-  return false;
-}
-
-bool PieceComparison::Normalizer::distributeMeanLoss(Operands &o, Weighted &out) {
-  if (!((o.op == "ref.mse_loss" || o.op == "ref.mse_loss_grad") && o.in.size() == 2 && o.alike(0, 1) &&
-         o.dims[0] == o.dims[1]))
-    return false;
-  int64_t n = elements(terms.shapeOf(o.in[0].first));
-  std::vector<Weighted> pieces;
-  for (size_t k = 0; k < o.parts[0].size(); ++k) {
-    Shape s = o.op == "ref.mse_loss" ? o.shape : o.pieceShape(k, 0, o.dims[0]);
-    Weighted w = rebuild(o.name, o.attrs, s, {o.parts[0][k], o.parts[1][k]});
-    // Both are means over their elements: a piece weighs its share of them.
-    w.second = w.second * Rational(elements(terms.shapeOf(o.parts[0][k].first))) / Rational(n);
-    pieces.push_back(w);
-  }
-  if (o.op == "ref.mse_loss")
-    out = sumOf(o.shape, pieces);
-  else
-    out.first = concat(o.dims[0], o.shape, pieces, out.second);
-  return true;
-}
-
-bool PieceComparison::Normalizer::distributeRowWise(Operands &o, Weighted &out) {
-  if (!(o.name.hasTrait<ref::OpTrait::RowWise>() && o.dims[0] >= 0 &&
-         o.dims[0] + 1 < (int)terms.shapeOf(o.in[0].first).size()))
-    return false;
-  // Row by row over the last dimension: pieces along another dimension are rows;
-  // operands of the first one's rank are pieced alike, lower-rank ones (a norm's
-  // weight) whole.
-  size_t rank = terms.shapeOf(o.in[0].first).size();
-  std::vector<std::vector<Weighted> *> all{&o.parts[0]};
-  for (size_t i = 1; i < o.in.size(); ++i) {
-    if (terms.shapeOf(o.in[i].first).size() == rank) {
-      if (o.dims[i] != o.dims[0])
+    int k = of.tensorOperand[i];
+    if (k < 0) {
+      if (o.dims[i] >= 0)
         return false;
-      all.push_back(&o.parts[i]);
-    } else if (o.dims[i] >= 0) {
-      return false;
+      continue;
     }
+    if ((size_t)k >= f.operands.size() ||
+        f.operands[k].size() != terms.shapeOf(o.in[i].first).size())
+      return false;
+    index[i] = k;
   }
-  if (!align(all, o.dims[0]))
+  // The one factor the pieces cut.
+  int factor = -1;
+  for (size_t i = 0; i < o.in.size(); ++i) {
+    if (o.dims[i] < 0)
+      continue;
+    int g = index[i] < 0 ? -1 : f.operands[index[i]][o.dims[i]];
+    if (g < 0 || (factor >= 0 && g != factor))
+      return false;
+    factor = g;
+  }
+  if (factor < 0)
     return false;
+  ref::FactorKind kind = f.kinds[factor];
+  if (kind == ref::FactorKind::Whole)
+    return false;
+  // Every operand that indexes the factor is pieced along it, alike; the rest whole.
+  std::vector<std::pair<std::vector<Weighted> *, int>> cut;
+  for (size_t i = 0; i < o.in.size(); ++i) {
+    int at = -1;
+    if (index[i] >= 0)
+      for (size_t d = 0; d < f.operands[index[i]].size(); ++d)
+        if (f.operands[index[i]][d] == factor) {
+          if (at >= 0)
+            return false; // (an operand indexing it twice: a diagonal)
+          at = (int)d;
+        }
+    if (at != o.dims[i])
+      return false;
+    if (at >= 0)
+      cut.push_back({&o.parts[i], at});
+  }
+  if (!align(cut))
+    return false;
+  size_t lead = 0;
+  while (o.dims[lead] < 0)
+    ++lead;
+  for (size_t i = 0; i < o.in.size(); ++i)
+    if (o.dims[i] >= 0 && !o.alike(lead, i))
+      return false;
+  int resultDim = -1;
+  for (size_t d = 0; d < f.result.size(); ++d)
+    if (f.result[d] == factor)
+      resultDim = resultDim < 0 ? (int)d : -2;
+  bool along = kind == ref::FactorKind::PassThrough || kind == ref::FactorKind::Counted;
+  if (resultDim == -2 || (along != (resultDim >= 0)))
+    return false;
+  int64_t whole = terms.shapeOf(o.in[lead].first)[o.dims[lead]];
   std::vector<Weighted> pieces;
-  for (size_t k = 0; k < o.parts[0].size(); ++k) {
+  std::optional<Weighted> maximum;
+  for (size_t k = 0; k < o.parts[lead].size(); ++k) {
     std::vector<Weighted> args;
     for (size_t i = 0; i < o.in.size(); ++i)
       args.push_back(o.dims[i] >= 0 ? o.parts[i][k] : o.in[i]);
-    pieces.push_back(rebuild(o.name, o.attrs, o.pieceShape(k, 0, o.dims[0]), args));
+    Shape s = along ? o.pieceShape(k, lead, resultDim) : o.shape;
+    Weighted w = rebuild(o.name, o.attrs, s, args);
+    int64_t n = terms.shapeOf(o.parts[lead][k].first)[o.dims[lead]];
+    if (kind == ref::FactorKind::Counted || kind == ref::FactorKind::Mean)
+      w.second = w.second * Rational(n) / Rational(whole);
+    if (kind == ref::FactorKind::Max)
+      maximum = maximum ? rebuild(OperationName("ref.maximum", ctx), DictionaryAttr::get(ctx),
+                                  o.shape, {*maximum, w})
+                        : w;
+    pieces.push_back(w);
   }
-  out.first = concat(o.dims[0], o.shape, pieces, out.second);
-  return true;
-}
-
-bool PieceComparison::Normalizer::distributeCrossEntropySum(Operands &o, Weighted &out) {
-  if (!(o.op == "ref.cross_entropy_sum" && o.in.size() == 3 && o.dims[0] == 0 && o.dims[1] == 0 &&
-         o.dims[2] == 0))
-    return false;
-  // A sum over the rows (tokens) of logits, labels and mask pieced alike.
-  std::vector<std::vector<Weighted> *> all{&o.parts[0], &o.parts[1], &o.parts[2]};
-  if (!align(all, 0) || !o.alike(0, 1) || !o.alike(0, 2))
-    return false;
-  std::vector<Weighted> pieces;
-  for (size_t k = 0; k < o.parts[0].size(); ++k)
-    pieces.push_back(rebuild(o.name, o.attrs, o.shape, {o.parts[0][k], o.parts[1][k], o.parts[2][k]}));
-  out = sumOf(o.shape, pieces);
-  return true;
-}
-
-bool PieceComparison::Normalizer::distributeReduceSum(Operands &o, Weighted &out) {
-  bool mean = o.op == "ref.reduce_mean";
-  if (!((o.op == "ref.reduce_sum" || mean || o.op == "ref.reduce_max") && o.in.size() == 1 &&
-        o.dims[0] >= 0))
-    return false;
-  auto red = o.attrs.getAs<DenseI64ArrayAttr>("dims");
-  if (!red)
-    return false;
-  ArrayRef<int64_t> rd = red.asArrayRef();
-  std::vector<Weighted> pieces;
-  if (llvm::is_contained(rd, o.dims[0])) {
-    // A sum over the pieced dimension is the pieces' sums; a mean, their means
-    // weighted by their share of the dimension; a maximum, the maximum of the pieces'
-    // maxima (exact), folded in the pieces' order as a running maximum over
-    // microbatches is written.
-    if (o.op == "ref.reduce_max") {
-      OperationName maximum("ref.maximum", ctx);
-      std::optional<Weighted> acc;
-      for (auto &p : o.parts[0]) {
-        Weighted w = rebuild(o.name, o.attrs, o.shape, {p});
-        acc = acc ? rebuild(maximum, DictionaryAttr::get(ctx), o.shape, {*acc, w}) : w;
-      }
-      if (!acc)
-        return false;
-      out = *acc;
-      return true;
-    }
-    int64_t whole = terms.shapeOf(o.in[0].first)[o.dims[0]];
-    for (auto &p : o.parts[0]) {
-      Weighted w = rebuild(o.name, o.attrs, o.shape, {p});
-      if (mean)
-        w.second = w.second * Rational(terms.shapeOf(p.first)[o.dims[0]]) / Rational(whole);
-      pieces.push_back(w);
-    }
+  switch (kind) {
+  case ref::FactorKind::PassThrough: used |= PassThrough; break;
+  case ref::FactorKind::Counted: used |= Counted; break;
+  case ref::FactorKind::Sum: used |= Sum; break;
+  case ref::FactorKind::Mean: used |= Mean; break;
+  case ref::FactorKind::Max: used |= Max; break;
+  case ref::FactorKind::Whole: break;
+  }
+  if (kind == ref::FactorKind::Max) {
+    if (!maximum)
+      return false;
+    out = *maximum;
+  } else if (along) {
+    out.first = concat(resultDim, o.shape, pieces, out.second);
+  } else {
     out = sumOf(o.shape, pieces);
-    return true;
   }
-  int at = o.dims[0];
-  for (int64_t d : rd)
-    at -= d < o.dims[0];
-  for (size_t k = 0; k < o.parts[0].size(); ++k)
-    pieces.push_back(rebuild(o.name, o.attrs, o.pieceShape(k, 0, at), {o.parts[0][k]}));
-  out.first = concat(at, o.shape, pieces, out.second);
-  return true;
-}
-
-bool PieceComparison::Normalizer::distributeTranspose(Operands &o, Weighted &out) {
-  if (!(o.op == "ref.transpose" && o.in.size() == 1 && o.dims[0] >= 0))
-    return false;
-  auto perm = o.attrs.getAs<DenseI64ArrayAttr>("perm");
-  if (!perm)
-    return false;
-  int at = -1;
-  for (int64_t j = 0; j < perm.size(); ++j)
-    if (perm[j] == o.dims[0])
-      at = (int)j;
-  if (at < 0)
-    return false;
-  std::vector<Weighted> pieces;
-  for (size_t k = 0; k < o.parts[0].size(); ++k)
-    pieces.push_back(rebuild(o.name, o.attrs, o.pieceShape(k, 0, at), {o.parts[0][k]}));
-  out.first = concat(at, o.shape, pieces, out.second);
-  return true;
-}
-
-bool PieceComparison::Normalizer::distributeTokenOps(Operands &o, Weighted &out) {
-  // Lookups by token id are row by row of the ids: embedding and one_hot of pieced ids
-  // are the concatenation of the pieces' lookups, the table gradient of ids and output
-  // gradients pieced alike the sum of the pieces' (a scatter-add adds each token's
-  // row). The table and the offset stay whole; ids are never scaled.
-  bool grad = o.op == "ref.embedding_grad";
-  if (!(grad || o.op == "ref.embedding" || o.op == "ref.one_hot"))
-    return false;
-  size_t ids = o.op == "ref.one_hot" ? 0 : 1;
-  if (o.in.size() <= ids || o.dims[ids] != 0)
-    return false;
-  for (size_t i = 0; i < o.in.size(); ++i)
-    if (i != ids && o.dims[i] >= 0 && !(grad && i == 0 && o.dims[0] == 0))
-      return false;
-  for (auto &p : o.parts[ids])
-    if (p.second != Rational(1))
-      return false;
-  std::vector<std::vector<Weighted> *> all{&o.parts[ids]};
-  if (grad) {
-    if (o.dims[0] != 0)
-      return false;
-    all.push_back(&o.parts[0]);
-  }
-  if (!align(all, 0) || (grad && !o.alike(0, ids)))
-    return false;
-  std::vector<Weighted> pieces;
-  for (size_t k = 0; k < o.parts[ids].size(); ++k) {
-    std::vector<Weighted> args = o.in;
-    args[ids] = o.parts[ids][k];
-    if (grad)
-      args[0] = o.parts[0][k];
-    pieces.push_back(rebuild(o.name, o.attrs, grad ? o.shape : o.pieceShape(k, ids, 0), args));
-  }
-  if (grad)
-    out = sumOf(o.shape, pieces);
-  else
-    out.first = concat(0, o.shape, pieces, out.second);
   return true;
 }
 
@@ -341,6 +226,7 @@ bool PieceComparison::Normalizer::distributeReshape(Operands &o, Weighted &out) 
       s[lead] = n / innerOut;
       pieces.push_back(rebuild(o.name, o.attrs, s, {p}));
     }
+    used |= Reshape;
     out.first = concat((int)lead, res, pieces, out.second);
     return true;
   }
@@ -366,46 +252,8 @@ bool PieceComparison::Normalizer::distributeSlice(Operands &o, Weighted &out) {
                                       b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(sizes))});
     pieces.push_back(rebuild(o.name, attrs, Shape(sizes.begin(), sizes.end()), {p}));
   }
+  used |= Slice;
   out.first = concat(d, o.shape, pieces, out.second);
-  return true;
-}
-
-bool PieceComparison::Normalizer::distributeBatchMatmul(Operands &o, Weighted &out) {
-  // Per batch entry a matmul: pieces along both batches alike are the pieces' products
-  // along the result's batch; along one operand's free dimension, the result's rows
-  // (lhs) or columns (rhs); along both contracted dimensions alike, a sum.
-  if (!(o.op == "ref.batch_matmul" && o.in.size() == 2))
-    return false;
-  auto ld = o.attrs.getAs<IntegerAttr>("lhs_dim"), rd = o.attrs.getAs<IntegerAttr>("rhs_dim");
-  if (!ld || !rd)
-    return false;
-  int l = (int)ld.getInt(), r = (int)rd.getInt();
-  std::vector<Weighted> pieces;
-  auto each = [&](int resultDim, bool lhs, bool rhs) {
-    size_t from = lhs ? 0 : 1;
-    for (size_t k = 0; k < o.parts[from].size(); ++k) {
-      Shape s = resultDim < 0 ? o.shape : o.pieceShape(k, from, resultDim);
-      pieces.push_back(rebuild(o.name, o.attrs, s,
-                               {lhs ? o.parts[0][k] : o.in[0], rhs ? o.parts[1][k] : o.in[1]}));
-    }
-  };
-  if (o.dims[0] == 0 && o.dims[1] == 0) {
-    std::vector<std::vector<Weighted> *> all{&o.parts[0], &o.parts[1]};
-    if (!align(all, 0) || !o.alike(0, 1))
-      return false;
-    each(0, true, true);
-  } else if (o.dims[0] == l && o.dims[1] == r && o.alike(0, 1)) {
-    each(-1, true, true);
-    out = sumOf(o.shape, pieces);
-    return true;
-  } else if (o.dims[0] == 3 - l && o.dims[1] < 0) {
-    each(1, true, false);
-  } else if (o.dims[1] == 3 - r && o.dims[0] < 0) {
-    each(2, false, true);
-  } else {
-    return false;
-  }
-  out.first = concat(o.dims[0] == 0 ? 0 : o.dims[0] >= 0 ? 1 : 2, o.shape, pieces, out.second);
   return true;
 }
 
@@ -424,6 +272,7 @@ bool PieceComparison::Normalizer::distributeCausalSoftmax(Operands &o, Weighted 
     args[0] = o.parts[0][k];
     pieces.push_back(rebuild(o.name, o.attrs, o.pieceShape(k, 0, o.dims[0]), args));
   }
+  used |= CausalOffset;
   out.first = concat(o.dims[0], o.shape, pieces, out.second);
   return true;
 }

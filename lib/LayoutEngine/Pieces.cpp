@@ -465,9 +465,17 @@ bool PieceComparison::Normalizer::sliceOfConcat(TermId input, const std::vector<
 }
 
 bool PieceComparison::Normalizer::align(std::vector<std::vector<Weighted> *> parts, int dim) {
+  std::vector<std::pair<std::vector<Weighted> *, int>> each;
+  for (auto *ps : parts)
+    each.push_back({ps, dim});
+  return align(each);
+}
+
+bool PieceComparison::Normalizer::align(
+    const std::vector<std::pair<std::vector<Weighted> *, int>> &parts) {
   std::set<int64_t> cutsAt;
   int64_t total = -1;
-  for (auto *ps : parts) {
+  for (auto [ps, dim] : parts) {
     int64_t at = 0;
     for (auto &p : *ps) {
       Shape sh = terms.shapeOf(p.first);
@@ -480,7 +488,7 @@ bool PieceComparison::Normalizer::align(std::vector<std::vector<Weighted> *> par
       return false;
     total = at;
   }
-  for (auto *ps : parts) {
+  for (auto [ps, dim] : parts) {
     std::vector<Weighted> out;
     int64_t at = 0;
     for (auto &p : *ps) {
@@ -617,7 +625,7 @@ Weighted PieceComparison::Normalizer::normOp(TermId t) {
         each.push_back(rebuild(name, attrs, shape, {{v, c * in[0].second}, in[1]}));
       }
       out = sumOf(shape, each);
-    } else if (!distribute(name, attrs, shape, in, out)) {
+    } else if (!distribute(terms.factorsOf(t), name, attrs, shape, in, out)) {
       out = rebuild(name, attrs, shape, in);
     }
   }
@@ -625,8 +633,20 @@ Weighted PieceComparison::Normalizer::normOp(TermId t) {
 }
 
 Weighted PieceComparison::Normalizer::norm(TermId t) {
-  if (auto it = memo.find(t); it != memo.end())
+  if (auto it = memo.find(t); it != memo.end()) {
+    used |= usedBy[t];
     return it->second;
+  }
+  // The rules used below t, kept with it (the memo's), then added to the caller's.
+  uint32_t outer = used;
+  used = 0;
+  Weighted out = normUncached(t);
+  usedBy[t] = used;
+  used |= outer;
+  return out;
+}
+
+Weighted PieceComparison::Normalizer::normUncached(TermId t) {
   Deeper guard(depth);
   if (depth > kMaxDepth)
     tooDeep = true;
@@ -682,6 +702,24 @@ Weighted PieceComparison::Normalizer::norm(TermId t) {
   return out;
 }
 
+std::vector<std::string> PieceComparison::Normalizer::usedRules() const {
+  static const char *names[] = {
+      "pieces: an op on pieces of a pass-through factor, piece by piece",
+      "pieces: an op on pieces of a counted factor, each piece weighed by its share",
+      "pieces: an op on pieces of a summed factor, the sum of the pieces'",
+      "pieces: an op on pieces of an averaged factor, the pieces' weighed by their shares",
+      "pieces: an op on pieces of a maximized factor, the maximum of the pieces'",
+      "pieces: a reshape of pieces along a dimension group's leading dimension",
+      "pieces: a slice whole along the pieces",
+      "pieces: a causal softmax with an offset, over pieces of a batch dimension",
+  };
+  std::vector<std::string> out;
+  for (unsigned k = 0; k < sizeof(names) / sizeof(names[0]); ++k)
+    if (used & (1u << k))
+      out.push_back(names[k]);
+  return out;
+}
+
 PieceComparison::PieceComparison(TermPool &terms, MLIRContext *ctx, const Deadline &deadline)
     : n(std::make_unique<Normalizer>(terms, ctx, deadline)) {}
 PieceComparison::~PieceComparison() = default;
@@ -700,7 +738,9 @@ bool PieceComparison::equalPrefix(TermId a, const Rational &fa, TermId b, const 
   }
   if (n->exhausted())
     return false;
+  n->used = 0;
   Weighted x = n->norm(a), y = n->norm(b);
+  lastRules = n->usedRules();
   Weighted head;
   if (dim >= 0 && !n->exhausted() && !n->prefix(x, dim, count, head))
     return false;

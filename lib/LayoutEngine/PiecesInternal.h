@@ -37,6 +37,15 @@ public:
   /// Keeps the inputs cut along exactly one dimension; false when none is.
   bool settle();
   Weighted norm(TermId t);
+  Weighted normUncached(TermId t);
+  /// The rules (one bit each, Rule) that the normalizations since `used` was cleared
+  /// applied, and their names.
+  enum Rule : uint32_t {
+    PassThrough = 1, Counted = 2, Sum = 4, Mean = 8, Max = 16, Reshape = 32, Slice = 64,
+    CausalOffset = 128,
+  };
+  uint32_t used = 0;
+  std::vector<std::string> usedRules() const;
   Weighted normSum(TermId t);
   Weighted normBroadcast(TermId t);
   Weighted normOp(TermId t);
@@ -52,6 +61,8 @@ public:
   /// splat (the same value anywhere, cut as needed); false when one is not, or the
   /// extents differ.
   bool align(std::vector<std::vector<Weighted>*> parts, int dim);
+  /// The same, each operand's pieces along its own dimension.
+  bool align(const std::vector<std::pair<std::vector<Weighted> *, int>> &parts);
   /// The dimension along which every one of `xs` is a concatenation, with pieces of
   /// the same extents there (a broadcast copying along it cut to them, boundaries
   /// aligned): their pieces (factors as piecesOf gives them) into `parts`; -1 where
@@ -113,7 +124,8 @@ private:
   bool piecesOf(TermId t, int &dim, std::vector<Weighted> &pieces) const;
   Weighted rebuild(mlir::OperationName name, mlir::DictionaryAttr attrs, const Shape &shape,
                    const std::vector<Weighted> &in);
-  bool distribute(mlir::OperationName name, mlir::DictionaryAttr attrs, const Shape &shape,
+  bool distribute(const TermPool::OpFactors *factors, mlir::OperationName name,
+                  mlir::DictionaryAttr attrs, const Shape &shape,
                   const std::vector<Weighted> &in, Weighted &out);
   /// An op's normalized operands as pieces (a concatenation each, or whole: dims -1).
   struct Operands {
@@ -133,17 +145,11 @@ private:
     /// its result dimension `resultDim`.
     Shape pieceShape(size_t k, size_t from, int resultDim) const;
   };
-  bool distributeElementwise(Operands &o, Weighted &out);
-  bool distributeMatmul(Operands &o, Weighted &out);
-  bool distributeMeanLoss(Operands &o, Weighted &out);
-  bool distributeRowWise(Operands &o, Weighted &out);
-  bool distributeCrossEntropySum(Operands &o, Weighted &out);
-  bool distributeReduceSum(Operands &o, Weighted &out);
-  bool distributeTranspose(Operands &o, Weighted &out);
-  bool distributeTokenOps(Operands &o, Weighted &out);
+  /// The op's layout factors distributed over the pieces of one factor (the
+  /// identities of the factor kinds).
+  bool distributeFactors(const TermPool::OpFactors &of, Operands &o, Weighted &out);
   bool distributeReshape(Operands &o, Weighted &out);
   bool distributeSlice(Operands &o, Weighted &out);
-  bool distributeBatchMatmul(Operands &o, Weighted &out);
   bool distributeCausalSoftmax(Operands &o, Weighted &out);
   static int64_t elements(const Shape &s) {
     int64_t n = 1;
@@ -158,6 +164,7 @@ private:
   const Deadline &deadline;
   std::map<TermId, Cut> cuts;
   std::unordered_map<TermId, Weighted> memo;
+  std::unordered_map<TermId, uint32_t> usedBy; // the rules under each memoized term
   std::set<TermId> seen;
   size_t made = 0;
 };

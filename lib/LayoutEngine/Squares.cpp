@@ -103,6 +103,9 @@ bool divisorSquare(Value k, Rational &out) {
 }
 
 struct Squarer {
+  Squarer(const std::function<State(Value)> &stateOf,
+          const std::function<State(Operation &, const std::vector<const State *> &)> &rule)
+      : stateOf(stateOf), rule(rule) {}
   const std::function<State(Value)> &stateOf;
   const std::function<State(Operation &, const std::vector<const State *> &)> &rule;
   llvm::DenseMap<Value, bool> nonnegativeMemo;

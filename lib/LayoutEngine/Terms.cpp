@@ -48,7 +48,10 @@ TermId TermPool::intern(const std::string &head, const std::string &shortHead,
 }
 
 TermId TermPool::leaf(const std::string &input, const std::string &type) {
-  return intern("input " + input + " : " + type, "%" + input, {});
+  TermId t = intern("input " + input + " : " + type, "%" + input, {});
+  if (llvm::StringRef(type).starts_with("index")) // ("index", "index constant")
+    indexTerms.insert(t);
+  return t;
 }
 
 TermId TermPool::node(const std::string &head, const std::vector<TermId> &operands) {
@@ -440,6 +443,62 @@ llvm::StringRef TermPool::opNameOf(TermId t, DictionaryAttr &attrs) const {
     return "";
   attrs = cast<DictionaryAttr>(Attribute::getFromOpaquePointer(ops[t].second));
   return mlir::OperationName::getFromOpaquePointer(ops[t].first).getStringRef();
+}
+
+const TermPool::OpFactors *TermPool::factorsOf(TermId t) {
+  if (t < factorsByTerm.size() && factorsByTerm[t] != ~0u)
+    return factorsByTerm[t] ? &factorTable[factorsByTerm[t] - 1] : nullptr;
+  if (t >= factorsByTerm.size())
+    factorsByTerm.resize(t + 1, ~0u);
+  factorsByTerm[t] = 0;
+  if (!context)
+    return nullptr;
+  mlir::OperationName name("ref.add", context);
+  DictionaryAttr attrs;
+  if (!opOf(t, name, attrs) || !name.hasInterface<ref::LayoutFactorsOp>())
+    return nullptr;
+  // The signature: name, attributes, each operand's rank (-1: an index value) and the
+  // result's, as opaque words (ranks are small integers, never valid pointers).
+  std::vector<int64_t> ranks;
+  for (TermId u : operands(t))
+    ranks.push_back(isIndex(u) ? -1 : (int64_t)shapeOf(u).size());
+  int64_t resultRank = (int64_t)shapeOf(t).size();
+  std::vector<const void *> key{name.getAsOpaquePointer(), attrs.getAsOpaquePointer()};
+  auto word = [](int64_t r) { return reinterpret_cast<const void *>((uintptr_t)(r + 2)); };
+  for (int64_t r : ranks)
+    key.push_back(word(r));
+  key.push_back(word(resultRank));
+  auto it = factorIds.find(key);
+  if (it == factorIds.end()) {
+    // The op's declaration answers for a stand-in of that signature: operands of those
+    // ranks (index values where the term's are), every dimension 2 (factors read
+    // ranks only).
+    uint32_t id = 0;
+    Block scratch;
+    Location loc = UnknownLoc::get(context);
+    auto tensor = [&](int64_t r) {
+      return RankedTensorType::get(llvm::SmallVector<int64_t>(r, 2), Float32Type::get(context));
+    };
+    for (int64_t r : ranks)
+      scratch.addArgument(r < 0 ? Type(IndexType::get(context)) : Type(tensor(r)), loc);
+    OperationState st(loc, name);
+    st.addOperands(scratch.getArguments());
+    st.addAttributes(attrs.getValue());
+    st.addTypes(tensor(resultRank));
+    Operation *op = Operation::create(st);
+    if (std::optional<ref::LayoutFactors> rule = cast<ref::LayoutFactorsOp>(op).getLayoutFactors()) {
+      OpFactors of{*rule, {}};
+      int next = 0;
+      for (int64_t r : ranks)
+        of.tensorOperand.push_back(r >= 0 ? next++ : -1);
+      factorTable.push_back(std::move(of));
+      id = (uint32_t)factorTable.size();
+    }
+    op->destroy();
+    it = factorIds.emplace(std::move(key), id).first;
+  }
+  factorsByTerm[t] = it->second;
+  return it->second ? &factorTable[it->second - 1] : nullptr;
 }
 
 size_t TermPool::HeadHash::operator()(const HeadKey &k) const {

@@ -749,8 +749,83 @@ TEST_CASE("a whole-batch reference meets microbatches piece by piece", "[layouts
     Verdicts got = run(wholeBatchSpec(c.rows, c.xOff, c.tOff, c.weights));
     CHECK(got.element == (c.right ? Verdict::Verified : Verdict::Violated));
     CHECK((got.layout == Verdict::Verified) == c.right);
-    if (c.right && got.layout == Verdict::Verified)
+    if (c.right && got.layout == Verdict::Verified) {
       CHECK(fired(got.proof, "pieces: the same value over the row pieces"));
+      // mse_loss averages over its rows, mse_loss_grad divides by their count: their
+      // factors' kinds weigh each piece (LayoutFactors, certified in LayoutFactorsTest).
+      CHECK(fired(got.proof, "pieces: an op on pieces of an averaged factor"));
+      CHECK(fired(got.proof, "pieces: an op on pieces of a counted factor"));
+    }
+  }
+}
+
+namespace {
+/// Rotary position embeddings on microbatches of a batch of 4 sequences of 8 positions
+/// (tables of 16 positions; microbatch k reads rows [tableOff[k], tableOff[k] + 8)),
+/// then the maximum over the batch: the microbatches' maxima combined by `combine`.
+std::string rotaryMicrobatchSpec(const std::vector<int64_t> &tableOff, const char *combine) {
+  auto T = [](int64_t b) { return "tensor<" + std::to_string(b) + "x8x4xf32>"; };
+  std::string ref =
+      "    %cos = ref.slice %cosall offsets [0, 0] sizes [8, 4] : tensor<16x4xf32>\n"
+      "    %sin = ref.slice %sinall offsets [0, 0] sizes [8, 4] : tensor<16x4xf32>\n"
+      "    %r = ref.rotary %x, %cos, %sin : " + T(4) + ", tensor<8x4xf32>\n"
+      "    %m = ref.reduce_max %r dims [0] : " + T(4) + "\n"
+      "    %p = ref.mul %m, %w : tensor<8x4xf32>\n"
+      "    %loss = ref.reduce_sum %p dims [0, 1] : tensor<8x4xf32>\n"
+      "    return %loss : tensor<f32>\n";
+  std::string plan;
+  for (size_t k = 0; k < tableOff.size(); ++k) {
+    std::string i = std::to_string(k), off = std::to_string(tableOff[k]);
+    plan += "    %x" + i + " = ref.slice %x offsets [" + std::to_string(2 * k) +
+            ", 0, 0] sizes [2, 8, 4] : " + T(4) + "\n" +
+            "    %c" + i + " = ref.slice %cosall offsets [" + off + ", 0] sizes [8, 4] : tensor<16x4xf32>\n" +
+            "    %s" + i + " = ref.slice %sinall offsets [" + off + ", 0] sizes [8, 4] : tensor<16x4xf32>\n" +
+            "    %r" + i + " = ref.rotary %x" + i + ", %c" + i + ", %s" + i + " : " + T(2) + ", tensor<8x4xf32>\n" +
+            "    %m" + i + " = ref.reduce_max %r" + i + " dims [0] : " + T(2) + "\n";
+  }
+  plan += std::string("    %m = ") + combine + " %m0, %m1 : tensor<8x4xf32>\n"
+          "    %p = ref.mul %m, %w : tensor<8x4xf32>\n"
+          "    %loss = ref.reduce_sum %p dims [0, 1] : tensor<8x4xf32>\n"
+          "    return %loss : tensor<f32>\n";
+  std::string args[][2] = {{"x", T(4)}, {"cosall", "tensor<16x4xf32>"},
+                           {"sinall", "tensor<16x4xf32>"}, {"w", "tensor<8x4xf32>"}};
+  std::string refArgs, planArgs;
+  for (auto &[name, type] : args) {
+    std::string sep = refArgs.empty() ? "" : ", ";
+    refArgs += sep + "%" + name + ": " + type + " {ref.name = \"" + name + "\"}";
+    planArgs += sep + "%" + name + ": " + type + " {dist.value = \"" + name +
+                "\", dist.layout = #dist.layout<[" +
+                (type == T(4) ? "_, _, _" : "_, _") + "]>}";
+  }
+  return fill(spec(refArgs, "tensor<f32> {ref.name = \"loss\"}", ref, planArgs,
+                   "tensor<f32> {dist.value = \"loss\", dist.layout = #dist.layout<[]>}", plan),
+              {{"K", 1}, {"J", 1}});
+}
+} // namespace
+
+TEST_CASE("ops distribute over microbatch pieces by their layout factors", "[layouts]") {
+  // Rotary's positions pass through with its tables' rows; the batch passes through it;
+  // a maximum over the batch is the maximum of the microbatches' maxima.
+  struct Case {
+    std::vector<int64_t> tableOff;
+    const char *combine;
+    bool right;
+    const char *what;
+  } cases[] = {
+      {{0, 0}, "ref.maximum", true, "each microbatch's sequences at positions 0..7"},
+      // Near misses.
+      {{0, 8}, "ref.maximum", false, "the second microbatch's positions continue the first's"},
+      {{0, 0}, "ref.add", false, "the microbatches' maxima summed"},
+  };
+  for (const Case &c : cases) {
+    INFO(c.what);
+    Verdicts got = run(rotaryMicrobatchSpec(c.tableOff, c.combine));
+    CHECK(got.element == (c.right ? Verdict::Verified : Verdict::Violated));
+    CHECK((got.layout == Verdict::Verified) == c.right);
+    if (c.right && got.layout == Verdict::Verified) {
+      CHECK(fired(got.proof, "pieces: an op on pieces of a pass-through factor"));
+      CHECK(fired(got.proof, "pieces: an op on pieces of a maximized factor"));
+    }
   }
 }
 
