@@ -155,13 +155,22 @@ bool PieceComparison::Normalizer::settle() {
   // Flat buffers of one length (a parameter and its optimizer moments, ZeRO's flat
   // shards) are cut alike, so that their pieces line up in elementwise updates: any
   // cut of an input is exact (an input is the concatenation of its slices anywhere).
+  // Not a flat input that a broadcast reads (a bias copied over the tokens): its
+  // positions become another dimension's there, and a length shared with the cut
+  // buffers (as many features as tokens) would piece the broadcast along it; it keeps
+  // the cuts of its own slices, which it gives the others. (Every choice of cuts is
+  // exact; this one is the one under which both sides' pieces line up.)
+  std::set<TermId> broadcastSources;
+  for (TermId t : seen)
+    if (terms.headIs(t, "bcast{") && terms.operands(t).size() == 1)
+      broadcastSources.insert(terms.operands(t)[0]);
   std::map<int64_t, std::set<int64_t>> flat;
   for (auto &[leaf, c] : cuts)
     if (terms.shapeOf(leaf).size() == 1)
       flat[terms.shapeOf(leaf)[0]].insert(c.at.begin(), c.at.end());
   for (TermId leaf : seen) {
     Shape s = terms.isLeaf(leaf) ? terms.shapeOf(leaf) : Shape{};
-    if (s.size() != 1 || !flat.count(s[0]))
+    if (s.size() != 1 || !flat.count(s[0]) || broadcastSources.count(leaf))
       continue;
     Cut &c = cuts[leaf];
     c.dim = 0;
