@@ -249,8 +249,15 @@ void verifyCheckpointByLayouts(const Spec &spec, const VerifyOptions &options, T
   std::vector<std::pair<SourceLoc, std::string>> resumed;
   ok &= two.outputs(resumed, r.stats.obligations, r.departures);
   reasons.insert(reasons.end(), resumed.begin(), resumed.end());
-  if (ok && reasons.empty())
+  if (ok && reasons.empty()) {
     r.verdict = Verdict::Verified;
+    // The proof trace: the first step's outputs, then the resumed step's (named so).
+    r.proof = std::move(one.proof);
+    for (VerifyResult::Proof &p : two.proof) {
+      p.output = "resumed step's " + p.output;
+      r.proof.push_back(std::move(p));
+    }
+  }
 }
 
 } // namespace planproof::layouts
