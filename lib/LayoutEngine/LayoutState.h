@@ -131,13 +131,14 @@ public:
     ref::LayoutFactors factors;
     std::vector<int> tensorOperand;
   };
-  /// Whether `t` is an index value (not a tensor): a leaf of an "index" type, or
-  /// made by indexNode (node() of an op on index values).
+  /// node() of an op on index values, marked an index value.
   TermId indexNode(const std::string &head, const std::vector<TermId> &operands) {
     TermId t = node(head, operands);
     indexTerms.insert(t);
     return t;
   }
+  /// Whether `t` is an index value (not a tensor): a leaf of an "index" type, or
+  /// made by indexNode.
   bool isIndex(TermId t) const { return indexTerms.count(t); }
   /// The factors of node `t`; null where it has no recorded op or the op declares
   /// none.
@@ -247,14 +248,13 @@ struct DimSplit : std::vector<int> {
   bool operator==(const DimSplit &) const = default;
 };
 
-
 /// What a value holds on every rank: factor x term, with dimension d split over the
 /// mesh axes split[d] (major to minor; the blocks of Layout.h) and a partial sum over
 /// the axes `partial` (each rank holds one summand; the sum over those axes' groups is
 /// the value). Axes of size 1 never appear. Or unknown, with why and where.
 ///
 /// A state is a few orthogonal parts, each its own type below; equality (and with it
-/// the memo's keys, StateKey) is derived from the parts' types field by field, so a
+/// the memo's keys, StatesKey) is derived from the parts' types field by field, so a
 /// field added to a part is compared without being listed anywhere.
 
 /// Why a state is unknown, and where (every field empty on a known state).

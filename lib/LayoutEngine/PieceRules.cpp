@@ -1,8 +1,10 @@
 //===- PieceRules.cpp - how ops distribute over row pieces ----------------===//
 //
-// The identities of Pieces.cpp's file comment, one function per op family: each says
-// whether it applies to an op's normalized operands (Operands) and, if so, gives the
-// op's value over the pieces (docs/layout-engine.md, "Whole-batch references").
+// The identities of Pieces.cpp's file comment: one over the op's declared layout
+// factors for every op that has them, and those of the ops without (reshape, slice, a
+// causal softmax with an offset). Each says whether it applies to an op's normalized
+// operands (Operands) and, if so, gives the op's value over the pieces
+// (docs/layout-engine.md, "Whole-batch references").
 //
 //===----------------------------------------------------------------------===//
 #include "LayoutEngine/PiecesInternal.h"

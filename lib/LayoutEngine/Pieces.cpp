@@ -6,27 +6,30 @@
 // engine normalizes both by the *row pieces* the slices of inputs in either term cut
 // (docs/layout-engine.md, "Whole-batch references"): an input with cuts is the
 // concatenation of its elementary slices, a slice of it the concatenation of those in
-// its window, and ops distribute over concatenations by exact identities:
+// its window, and ops distribute over concatenations by exact identities. An op with
+// layout factors (dialects/Ref/LayoutFactors.h, certified in LayoutFactorsTest) of
+// operands pieced alike along one of its factors (PieceRules.cpp):
 //
-//   elementwise f(concat(a_i), concat(b_i))     = concat(f(a_i, b_i))
-//   matmul(concat(a_i) on lhs's free dim, w)    = concat(matmul(a_i, w))   (rhs alike)
-//   matmul over concatenated contracted dims    = sum_i matmul(a_i, b_i)
-//   mse_loss(concat(p_i), concat(t_i))          = sum_i (n_i / n) mse_loss(p_i, t_i)
-//   mse_loss_grad(concat(p_i), concat(t_i))     = concat((n_i / n) mse_loss_grad(p_i, t_i))
-//   reduce_sum over the concatenated dim        = sum_i reduce_sum(a_i)
-//   reduce_sum over other dims, transpose       = concat of the pieces' (dims renumbered)
-//   a row-wise op (over the last dim) of rows   = concat of the pieces'
-//   cross_entropy_sum over pieced tokens        = sum_i cross_entropy_sum(pieces_i)
-//   embedding(w, concat(ids_i)), one_hot alike  = concat(embedding(w, ids_i))
-//   embedding_grad(concat(g_i), concat(ids_i))  = sum_i embedding_grad(g_i, ids_i)
+//   pass-through  f(concat(a_i), w)             = concat(f(a_i, w))
+//   counted       f(concat(a_i), ...)           = concat((n_i / n) f(a_i, ...))
+//   sum           f(concat(a_i), concat(b_i))   = sum_i f(a_i, b_i)
+//   mean          f(concat(a_i), ...)           = sum_i (n_i / n) f(a_i, ...)
+//   max           f(concat(a_i))                = maximum(... maximum(f(a_0), f(a_1)) ...)
+//
+// (an elementwise op, a product's free dimension, a batch, a lookup's tokens, rotary's
+// positions; mse_loss_grad; a contraction, reduce_sum, cross_entropy_sum,
+// embedding_grad over tokens; mse_loss, reduce_mean; reduce_max), and the rest:
+//
 //   div(sum_k a_k, d)                           = sum_k div(a_k, d)
 //   sum_k view(a_k), one transpose or reshape   = view(sum_k a_k)
 //   broadcast of pieces along a source dim      = concat of the pieces' broadcasts
 //   sum_k concat(a_ik)                          = concat(sum_k a_ik)
+//   reshape of pieces along a group's lead dim  = concat of the pieces' reshapes
+//   slice whole along the pieced dim            = concat of the pieces' slices
 //
 // where the pieces of all concatenated operands have the same extents (n_i: a piece's
-// element count, n the whole's). Terms normalized by these rules are equal only if
-// the values are: each rule is an identity of the ops' definitions
+// extent along the factor, n the whole's). Terms normalized by these rules are equal
+// only if the values are: each rule is an identity of the ops' definitions
 // (Semantics/OpSemantics.h), and everything else is rebuilt as it was.
 //
 //===----------------------------------------------------------------------===//
