@@ -40,6 +40,7 @@ struct planproof::LayoutCache::Impl {
   std::vector<bool> nonnegative;
   TermPool terms;
   std::vector<State> argStates, outputStates;
+  llvm::DenseMap<Operation *, std::vector<std::string>> identities; // (Run::refIdentities)
   std::vector<std::pair<size_t, State>> maskStates; // dropout masks', by op position
   ReferenceTerms refTerms;
   ReferenceShapes shapes;
@@ -139,6 +140,7 @@ void Run::reference(VerifyStats &stats) {
       continue;
     }
     ++stats.referenceOps;
+    ctx.identities.clear();
     std::vector<const State *> in;
     for (Value v : op.getOperands())
       in.push_back(&ref[v]);
@@ -156,6 +158,8 @@ void Run::reference(VerifyStats &stats) {
     ctx.shapes.note(op, in, s);
     for (Value r : op.getResults())
       ref[r] = s;
+    for (const std::string &identity : ctx.identities)
+      refIdentities[&op].push_back("reference: " + identity);
   }
 }
 
@@ -170,6 +174,7 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
     for (auto &[pos, s] : cache.maskStates) // (the plan's draws are their pieces)
       ref[std::next(body.begin(), (ptrdiff_t)pos)->getResult(0)] = s;
     refOutputs = cache.outputStates;
+    refIdentities = cache.identities;
     refTerms = &cache.refTerms;
     ctx.shapes = cache.shapes;
     stats.referenceOps = cache.referenceOps;
@@ -192,6 +197,7 @@ void Run::reference(VerifyStats &stats, LayoutCache::Impl &cache) {
     if (isa<ref::DropoutMaskOp>(op))
       cache.maskStates.push_back({pos, ref[op.getResult(0)]});
   cache.outputStates = refOutputs;
+  cache.identities = refIdentities;
   referenceTerms(); // the reference's states are not kept: its terms are, once
   cache.refTerms = std::move(ownRefTerms);
   refTerms = &cache.refTerms;
@@ -333,10 +339,11 @@ void Run::plan(VerifyStats &stats, LayoutCache::Impl *cache) {
   }
 }
 
-std::vector<VerifyResult::ProofRule> Run::rulesOnWay(Value v,
-                                                     const std::vector<std::string> &also) {
-  // The plan ops `v` depends on, each once (iteratively: plans are deep), then their
-  // rules counted in the plan's order.
+std::vector<VerifyResult::ProofRule>
+Run::rulesOnWay(Value v, const llvm::DenseMap<Operation *, std::vector<std::string>> &rules,
+                llvm::ArrayRef<Operation *> order) {
+  // The ops `v` depends on, each once (iteratively: plans are deep), then their rules
+  // counted in the program's order.
   llvm::DenseSet<Operation *> seen;
   std::vector<Value> stack{v};
   while (!stack.empty()) {
@@ -350,21 +357,25 @@ std::vector<VerifyResult::ProofRule> Run::rulesOnWay(Value v,
   }
   std::vector<VerifyResult::ProofRule> out;
   std::map<std::string, size_t> at;
-  auto add = [&](const std::string &rule) {
-    auto [it, fresh] = at.emplace(rule, out.size());
-    if (fresh)
-      out.push_back({rule, 0});
-    ++out[it->second].count;
-  };
+  for (Operation *op : order)
+    if (seen.count(op))
+      if (auto r = rules.find(op); r != rules.end())
+        for (const std::string &rule : r->second) {
+          auto [it, fresh] = at.emplace(rule, out.size());
+          if (fresh)
+            out.push_back({rule, 0});
+          ++out[it->second].count;
+        }
+  return out;
+}
+
+std::vector<VerifyResult::ProofRule> Run::rulesOnWay(Value v,
+                                                     const std::vector<std::string> &also) {
   if (planOrder.empty())
     planOrder = spec.planOps();
-  for (Operation *op : planOrder)
-    if (seen.count(op))
-      if (auto r = rulesOf.find(op); r != rulesOf.end())
-        for (const std::string &rule : r->second)
-          add(rule);
+  std::vector<VerifyResult::ProofRule> out = rulesOnWay(v, rulesOf, planOrder);
   for (const std::string &rule : also)
-    if (at.emplace(rule, out.size()).second)
+    if (llvm::none_of(out, [&](const VerifyResult::ProofRule &r) { return r.rule == rule; }))
       out.push_back({rule, 0});
   return out;
 }
@@ -540,8 +551,20 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
       compared.push_back("pieces: the same value over the row pieces the inputs' slices cut");
       compared.insert(compared.end(), pieces.lastRules.begin(), pieces.lastRules.end());
     }
-    if (same && options.proofTrace)
-      proof.push_back({out.substr(0, out.size() - 2), "layout", rulesOnWay(check.value, compared)});
+    if (same && options.proofTrace) {
+      std::vector<VerifyResult::ProofRule> rules = rulesOnWay(check.value, compared);
+      Operation *refReturn = spec.reference.getBody().front().getTerminator();
+      if (!refIdentities.empty() && it != spec.refOutputs.end() &&
+          k < refReturn->getNumOperands()) {
+        std::vector<Operation *> order;
+        for (Operation &op : spec.reference.getBody().front())
+          order.push_back(&op);
+        std::vector<VerifyResult::ProofRule> more =
+            rulesOnWay(refReturn->getOperand(k), refIdentities, order);
+        rules.insert(rules.end(), more.begin(), more.end());
+      }
+      proof.push_back({out.substr(0, out.size() - 2), "layout", std::move(rules)});
+    }
     if (!same) {
       all = false;
       if (!departures)
@@ -596,7 +619,7 @@ bool Run::outputs(std::vector<std::pair<SourceLoc, std::string>> &reasons, int64
 } // namespace planproof::layouts
 
 static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
-                               LayoutCache::Impl *cache, bool picks = false) {
+                               LayoutCache::Impl *cache) {
   auto start = std::chrono::steady_clock::now();
   VerifyResult r;
   r.verdict = Verdict::Inconclusive;
@@ -627,7 +650,7 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     // symbolic ranks and elements); what it finds is a violation, and a stream it does
     // not decide leaves the verdict inconclusive. The plan's draws are then renamed to
     // the pieces of the reference's masks they stand for (drawRule).
-    if (spec.rngIndependent && r.violations.empty() && !picks) { // (the second pass: done)
+    if (spec.rngIndependent && r.violations.empty()) {
       options.deadline.check("checking random streams");
       checkRandomStreams(spec, SolverBudget{options.solverBudget, &options.deadline}, r);
     }
@@ -651,7 +674,6 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     }
     const bool streamsOpen = !r.inconclusiveReasons.empty();
     auto own = std::make_unique<TermPool>();
-    own->picks = picks;
     auto runPtr = std::make_unique<Run>(spec, options, cache ? cache->terms : *own);
     Run &run = *runPtr;
     if (cache)
@@ -665,21 +687,9 @@ static VerifyResult verifyWith(const Spec &spec, const VerifyOptions &options,
     else if (shown && !streamsOpen) {
       r.verdict = Verdict::Verified;
       r.proof = std::move(run.proof);
-      if (picks) // (this whole run: the terms' normal form with a one-hot's rows summing to 1)
-        for (VerifyResult::Proof &p : r.proof)
-          p.rules.push_back({"picks: a one-hot's rows sum to 1 (the terms' second normal form)", 0});
     }
     if (cache)
       run.keep(*cache);
-    // Not shown equal: once more with a one-hot's rows summing to 1 in the terms'
-    // normal form (Picks.cpp), where the reference has ids with a bound and a one-hot.
-    bool oneHot = false;
-    spec.reference.walk([&](ref::OneHotOp h) { oneHot |= h->getNumOperands() == 1; });
-    if (!picks && !streamsOpen && r.verdict != Verdict::Verified && oneHot &&
-        llvm::any_of(spec.refInputBounds, [](int64_t b) { return b > 0; }))
-      if (VerifyResult again = verifyWith(spec, options, nullptr, true);
-          again.verdict == Verdict::Verified)
-        r = again;
     r.stats.decidedCanonical = r.verdict == Verdict::Verified ? r.stats.obligations : 0;
     if (options.keepMemory) {
       llvm::BuryPointer(std::move(runPtr));

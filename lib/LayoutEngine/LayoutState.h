@@ -257,6 +257,16 @@ struct RuleContext {
   /// being visited, each named once by the rule that applied (fire). The driver clears
   /// it before each op and keeps it with the op's state.
   std::vector<std::string> fired;
+  /// Of those, the identities of the terms' normal form (TermPool::applied): the
+  /// reference run keeps them for the proofs of the outputs they wrote.
+  std::vector<std::string> identities;
+  void fireApplied() {
+    for (std::string &identity : terms.takeApplied()) {
+      if (std::find(identities.begin(), identities.end(), identity) == identities.end())
+        identities.push_back(identity);
+      fire(std::move(identity));
+    }
+  }
   void fire(std::string rule) {
     if (std::find(fired.begin(), fired.end(), rule) == fired.end())
       fired.push_back(std::move(rule));

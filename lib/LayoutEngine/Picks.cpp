@@ -10,9 +10,10 @@
 // shard_map) picks the label's logit and subtracts the rest itself; in this form both
 // are pick(x) - max - log(sum exp), and the backward passes' row sums of one-hot
 // cotangents likewise meet. Their totals, built in the frameworks' own shapes, meet
-// written in one flat shape (sumOf). Stated once here, applied to reference and plan
-// alike by the reduction's term (Rules.cpp, layoutNormalForm) in the engine's second
-// pass (TermPool::picks, LayoutEngine.cpp); certified in LayoutEngineTest.
+// written in one flat shape (sumOf). Stated once here, part of the terms' one normal
+// form: applied to reference and plan alike by the reduction's term (Rules.cpp,
+// layoutNormalForm), named in the proof trace where it applies (TermPool::applied);
+// certified in LayoutEngineTest.
 //
 //===----------------------------------------------------------------------===//
 #include "LayoutEngine/LayoutState.h"
@@ -65,6 +66,9 @@ bool rowValue(TermPool &terms, Operation &op, TermId t, const Shape &s,
 } // namespace
 
 namespace {
+constexpr const char *kPickRows =
+    "picks: a one-hot's rows sum to 1 (over its classes, one-hot x a row value is the value)";
+
 /// A bound of the integer values of `t` (each in [0, bound)): an input's, through
 /// slices, reshapes and concatenations (which only move values); 0 where none is known.
 int64_t idsBound(const TermPool &terms, TermId t) {
@@ -85,8 +89,17 @@ int64_t idsBound(const TermPool &terms, TermId t) {
   return most;
 }
 
-/// `h` is a one-hot of ids with a bound, over at least that many classes, no offset.
+/// `h` is a one-hot of ids with a bound, over at least that many classes, no offset;
+/// or rows of such (each row still has one 1): a slice keeping every class, a
+/// concatenation of such along the rows (a microbatch's or a rank's cut of one).
 bool wholeOneHot(const TermPool &terms, TermId h) {
+  TermId rows;
+  std::vector<int64_t> offsets, sizes;
+  if (sliceParts(terms, h, rows, offsets, sizes) && offsets.size() == 2 && offsets[1] == 0 &&
+      terms.shapeOf(rows).size() == 2 && sizes[1] == terms.shapeOf(rows)[1])
+    return wholeOneHot(terms, rows);
+  if (int64_t dim; concatDim(terms, h, dim) && dim == 0 && !terms.operands(h).empty())
+    return llvm::all_of(terms.operands(h), [&](TermId part) { return wholeOneHot(terms, part); });
   if (!terms.headIs(h, "ref.one_hot{") || terms.operands(h).size() != 1)
     return false;
   Shape s = terms.shapeOf(h);
@@ -109,8 +122,6 @@ std::vector<std::pair<TermId, Rational>> weightedOperands(const TermPool &terms,
 
 bool pickedRows(TermPool &terms, Operation &op, TermId u, const std::vector<int64_t> &dims,
                 const Shape &global, TermId &out, Rational &factor) {
-  if (!terms.picks)
-    return false;
   Shape us = terms.shapeOf(u);
   if (us.size() != 2 || std::find(dims.begin(), dims.end(), 1) == dims.end())
     return false;
@@ -118,6 +129,7 @@ bool pickedRows(TermPool &terms, Operation &op, TermId u, const std::vector<int6
     if (d != 0 && d != 1)
       return false;
   if (wholeOneHot(terms, u)) {  // its row sums: ones
+    terms.applied(kPickRows);
     TermId ones = terms.broadcast({us[0]}, {}, terms.one());
     factor = Rational(1);
     out = ones;
@@ -172,6 +184,7 @@ bool pickedRows(TermPool &terms, Operation &op, TermId u, const std::vector<int6
   }
   if (total.empty())
     return false;
+  terms.applied(kPickRows);
   MLIRContext *ctx = op.getContext();
   if (!rest.empty()) {  // one-hot x the rest, summed over the classes
     auto [r, f] = rest.size() == 1 ? rest[0] : terms.sum(terms.key(inner), rest);
@@ -202,8 +215,6 @@ std::pair<TermId, Rational> sumOf(TermPool &terms, Operation &op, TermId u,
                                   const std::vector<int64_t> &dims, const Shape &global) {
   TermId t;
   Rational f;
-  if (!terms.picks)
-    return {sumTerm(terms, op, u, dims, global), Rational(1)};
   if (pickedRows(terms, op, u, dims, global, t, f))
     return {t, f};
   // Sums of reshapes and over unit dims written through the operands' (as sumTerm

@@ -94,7 +94,7 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
     return true;
   }
   if (isa<ref::ReshapeOp>(op) && (terms.headIs(in[0]->term, "ref.reshape{") ||
-                                   (terms.picks && terms.headIs(in[0]->term, "bcast{}:")))) {
+                                   terms.headIs(in[0]->term, "bcast{}:"))) {
     out = {reshapeTerm(terms, op, in[0]->term, global), in[0]->factor};
     return true;
   }
@@ -453,7 +453,10 @@ State referenceRule(RuleContext &c, Operation &op, const std::vector<const State
                                    "` is not a ref op with one tensor result");
   Combined k;
   std::string why;
-  if (!combine(c.terms, op, local, in, k, why))
+  c.terms.takeApplied();
+  bool combined = combine(c.terms, op, local, in, k, why);
+  c.fireApplied();
+  if (!combined)
     return State::unknown(&op, why);
   State out;
   out.known = true;
@@ -733,7 +736,10 @@ State refOpRuleLed(RuleContext &c, Operation &op, const std::vector<const State 
   if (!consistent(c, out, local, why))
     return State::unknown(&op, why);
   Combined k;
-  if (!combine(c.terms, op, out.global, in, k, why))
+  c.terms.takeApplied();
+  bool combined = combine(c.terms, op, out.global, in, k, why);
+  c.fireApplied();
+  if (!combined)
     return State::unknown(&op, why);
   out.term = k.term;
   out.factor = k.factor * sr.factor;

@@ -161,6 +161,11 @@ private:
   /// The rules that derived the plan ops `v` depends on, each with its number of ops,
   /// in the order first met from the inputs; `also` added after them.
   std::vector<VerifyResult::ProofRule> rulesOnWay(Value v, const std::vector<std::string> &also);
+  /// The rules `rules` holds for the ops `v` depends on, each op once, counted in
+  /// `order`.
+  static std::vector<VerifyResult::ProofRule>
+  rulesOnWay(Value v, const llvm::DenseMap<Operation *, std::vector<std::string>> &rules,
+             llvm::ArrayRef<Operation *> order);
 
   /// Continues `cache.last` where it holds a run of this spec: the ops edited since,
   /// into `dirty`, and the states into planStates. False for a fresh run.
@@ -179,6 +184,10 @@ private:
   std::vector<Operation *> planOrder; // (rulesOnWay's, made once)
   std::map<Operation *, const DrawBinding *> draws; // independent-mode draws (drawRule)
   std::vector<State> refOutputs;
+  /// The named identities of the terms' normal form (Picks.cpp's) each reference op's
+  /// term was written with: a proof of an output lists those on the reference output's
+  /// way too ("reference: ..."). Most references have none.
+  llvm::DenseMap<Operation *, std::vector<std::string>> refIdentities;
   /// Every term the reference computes (for the departure of an output not shown
   /// equal): the run's own, made from `ref` when first needed, or the cache's.
   ReferenceTerms ownRefTerms;

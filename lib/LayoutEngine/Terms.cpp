@@ -310,7 +310,7 @@ TermId TermPool::reshaped(TermId t, const Shape &shape, mlir::MLIRContext *ctx) 
     if (shapeOf(t) == shape)
       return t;
   }
-  if (picks && headIs(t, "bcast{}:") && args[t].size() == 1)  // one value, in any shape
+  if (headIs(t, "bcast{}:") && args[t].size() == 1)  // one value, in any shape
     return broadcast(shape, {}, args[t][0]);
   OperationName name("ref.reshape", ctx);
   auto none = DictionaryAttr::get(ctx);

@@ -21,10 +21,12 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/Allocator.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace planproof::layouts {
@@ -74,9 +76,15 @@ public:
   TermId reshaped(TermId t, const Shape &shape, mlir::MLIRContext *ctx = nullptr);
   /// The scalar 1 (ref.constant's elements are factor x one).
   TermId one() { return leaf("1", ""); }
-  /// Whether sums over a one-hot's classes and totals are written in the normal form
-  /// of Picks.cpp (a second pass, where the first did not show the outputs equal).
-  bool picks = false;
+  /// The named identities of the normal form (Picks.cpp) applied since the rule
+  /// visiting an op last took them (takeApplied): that rule names them in the proof
+  /// trace.
+  void applied(const char *identity) {
+    if (std::find(appliedIdentities.begin(), appliedIdentities.end(), identity) ==
+        appliedIdentities.end())
+      appliedIdentities.push_back(identity);
+  }
+  std::vector<std::string> takeApplied() { return std::exchange(appliedIdentities, {}); }
   /// Integer inputs' bounds (every value in [0, bound)); 0 where none is known.
   void setBound(TermId leaf, int64_t bound) { bounds[leaf] = bound; }
   int64_t boundOf(TermId t) const {
@@ -142,6 +150,7 @@ public:
                           const Shape &global);
 
 private:
+  std::vector<std::string> appliedIdentities;
   struct HeadKey {
     const void *name, *attrs;
     Shape global;
