@@ -2141,8 +2141,10 @@ TEST_CASE("a broadcast whose copies are split, under another global shape; a tra
                   Verdict::Verified);
     expectVerdict(fill(spec(refArgs, refRes, refBody, planArgs, planRes, body(false)), v),
                   Verdict::Violated);
-    expectVerdict(fill(spec(tRefArgs, tRefRes, tRefBody, tPlanArgs, tPlanRes, tBody(true)), v),
-                  Verdict::Verified);
+    Verdicts t = run(fill(spec(tRefArgs, tRefRes, tRefBody, tPlanArgs, tPlanRes, tBody(true)), v));
+    CHECK(t.element == Verdict::Verified);
+    CHECK(t.layout == Verdict::Verified);
+    CHECK(fired(t.proof, "placement: a transpose's operand under the reference's shape"));
     expectVerdict(fill(spec(tRefArgs, tRefRes, tRefBody, tPlanArgs, tPlanRes, tBody(false)), v),
                   Verdict::Violated);
   }
