@@ -217,22 +217,15 @@ bool permutingGather(RuleContext &c, State &s, int64_t e, const std::vector<int>
 /// rank holds the block of d of the ranks whose coordinate on each splitting axis A_i is
 /// its own on B_i: d split over its major axes, then B_i for each A_i that split it.
 bool permutedPick(RuleContext &c, State &s, int64_t e, const std::vector<int> &b) {
-  llvm::StringRef key = c.terms.key(s.term);
-  int64_t ge = -1, d = -1;
-  if (!key.consume_front("gstack{") || key.consumeInteger(10, ge) || !key.consume_front(";") ||
-      key.consumeInteger(10, d) || !key.consume_front(";") || ge != e)
+  const TermPool::HeadData &h = c.terms.headData(s.term);
+  if (h.kind != TermPool::HeadData::GatherStack || h.params[0] != e)
     return false;
+  int64_t d = h.params[1];
   std::vector<int> a;
   std::vector<bool> splits;
-  while (!key.starts_with("}")) {
-    int x;
-    if (key.consumeInteger(10, x) || key.empty())
-      return false;
-    splits.push_back(key.front() == 's');
-    a.push_back(x);
-    key = key.drop_front();
-    if (!key.consume_front(","))
-      return false;
+  for (size_t i = 2; i < h.params.size(); ++i) {
+    a.push_back((int)(h.params[i] / 2));
+    splits.push_back(h.params[i] % 2 == 1);
   }
   std::vector<int> sortedA = a, sortedB = b;
   std::sort(sortedA.begin(), sortedA.end());
@@ -299,18 +292,11 @@ State stackSlice(RuleContext &c, Operation &op, const State &in) {
   // of d's other axes B is x's rows [(b n + k) L, + L) of d, L its local rows. A slice of
   // piece k is x with d laid out as that window: base k L, coefficient n L times b's
   // place in B's blocks.
-  llvm::StringRef key = c.terms.key(in.term);
-  int64_t e = -1, d = -1;
-  std::vector<int> axes;
-  if (!key.consume_front("stack{") || key.consumeInteger(10, e) || !key.consume_front(";") ||
-      key.consumeInteger(10, d) || !key.consume_front(";"))
+  const TermPool::HeadData &h = c.terms.headData(in.term);
+  if (h.kind != TermPool::HeadData::Stack)
     return State::unknown(&op, "no layout rule for this slice of a stacked gather");
-  while (!key.starts_with("}")) {
-    int a;
-    if (key.consumeInteger(10, a) || !key.consume_front(","))
-      return State::unknown(&op, "no layout rule for this slice of a stacked gather");
-    axes.push_back(a);
-  }
+  int64_t e = h.params[0], d = h.params[1];
+  std::vector<int> axes(h.params.begin() + 2, h.params.end());
   auto slice = cast<ref::SliceOp>(op);
   auto inType = cast<RankedTensorType>(slice.getInput().getType());
   ArrayRef<int64_t> off = slice.getOffsets(), size = slice.getSizes(), local = inType.getShape();
@@ -504,7 +490,7 @@ static State collectiveRuleOnce(RuleContext &c, Operation &op, const std::vector
       unstack(c, s, r.getDim(), axes);
     unreshape(c, op, s, local);
   } else if (auto sl = dyn_cast<dist::ShardSliceOp>(op);
-             sl && !zigzag && c.terms.headIs(s.term, "gstack{")) {
+             sl && !zigzag && c.terms.kindIs(s.term, TermPool::HeadData::GatherStack)) {
     if (!permutedPick(c, s, sl.getDim(), axes)) // a device permutation
       return State::unknown(&op, "a pick of a gather that is not a permutation of its axes");
   } else if (auto sl = dyn_cast<dist::ShardSliceOp>(op)) {

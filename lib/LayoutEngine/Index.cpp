@@ -25,19 +25,10 @@ namespace planproof::layouts {
 
 /// Whether t is an index constant's leaf, and its value.
 bool constantLeaf(const TermPool &terms, TermId t, int64_t &v) {
-  const std::string &k = terms.key(t);
-  const std::string prefix = "input ", suffix = " : index constant";
-  if (k.size() <= prefix.size() + suffix.size() || k.compare(0, prefix.size(), prefix) != 0 ||
-      k.compare(k.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return false;
-  std::string num = k.substr(prefix.size(), k.size() - prefix.size() - suffix.size());
-  char *end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(num.c_str(), &end, 10);
-  if (errno != 0 || end == num.c_str() || *end != '\0')
-    return false;
-  v = x;
-  return true;
+  const TermPool::HeadData &h = terms.headData(t);
+  if (h.constant)
+    v = h.params[0];
+  return h.constant;
 }
 
 namespace {

@@ -419,8 +419,6 @@ bool batchOfOneProduct(TermPool &terms, mlir::Operation &op, const Shape &global
 /// that value (a constant).
 bool literalView(TermPool &terms, mlir::Operation &op, TermId &source, std::vector<int64_t> &dims,
                  double &uniform, bool &isUniform);
-/// t = TermPool::broadcast(shape, dims, source): true, with source and dims.
-bool broadcastParts(const TermPool &terms, TermId t, TermId &source, std::vector<int64_t> &dims);
 
 /// A slice of one piece of a stacked gather over the minor axes of a dimension split
 /// over more (Collectives.cpp): the gathered value's rows as a window.

@@ -42,7 +42,7 @@ bool rowValue(TermPool &terms, Operation &op, TermId t, const Shape &s,
               const std::vector<bool> &cls, int64_t rows, TermId &row) {
   TermId source;
   std::vector<int64_t> dims;
-  if (!broadcastParts(terms, t, source, dims) || !std::is_sorted(dims.begin(), dims.end()))
+  if (!terms.broadcastOf(t, dims, source) || !std::is_sorted(dims.begin(), dims.end()))
     return false;
   if (dims.empty()) {  // one value everywhere
     row = terms.broadcast({rows}, {}, source);
@@ -77,7 +77,7 @@ int64_t idsBound(const TermPool &terms, TermId t) {
   if ((terms.headIs(t, "ref.slice{") || terms.headIs(t, "ref.reshape{")) &&
       terms.operands(t).size() == 1)
     return idsBound(terms, terms.operands(t)[0]);
-  if (!terms.headIs(t, "ref.concat{") || terms.operands(t).empty())
+  if (!terms.isConcat(t) || terms.operands(t).empty())
     return 0;
   int64_t most = 0;
   for (TermId u : terms.operands(t)) {

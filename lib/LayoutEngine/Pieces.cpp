@@ -165,7 +165,7 @@ bool PieceComparison::Normalizer::settle() {
   // exact; this one is the one under which both sides' pieces line up.)
   std::set<TermId> broadcastSources;
   for (TermId t : seen)
-    if (terms.headIs(t, "bcast{") && terms.operands(t).size() == 1)
+    if (terms.kindIs(t, TermPool::HeadData::Broadcast) && terms.operands(t).size() == 1)
       broadcastSources.insert(terms.operands(t)[0]);
   std::map<int64_t, std::set<int64_t>> flat;
   for (auto &[leaf, c] : cuts)
@@ -214,32 +214,11 @@ TermId PieceComparison::Normalizer::concat(int dim, const Shape &shape, const st
 }
 
 bool PieceComparison::Normalizer::piecesOf(TermId t, int &dim, std::vector<Weighted> &pieces) const {
-  llvm::StringRef key = terms.key(t);
-  if (!key.consume_front("ref.concat{dim="))
+  const TermPool::HeadData &h = terms.headData(t);
+  if (!h.concat)
     return false;
-  if (key.consumeInteger(10, dim))
-    return false;
+  dim = (int)h.params[0];
   pieces = weightedOperands(terms, t);
-  return true;
-}
-
-bool PieceComparison::Normalizer::broadcastParts(TermId t, std::vector<int64_t> &dims,
-                                                  TermId &source) const {
-  llvm::StringRef key = terms.key(t);
-  if (!key.consume_front("bcast{") || terms.operands(t).size() != 1)
-    return false;
-  llvm::StringRef list = key.take_until([](char ch) { return ch == '}'; });
-  dims.clear();
-  while (!list.empty()) {
-    auto [num, rest] = list.split(',');
-    int64_t d = 0;
-    if (!num.empty() && num.getAsInteger(10, d))
-      return false;
-    if (!num.empty())
-      dims.push_back(d);
-    list = rest;
-  }
-  source = terms.operands(t)[0];
   return true;
 }
 
@@ -256,7 +235,7 @@ bool PieceComparison::Normalizer::cutUniform(TermId t, int dim, int64_t len, Ter
   TermId source;
   Rational c;
   TermId u;
-  if (broadcastParts(t, dims, source)) { // copies along dim: fewer copies
+  if (terms.broadcastOf(t, dims, source)) { // copies along dim: fewer copies
     if (llvm::is_contained(dims, (int64_t)dim))
       return false;
     out = terms.broadcast(piece, dims, source);
@@ -288,7 +267,7 @@ bool PieceComparison::Normalizer::cutCopies(TermId t, int dim, const std::vector
                                             std::vector<Weighted> &out) {
   std::vector<int64_t> dims;
   TermId source;
-  if (!broadcastParts(t, dims, source) || llvm::is_contained(dims, (int64_t)dim))
+  if (!terms.broadcastOf(t, dims, source) || llvm::is_contained(dims, (int64_t)dim))
     return false;
   Shape whole = terms.shapeOf(t);
   if (dim >= (int)whole.size())
@@ -512,7 +491,7 @@ bool PieceComparison::Normalizer::align(
         at = end;
         continue;
       }
-      if (!terms.headIs(p.first, "bcast{}:"))
+      if (!terms.uniformBroadcast(p.first))
         return false;
       TermId source = terms.operands(p.first)[0];
       for (int64_t from = at; from < end;) {
@@ -584,16 +563,7 @@ Weighted PieceComparison::Normalizer::normSum(TermId t) {
 /// pieces' broadcasts.
 Weighted PieceComparison::Normalizer::normBroadcast(TermId t) {
   Weighted out{t, Rational(1)};
-  llvm::StringRef list = llvm::StringRef(terms.key(t)).drop_front(6);
-  list = list.take_until([](char ch) { return ch == '}'; });
-  std::vector<int64_t> dims;
-  while (!list.empty()) {
-    auto [num, rest] = list.split(',');
-    int64_t d = 0;
-    if (!num.getAsInteger(10, d))
-      dims.push_back(d);
-    list = rest;
-  }
+  std::vector<int64_t> dims = terms.headData(t).params;
   Weighted src = norm(terms.operands(t)[0]);
   int d = -1;
   std::vector<Weighted> parts;
@@ -695,9 +665,9 @@ Weighted PieceComparison::Normalizer::normUncached(TermId t) {
     // A slice that takes whole pieces of a concatenation: those pieces.
   } else if (terms.headIs(t, "ref.add{")) {
     out = normSum(t);
-  } else if (terms.headIs(t, "bcast{")) { // "bcast{d,d,}:shape": linear in its source
+  } else if (terms.kindIs(t, TermPool::HeadData::Broadcast)) { // linear in its source
     out = normBroadcast(t);
-  } else if (terms.headIs(t, "ref.concat{")) {
+  } else if (terms.isConcat(t)) {
     int dim = -1;
     std::vector<Weighted> pieces;
     piecesOf(t, dim, pieces);

@@ -72,7 +72,6 @@ public:
   /// the concatenation of the pieces' concatenations; false where they are not.
   bool swapConcat(int dim, const Shape &shape, const std::vector<Weighted> &operands, Weighted &out);
   /// A broadcast's source dimensions and source; false if t is none.
-  bool broadcastParts(TermId t, std::vector<int64_t> &dims, TermId &source) const;
   /// A broadcast that copies along `dim` (no source dimension there), cut there as
   /// `like`'s pieces are: the same broadcast at each piece's extent. False otherwise.
   bool cutCopies(TermId t, int dim, const std::vector<Weighted> &like, std::vector<Weighted> &out);

@@ -103,7 +103,7 @@ bool reshapedOperand(TermPool &terms, Operation &op, TermId b, const Shape &s,
   }
   TermId source;
   std::vector<int64_t> dims, toDims;
-  if (!broadcastParts(terms, b, source, dims) || !sourceDimsIn(s, t, dims, toDims))
+  if (!terms.broadcastOf(b, dims, source) || !sourceDimsIn(s, t, dims, toDims))
     return false;
   Shape sourceShape;
   for (int64_t d : toDims)
@@ -133,7 +133,7 @@ static bool liftedOperand(TermPool &terms, Operation &op, const State &s, const 
   x.factor = s.factor;
   if (!reshapedOperand(terms, op, s.term, global, inner, x.term))
     return false;
-  x.broadcast = broadcastParts(terms, x.term, x.source, x.sourceDims);
+  x.broadcast = terms.broadcastOf(x.term, x.sourceDims, x.source);
   return x.broadcast || terms.shapeOf(x.term) == inner;
 }
 

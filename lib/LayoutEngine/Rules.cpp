@@ -94,7 +94,7 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
     return true;
   }
   if (isa<ref::ReshapeOp>(op) && (terms.headIs(in[0]->term, "ref.reshape{") ||
-                                   terms.headIs(in[0]->term, "bcast{}:"))) {
+                                   terms.uniformBroadcast(in[0]->term))) {
     out = {reshapeTerm(terms, op, in[0]->term, global), in[0]->factor};
     return true;
   }
@@ -375,7 +375,7 @@ void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State
     out.sourceDims.clear();
   } else if (isa<ref::LiteralOp>(op)) {
     // combine gave a literal with copies (literalView) its broadcast term: read it back.
-    out.broadcast = broadcastParts(terms, out.term, out.source, out.sourceDims);
+    out.broadcast = terms.broadcastOf(out.term, out.sourceDims, out.source);
   } else if (auto b = dyn_cast<ref::BroadcastOp>(op)) {
     out.broadcast = true;
     broadcastSource(*in[0], b, out.source, out.sourceDims);
@@ -395,7 +395,7 @@ void markBroadcast(TermPool &terms, Operation &op, const std::vector<const State
                return s->broadcast && s->sourceDims.empty();
              })) {
     // An elementwise op of uniform values (combine: uniformOfUniforms).
-    out.broadcast = broadcastParts(terms, out.term, out.source, out.sourceDims) &&
+    out.broadcast = terms.broadcastOf(out.term, out.sourceDims, out.source) &&
                     out.sourceDims.empty();
   } else if (in.size() == 1 && (isa<ref::ReshapeOp>(op) || unitTranspose(op, in[0]->global))) {
     out.broadcast = unitReshape(*in[0], out.global, out.source, out.sourceDims);
@@ -819,7 +819,7 @@ State planRuleOf(RuleContext &c, Operation &op, const std::vector<const State *>
   for (const State *s : in)
     if (s->windowed())
       return windows();
-  if (isa<ref::SliceOp>(op) && c.terms.headIs(in[0]->term, "stack{")) {
+  if (isa<ref::SliceOp>(op) && c.terms.kindIs(in[0]->term, TermPool::HeadData::Stack)) {
     c.fire("stacks: a slice of stacked pieces");
     return stackSlice(c, op, *in[0]);
   }

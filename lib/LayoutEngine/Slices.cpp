@@ -39,8 +39,10 @@ bool sliceParts(const TermPool &terms, TermId t, TermId &input, std::vector<int6
 }
 
 bool concatDim(const TermPool &terms, TermId t, int64_t &dim) {
-  llvm::StringRef key = terms.key(t);
-  return key.consume_front("ref.concat{dim=") && !key.consumeInteger(10, dim) && dim >= 0;
+  const TermPool::HeadData &h = terms.headData(t);
+  if (h.concat)
+    dim = h.params[0];
+  return h.concat;
 }
 
 std::string concatHead(MLIRContext *ctx, int64_t dim, const Shape &shape) {

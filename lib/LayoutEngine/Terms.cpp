@@ -23,6 +23,97 @@ namespace planproof::layouts {
 // Terms and states
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// "4x4xf32", "4x4x": the leading dimensions; stops at the first that is no number.
+Shape readDims(llvm::StringRef dims) {
+  Shape out;
+  while (!dims.empty() && isdigit((unsigned char)dims.front())) {
+    auto [num, rest] = dims.split('x');
+    int64_t v = 0;
+    if (num.getAsInteger(10, v))
+      break;
+    out.push_back(v);
+    dims = rest;
+  }
+  return out;
+}
+
+/// "a,b,c," (optionally with a letter after each number): the numbers, and each one's
+/// letter (0 where none); false on anything else.
+bool readList(llvm::StringRef list, std::vector<int64_t> &out, std::vector<char> &tags) {
+  while (!list.empty()) {
+    int64_t v;
+    if (list.consumeInteger(10, v))
+      return false;
+    char tag = 0;
+    if (!list.empty() && isalpha((unsigned char)list.front())) {
+      tag = list.front();
+      list = list.drop_front();
+    }
+    if (!list.consume_front(","))
+      return false;
+    out.push_back(v);
+    tags.push_back(tag);
+  }
+  return true;
+}
+} // namespace
+
+TermPool::HeadData TermPool::readHead(llvm::StringRef text) {
+  // The texts heads are made of (head(), leaf(), broadcast(), scaled(), Collectives.cpp's
+  // nameStack), each read once here.
+  HeadData h;
+  if (text.consume_front("input ")) { // "input NAME : 4x4xf32", "input 3 : index constant"
+    h.kind = HeadData::Input;
+    size_t colon = text.rfind(" : ");
+    llvm::StringRef type = colon == llvm::StringRef::npos ? "" : text.substr(colon + 3);
+    h.shape = readDims(type);
+    int64_t v;
+    if (type == "index constant" && !text.substr(0, colon).getAsInteger(10, v)) {
+      h.constant = true;
+      h.params = {v};
+    }
+    return h;
+  }
+  if (text.starts_with("scale{")) {
+    h.kind = HeadData::Scale;
+    return h;
+  }
+  size_t colon = text.rfind("}:");
+  if (colon != llvm::StringRef::npos)
+    h.shape = readDims(text.substr(colon + 2));
+  llvm::StringRef inside = text.substr(0, colon == llvm::StringRef::npos ? text.size() : colon);
+  std::vector<char> tags;
+  if (inside.consume_front("bcast{")) {
+    if (readList(inside, h.params, tags))
+      h.kind = HeadData::Broadcast;
+    return h;
+  }
+  bool gather = inside.consume_front("gstack{");
+  if (gather || inside.consume_front("stack{")) {
+    int64_t e, d;
+    if (inside.consumeInteger(10, e) || !inside.consume_front(";") ||
+        inside.consumeInteger(10, d) || !inside.consume_front(";"))
+      return h;
+    std::vector<int64_t> axes;
+    if (!readList(inside, axes, tags))
+      return h;
+    h.params = {e, d};
+    for (size_t i = 0; i < axes.size(); ++i)
+      h.params.push_back(gather ? 2 * axes[i] + (tags[i] == 's') : axes[i]);
+    h.kind = gather ? HeadData::GatherStack : HeadData::Stack;
+    return h;
+  }
+  if (inside.contains('{'))
+    h.kind = HeadData::Op;
+  int64_t dim;
+  if (inside.consume_front("ref.concat{dim=") && !inside.consumeInteger(10, dim) && dim >= 0) {
+    h.concat = true;
+    h.params = {dim};
+  }
+  return h;
+}
+
 TermId TermPool::intern(const std::string &head, const std::string &shortHead,
                         std::vector<TermId> operands) {
   // A head's text once; a term's key is its head's number and its operands, which
@@ -32,6 +123,7 @@ TermId TermPool::intern(const std::string &head, const std::string &shortHead,
     h = headIds.emplace(head, (uint32_t)headTexts.size()).first;
     headTexts.push_back(head);
     shortTexts.push_back(shortHead);
+    headInfo.push_back(readHead(head));
   }
   uint32_t id = h->second;
   auto found = ids.find(Key{id, operands});
@@ -310,7 +402,7 @@ TermId TermPool::reshaped(TermId t, const Shape &shape, mlir::MLIRContext *ctx) 
     if (shapeOf(t) == shape)
       return t;
   }
-  if (headIs(t, "bcast{}:") && args[t].size() == 1)  // one value, in any shape
+  if (uniformBroadcast(t) && args[t].size() == 1)  // one value, in any shape
     return broadcast(shape, {}, args[t][0]);
   OperationName name("ref.reshape", ctx);
   auto none = DictionaryAttr::get(ctx);
@@ -391,27 +483,7 @@ Shape TermPool::shapeOf(TermId t) const {
   TermId u;
   if (scaleOf(t, c, u))
     return shapeOf(u);
-  llvm::StringRef k = key(t), dims;
-  if (isLeaf(t)) { // "input NAME : 4x4xf32"
-    dims = k.substr(k.rfind(" : ") + 3);
-  } else {
-    size_t open = k.find('(');
-    llvm::StringRef head = k.substr(0, open);
-    size_t colon = head.rfind("}:");
-    if (colon == llvm::StringRef::npos)
-      return {};
-    dims = head.substr(colon + 2);
-  }
-  Shape out;
-  while (!dims.empty() && isdigit((unsigned char)dims.front())) {
-    auto [num, rest] = dims.split('x');
-    int64_t v = 0;
-    if (num.getAsInteger(10, v))
-      break;
-    out.push_back(v);
-    dims = rest;
-  }
-  return out;
+  return headData(t).shape;
 }
 
 bool TermPool::scaleOf(TermId t, Rational &c, TermId &u) const {

@@ -106,7 +106,40 @@ public:
   llvm::ArrayRef<TermId> operands(TermId t) const { return args[t]; }
   /// The term's head: "ref.concat{dim = 1 : i64}:4x4xf32", "input x : 4x4xf32".
   const std::string &key(TermId t) const { return headTexts[headOf[t]]; }
-  bool isLeaf(TermId t) const { return key(t).compare(0, 6, "input ") == 0; }
+  /// What a head says, as data: read once, when the head is first made, so that rules
+  /// read a term's shape, a broadcast's dimensions or a stack's axes, never its text.
+  struct HeadData {
+    enum Kind : uint8_t {
+      Input,       // a reference input (or an index value named as one)
+      Op,          // an op's name, attributes and global shape (head())
+      Scale,       // scale{c}: its operand times c (scaled())
+      Broadcast,   // bcast{dims}: params are the result dims the source's read
+      Stack,       // stack{e;d;A}: params are e, d, then the axes A
+      GatherStack, // gstack{e;d;A}: params are e, d, then 2 a + (1 if a splits) per axis
+      Other,
+    } kind = Other;
+    Shape shape; // the global shape (a scale's: none; shapeOf reads its operand's)
+    std::vector<int64_t> params;
+    bool concat = false;          // Op: ref.concat, along params[0]
+    bool constant = false;        // Input: an index constant, of value params[0]
+  };
+  const HeadData &headData(TermId t) const { return headInfo[headOf[t]]; }
+  bool isLeaf(TermId t) const { return headData(t).kind == HeadData::Input; }
+  bool kindIs(TermId t, HeadData::Kind k) const { return headData(t).kind == k; }
+  /// A broadcast of one value to every element (bcast{}).
+  bool uniformBroadcast(TermId t) const {
+    return kindIs(t, HeadData::Broadcast) && headData(t).params.empty();
+  }
+  bool isConcat(TermId t) const { return headData(t).concat; }
+  /// t = bcast{dims}(source): true, with them.
+  bool broadcastOf(TermId t, std::vector<int64_t> &dims, TermId &source) const {
+    const HeadData &h = headData(t);
+    if (h.kind != HeadData::Broadcast || args[t].size() != 1)
+      return false;
+    dims = h.params;
+    source = args[t][0];
+    return true;
+  }
   /// Whether the term's head starts with `prefix` ("ref.concat{", "ref.add{", ...).
   bool headIs(TermId t, llvm::StringRef prefix) const {
     return llvm::StringRef(key(t)).starts_with(prefix);
@@ -166,6 +199,7 @@ private:
   mlir::MLIRContext *context = nullptr;
   TermId intern(const std::string &head, const std::string &shortHead,
                 std::vector<TermId> operands);
+  static HeadData readHead(llvm::StringRef text);
   /// `operands` with each one whose key starts with `prefix` replaced by its operands.
   std::vector<TermId> flatten(const std::string &prefix,
                               const std::vector<TermId> &operands) const;
@@ -177,6 +211,7 @@ private:
   /// key (a head's number and the operands', as bytes).
   std::unordered_map<std::string, uint32_t> headIds;
   std::vector<std::string> headTexts, shortTexts;
+  std::vector<HeadData> headInfo; // (by head number, as headTexts)
   /// A term by its key: its head's number and its operands (which the key points
   /// at: the candidate's while looking up, the pool's own once interned).
   struct Key {

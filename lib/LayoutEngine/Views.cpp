@@ -313,23 +313,6 @@ bool batchOfOneProduct(TermPool &terms, Operation &op, const Shape &global,
   return true;
 }
 
-bool broadcastParts(const TermPool &terms, TermId t, TermId &source,
-                    std::vector<int64_t> &dims) {
-  llvm::StringRef key = terms.key(t);
-  if (!key.consume_front("bcast{") || terms.operands(t).size() != 1)
-    return false;
-  std::vector<int64_t> read;
-  while (!key.starts_with("}")) {
-    int64_t d;
-    if (key.consumeInteger(10, d) || !key.consume_front(","))
-      return false;
-    read.push_back(d);
-  }
-  source = terms.operands(t)[0];
-  dims = std::move(read);
-  return true;
-}
-
 bool literalView(TermPool &terms, Operation &op, TermId &source, std::vector<int64_t> &dims,
                  double &uniform, bool &isUniform) {
   auto lit = dyn_cast<ref::LiteralOp>(op);
