@@ -217,6 +217,42 @@ std::pair<TermId, Rational> sumOf(TermPool &terms, Operation &op, TermId u,
   Rational f;
   if (pickedRows(terms, op, u, dims, global, t, f))
     return {t, f};
+  // Rows of a one-hot's product (a slice whole along the classes, a microbatch's cut
+  // of a product over the batch): a sum over dimensions the slice keeps whole is the
+  // slice of the sum over them, so the pick is written as above, then sliced; the sum
+  // over the slice's other dimensions is taken of that. (Pieces of one product summed
+  // over the rows they tile then meet the sum over all rows: TermPool::joinSlicedSums.)
+  TermId v;
+  std::vector<int64_t> offsets, sizes;
+  if (sliceParts(terms, u, v, offsets, sizes)) {
+    Shape vs = terms.shapeOf(v);
+    std::vector<int64_t> whole, rest;
+    bool valid = vs.size() == offsets.size() && vs.size() == sizes.size();
+    for (int64_t d : dims) {
+      valid &= d >= 0 && d < (int64_t)vs.size();
+      if (valid)
+        (offsets[d] == 0 && sizes[d] == vs[d] ? whole : rest).push_back(d);
+    }
+    // The shape of the sum over `whole`, and the slice and the rest's dims there.
+    Shape inner;
+    std::vector<int64_t> innerOffsets, innerSizes, innerRest;
+    for (int64_t d = 0; valid && d < (int64_t)vs.size(); ++d) {
+      if (llvm::is_contained(whole, d))
+        continue;
+      if (llvm::is_contained(rest, d))
+        innerRest.push_back((int64_t)inner.size());
+      inner.push_back(vs[d]);
+      innerOffsets.push_back(offsets[d]);
+      innerSizes.push_back(sizes[d]);
+    }
+    if (valid && !whole.empty() && pickedRows(terms, op, v, whole, inner, t, f)) {
+      TermId rows = sliceTerm(terms, op.getContext(), t, inner, innerOffsets, innerSizes);
+      if (innerRest.empty())
+        return {rows, f};
+      auto [s, g] = sumOf(terms, op, rows, innerRest, global);
+      return {s, f * g};
+    }
+  }
   // Sums of reshapes and over unit dims written through the operands' (as sumTerm
   // does), so that a one-hot's sum under them is seen; the sum of all elements in one
   // shape (below). So a total reached through reshapes of the frameworks' choosing is

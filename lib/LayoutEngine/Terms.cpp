@@ -215,6 +215,7 @@ TermPool::sum(const std::string &head, const std::vector<std::pair<TermId, Ratio
   std::vector<std::pair<TermId, Rational>> kept = merged(std::move(all));
   if (!pieces.empty())
     joinPieces(kept);
+  joinSlicedSums(kept);
   factorShared(kept);
   if (kept.empty()) // every summand cancels: zero times any of them
     return {firstSeen, Rational(0)};
@@ -276,6 +277,89 @@ void TermPool::joinPieces(std::vector<std::pair<TermId, Rational>> &kept) const 
   if (!joined)
     return;
   kept = merged(std::move(out)); // a whole may already have been a summand
+}
+
+void TermPool::joinSlicedSums(std::vector<std::pair<TermId, Rational>> &kept) {
+  // sum_k reduce_sum(slice_k(T), D) = reduce_sum(T, D), where the slices cut T along
+  // one dimension d of D only (whole along the others) into pieces that tile it: a sum
+  // over D sums every element once, piece by piece. Equal weights only. (A loss
+  // summed per microbatch of rows a windowed layout cut out of the batch, Windows.cpp,
+  // meets the reference's one sum.)
+  struct Cut {
+    uint32_t head;
+    TermId input;
+    int64_t dim;
+    Rational weight;
+    int64_t from, to;
+    size_t index;
+  };
+  std::vector<Cut> cuts;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    TermId t = kept[i].first;
+    DictionaryAttr attrs;
+    if (args[t].size() != 1 || opNameOf(t, attrs) != ref::ReduceSumOp::getOperationName())
+      continue;
+    auto dims = attrs ? attrs.getAs<DenseI64ArrayAttr>("dims") : DenseI64ArrayAttr();
+    TermId input;
+    std::vector<int64_t> offsets, sizes;
+    if (!dims || !sliceParts(*this, args[t][0], input, offsets, sizes))
+      continue;
+    Shape whole = shapeOf(input);
+    if (whole.size() != offsets.size() || whole.size() != sizes.size())
+      continue;
+    int64_t cutDim = -1;
+    bool one = true;
+    for (size_t d = 0; d < whole.size(); ++d)
+      if (offsets[d] != 0 || sizes[d] != whole[d]) {
+        one &= cutDim < 0;
+        cutDim = (int64_t)d;
+      }
+    if (!one || cutDim < 0 || !llvm::is_contained(dims.asArrayRef(), cutDim))
+      continue;
+    cuts.push_back({headOf[t], input, cutDim, kept[i].second, offsets[cutDim],
+                    offsets[cutDim] + sizes[cutDim], i});
+  }
+  if (cuts.size() < 2)
+    return;
+  std::sort(cuts.begin(), cuts.end(), [](const Cut &a, const Cut &b) {
+    return std::tie(a.head, a.input, a.dim, a.from, a.index) <
+           std::tie(b.head, b.input, b.dim, b.from, b.index);
+  });
+  std::vector<bool> drop(kept.size(), false);
+  std::vector<std::pair<TermId, Rational>> joined;
+  for (size_t k = 0; k < cuts.size();) {
+    size_t end = k + 1;
+    while (end < cuts.size() && cuts[end].head == cuts[k].head &&
+           cuts[end].input == cuts[k].input && cuts[end].dim == cuts[k].dim)
+      ++end;
+    // The pieces tile [0, extent) in order, once each, with one weight.
+    int64_t at = 0, extent = shapeOf(cuts[k].input)[cuts[k].dim];
+    bool tiles = end - k >= 2;
+    for (size_t j = k; j < end && tiles; ++j) {
+      tiles = cuts[j].from == at && cuts[j].weight == cuts[k].weight;
+      at = cuts[j].to;
+    }
+    if (tiles && at == extent) {
+      TermId first = kept[cuts[k].index].first;
+      TermId whole = node(headTexts[cuts[k].head], {cuts[k].input});
+      OperationName opName = OperationName::getFromOpaquePointer(ops[first].first);
+      DictionaryAttr attrs;
+      if (opOf(first, opName, attrs))
+        setOp(whole, opName, attrs);
+      joined.push_back({whole, cuts[k].weight});
+      applied("sums: pieces that tile a value, each summed, sum to its sum");
+      for (size_t j = k; j < end; ++j)
+        drop[cuts[j].index] = true;
+    }
+    k = end;
+  }
+  if (joined.empty())
+    return;
+  std::vector<std::pair<TermId, Rational>> out = std::move(joined);
+  for (size_t i = 0; i < kept.size(); ++i)
+    if (!drop[i])
+      out.push_back(kept[i]);
+  kept = merged(std::move(out)); // (the whole may already have been a summand)
 }
 
 void TermPool::factorShared(std::vector<std::pair<TermId, Rational>> &kept) {

@@ -240,6 +240,8 @@ private:
   void joinPieces(std::vector<std::pair<TermId, Rational>> &kept) const;
   /// `kept` with the summands of one multilinear op that share an operand factored.
   void factorShared(std::vector<std::pair<TermId, Rational>> &kept);
+  /// `kept` with the sums over pieces that tile a value joined into its sum.
+  void joinSlicedSums(std::vector<std::pair<TermId, Rational>> &kept);
   llvm::DenseMap<const void *, bool> multilinearOps; // by op name, for factorShared
   /// factorsOf's: per signature (op name, attributes, operand and result ranks) an
   /// index into `factorTable` plus one (0: none), and per term the same (~0u: not

@@ -3231,6 +3231,61 @@ static std::string exchangedMicrobatches(int64_t K, int64_t J, int64_t n, const 
          " -> " + ty(L) + "\n" + plan + "    return " + outs + " : " + refTypes + "\n  }\n}\n";
 }
 
+/// A row-wise op per microbatch of exchanged rows, summed: x [G L, 3] split over a (G
+/// ranks, L = G n rows each) is exchanged by all_to_all; microbatch p is window p of
+/// each rank's rows (n rows), its x - max(x) over the classes summed over rows and
+/// classes; the microbatches' sums are added and all-reduced. The reference sums
+/// x - max(x) over the whole batch. `variant`: "" (right), "window twice" (microbatch 1
+/// takes window 0), "dropped" (the last microbatch not added), "weighted" (microbatch 1
+/// counted twice).
+static std::string rowwiseExchanged(int64_t K, int64_t J, int64_t n, const std::string &variant) {
+  (void)J;
+  int64_t G = K, L = G * n, T = G * L;
+  auto str = [](int64_t v) { return std::to_string(v); };
+  auto ty = [&](int64_t r) { return "tensor<" + str(r) + "x3xf32>"; };
+  std::string text = "module {\n  func.func @reference(%x: " + ty(T) +
+                     " {ref.name = \"x\"}) -> (tensor<f32> {ref.name = \"loss\"}) attributes "
+                     "{ref.reference} {\n" +
+                     "    %m = ref.reduce_max %x dims [1] : " + ty(T) + "\n" +
+                     "    %mb = ref.broadcast %m dims [0] : tensor<" + str(T) + "xf32> -> " +
+                     ty(T) + "\n    %z = ref.sub %x, %mb : " + ty(T) + "\n" +
+                     "    %loss = ref.reduce_sum %z dims [0, 1] : " + ty(T) + "\n" +
+                     "    return %loss : tensor<f32>\n  }\n" +
+                     "  dist.mesh @mesh axes = [\"a\", \"b\"] shape = [" + str(K) + ", 1]\n" +
+                     "  func.func @plan(%x: " + ty(L) +
+                     " {dist.value = \"x\", dist.layout = #dist.layout<[a, _]>}) -> (tensor<f32> "
+                     "{dist.value = \"loss\", dist.layout = #dist.layout<[]>}) attributes "
+                     "{dist.mesh = @mesh} {\n" +
+                     "    %t = dist.all_to_all %x over [\"a\"] split_dim 0 concat_dim 0 : " + ty(L) +
+                     " -> " + ty(L) + "\n";
+  std::string sum;
+  for (int64_t p = 0; p < G; ++p) {
+    std::string ps = str(p);
+    int64_t w = variant == "window twice" && p == 1 ? 0 : p;
+    text += "    %x" + ps + " = ref.slice %t offsets [" + str(w * n) + ", 0] sizes [" + str(n) +
+            ", 3] : " + ty(L) + "\n    %m" + ps + " = ref.reduce_max %x" + ps +
+            " dims [1] : " + ty(n) + "\n    %mb" + ps + " = ref.broadcast %m" + ps +
+            " dims [0] : tensor<" + str(n) + "xf32> -> " + ty(n) + "\n    %z" + ps +
+            " = ref.sub %x" + ps + ", %mb" + ps + " : " + ty(n) + "\n    %l" + ps +
+            " = ref.reduce_sum %z" + ps + " dims [0, 1] : " + ty(n) + "\n";
+    std::string l = "%l" + ps;
+    if (variant == "weighted" && p == 1) {
+      text += "    %w1 = ref.scale %l1 by 2.0 : tensor<f32>\n";
+      l = "%w1";
+    }
+    if (variant == "dropped" && p == G - 1)
+      continue;
+    if (sum.empty()) {
+      sum = l;
+    } else {
+      text += "    %s" + ps + " = ref.add " + sum + ", " + l + " : tensor<f32>\n";
+      sum = "%s" + ps;
+    }
+  }
+  text += "    %loss = dist.all_reduce " + sum + " over [\"a\"] \"sum\" : tensor<f32> -> tensor<f32>\n";
+  return text + "    return %loss : tensor<f32>\n  }\n}\n";
+}
+
 /// Each instance (K in {2, 3}, J in {1, 2}, n in {1, 2}) of `make`: both engines verify
 /// its right variant (""); the element engine refutes each near miss and the layout
 /// engine never verifies it (a near miss named in `twoAxes` only where b has 2 ranks).
@@ -3253,6 +3308,29 @@ static void decidesExchanges(
           CHECK(bad.layout != Verdict::Verified);
         }
       }
+}
+
+TEST_CASE("sums over pieces that tile a value: a row-wise op per microbatch of exchanged "
+          "rows", "[layouts]") {
+  // Each microbatch's rows are a window of the exchanged block: the plan's sums are
+  // sums of slices of the reference's x - max(x), which tile its rows; their sum is the
+  // whole sum (TermPool::joinSlicedSums). Near misses: a window taken twice (pieces
+  // that do not tile), a microbatch dropped (a gap), one counted twice (unequal
+  // weights). K in {2, 3} ranks, n in {1, 2} rows per window.
+  for (int64_t K : {2, 3})
+    for (int64_t n : {1, 2}) {
+      INFO("K=" << K << " n=" << n);
+      Verdicts ok = run(rowwiseExchanged(K, 1, n, ""));
+      CHECK(ok.element == Verdict::Verified);
+      CHECK(ok.layout == Verdict::Verified);
+      CHECK(fired(ok.proof, "sums: pieces that tile a value"));
+      for (const char *variant : {"window twice", "dropped", "weighted"}) {
+        INFO(variant);
+        Verdicts bad = run(rowwiseExchanged(K, 1, n, variant));
+        CHECK(bad.element == Verdict::Violated);
+        CHECK(bad.layout != Verdict::Verified);
+      }
+    }
 }
 
 TEST_CASE("all_to_all over one dimension: each rank holds its part of every member's "
