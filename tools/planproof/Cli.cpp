@@ -706,6 +706,14 @@ int planproof::cliMain(int argc, char **argv, bool watchdog) {
     std::cout << kUsage;
     return finish(0);
   }
+  // Every command's --help: the usage (each option says which commands take it).
+  static const char *const kCommands[] = {"verify", "check-specs", "replay", "shrink",
+                                          "import", "export", "import-xla", "plan"};
+  if (llvm::is_contained(kCommands, cmd) &&
+      llvm::any_of(args, [](const std::string &a) { return a == "--help" || a == "-h"; })) {
+    std::cout << kUsage;
+    return finish(0);
+  }
   if (cmd == "--version") {
     std::cout << "planproof 0.1.0\n";
     return finish(0);
