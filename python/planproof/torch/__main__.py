@@ -1,4 +1,5 @@
-"""python -m planproof.torch CASE.py [--out SPEC.json] [--verify [--engine E]] [--planproof BIN]
+"""python -m planproof.torch CASE.py [--out SPEC.json] [--verify [--engine E]] [--time-limit SECONDS]
+    [--format text|json|sarif] [--check-numerics] [--planproof BIN]
 
 CASE.py defines `planproof_case()`, returning the keyword arguments of
 `planproof.torch.capture` (model_fn, loss_fn, inputs, mesh_shape, mesh_dim_names,
@@ -40,12 +41,16 @@ def main(argv=None):
     ap.add_argument("--verify", action="store_true")
     ap.add_argument("--engine", default="auto", choices=["auto", "element", "layout"],
                     help="the engine of --verify (planproof verify --engine; default auto)")
+    ap.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                    help="planproof's --time-limit for --verify and --check-numerics: past it, "
+                         "the report says so (exit 3)")
     ap.add_argument("--planproof", default=os.environ.get("PLANPROOF", "") or shutil.which("planproof") or "planproof")
     ap.add_argument("--format", default="text", choices=["text", "json", "sarif"])
     ap.add_argument("--check-numerics", action="store_true",
                     help="also replay the translated single-device step at concrete inputs "
                          "against PyTorch's own outputs (a check of the translation)")
     a = ap.parse_args(argv)
+    limit = ["--time-limit", repr(a.time_limit)] if a.time_limit is not None else []
     out = a.out or os.path.splitext(a.case)[0] + ".json"
     # The case's folder is importable, as for a script run from it.
     sys.path.insert(0, os.path.dirname(os.path.abspath(a.case)))
@@ -81,7 +86,7 @@ def main(argv=None):
         ids, spec_n = numeric_spec(**case)
         with open(check, "w") as f:
             json.dump(spec_n, f)
-        cmd = [a.planproof, "replay", check]
+        cmd = [a.planproof, "replay", check] + limit
         if ids:
             import numpy
             folder = os.path.splitext(out)[0] + ".numerics-inputs"
@@ -102,7 +107,7 @@ def main(argv=None):
     # The case's folder holds the user's code: its lines may be quoted in the report.
     return subprocess.run([a.planproof, "verify", out, "--engine", a.engine,
                            "--format", a.format, "--source-root",
-                           os.path.dirname(os.path.abspath(a.case))]).returncode
+                           os.path.dirname(os.path.abspath(a.case))] + limit).returncode
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""python -m planproof.xla CASE.py [--out-dir DIR] [--name NAME] [--verify] [--planproof BIN]
+"""python -m planproof.xla CASE.py [--out-dir DIR] [--name NAME] [--verify] [--engine E]
+    [--time-limit SECONDS] [--format text|json|sarif] [--planproof BIN]
 
 CASE.py defines `planproof_case()`, returning a dict with
   step           the training step (a Python function of arrays or pytrees of arrays)
@@ -59,9 +60,15 @@ def main(argv=None):
     ap.add_argument("--devices", type=int, default=8,
                     help="virtual CPU devices (default 8; the case's mesh must use all)")
     ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--engine", default="auto", choices=["auto", "element", "layout"],
+                    help="the engine of --verify (planproof verify --engine; default auto)")
+    ap.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                    help="planproof's --time-limit for the import and --verify: past it, "
+                         "the report says so (exit 3)")
     ap.add_argument("--planproof", default=os.environ.get("PLANPROOF", "") or shutil.which("planproof") or "planproof")
     ap.add_argument("--format", default="text", choices=["text", "json", "sarif"])
     a = ap.parse_args(argv)
+    limit = ["--time-limit", repr(a.time_limit)] if a.time_limit is not None else []
     case_path = os.path.abspath(a.case)
     name = a.name or os.path.splitext(os.path.basename(case_path))[0]
     out_dir = os.path.abspath(a.out_dir or os.path.dirname(case_path))
@@ -143,7 +150,7 @@ def main(argv=None):
         cmd += ["--description", case["description"]]
     if out_names:
         cmd += ["--output-names", ",".join(out_names)]
-    r = subprocess.run(cmd)
+    r = subprocess.run(cmd + limit)
     if r.returncode != 0:
         return r.returncode
     print(f"{spec}: imported from {os.path.basename(paths['before'])} and "
@@ -151,8 +158,9 @@ def main(argv=None):
     if not a.verify:
         return 0
     # The case's folder holds the user's code: its lines may be quoted in the report.
-    return subprocess.run([a.planproof, "verify", spec, "--format", a.format, "--source-root",
-                           os.path.dirname(os.path.abspath(a.case))]).returncode
+    return subprocess.run([a.planproof, "verify", spec, "--engine", a.engine, "--format",
+                           a.format, "--source-root",
+                           os.path.dirname(os.path.abspath(a.case))] + limit).returncode
 
 
 if __name__ == "__main__":
