@@ -278,7 +278,7 @@ void unstack(RuleContext &c, State &s, int64_t e, const std::vector<int> &axes) 
 /// (concatOfUnitSlices) is the reshape of the value; split over the pieces' axes, it is
 /// the value split along the pieces' dimension, as the reference holds it.
 void unreshape(RuleContext &c, Operation &op, State &s, const Shape &local) {
-  if (!s.known || !c.terms.headIs(s.term, "ref.reshape{"))
+  if (!s.known || !c.terms.isOp<ref::ReshapeOp>(s.term))
     return;
   State moved;
   if (placedAs(c, op, s, c.terms.shapeOf(c.terms.operands(s.term)[0]), moved, &local))

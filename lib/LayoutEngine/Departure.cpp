@@ -44,13 +44,13 @@ bool DepartureFinder::accounted(const State &s) const {
   // a reference reshape reads) departs from nothing: frameworks choose their shapes.
   if (!reshapedIndexed) {
     for (const auto &[t, v] : ref)
-      if (terms.headIs(t, "ref.reshape{") && terms.operands(t).size() == 1)
+      if (terms.isOp<ref::ReshapeOp>(t) && terms.operands(t).size() == 1)
         reshapedRef.insert(terms.operands(t)[0]);
     reshapedIndexed = true;
   }
   auto fromReference = [&](TermId t) {
     return ref.count(t) || terms.isLeaf(t) || reshapedRef.count(t) ||
-           (terms.headIs(t, "ref.reshape{") && terms.operands(t).size() == 1 &&
+           (terms.isOp<ref::ReshapeOp>(t) && terms.operands(t).size() == 1 &&
             ref.count(terms.operands(t)[0]));
   };
   // A term the reference computes only as zero, held times a nonzero factor, is no

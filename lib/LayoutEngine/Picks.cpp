@@ -30,7 +30,7 @@ namespace {
 
 /// The weighted summands of `t` (a sum node's operands, scales taken out; else t).
 std::vector<std::pair<TermId, Rational>> summandsOf(const TermPool &terms, TermId t) {
-  if (!terms.headIs(t, "ref.add{"))
+  if (!terms.isOp<ref::AddOp>(t))
     return {{t, Rational(1)}};
   return weightedOperands(terms, t);
 }
@@ -74,7 +74,7 @@ constexpr const char *kPickRows =
 int64_t idsBound(const TermPool &terms, TermId t) {
   if (terms.isLeaf(t))
     return terms.boundOf(t);
-  if ((terms.headIs(t, "ref.slice{") || terms.headIs(t, "ref.reshape{")) &&
+  if ((terms.isOp<ref::SliceOp>(t) || terms.isOp<ref::ReshapeOp>(t)) &&
       terms.operands(t).size() == 1)
     return idsBound(terms, terms.operands(t)[0]);
   if (!terms.isConcat(t) || terms.operands(t).empty())
@@ -100,7 +100,7 @@ bool wholeOneHot(const TermPool &terms, TermId h) {
     return wholeOneHot(terms, rows);
   if (int64_t dim; concatDim(terms, h, dim) && dim == 0 && !terms.operands(h).empty())
     return llvm::all_of(terms.operands(h), [&](TermId part) { return wholeOneHot(terms, part); });
-  if (!terms.headIs(h, "ref.one_hot{") || terms.operands(h).size() != 1)
+  if (!terms.isOp<ref::OneHotOp>(h) || terms.operands(h).size() != 1)
     return false;
   Shape s = terms.shapeOf(h);
   int64_t b = idsBound(terms, terms.operands(h)[0]);
@@ -139,7 +139,7 @@ bool pickedRows(TermPool &terms, Operation &op, TermId u, const std::vector<int6
     }
     return true;
   }
-  if (!terms.headIs(u, "ref.mul{") || terms.operands(u).size() != 2)
+  if (!terms.isOp<ref::MulOp>(u) || terms.operands(u).size() != 2)
     return false;
   int k = -1;
   for (int i = 0; i < 2; ++i)
@@ -151,7 +151,7 @@ bool pickedRows(TermPool &terms, Operation &op, TermId u, const std::vector<int6
   // The other factor (or the operand of its reshape) as weighted summands, with the
   // dims of its shape that become the classes.
   TermId inner = y;
-  bool reshaped = terms.headIs(y, "ref.reshape{");
+  bool reshaped = terms.isOp<ref::ReshapeOp>(y);
   if (reshaped)
     inner = terms.operands(y)[0];
   Shape is = terms.shapeOf(inner);
@@ -283,17 +283,17 @@ std::pair<TermId, Rational> sumOf(TermPool &terms, Operation &op, TermId u,
       d[k] = (int64_t)k;
     return d;
   };
-  if (terms.headIs(u, "ref.reshape{")) {
+  if (terms.isOp<ref::ReshapeOp>(u)) {
     TermId v = terms.operands(u)[0];
     return sumOf(terms, op, v, every(v), {});
   }
   // A sum with a reshaped summand: every summand reshaped to the flat shape (the sum
   // of all elements does not see the shape), so that sums built in two shapes of one
   // value -- a summand of the other shape arrives reshaped -- meet.
-  if (!terms.headIs(u, "ref.add{") || us.size() == 1)
+  if (!terms.isOp<ref::AddOp>(u) || us.size() == 1)
     return {sumTerm(terms, op, u, dims, global), Rational(1)};
   std::vector<std::pair<TermId, Rational>> parts = summandsOf(terms, u);
-  if (llvm::none_of(parts, [&](const auto &p) { return terms.headIs(p.first, "ref.reshape{"); }))
+  if (llvm::none_of(parts, [&](const auto &p) { return terms.isOp<ref::ReshapeOp>(p.first); }))
     return {sumTerm(terms, op, u, dims, global), Rational(1)};
   int64_t n = 1;
   for (int64_t d : us)

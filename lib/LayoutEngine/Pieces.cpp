@@ -54,7 +54,7 @@ bool PieceComparison::Normalizer::sliceOf(TermId t, TermId &input, std::vector<i
   OperationName name("ref.slice", ctx);
   DictionaryAttr attrs;
   OperationName actual = name;
-  if (!terms.headIs(t, "ref.slice{") || !terms.opOf(t, actual, attrs) || actual != name)
+  if (!terms.isOp<ref::SliceOp>(t) || !terms.opOf(t, actual, attrs) || actual != name)
     return false;
   auto o = attrs.getAs<DenseI64ArrayAttr>("offsets");
   auto s = attrs.getAs<DenseI64ArrayAttr>("sizes");
@@ -596,7 +596,7 @@ Weighted PieceComparison::Normalizer::normOp(TermId t) {
       in.push_back(norm(v));
     Shape shape = terms.shapeOf(t);
     if (name.getStringRef() == "ref.div" && in.size() == 2 &&
-        terms.headIs(in[0].first, "ref.add{")) {
+        terms.isOp<ref::AddOp>(in[0].first)) {
       // Division is linear in its numerator: a sum over the same denominator.
       std::vector<Weighted> each;
       for (TermId u : terms.operands(in[0].first)) {
@@ -663,7 +663,7 @@ Weighted PieceComparison::Normalizer::normUncached(TermId t) {
     out.first = concat(d, shape, pieces, out.second);
   } else if (sliceOf(t, input, offsets, sizes) && sliceOfConcat(input, offsets, sizes, out)) {
     // A slice that takes whole pieces of a concatenation: those pieces.
-  } else if (terms.headIs(t, "ref.add{")) {
+  } else if (terms.isOp<ref::AddOp>(t)) {
     out = normSum(t);
   } else if (terms.kindIs(t, TermPool::HeadData::Broadcast)) { // linear in its source
     out = normBroadcast(t);

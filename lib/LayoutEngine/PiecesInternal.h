@@ -112,7 +112,7 @@ private:
   /// (its operands are its stream's key and counter; any value is the concatenation
   /// of its slices, and a draw has no tensor operand to distribute over).
   bool cuttable(TermId t) const {
-    return terms.isLeaf(t) || terms.headIs(t, "ref.dropout_mask{");
+    return terms.isLeaf(t) || terms.isOp<ref::DropoutMaskOp>(t);
   }
   bool sliceOf(TermId t, TermId &input, std::vector<int64_t> &offsets,
                std::vector<int64_t> &sizes) const;

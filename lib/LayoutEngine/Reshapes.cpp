@@ -97,7 +97,7 @@ static bool sourceDimsIn(const Shape &s, const Shape &t, const std::vector<int64
 /// False for any other term: the reshape would stay at the head.
 bool reshapedOperand(TermPool &terms, Operation &op, TermId b, const Shape &s,
                      const Shape &t, TermId &out) {
-  if (terms.headIs(b, "ref.reshape{") && terms.shapeOf(terms.operands(b)[0]) == t) {
+  if (terms.isOp<ref::ReshapeOp>(b) && terms.shapeOf(terms.operands(b)[0]) == t) {
     out = terms.operands(b)[0];
     return true;
   }
@@ -149,7 +149,7 @@ bool elementwiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
   TermId from = 0;
   bool any = false;
   for (const State *s : in) {
-    if (s->global != global || !terms.headIs(s->term, "ref.reshape{"))
+    if (s->global != global || !terms.isOp<ref::ReshapeOp>(s->term))
       continue;
     TermId u = terms.operands(s->term)[0];
     if (!any || u < from)
@@ -180,7 +180,7 @@ bool rowWiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
   // reshapes from T too (reshapedOperand), the lower-rank ones (a norm's weight) are
   // read whole either way.
   if (in.empty() || op.getNumResults() != 1 || global.empty() || in[0]->global != global ||
-      !terms.headIs(in[0]->term, "ref.reshape{"))
+      !terms.isOp<ref::ReshapeOp>(in[0]->term))
     return false;
   inner = terms.shapeOf(terms.operands(in[0]->term)[0]);
   if (inner.empty() || inner == global || inner.back() != global.back())
@@ -198,7 +198,7 @@ bool rowWiseOfReshapes(TermPool &terms, Operation &op, const Shape &global,
 
 bool reducedThroughReshape(const TermPool &terms, TermId u, const std::vector<int64_t> &dims,
                            std::vector<int64_t> &inner, Shape &kept) {
-  if (!terms.headIs(u, "ref.reshape{"))
+  if (!terms.isOp<ref::ReshapeOp>(u))
     return false;
   Shape from = terms.shapeOf(terms.operands(u)[0]);
   std::set<int64_t> summed(dims.begin(), dims.end());
@@ -244,7 +244,7 @@ static TermId reductionTerm(TermPool &terms, Operation &op, TermId u,
   std::vector<int64_t> all(dims.begin(), dims.end());
   DictionaryAttr attrs;
   OperationName innerName = name;
-  if (terms.headIs(u, (name.getStringRef() + "{").str()) && terms.opOf(u, innerName, attrs) &&
+  if (terms.headData(u).op == name.getStringRef() && terms.opOf(u, innerName, attrs) &&
       innerName == name) {
     if (auto first = attrs.getAs<DenseI64ArrayAttr>("dims")) {
       TermId v = terms.operands(u)[0];

@@ -49,7 +49,7 @@ void planproof::layouts::annotateRowSums(RuleContext &c, Operation &op,
     int last = (int)x.global.size() - 1;
     if (!x.known || !x.partial.empty() || !x.partialMax.empty() || x.broadcast ||
         !x.rankCoeff.empty() || last < 0 || sum.getDims().size() != 1 ||
-        sum.getDims()[0] != last || !c.terms.headIs(x.term, "ref.one_hot") ||
+        sum.getDims()[0] != last || !c.terms.isOp<ref::OneHotOp>(x.term) ||
         (x.split[last].empty() && x.split[last].windows.empty()))
       return;
     State::RowSums r;

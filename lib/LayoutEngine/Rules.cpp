@@ -93,7 +93,7 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
     out = {in[0]->term, in[0]->factor}; // a reshape to the shape it has: the value
     return true;
   }
-  if (isa<ref::ReshapeOp>(op) && (terms.headIs(in[0]->term, "ref.reshape{") ||
+  if (isa<ref::ReshapeOp>(op) && (terms.isOp<ref::ReshapeOp>(in[0]->term) ||
                                    terms.uniformBroadcast(in[0]->term))) {
     out = {reshapeTerm(terms, op, in[0]->term, global), in[0]->factor};
     return true;
@@ -161,7 +161,7 @@ bool layoutNormalForm(TermPool &terms, Operation &op, const Shape &global,
       out = {terms.operands(x)[0], in[0]->factor};
       return true;
     }
-    if (terms.headIs(x, "ref.matmul{") && terms.opOf(x, name, attrs)) {
+    if (terms.isOp<ref::MatmulOp>(x) && terms.opOf(x, name, attrs)) {
       auto l = attrs.getAs<IntegerAttr>("lhs_dim"), r = attrs.getAs<IntegerAttr>("rhs_dim");
       if (l && r) {
         Builder b(op.getContext());

@@ -25,7 +25,7 @@ namespace planproof::layouts {
 bool sliceParts(const TermPool &terms, TermId t, TermId &input, std::vector<int64_t> &offsets,
                 std::vector<int64_t> &sizes) {
   DictionaryAttr attrs;
-  if (!terms.headIs(t, "ref.slice{") || terms.operands(t).size() != 1 ||
+  if (!terms.isOp<ref::SliceOp>(t) || terms.operands(t).size() != 1 ||
       terms.opNameOf(t, attrs) != ref::SliceOp::getOperationName())
     return false;
   auto o = attrs.getAs<DenseI64ArrayAttr>("offsets");

@@ -362,7 +362,7 @@ SplitResult reshapeSplitIn(RuleContext &c, const State &x, const Shape &inLocal,
   for (auto &[same, target] : alike)
     if (reshapeByGlobal(c, x, inLocal, outLocal, target, r))
       return r;
-  if (c.terms.headIs(x.term, "ref.reshape{") &&
+  if (c.terms.isOp<ref::ReshapeOp>(x.term) &&
       reshapeByGlobal(c, x, inLocal, outLocal, c.terms.shapeOf(c.terms.operands(x.term)[0]), r))
     return r;
   if (x.windowed())

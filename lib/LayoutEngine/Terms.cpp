@@ -104,8 +104,10 @@ TermPool::HeadData TermPool::readHead(llvm::StringRef text) {
     h.kind = gather ? HeadData::GatherStack : HeadData::Stack;
     return h;
   }
-  if (inside.contains('{'))
+  if (size_t brace = inside.find('{'); brace != llvm::StringRef::npos) {
     h.kind = HeadData::Op;
+    h.op = inside.substr(0, brace).str();
+  }
   int64_t dim;
   if (inside.consume_front("ref.concat{dim=") && !inside.consumeInteger(10, dim) && dim >= 0) {
     h.concat = true;
@@ -481,7 +483,7 @@ TermId TermPool::reshaped(TermId t, const Shape &shape, mlir::MLIRContext *ctx) 
   ctx = ctx ? ctx : context;
   if (shapeOf(t) == shape)
     return t;
-  if (headIs(t, "ref.reshape{")) {
+  if (isOp<ref::ReshapeOp>(t)) {
     t = args[t][0];
     if (shapeOf(t) == shape)
       return t;

@@ -120,6 +120,7 @@ public:
     } kind = Other;
     Shape shape; // the global shape (a scale's: none; shapeOf reads its operand's)
     std::vector<int64_t> params;
+    std::string op;               // Op: the op's name ("ref.add")
     bool concat = false;          // Op: ref.concat, along params[0]
     bool constant = false;        // Input: an index constant, of value params[0]
   };
@@ -131,6 +132,10 @@ public:
     return kindIs(t, HeadData::Broadcast) && headData(t).params.empty();
   }
   bool isConcat(TermId t) const { return headData(t).concat; }
+  /// Whether t applies op OpTy (ref::AddOp, ...).
+  template <typename OpTy> bool isOp(TermId t) const {
+    return headData(t).op == OpTy::getOperationName();
+  }
   /// t = bcast{dims}(source): true, with them.
   bool broadcastOf(TermId t, std::vector<int64_t> &dims, TermId &source) const {
     const HeadData &h = headData(t);

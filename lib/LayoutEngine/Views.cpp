@@ -128,7 +128,7 @@ TermId reshapeTerm(TermPool &terms, Operation &op, TermId t, const Shape &shape)
 bool functionOfReshape(TermPool &terms, Operation &op, const State &x, const Shape &global,
                        TermId &out) {
   if (!isa<ref::ScalarFunctionOp>(op) || op.getNumOperands() != 1 ||
-      !terms.headIs(x.term, "ref.reshape{"))
+      !terms.isOp<ref::ReshapeOp>(x.term))
     return false;
   // c reshape(u) = reshape(c u): the factor goes inside, as f takes it.
   TermId v = terms.operands(x.term)[0];
