@@ -396,6 +396,15 @@ std::pair<TermId, Rational> sumOf(TermPool &terms, mlir::Operation &op, TermId u
 /// whole groups written as reshapes of maxima.
 TermId maxTerm(TermPool &terms, mlir::Operation &op, TermId u, const std::vector<int64_t> &dims,
                const Shape &global);
+/// A term and the exact factor it is held with (combine's result, Rules.cpp).
+struct Combined {
+  TermId term;
+  Rational factor;
+};
+/// Terms of layout ops written in another order, and reductions, in one form
+/// (NormalForm.cpp): true, with `out`, where one applies to `op` of operands `in`.
+bool layoutNormalForm(TermPool &terms, mlir::Operation &op, const Shape &global,
+                      const std::vector<const State *> &in, Combined &out);
 /// Whether `op` is a transpose that only moves dimensions of size 1 of a value of
 /// shape `in` (a reshape).
 bool unitTranspose(mlir::Operation &op, const Shape &in);

@@ -11,7 +11,7 @@
 // are pick(x) - max - log(sum exp), and the backward passes' row sums of one-hot
 // cotangents likewise meet. Their totals, built in the frameworks' own shapes, meet
 // written in one flat shape (sumOf). Stated once here, part of the terms' one normal
-// form: applied to reference and plan alike by the reduction's term (Rules.cpp,
+// form: applied to reference and plan alike by the reduction's term (NormalForm.cpp,
 // layoutNormalForm), named in the proof trace where it applies (TermPool::applied);
 // certified in LayoutEngineTest.
 //

@@ -380,7 +380,7 @@ Weighted PieceComparison::Normalizer::rebuild(OperationName name, DictionaryAttr
                              const std::vector<Weighted> &in) {
   ++made;
   // A transpose that only moves dimensions of size 1 is a reshape, in the form the
-  // rules give it (Rules.cpp, layoutNormalForm): a microbatch of one row transposed.
+  // rules give it (NormalForm.cpp, layoutNormalForm): a microbatch of one row transposed.
   if (auto perm = attrs ? attrs.getAs<DenseI64ArrayAttr>("perm") : DenseI64ArrayAttr();
       name.getStringRef() == "ref.transpose" && in.size() == 1 && perm) {
     Shape src = terms.shapeOf(in[0].first);
